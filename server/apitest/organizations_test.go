@@ -1,0 +1,65 @@
+package apitest
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"renga.dev/renga/gen/client"
+	"renga.dev/renga/server/servertest"
+)
+
+func TestOrganizationLifecycle(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	c := newClient(t, env, env.Token(t, "organizations:write", "audit:read"))
+	ctx := context.Background()
+
+	created, err := c.CreateOrganizationWithResponse(ctx, &client.CreateOrganizationParams{IdempotencyKey: "k1"},
+		client.CreateOrganizationJSONRequestBody{Slug: "acme", DisplayName: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.StatusCode() != http.StatusCreated {
+		t.Fatalf("create: %d %s", created.StatusCode(), created.Body)
+	}
+	org := created.JSON201
+	if got := created.HTTPResponse.Header.Get("Location"); got != "/api/v1/operator/organizations/"+org.Id {
+		t.Errorf("Location = %q", got)
+	}
+	if got := created.HTTPResponse.Header.Get("ETag"); got != `"1"` {
+		t.Errorf("ETag = %q", got)
+	}
+	if created.HTTPResponse.Header.Get("Idempotency-Expires") == "" {
+		t.Error("no Idempotency-Expires")
+	}
+
+	got, err := c.GetOrganizationWithResponse(ctx, org.Id)
+	if err != nil || got.JSON200 == nil || got.JSON200.Slug != "acme" {
+		t.Fatalf("get: %v %s", err, got.Body)
+	}
+
+	upd, err := c.UpdateOrganizationWithResponse(ctx, org.Id, &client.UpdateOrganizationParams{IfMatch: `"1"`},
+		client.UpdateOrganizationJSONRequestBody{DisplayName: "Acme Inc."})
+	if err != nil || upd.JSON200 == nil || upd.JSON200.Version != 2 || upd.JSON200.DisplayName != "Acme Inc." {
+		t.Fatalf("update: %v %d %s", err, upd.StatusCode(), upd.Body)
+	}
+	if upd.HTTPResponse.Header.Get("ETag") != `"2"` {
+		t.Errorf("ETag after update = %q", upd.HTTPResponse.Header.Get("ETag"))
+	}
+
+	dup, _ := c.CreateOrganizationWithResponse(ctx, &client.CreateOrganizationParams{IdempotencyKey: "k2"},
+		client.CreateOrganizationJSONRequestBody{Slug: "acme", DisplayName: "Other"})
+	if dup.StatusCode() != http.StatusConflict || dup.ApplicationproblemJSON409 == nil || dup.ApplicationproblemJSON409.Error != client.ErrorCodeSlugTaken {
+		t.Fatalf("duplicate slug: %d %s", dup.StatusCode(), dup.Body)
+	}
+
+	events, err := c.ListAuditEventsWithResponse(ctx, &client.ListAuditEventsParams{})
+	if err != nil || events.JSON200 == nil {
+		t.Fatalf("audit: %v %s", err, events.Body)
+	}
+	if n := len(events.JSON200.Items); n != 3 {
+		t.Fatalf("audit events = %d, want 3: %s", n, events.Body)
+	}
+	t.Logf("%s", events.Body)
+}

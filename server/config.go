@@ -1,0 +1,215 @@
+// Package server is the Renga deployment server: configuration, the HTTP pipeline every request
+// goes through, the handlers implementing the generated strict interface, and background work.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environments.
+const (
+	EnvProduction  = "production"
+	EnvDevelopment = "development"
+)
+
+// Config is the server's configuration, read from RENGA_* variables.
+type Config struct {
+	Environment          string
+	Listen               string
+	PublicURL            string
+	DatabaseURL          string
+	DataDir              string
+	DeploymentID         string
+	TLSCertFile          string
+	TLSKeyFile           string
+	TrustedProxies       []netip.Prefix
+	DeletionGracePeriod  time.Duration
+	IdempotencyRetention time.Duration
+	// Per-credential limit on authenticated requests (requests/s and burst); 0 disables.
+	RateLimitAuthenticated      float64
+	RateLimitAuthenticatedBurst int
+	// Per-source-address limit on unauthenticated requests.
+	RateLimitAnonymous      float64
+	RateLimitAnonymousBurst int
+	DatabaseMaxConns        int32
+	Version                 string
+}
+
+// Development reports whether the server runs in development mode.
+func (c Config) Development() bool { return c.Environment == EnvDevelopment }
+
+// ConfigError names the variable that is wrong.
+type ConfigError struct {
+	Variable string
+	Problem  string
+}
+
+func (e *ConfigError) Error() string { return e.Variable + ": " + e.Problem }
+
+var deploymentIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,16}$`)
+
+// LoadConfig reads the environment through getenv. dev is `serve --dev`, which implies
+// development and supplies defaults for what a private deployment needs.
+func LoadConfig(getenv func(string) string, dev bool) (Config, error) {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, &ConfigError{Variable: name, Problem: fmt.Sprintf(format, args...)})
+	}
+	c := Config{
+		Environment:                 EnvProduction,
+		Listen:                      ":8080",
+		DeletionGracePeriod:         720 * time.Hour,
+		IdempotencyRetention:        24 * time.Hour,
+		RateLimitAuthenticated:      1000,
+		RateLimitAuthenticatedBurst: 2000,
+		RateLimitAnonymous:          10,
+		RateLimitAnonymousBurst:     50,
+	}
+	if dev {
+		c.Environment = EnvDevelopment
+		c.Listen = "127.0.0.1:8080"
+		c.DataDir = ".renga"
+	}
+	if v := getenv("RENGA_ENV"); v != "" {
+		switch v {
+		case EnvProduction, EnvDevelopment:
+			c.Environment = v
+		default:
+			bad("RENGA_ENV", "must be %q or %q, not %q", EnvProduction, EnvDevelopment, v)
+		}
+		if dev && v == EnvProduction {
+			bad("RENGA_ENV", "is production, but --dev runs a development deployment")
+		}
+	}
+	if v := getenv("RENGA_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := getenv("RENGA_DATA_DIR"); v != "" {
+		c.DataDir = v
+	}
+	c.DatabaseURL = getenv("RENGA_DATABASE_URL")
+	if c.DatabaseURL == "" && !dev {
+		bad("RENGA_DATABASE_URL", "is required (a PostgreSQL URL); `renga serve --dev` starts a private database instead")
+	} else if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("RENGA_DATABASE_URL", "must be a postgres:// URL")
+		}
+	}
+	c.PublicURL = getenv("RENGA_PUBLIC_URL")
+	if c.PublicURL == "" {
+		if c.Development() {
+			host := c.Listen
+			if strings.HasPrefix(host, ":") {
+				host = "127.0.0.1" + host
+			}
+			c.PublicURL = "http://" + host
+		} else {
+			bad("RENGA_PUBLIC_URL", "is required: the https URL agents and operators reach this deployment at")
+		}
+	} else if u, err := url.Parse(c.PublicURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") ||
+		u.RawQuery != "" || u.Fragment != "" {
+		bad("RENGA_PUBLIC_URL", "must be an absolute http(s) URL without query or fragment, got %q", c.PublicURL)
+	} else if u.Scheme != "https" && !c.Development() {
+		bad("RENGA_PUBLIC_URL", "must be https in production, got %q", c.PublicURL)
+	} else {
+		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+	}
+	if v := getenv("RENGA_DEPLOYMENT_ID"); v != "" {
+		if !deploymentIDPattern.MatchString(v) {
+			bad("RENGA_DEPLOYMENT_ID", "must be 1 to 16 lowercase letters, digits or hyphens, got %q", v)
+		}
+		c.DeploymentID = v
+	}
+	c.TLSCertFile, c.TLSKeyFile = getenv("RENGA_TLS_CERT_FILE"), getenv("RENGA_TLS_KEY_FILE")
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be set together")
+	}
+	for _, f := range []struct{ name, path string }{{"RENGA_TLS_CERT_FILE", c.TLSCertFile}, {"RENGA_TLS_KEY_FILE", c.TLSKeyFile}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				bad(f.name, "cannot read %q: %v", f.path, err)
+			}
+		}
+	}
+	if v := getenv("RENGA_TRUSTED_PROXIES"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			p, err := ParsePrefix(s)
+			if err != nil {
+				bad("RENGA_TRUSTED_PROXIES", "%q is not a CIDR or address", s)
+				continue
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+	}
+	if !c.Development() && c.TLSCertFile == "" && len(c.TrustedProxies) == 0 {
+		bad("RENGA_TLS_CERT_FILE", "production needs HTTPS: set RENGA_TLS_CERT_FILE and RENGA_TLS_KEY_FILE, or RENGA_TRUSTED_PROXIES naming the TLS-terminating proxies")
+	}
+	duration := func(name string, dst *time.Duration, min time.Duration) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < min {
+			bad(name, "must be a duration of at least %s (e.g. 720h), got %q", min, v)
+			return
+		}
+		*dst = d
+	}
+	duration("RENGA_DELETION_GRACE_PERIOD", &c.DeletionGracePeriod, 0)
+	duration("RENGA_IDEMPOTENCY_RETENTION", &c.IdempotencyRetention, 24*time.Hour)
+	number := func(name string, dst *float64) {
+		if v := getenv(name); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				bad(name, "must be a non-negative number, got %q", v)
+				return
+			}
+			*dst = f
+		}
+	}
+	integer := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				bad(name, "must be a positive integer, got %q", v)
+				return
+			}
+			*dst = n
+		}
+	}
+	number("RENGA_RATE_LIMIT_AUTHENTICATED", &c.RateLimitAuthenticated)
+	integer("RENGA_RATE_LIMIT_AUTHENTICATED_BURST", &c.RateLimitAuthenticatedBurst)
+	number("RENGA_RATE_LIMIT_ANONYMOUS", &c.RateLimitAnonymous)
+	integer("RENGA_RATE_LIMIT_ANONYMOUS_BURST", &c.RateLimitAnonymousBurst)
+	var maxConns int
+	integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
+	c.DatabaseMaxConns = int32(min(maxConns, 1000))
+	return c, errors.Join(errs...)
+}
+
+// ParsePrefix accepts a CIDR or a bare address (as a single-address prefix).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}

@@ -1,0 +1,126 @@
+// Package db is the PostgreSQL boundary: the pool, transactions, migrations, identifiers and the
+// translation of driver errors into domain errors.
+package db
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is what domain functions need: a pool or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	// ErrNotFound means no row matched.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique constraint refused the row.
+	ErrConflict = errors.New("conflict")
+)
+
+// Open connects a pool and checks the connection.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// Beginner starts transactions (a pool or a connection).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// WithTx runs fn in a transaction, committing when fn returns nil.
+func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Translate maps driver errors to the domain's sentinels; other errors pass through.
+func Translate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
+		return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+	}
+	return err
+}
+
+// ConstraintOf returns the violated constraint's name of a unique violation, or "".
+func ConstraintOf(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// crockford is lowercase and in ascending ASCII order, so IDs sort by creation time.
+const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// NewID returns prefix + "_" + 26 characters: 48 bits of milliseconds then 80 random bits, so
+// IDs of one kind sort roughly by creation time (pagination relies on that order being stable,
+// not on it being exact).
+func NewID(prefix string) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(time.Now().UnixMilli())<<16)
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	// 128 bits → 26 base32 characters (130 bits, top two zero).
+	hi := binary.BigEndian.Uint64(b[0:8])
+	lo := binary.BigEndian.Uint64(b[8:16])
+	out := make([]byte, 26)
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return prefix + "_" + string(out)
+}
+
+// SQLState returns the SQLSTATE of a PostgreSQL error, or "".
+func SQLState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

@@ -1,0 +1,102 @@
+package domain
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/db"
+)
+
+// Actor types.
+const (
+	ActorOperatorToken = "operator_token"
+	ActorLocalOperator = "local_operator"
+	// LocalOperatorID is the actor ID of release commands; the invocation ID tells runs apart.
+	LocalOperatorID = "local-operator"
+)
+
+// Audit outcomes.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeDenied    = "denied"
+)
+
+// AuditEvent is one attempted mutation. Its fields are the allowlist: nothing else is stored.
+type AuditEvent struct {
+	ID                       string    `db:"id"`
+	Time                     time.Time `db:"time"`
+	RequestID                string    `db:"request_id"`
+	ActorType                string    `db:"actor_type"`
+	ActorID                  string    `db:"actor_id"`
+	ActorName                string    `db:"actor_name"`
+	InvocationID             *string   `db:"invocation_id"`
+	Operation                string    `db:"operation"`
+	OrganizationID           *string   `db:"organization_id"`
+	OrganizationNameSnapshot *string   `db:"organization_name_snapshot"`
+	TokenID                  *string   `db:"token_id"`
+	Outcome                  string    `db:"outcome"`
+	Status                   int       `db:"status"`
+	Error                    *string   `db:"error"`
+	ChangedFields            []string  `db:"changed_fields"`
+	SourceAddress            string    `db:"source_address"`
+}
+
+const auditColumns = `id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
+	organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address`
+
+// RecordAudit stores e; for a successful change to an organization it also writes the
+// organization's Activity. Call it in the mutation's transaction.
+func RecordAudit(ctx context.Context, q db.DBTX, e AuditEvent) error {
+	if e.ID == "" {
+		e.ID = db.NewID("evt")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if e.ChangedFields == nil {
+		e.ChangedFields = []string{}
+	}
+	_, err := q.Exec(ctx, `INSERT INTO audit_events (`+auditColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		e.ID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation,
+		e.OrganizationID, e.OrganizationNameSnapshot, e.TokenID, e.Outcome, e.Status, e.Error,
+		e.ChangedFields, e.SourceAddress)
+	if err != nil {
+		return err
+	}
+	if e.Outcome != OutcomeSucceeded || e.OrganizationID == nil {
+		return nil
+	}
+	// The organization may be gone (a purge); Activity goes with it.
+	_, err = q.Exec(ctx, `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type,
+		actor_id, actor_name, invocation_id, operation, changed_fields)
+		SELECT $1, id, $3, $4, $5, $6, $7, $8, $9, $10 FROM organizations WHERE id = $2`,
+		db.NewID("act"), *e.OrganizationID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName,
+		e.InvocationID, e.Operation, e.ChangedFields)
+	return err
+}
+
+// AuditFilter selects a page of audit events, newest first.
+type AuditFilter struct {
+	OrganizationID, ActorID, Operation, Outcome string
+	Since, Until                                *time.Time
+	Before                                      string // last ID of the previous page
+	Limit                                       int
+}
+
+// ListAuditEvents returns up to Limit events in descending ID order.
+func ListAuditEvents(ctx context.Context, q db.DBTX, f AuditFilter) ([]AuditEvent, error) {
+	rows, err := q.Query(ctx, `SELECT `+auditColumns+` FROM audit_events
+		WHERE ($1 = '' OR organization_id = $1) AND ($2 = '' OR actor_id = $2) AND ($3 = '' OR operation = $3)
+		  AND ($4 = '' OR outcome = $4) AND ($5::timestamptz IS NULL OR time >= $5)
+		  AND ($6::timestamptz IS NULL OR time < $6) AND ($7 = '' OR id < $7)
+		ORDER BY id DESC LIMIT $8`,
+		f.OrganizationID, f.ActorID, f.Operation, f.Outcome, f.Since, f.Until, f.Before, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[AuditEvent])
+}

@@ -1,0 +1,167 @@
+// Package pgembed runs a private PostgreSQL cluster from the machine's own binaries: the embedded
+// default of `renga serve --dev` and the test launcher. As root it runs PostgreSQL as the
+// unprivileged "postgres" user, since PostgreSQL refuses to run as root.
+package pgembed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Options tunes a cluster.
+type Options struct {
+	// Fast turns off durability (fsync, synchronous commit, full-page writes): tests only.
+	Fast bool
+	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	Port int
+}
+
+// Cluster is a running private PostgreSQL.
+type Cluster struct {
+	Dir    string // data directory
+	RunDir string // socket and log directory
+	Port   int
+	bin    string
+	runAs  string // user to run as, or "" for the current user
+}
+
+// URL is a connection URL for database name.
+func (c *Cluster) URL(database string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, database)
+}
+
+// BinDir finds the directory of the newest installed PostgreSQL's server binaries.
+func BinDir() (string, error) {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		dir := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Slice(matches, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(matches[i]))))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(matches[j]))))
+		return vi > vj
+	})
+	if len(matches) == 0 {
+		return "", errors.New("no PostgreSQL server binaries found (looked for pg_config and /usr/lib/postgresql/*/bin/initdb); install the postgresql package")
+	}
+	return filepath.Dir(matches[0]), nil
+}
+
+// Start initializes dir when it holds no cluster yet, then starts PostgreSQL on it.
+func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), bin: bin}
+	if os.Geteuid() == 0 {
+		c.runAs = "postgres"
+	}
+	for _, d := range []string{dir, c.Dir, c.RunDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if c.runAs != "" {
+		u, err := user.Lookup(c.runAs)
+		if err != nil {
+			return nil, fmt.Errorf("running as root needs the unprivileged %q user: %w", c.runAs, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for _, d := range []string{dir, c.Dir, c.RunDir} {
+			if err := os.Chown(d, uid, gid); err != nil {
+				return nil, err
+			}
+		}
+		// The postgres user must be able to reach the directory.
+		for p := filepath.Dir(dir); p != "/"; p = filepath.Dir(p) {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(p, fi.Mode().Perm()|0o011); err != nil {
+					return nil, fmt.Errorf("make %s reachable for PostgreSQL: %w", p, err)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := c.run(ctx, "initdb", "-D", c.Dir, "-U", "postgres", "--auth=trust", "-E", "UTF8",
+			"--locale=C.UTF-8", "--no-sync"); err != nil {
+			return nil, err
+		}
+	}
+	c.Port = opts.Port
+	if c.Port == 0 {
+		if c.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	settings := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", c.Port, c.RunDir)
+	if opts.Fast {
+		settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	// A cluster left running by a killed process is stopped first.
+	if _, err := os.Stat(filepath.Join(c.Dir, "postmaster.pid")); err == nil {
+		_ = c.run(ctx, "pg_ctl", "-D", c.Dir, "-m", "immediate", "-w", "stop")
+	}
+	if err := c.run(ctx, "pg_ctl", "-D", c.Dir, "-l", filepath.Join(c.RunDir, "postgres.log"), "-w",
+		"-t", "60", "-o", settings, "start"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop shuts the cluster down.
+func (c *Cluster) Stop() error {
+	return c.run(context.Background(), "pg_ctl", "-D", c.Dir, "-m", "fast", "-w", "stop")
+}
+
+func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
+	path := filepath.Join(c.bin, name)
+	var cmd *exec.Cmd
+	if c.runAs != "" {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.runAs, "--", path}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, path, args...)
+	}
+	cmd.Dir = c.RunDir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.RunDir, "postgres.log"))
+		return fmt.Errorf("%s: %w\n%s%s", name, err, out.String(), tail(log, 2000))
+	}
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

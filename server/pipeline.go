@@ -1,0 +1,685 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/problem"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// operation is what the pipeline knows of one operation of the spec.
+type operation struct {
+	ID          string
+	Method      string
+	Route       string // the path template, e.g. /api/v1/operator/organizations/{organization_id}
+	Scope       string // x-renga-scope
+	Mutation    bool
+	KeyRequired bool // Idempotency-Key declared required
+	KeyAccepted bool // Idempotency-Key declared
+	IfMatch     bool // If-Match declared
+	spec        *openapi3.Operation
+}
+
+// Operations reads the operations of the spec and checks each declares what the pipeline
+// needs: an operationId, a known scope, and an Idempotency-Key parameter on every write.
+func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
+	ops := map[*openapi3.Operation]*operation{}
+	var errs []error
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			o := &operation{ID: op.OperationID, Method: method, Route: path, spec: op,
+				Mutation: method != http.MethodGet && method != http.MethodHead}
+			scope, _ := op.Extensions["x-renga-scope"].(string)
+			if scope != domain.ScopeAuthenticated && !contains(domain.Scopes, scope) {
+				errs = append(errs, fmt.Errorf("%s %s: x-renga-scope %q is not a known scope", method, path, scope))
+			}
+			o.Scope = scope
+			if o.ID == "" {
+				errs = append(errs, fmt.Errorf("%s %s: no operationId", method, path))
+			}
+			for _, p := range append(append(openapi3.Parameters{}, item.Parameters...), op.Parameters...) {
+				if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
+					continue
+				}
+				switch http.CanonicalHeaderKey(p.Value.Name) {
+				case "Idempotency-Key":
+					o.KeyAccepted, o.KeyRequired = true, p.Value.Required
+				case "If-Match":
+					o.IfMatch = true
+				}
+			}
+			if o.Mutation && !o.KeyAccepted {
+				errs = append(errs, fmt.Errorf("%s %s: a write must declare the Idempotency-Key header", method, path))
+			}
+			ops[op] = o
+		}
+	}
+	return ops, errors.Join(errs...)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pipeline is the one path every API request takes: HTTPS check, authentication, scope, request
+// validation, Idempotency-Key, If-Match, then (for writes) the handler inside one transaction
+// with its audit event and stored idempotent result.
+type pipeline struct {
+	s      *Server
+	router routers.Router
+	ops    map[*openapi3.Operation]*operation
+	next   http.Handler // the generated strict handler
+}
+
+func newPipeline(s *Server, next http.Handler) (*pipeline, error) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded spec: %w", err)
+	}
+	spec.Servers = nil // match on path only, never on Host
+	ops, err := Operations(spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	router, err := gorillamux.NewRouter(spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec router: %w", err)
+	}
+	return &pipeline{s: s, router: router, ops: ops, next: next}, nil
+}
+
+func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	st := stateFrom(ctx) // made by the outer handler (logRequests)
+	fail := func(pe *problem.Error) { problem.Write(w, st.ID, pe) }
+
+	invocation, local := localOperatorFrom(ctx)
+	if local {
+		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID, InvocationID: invocation}
+	} else {
+		if !p.s.cfg.Development() && !secureRequest(r, p.s.cfg.TrustedProxies) {
+			fail(problem.New(http.StatusForbidden, api.ErrorCodeHttpsRequired, "This deployment accepts API requests over HTTPS only."))
+			return
+		}
+		actor, ok := p.s.authenticate(ctx, r, st.Source)
+		if !ok {
+			fail(problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
+				"Send a valid operator token: Authorization: Bearer renga_operator_..."))
+			return
+		}
+		st.Actor = actor
+		if !p.s.limits.allow(actor.ID) {
+			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This token sends more requests than the deployment allows; slow down.")
+			pe.RetryAfter = 1
+			fail(pe)
+			return
+		}
+	}
+
+	route, pathParams, err := p.router.FindRoute(r)
+	switch {
+	case errors.Is(err, routers.ErrMethodNotAllowed):
+		fail(problem.Newf(http.StatusMethodNotAllowed, api.ErrorCodeMethodNotAllowed, "%s is not allowed on %s.", r.Method, r.URL.Path))
+		return
+	case err != nil:
+		fail(problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "No operation at %s.", r.URL.Path))
+		return
+	}
+	op := p.ops[route.Operation]
+	st.Op = op
+
+	// From here on, a write's failure is an attempted mutation: it is audited.
+	reject := func(pe *problem.Error, outcome string) {
+		if op.Mutation {
+			p.auditFailure(ctx, st, pathParams, outcome, pe.Status, pe.Code)
+		}
+		fail(pe)
+	}
+
+	if !st.Actor.HasScope(op.Scope) {
+		pe := problem.Newf(http.StatusForbidden, api.ErrorCodeInsufficientScope, "This operation needs the %s scope.", op.Scope)
+		pe.RequiredScope = op.Scope
+		reject(pe, domain.OutcomeDenied)
+		return
+	}
+
+	body, pe := readBody(r, op)
+	if pe != nil {
+		reject(pe, domain.OutcomeFailed)
+		return
+	}
+	key, pe := idempotencyKey(r, op)
+	if pe != nil {
+		reject(pe, domain.OutcomeFailed)
+		return
+	}
+	ifMatch, hasIfMatch := r.Header.Get("If-Match"), r.Header.Values("If-Match") != nil
+	if op.IfMatch && !hasIfMatch {
+		// Validate as if a tag were present, so that a bad body is reported before the
+		// missing precondition (the documented order of checks).
+		r.Header.Set("If-Match", `"0"`)
+	}
+	if pe := validate(ctx, r, route, pathParams, body); pe != nil {
+		reject(pe, domain.OutcomeFailed)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	if !op.Mutation {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+
+	if op.IfMatch {
+		version, pe := parseIfMatch(ifMatch, hasIfMatch)
+		if pe != nil {
+			reject(pe, domain.OutcomeFailed)
+			return
+		}
+		st.IfMatch = version
+		r.Header.Set("If-Match", ifMatch)
+	}
+	p.mutate(w, r, st, pathParams, body, key)
+}
+
+// mutate runs a write in one transaction: the idempotency record, the change and its audit
+// event commit together, or nothing does.
+func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestState, pathParams map[string]string, body []byte, key string) {
+	ctx := r.Context()
+	op := st.Op
+	var k *storedKey
+	if key != "" {
+		k = &storedKey{actorID: st.Actor.ID, method: op.Method, route: op.Route, keyHash: domain.HashSecret(key),
+			digest: requestDigest(op, pathParams, r.URL.Query(), r.Header.Get("If-Match"), body)}
+	}
+	rec := newRecorder()
+	var replay *storedResponse
+	err := db.WithTx(ctx, p.s.pool, func(tx pgx.Tx) error {
+		if k != nil {
+			stored, err := k.lockAndLoad(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if stored != nil {
+				replay = stored
+				return errReplay
+			}
+		}
+		st.Tx = tx
+		defer func() { st.Tx = nil }()
+		p.next.ServeHTTP(rec, r)
+		status := rec.code()
+		if status >= 400 {
+			return errHandlerFailed
+		}
+		if k != nil {
+			expires := time.Now().Add(p.s.cfg.IdempotencyRetention).UTC().Truncate(time.Second)
+			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
+			if err := k.store(ctx, tx, status, rec.header, rec.body.Bytes(), expires); err != nil {
+				return err
+			}
+		}
+		return domain.RecordAudit(ctx, tx, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
+	})
+	switch {
+	case err == nil:
+		rec.flush(w)
+	case errors.Is(err, errReplay):
+		if !bytes.Equal(replay.digest, k.digest) {
+			pe := problem.New(http.StatusConflict, api.ErrorCodeIdempotencyKeyReused,
+				"This Idempotency-Key was used for a different request; use a new key for a new request.")
+			w.Header().Set("Idempotency-Expires", replay.expires.UTC().Format(time.RFC3339))
+			p.auditFailure(ctx, st, pathParams, domain.OutcomeFailed, pe.Status, pe.Code)
+			problem.Write(w, st.ID, pe)
+			return
+		}
+		replay.write(w)
+	case errors.Is(err, errHandlerFailed):
+		code := problemCode(rec.body.Bytes())
+		outcome := domain.OutcomeFailed
+		if rec.code() == http.StatusForbidden {
+			outcome = domain.OutcomeDenied
+		}
+		p.auditFailure(ctx, st, pathParams, outcome, rec.code(), code)
+		rec.flush(w)
+	default:
+		p.s.log.ErrorContext(ctx, "mutation failed", "request_id", st.ID, "operation", op.ID, "error", err)
+		pe := problem.Internal()
+		p.auditFailure(ctx, st, pathParams, domain.OutcomeFailed, pe.Status, pe.Code)
+		problem.Write(w, st.ID, pe)
+	}
+}
+
+var (
+	errReplay        = errors.New("stored response")
+	errHandlerFailed = errors.New("handler answered with an error")
+)
+
+func problemCode(b []byte) api.ErrorCode {
+	var body struct {
+		Error api.ErrorCode `json:"error"`
+	}
+	_ = json.Unmarshal(b, &body)
+	return body.Error
+}
+
+func (p *pipeline) auditEvent(st *requestState, outcome string, status int, code api.ErrorCode) domain.AuditEvent {
+	e := domain.AuditEvent{
+		RequestID:     st.ID,
+		ActorType:     st.Actor.Type,
+		ActorID:       st.Actor.ID,
+		ActorName:     st.Actor.Name,
+		Operation:     st.Op.ID,
+		Outcome:       outcome,
+		Status:        status,
+		ChangedFields: st.Audit.ChangedFields,
+		SourceAddress: sourceString(st),
+	}
+	if st.Actor.InvocationID != "" {
+		e.InvocationID = &st.Actor.InvocationID
+	}
+	if st.Audit.OrganizationID != "" {
+		e.OrganizationID = &st.Audit.OrganizationID
+		e.OrganizationNameSnapshot = &st.Audit.OrganizationName
+	}
+	if st.Audit.TokenID != "" {
+		e.TokenID = &st.Audit.TokenID
+	}
+	if code != "" {
+		c := string(code)
+		e.Error = &c
+	}
+	return e
+}
+
+func sourceString(st *requestState) string {
+	if st.Actor.Type == domain.ActorLocalOperator {
+		return "local"
+	}
+	if !st.Source.IsValid() {
+		return "unknown"
+	}
+	return st.Source.String()
+}
+
+// auditFailure records a failed or denied attempt in its own transaction, after the attempt's
+// own transaction (if any) rolled back. The organization named in the path is the target.
+func (p *pipeline) auditFailure(ctx context.Context, st *requestState, pathParams map[string]string, outcome string, status int, code api.ErrorCode) {
+	ctx = context.WithoutCancel(ctx)
+	st.Audit.ChangedFields = nil
+	if id := pathParams["organization_id"]; id != "" && st.Audit.OrganizationID == "" {
+		st.Audit.OrganizationID = id
+		if o, err := domain.GetOrganization(ctx, p.s.pool, id); err == nil {
+			st.Audit.OrganizationName = o.DisplayName
+		}
+	}
+	e := p.auditEvent(st, outcome, status, code)
+	if e.OrganizationID != nil && *e.OrganizationNameSnapshot == "" {
+		e.OrganizationNameSnapshot = nil
+	}
+	if err := domain.RecordAudit(ctx, p.s.pool, e); err != nil {
+		p.s.log.ErrorContext(ctx, "audit of a failed attempt not recorded", "request_id", st.ID, "error", err)
+	}
+}
+
+// readBody reads at most MaxBodyBytes and checks the media type against the operation's.
+func readBody(r *http.Request, op *operation) ([]byte, *problem.Error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, problem.Newf(http.StatusRequestEntityTooLarge, api.ErrorCodePayloadTooLarge, "The body exceeds %d bytes.", MaxBodyBytes)
+		}
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body could not be read.")
+	}
+	if len(body) == 0 || op.spec.RequestBody == nil || op.spec.RequestBody.Value == nil {
+		return body, nil
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || op.spec.RequestBody.Value.Content.Get(mt) == nil || op.spec.RequestBody.Value.Content[mt] == nil {
+		return nil, problem.Newf(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
+			"Send the body as %s.", strings.Join(mediaTypes(op.spec.RequestBody.Value.Content), " or "))
+	}
+	return body, nil
+}
+
+func mediaTypes(c openapi3.Content) []string {
+	var out []string
+	for k := range c {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// idempotencyKey returns the request's key (unquoted from a structured-field string), or a
+// problem when the operation requires one and none was sent.
+func idempotencyKey(r *http.Request, op *operation) (string, *problem.Error) {
+	values := r.Header.Values("Idempotency-Key")
+	if len(values) == 0 {
+		if op.KeyRequired {
+			return "", problem.New(http.StatusBadRequest, api.ErrorCodeIdempotencyKeyRequired,
+				"This operation needs an Idempotency-Key header (1 to 255 printable ASCII characters), so that a retry cannot repeat it.")
+		}
+		return "", nil
+	}
+	if !op.KeyAccepted {
+		return "", nil
+	}
+	bad := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest,
+		"Idempotency-Key must be one header of 1 to 255 printable ASCII characters.")
+	bad.Errors = []problem.FieldError{{Field: "Idempotency-Key", Message: "1 to 255 printable ASCII characters"}}
+	if len(values) > 1 {
+		return "", bad
+	}
+	v := values[0]
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		unq, ok := unquoteSFString(v)
+		if !ok {
+			return "", bad
+		}
+		v = unq
+	}
+	if len(v) < 1 || len(v) > 255 {
+		return "", bad
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "", bad
+		}
+	}
+	return v, nil
+}
+
+// unquoteSFString decodes an RFC 8941 string: only \" and \\ are escapes.
+func unquoteSFString(s string) (string, bool) {
+	s = s[1 : len(s)-1]
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			if i+1 >= len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
+				return "", false
+			}
+			i++
+			b.WriteByte(s[i])
+		case '"':
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// parseIfMatch returns the version a strong tag names; a weak or malformed tag gets -1, which no
+// stored version equals, so the write fails with 412 and the current version.
+func parseIfMatch(v string, present bool) (int64, *problem.Error) {
+	v = strings.TrimSpace(v)
+	if !present || v == "" || v == "*" {
+		return 0, problem.New(http.StatusPreconditionRequired, api.ErrorCodePreconditionRequired,
+			`Send If-Match with the version you last read, e.g. If-Match: "3" (the ETag of a GET); "*" is not accepted.`)
+	}
+	if len(v) >= 3 && v[0] == '"' && v[len(v)-1] == '"' {
+		if n, err := strconv.ParseInt(v[1:len(v)-1], 10, 64); err == nil && n > 0 {
+			return n, nil
+		}
+	}
+	return -1, nil
+}
+
+// validate checks the request against the spec and lists each bad field.
+func validate(ctx context.Context, r *http.Request, route *routers.Route, pathParams map[string]string, body []byte) *problem.Error {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
+		Request: r, PathParams: pathParams, Route: route,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	})
+	if err == nil {
+		return nil
+	}
+	pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
+	pe.Errors = fieldErrors(err, "")
+	if len(pe.Errors) == 0 {
+		pe.Errors = []problem.FieldError{{Field: "", Message: "invalid request"}}
+	}
+	return pe
+}
+
+func fieldErrors(err error, field string) []problem.FieldError {
+	var out []problem.FieldError
+	var multi openapi3.MultiError
+	var reqErr *openapi3filter.RequestError
+	var schemaErr *openapi3.SchemaError
+	var parseErr *openapi3filter.ParseError
+	switch {
+	case errors.As(err, &multi):
+		for _, e := range multi {
+			out = append(out, fieldErrors(e, field)...)
+		}
+	case errors.As(err, &reqErr):
+		switch {
+		case reqErr.Parameter != nil:
+			field = reqErr.Parameter.Name
+		case reqErr.RequestBody != nil:
+			field = "body"
+		}
+		if reqErr.Err == nil {
+			return []problem.FieldError{{Field: field, Message: reqErr.Reason}}
+		}
+		inner := fieldErrors(reqErr.Err, field)
+		if len(inner) == 0 {
+			inner = []problem.FieldError{{Field: field, Message: reqErr.Reason}}
+		}
+		out = append(out, inner...)
+	case errors.As(err, &schemaErr):
+		f := field
+		if ptr := schemaErr.JSONPointer(); len(ptr) > 0 {
+			if f == "body" {
+				f = ""
+			} else if f != "" {
+				f += "."
+			}
+			f += strings.Join(ptr, ".")
+		}
+		out = append(out, problem.FieldError{Field: f, Message: schemaErr.Reason})
+	case errors.As(err, &parseErr):
+		out = append(out, problem.FieldError{Field: field, Message: "malformed value"})
+	default:
+		out = append(out, problem.FieldError{Field: field, Message: "invalid value"})
+	}
+	return out
+}
+
+// storedKey is one idempotency record's identity.
+type storedKey struct {
+	actorID, method, route string
+	keyHash, digest        []byte
+}
+
+type storedResponse struct {
+	digest  []byte
+	status  int
+	headers map[string]string
+	body    []byte
+	expires time.Time
+}
+
+// lockAndLoad serializes requests with this key (a transaction-scoped advisory lock, so a
+// concurrent duplicate waits for the first to commit or roll back) and returns the stored result.
+func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse, error) {
+	h := sha256.New()
+	for _, part := range []string{k.actorID, k.method, k.route} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(k.keyHash)
+	lockID := int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID); err != nil {
+		return nil, err
+	}
+	var s storedResponse
+	var headers []byte
+	err := tx.QueryRow(ctx, `SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
+		WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
+		k.actorID, k.method, k.route, k.keyHash).Scan(&s.digest, &s.status, &headers, &s.body, &s.expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(headers, &s.headers); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// storedHeaders are the response headers a replay repeats.
+var storedHeaders = []string{"Content-Type", "Location", "ETag", "Idempotency-Expires"}
+
+func (k *storedKey) store(ctx context.Context, tx pgx.Tx, status int, h http.Header, body []byte, expires time.Time) error {
+	headers := map[string]string{}
+	for _, name := range storedHeaders {
+		if v := h.Get(name); v != "" {
+			headers[name] = v
+		}
+	}
+	hj, err := json.Marshal(headers)
+	if err != nil {
+		return err
+	}
+	// An expired record with the same key may still be there until the retention job runs.
+	_, err = tx.Exec(ctx, `INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (actor_id, method, route, key_hash) DO UPDATE SET request_digest = excluded.request_digest,
+		  status = excluded.status, headers = excluded.headers, body = excluded.body,
+		  created_at = now(), expires_at = excluded.expires_at`,
+		k.actorID, k.method, k.route, k.keyHash, k.digest, status, hj, body, expires)
+	return err
+}
+
+func (s *storedResponse) write(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range s.headers {
+		h.Set(k, v)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	w.WriteHeader(s.status)
+	_, _ = w.Write(s.body)
+}
+
+// requestDigest is SHA-256 over the normalized request: route, path parameters, sorted query,
+// If-Match and the body re-serialized canonically (keys sorted, insignificant space dropped).
+func requestDigest(op *operation, pathParams map[string]string, query url.Values, ifMatch string, body []byte) []byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", op.Method, op.Route)
+	names := make([]string, 0, len(pathParams))
+	for k := range pathParams {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%s=%s\n", k, pathParams[k])
+	}
+	fmt.Fprintf(h, "%s\n%s\n", query.Encode(), strings.TrimSpace(ifMatch))
+	h.Write(canonicalJSON(body))
+	return h.Sum(nil)
+}
+
+func canonicalJSON(body []byte) []byte {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// logRequests writes one line per request: never headers, bodies or credentials.
+func logRequests(log *slog.Logger, m *metrics, trusted []netip.Prefix, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		st := &requestState{ID: newRequestID(), Source: resolveSource(r, trusted)}
+		r = r.WithContext(context.WithValue(r.Context(), stateKey, st))
+		w.Header().Set("X-Request-Id", st.ID)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		opID, route := "", ""
+		if st.Op != nil {
+			opID, route = st.Op.ID, st.Op.Route
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		m.observe(opID, status, time.Since(start))
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", st.ID),
+			slog.String("method", r.Method), slog.String("route", route), slog.String("operation", opID),
+			slog.Int("status", status), slog.Duration("duration", time.Since(start)),
+			slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Run serves until ctx is cancelled, then shuts down gracefully: it stops accepting, lets
+// in-flight requests finish (up to 20 s), then stops the job workers.
+func Run(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener) error {
+	s, err := New(cfg, pool, log)
+	if err != nil {
+		return err
+	}
+	jobs, err := NewJobClient(pool, log)
+	if err != nil {
+		return fmt.Errorf("job client: %w", err)
+	}
+	if err := jobs.Start(ctx); err != nil {
+		return fmt.Errorf("start job workers: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if cfg.TLSCertFile != "" {
+			errc <- srv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	log.Info("serving", "address", ln.Addr().String(), "public_url", cfg.PublicURL, "environment", cfg.Environment,
+		"deployment_id", cfg.DeploymentID, "tls", cfg.TLSCertFile != "")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if jerr := jobs.Stop(shutdownCtx); jerr != nil {
+		err = errors.Join(err, jerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

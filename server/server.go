@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/problem"
+)
+
+// Server implements the generated strict interface over the domain functions.
+type Server struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	limits  *limiters
+	metrics *metrics
+	handler http.Handler
+}
+
+var _ api.StrictServerInterface = (*Server)(nil)
+
+// New builds the server and its HTTP handler.
+func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, pool: pool, log: log, metrics: newMetrics(),
+		limits: newLimiters(cfg.RateLimitAuthenticated, cfg.RateLimitAuthenticatedBurst)}
+	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read.")
+			problem.Write(w, stateFrom(r.Context()).ID, pe)
+		},
+		ResponseErrorHandlerFunc: s.writeError,
+	})
+	apiMux := http.NewServeMux()
+	generated := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseRouter: apiMux,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request's parameters could not be read.")
+			problem.Write(w, stateFrom(r.Context()).ID, pe)
+		},
+	})
+	pl, err := newPipeline(s, generated)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", pl)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, stateFrom(r.Context()).ID, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))
+	})
+	s.handler = logRequests(log, s.metrics, cfg.TrustedProxies, mux)
+	return s, nil
+}
+
+// Handler is the whole HTTP surface: the API, health, readiness and metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	st, err := db.Status(ctx, s.pool)
+	switch {
+	case err != nil:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("database unreachable\n"))
+	case st.Pending > 0:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("migrations pending: run renga migrate\n"))
+	default:
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+// q is the database handle for this request: the mutation's transaction, or the pool.
+func (s *Server) q(ctx context.Context) db.DBTX {
+	if st := stateFrom(ctx); st.Tx != nil {
+		return st.Tx
+	}
+	return s.pool
+}
+
+// authenticate checks the bearer token: hash, expiry, revocation and source address, on every
+// request, against the database (no cache can let a revoked token through).
+func (s *Server) authenticate(ctx context.Context, r *http.Request, source netip.Addr) (Actor, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Actor{}, false
+	}
+	token = strings.TrimSpace(token)
+	if !domain.LooksLikeToken(token) {
+		return Actor{}, false
+	}
+	hash := domain.HashSecret(token)
+	t, storedHash, err := domain.TokenByHashForAuth(ctx, s.pool, hash)
+	if err != nil {
+		if !errors.Is(err, db.ErrNotFound) {
+			s.log.ErrorContext(ctx, "token lookup failed", "error", err)
+		}
+		return Actor{}, false
+	}
+	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(time.Now(), source) {
+		return Actor{}, false
+	}
+	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes}, true
+}
+
+// writeError renders a handler's error: domain errors map to their problems here, in one place;
+// anything unexpected is logged and becomes a bare 500.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	st := stateFrom(r.Context())
+	var pe *problem.Error
+	var vm *domain.VersionMismatchError
+	switch {
+	case errors.As(err, &pe):
+	case errors.Is(err, db.ErrNotFound):
+		pe = problem.New(http.StatusNotFound, api.ErrorCodeNotFound, "No such resource.")
+	case errors.Is(err, domain.ErrSlugTaken):
+		pe = problem.New(http.StatusConflict, api.ErrorCodeSlugTaken, "Another organization has this slug.")
+	case errors.As(err, &vm):
+		pe = problem.Newf(http.StatusPreconditionFailed, api.ErrorCodeVersionMismatch,
+			"The If-Match version is not the current one (%d); read it again and reapply your change.", vm.Current)
+		pe.CurrentVersion = &vm.Current
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", st.ID, "error", err)
+		pe = problem.Internal()
+	}
+	problem.Write(w, st.ID, pe)
+}
+
+// limiters hold one token bucket per credential.
+type limiters struct {
+	mu    sync.Mutex
+	rate  rate.Limit
+	burst int
+	m     map[string]*rate.Limiter
+}
+
+func newLimiters(perSecond float64, burst int) *limiters {
+	return &limiters{rate: rate.Limit(perSecond), burst: burst, m: map[string]*rate.Limiter{}}
+}
+
+func (l *limiters) allow(key string) bool {
+	if l.rate <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	lim, ok := l.m[key]
+	if !ok {
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.m[key] = lim
+	}
+	l.mu.Unlock()
+	return lim.Allow()
+}

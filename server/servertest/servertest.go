@@ -1,0 +1,247 @@
+// Package servertest gives tests a real PostgreSQL and a real HTTP server: a fresh database per
+// test, cloned from a migrated template, on RENGA_TEST_DATABASE_URL or on a private cluster.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"renga.dev/renga/migrations"
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pgembed"
+)
+
+var (
+	adminURL     string // a URL to the cluster's maintenance database
+	templateName string
+)
+
+// Main runs a package's tests with a database cluster ready. Use it from TestMain.
+func Main(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servertest:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	ctx := context.Background()
+	adminURL = os.Getenv("RENGA_TEST_DATABASE_URL")
+	if adminURL == "" {
+		dir, err := os.MkdirTemp("", "renga-test-pg-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(dir)
+		c, err := pgembed.Start(ctx, dir, pgembed.Options{Fast: true})
+		if err != nil {
+			return 0, fmt.Errorf("start a private PostgreSQL (set RENGA_TEST_DATABASE_URL to use another): %w", err)
+		}
+		defer func() { _ = c.Stop() }()
+		adminURL = c.URL("postgres")
+	}
+	if err := ensureTemplate(ctx); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+// ensureTemplate creates, once per schema, a migrated template database. Test processes of
+// several packages race for it; an advisory lock lets one build it.
+func ensureTemplate(ctx context.Context) error {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := migrations.FS.ReadFile(path)
+		h.Write([]byte(path))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	templateName = "renga_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to the test cluster: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7226351)`); err != nil {
+		return err
+	}
+	defer func() { _, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(7226351)`) }()
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, templateName).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	building := templateName + "_build"
+	_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+building+` WITH (FORCE)`)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+building); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, withDatabase(adminURL, building), 2)
+	if err != nil {
+		return err
+	}
+	err = db.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	pool.Close()
+	if err != nil {
+		return fmt.Errorf("migrate the template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+building+` RENAME TO `+templateName); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `ALTER DATABASE `+templateName+` IS_TEMPLATE true`)
+	return err
+}
+
+func withDatabase(u, name string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		panic(err)
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+// NewDatabase creates a fresh migrated database for t and drops it when t ends.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	if templateName == "" {
+		t.Fatal("servertest: call servertest.Main from TestMain")
+	}
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "renga_t_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for attempt := 0; ; attempt++ {
+		_, err = conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+templateName+` STRATEGY FILE_COPY`)
+		// Another process cloning the template at the same instant is "being accessed": retry.
+		if err == nil || attempt == 20 || db.SQLState(err) != "55006" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	})
+	return withDatabase(adminURL, name)
+}
+
+// Env is a running server on its own database.
+type Env struct {
+	URL    string // base URL of the HTTP server
+	Pool   *pgxpool.Pool
+	Server *server.Server
+	Config server.Config
+	Logs   *SyncBuffer // everything the server logged
+	DBURL  string
+}
+
+// Option adjusts the server's configuration.
+type Option func(*server.Config)
+
+// Start runs a development-mode server on a fresh database over real HTTP.
+func Start(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	dbURL := NewDatabase(t)
+	pool, err := db.Open(context.Background(), dbURL, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cfg := server.Config{
+		Environment:                 server.EnvDevelopment,
+		PublicURL:                   "http://renga.test",
+		DeletionGracePeriod:         720 * time.Hour,
+		IdempotencyRetention:        24 * time.Hour,
+		RateLimitAuthenticated:      0,
+		RateLimitAuthenticatedBurst: 1,
+		RateLimitAnonymous:          0,
+		RateLimitAnonymousBurst:     1,
+		Version:                     "test",
+		DatabaseURL:                 dbURL,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	logs := &SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := server.New(cfg, pool, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return &Env{URL: ts.URL, Pool: pool, Server: s, Config: cfg, Logs: logs, DBURL: dbURL}
+}
+
+// Token mints an operator token with scopes and returns its secret.
+func (e *Env) Token(t testing.TB, scopes ...string) string {
+	t.Helper()
+	_, secret, err := domain.CreateToken(context.Background(), e.Pool, domain.NewToken{Name: "test-" + strings.Join(scopes, "+"), Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// AllScopes is every operator scope.
+func AllScopes() []string { return append([]string(nil), domain.Scopes...) }
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
