@@ -56,9 +56,23 @@ func (e *ConfigError) Error() string { return e.Variable + ": " + e.Problem }
 
 var deploymentIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,16}$`)
 
-// LoadConfig reads the environment through getenv. dev is `serve --dev`, which implies
-// development and supplies defaults for what a private deployment needs.
-func LoadConfig(getenv func(string) string, dev bool) (Config, error) {
+// Mode is what the configuration is loaded for.
+type Mode int
+
+// Modes.
+const (
+	// ModeServe is `renga serve`: everything serving needs must be set.
+	ModeServe Mode = iota
+	// ModeDev is `renga serve --dev`: development, with defaults for a private deployment.
+	ModeDev
+	// ModeRelease is a release command on the server host: it serves no network, so TLS and the
+	// public URL are not required (but are reported when set).
+	ModeRelease
+)
+
+// LoadConfig reads the environment through getenv for mode.
+func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
+	dev := mode == ModeDev
 	var errs []error
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, &ConfigError{Variable: name, Problem: fmt.Sprintf(format, args...)})
@@ -96,7 +110,7 @@ func LoadConfig(getenv func(string) string, dev bool) (Config, error) {
 		c.DataDir = v
 	}
 	c.DatabaseURL = getenv("RENGA_DATABASE_URL")
-	if c.DatabaseURL == "" && !dev {
+	if c.DatabaseURL == "" && mode == ModeServe {
 		bad("RENGA_DATABASE_URL", "is required (a PostgreSQL URL); `renga serve --dev` starts a private database instead")
 	} else if c.DatabaseURL != "" {
 		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
@@ -111,7 +125,7 @@ func LoadConfig(getenv func(string) string, dev bool) (Config, error) {
 				host = "127.0.0.1" + host
 			}
 			c.PublicURL = "http://" + host
-		} else {
+		} else if mode == ModeServe {
 			bad("RENGA_PUBLIC_URL", "is required: the https URL agents and operators reach this deployment at")
 		}
 	} else if u, err := url.Parse(c.PublicURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") ||
@@ -153,7 +167,7 @@ func LoadConfig(getenv func(string) string, dev bool) (Config, error) {
 			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
 	}
-	if !c.Development() && c.TLSCertFile == "" && len(c.TrustedProxies) == 0 {
+	if mode == ModeServe && !c.Development() && c.TLSCertFile == "" && len(c.TrustedProxies) == 0 {
 		bad("RENGA_TLS_CERT_FILE", "production needs HTTPS: set RENGA_TLS_CERT_FILE and RENGA_TLS_KEY_FILE, or RENGA_TRUSTED_PROXIES naming the TLS-terminating proxies")
 	}
 	duration := func(name string, dst *time.Duration, min time.Duration) {

@@ -52,7 +52,8 @@ func NewJobClient(pool *pgxpool.Pool, log *slog.Logger) (*river.Client[pgx.Tx], 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotencyRetentionWorker{pool: pool})
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  log,
+		// River reports routine progress at info level; the deployment's log keeps its warnings.
+		Logger:  slog.New(levelFloor{log.Handler(), slog.LevelWarn}),
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
@@ -61,4 +62,21 @@ func NewJobClient(pool *pgxpool.Pool, log *slog.Logger) (*river.Client[pgx.Tx], 
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
 	})
+}
+
+// levelFloor drops records below min.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(a []slog.Attr) slog.Handler {
+	return levelFloor{h.Handler.WithAttrs(a), h.min}
+}
+func (h levelFloor) WithGroup(n string) slog.Handler {
+	return levelFloor{h.Handler.WithGroup(n), h.min}
 }

@@ -54,7 +54,9 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 	var errs []error
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
-			o := &operation{ID: op.OperationID, Method: method, Route: path, spec: op,
+			// The generated package embeds the spec with operationIds capitalized; audit
+			// records them as openapi.yaml spells them (lowerCamelCase).
+			o := &operation{ID: lowerFirst(op.OperationID), Method: method, Route: path, spec: op,
 				Mutation: method != http.MethodGet && method != http.MethodHead}
 			scope, _ := op.Extensions["x-renga-scope"].(string)
 			if scope != domain.ScopeAuthenticated && !contains(domain.Scopes, scope) {
@@ -82,6 +84,13 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 		}
 	}
 	return ops, errors.Join(errs...)
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }
 
 func contains(list []string, s string) bool {
@@ -482,34 +491,31 @@ func validate(ctx context.Context, r *http.Request, route *routers.Route, pathPa
 }
 
 func fieldErrors(err error, field string) []problem.FieldError {
-	var out []problem.FieldError
-	var multi openapi3.MultiError
-	var reqErr *openapi3filter.RequestError
-	var schemaErr *openapi3.SchemaError
-	var parseErr *openapi3filter.ParseError
-	switch {
-	case errors.As(err, &multi):
-		for _, e := range multi {
-			out = append(out, fieldErrors(e, field)...)
+	// Walk the concrete error tree (not errors.As, which would skip past the RequestError that
+	// names the parameter to the errors inside it).
+	switch e := err.(type) {
+	case openapi3.MultiError:
+		var out []problem.FieldError
+		for _, inner := range e {
+			out = append(out, fieldErrors(inner, field)...)
 		}
-	case errors.As(err, &reqErr):
+		return out
+	case *openapi3filter.RequestError:
 		switch {
-		case reqErr.Parameter != nil:
-			field = reqErr.Parameter.Name
-		case reqErr.RequestBody != nil:
+		case e.Parameter != nil:
+			field = e.Parameter.Name
+		case e.RequestBody != nil:
 			field = "body"
 		}
-		if reqErr.Err == nil {
-			return []problem.FieldError{{Field: field, Message: reqErr.Reason}}
+		if e.Err != nil {
+			if inner := fieldErrors(e.Err, field); len(inner) > 0 {
+				return inner
+			}
 		}
-		inner := fieldErrors(reqErr.Err, field)
-		if len(inner) == 0 {
-			inner = []problem.FieldError{{Field: field, Message: reqErr.Reason}}
-		}
-		out = append(out, inner...)
-	case errors.As(err, &schemaErr):
+		return []problem.FieldError{{Field: field, Message: e.Reason}}
+	case *openapi3.SchemaError:
 		f := field
-		if ptr := schemaErr.JSONPointer(); len(ptr) > 0 {
+		if ptr := e.JSONPointer(); len(ptr) > 0 {
 			if f == "body" {
 				f = ""
 			} else if f != "" {
@@ -517,13 +523,14 @@ func fieldErrors(err error, field string) []problem.FieldError {
 			}
 			f += strings.Join(ptr, ".")
 		}
-		out = append(out, problem.FieldError{Field: f, Message: schemaErr.Reason})
-	case errors.As(err, &parseErr):
-		out = append(out, problem.FieldError{Field: field, Message: "malformed value"})
-	default:
-		out = append(out, problem.FieldError{Field: field, Message: "invalid value"})
+		return []problem.FieldError{{Field: f, Message: e.Reason}}
+	case *openapi3filter.ParseError:
+		return []problem.FieldError{{Field: field, Message: "malformed value"}}
 	}
-	return out
+	if u, ok := err.(interface{ Unwrap() error }); ok && u.Unwrap() != nil {
+		return fieldErrors(u.Unwrap(), field)
+	}
+	return []problem.FieldError{{Field: field, Message: "invalid value"}}
 }
 
 // storedKey is one idempotency record's identity.

@@ -116,9 +116,12 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	if opts.Fast {
 		settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	}
-	// A cluster left running by a killed process is stopped first.
+	// A running cluster belongs to another process: never take it over or stop it. (A stale
+	// postmaster.pid from a killed process is handled by pg_ctl start itself.)
 	if _, err := os.Stat(filepath.Join(c.Dir, "postmaster.pid")); err == nil {
-		_ = c.run(ctx, "pg_ctl", "-D", c.Dir, "-m", "immediate", "-w", "stop")
+		if c.run(ctx, "pg_ctl", "-D", c.Dir, "status") == nil {
+			return nil, fmt.Errorf("the PostgreSQL in %s is already running: another process (a second `renga serve --dev`?) uses this data directory", c.Dir)
+		}
 	}
 	if err := c.run(ctx, "pg_ctl", "-D", c.Dir, "-l", filepath.Join(c.RunDir, "postgres.log"), "-w",
 		"-t", "60", "-o", settings, "start"); err != nil {

@@ -183,7 +183,7 @@ type Option func(*server.Config)
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	dbURL := NewDatabase(t)
-	pool, err := db.Open(context.Background(), dbURL, 20)
+	pool, err := db.Open(context.Background(), dbURL, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+)
+
+// Minting and listing operator tokens are release-only: the API never returns a credential.
+// They call domain functions directly and audit as the local operator, like the API would.
+func newOperatorTokenCommand(f *Factory) *cobra.Command {
+	cmd := group("operator-token", "Mint, list and revoke operator tokens (release commands)")
+	cmd.AddCommand(newOperatorTokenCreateCommand(f), newOperatorTokenListCommand(f), newOperatorTokenRevokeCommand(f))
+	return cmd
+}
+
+type operatorTokenCreateOptions struct {
+	name      string
+	scopes    []string
+	expiresIn time.Duration
+	allowFrom []string
+}
+
+func newOperatorTokenCreateCommand(f *Factory) *cobra.Command {
+	o := &operatorTokenCreateOptions{}
+	cmd := &cobra.Command{
+		Use:   "create --name NAME --scope SCOPE...",
+		Short: "Mint an operator token and print it once",
+		Long: "Mint an operator token. The token is printed once on stdout and never stored: only its SHA-256 is.\n\nScopes: " +
+			strings.Join(domain.Scopes, ", ") + ". A write scope includes its read scope.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), f) },
+	}
+	cmd.Flags().StringVar(&o.name, "name", "", "what the token is for (recorded in the audit log)")
+	cmd.Flags().StringSliceVar(&o.scopes, "scope", nil, "a scope to grant (repeatable or comma-separated)")
+	cmd.Flags().DurationVar(&o.expiresIn, "expires-in", 720*time.Hour, "lifetime; 0 means it never expires")
+	cmd.Flags().StringSliceVar(&o.allowFrom, "allow-from", nil, "CIDR the token may be used from (repeatable; default any)")
+	_ = cmd.MarkFlagRequired("name")
+	_ = cmd.MarkFlagRequired("scope")
+	return cmd
+}
+
+func (o *operatorTokenCreateOptions) run(ctx context.Context, f *Factory) error {
+	n := domain.NewToken{Name: o.name, Scopes: o.scopes}
+	if o.expiresIn < 0 {
+		return usageError("--expires-in must not be negative")
+	}
+	if o.expiresIn > 0 {
+		e := time.Now().Add(o.expiresIn)
+		n.ExpiresAt = &e
+	}
+	for _, s := range o.allowFrom {
+		p, err := server.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return usageError("--allow-from %q is not a CIDR or address", s)
+		}
+		n.AllowedSources = append(n.AllowedSources, p)
+	}
+	pool, err := f.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	var t domain.Token
+	var secret string
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		t, secret, err = domain.CreateToken(ctx, tx, n)
+		if err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, releaseAudit("createOperatorToken", t.ID, []string{"name", "scopes", "expires_at", "allowed_sources"}))
+	})
+	if err != nil {
+		if errors.Is(err, domain.ErrInvalidToken) {
+			return usageError("%v", err)
+		}
+		return err
+	}
+	if f.JSON() {
+		return writeJSON(f, map[string]string{"id": t.ID, "token": secret})
+	}
+	fmt.Fprintf(f.Stderr, "Created %s (%s). The token is shown once; store it now.\n", t.ID, t.Name)
+	_, err = fmt.Fprintln(f.Stdout, secret)
+	return err
+}
+
+var invocationID = server.NewInvocationID()
+
+func releaseAudit(operation, tokenID string, changed []string) domain.AuditEvent {
+	return domain.AuditEvent{
+		RequestID:     "release_" + invocationID,
+		ActorType:     domain.ActorLocalOperator,
+		ActorID:       domain.LocalOperatorID,
+		ActorName:     domain.LocalOperatorID,
+		InvocationID:  &invocationID,
+		Operation:     operation,
+		TokenID:       &tokenID,
+		Outcome:       domain.OutcomeSucceeded,
+		Status:        200,
+		ChangedFields: changed,
+		SourceAddress: "local",
+	}
+}
+
+type tokenRow struct {
+	ID             string     `json:"id"`
+	Name           string     `json:"name"`
+	Scopes         []string   `json:"scopes"`
+	AllowedSources []string   `json:"allowed_sources"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	RevokedAt      *time.Time `json:"revoked_at"`
+}
+
+func toTokenRow(t domain.Token) tokenRow {
+	r := tokenRow{ID: t.ID, Name: t.Name, Scopes: t.Scopes, AllowedSources: []string{}, CreatedAt: t.CreatedAt.UTC(),
+		ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
+	for _, p := range t.AllowedSources {
+		r.AllowedSources = append(r.AllowedSources, p.String())
+	}
+	return r
+}
+
+func newOperatorTokenListCommand(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List operator tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := f.Pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tokens, err := domain.ListTokens(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			rows := make([]tokenRow, 0, len(tokens))
+			for _, t := range tokens {
+				rows = append(rows, toTokenRow(t))
+			}
+			if f.JSON() {
+				return writeJSON(f, map[string]any{"items": rows})
+			}
+			var table [][]string
+			for _, r := range rows {
+				state := "active"
+				switch {
+				case r.RevokedAt != nil:
+					state = "revoked"
+				case r.ExpiresAt != nil && r.ExpiresAt.Before(time.Now()):
+					state = "expired"
+				}
+				expires := "never"
+				if r.ExpiresAt != nil {
+					expires = f.timeCell(*r.ExpiresAt)
+				}
+				table = append(table, []string{r.ID, r.Name, state, strings.Join(r.Scopes, ","), expires, strings.Join(r.AllowedSources, ",")})
+			}
+			return f.printTable([]string{"ID", "NAME", "STATE", "SCOPES", "EXPIRES", "ALLOWED FROM"}, table)
+		},
+	}
+}
+
+func newOperatorTokenRevokeCommand(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an operator token at once (revoking a revoked token succeeds)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			pool, err := f.Pool(ctx)
+			if err != nil {
+				return err
+			}
+			var t domain.Token
+			err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+				t, err = domain.RevokeToken(ctx, tx, args[0])
+				if err != nil {
+					return err
+				}
+				return domain.RecordAudit(ctx, tx, releaseAudit("revokeOperatorToken", t.ID, []string{"revoked_at"}))
+			})
+			if err != nil {
+				if errors.Is(err, db.ErrNotFound) {
+					return fmt.Errorf("no operator token %s", args[0])
+				}
+				return err
+			}
+			if f.JSON() {
+				return writeJSON(f, toTokenRow(t))
+			}
+			fmt.Fprintf(f.Stderr, "Revoked %s (%s).\n", t.ID, t.Name)
+			return nil
+		},
+	}
+}
+
+// writeJSON prints a value the CLI itself produced (release-only commands).
+func writeJSON(f *Factory, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return f.printJSON(b)
+}

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pgembed"
+)
+
+func newLogger(cfg server.Config, f *Factory) *slog.Logger {
+	if cfg.Development() {
+		return slog.New(slog.NewTextHandler(f.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(f.Stderr, nil))
+}
+
+type serveOptions struct {
+	dev bool
+}
+
+func newServeCommand(f *Factory) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the deployment server",
+		Long: `Run the deployment server, configured by RENGA_* environment variables (see the README).
+
+With --dev and no RENGA_DATABASE_URL, it starts a private PostgreSQL from this machine's binaries
+in $RENGA_DATA_DIR (default .renga), migrates it, and prints a full-scope operator token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), f) },
+	}
+	cmd.Flags().BoolVar(&o.dev, "dev", false, "development deployment with an embedded database and a printed dev token")
+	return cmd
+}
+
+func (o *serveOptions) run(ctx context.Context, f *Factory) error {
+	mode := server.ModeServe
+	if o.dev {
+		mode = server.ModeDev
+	}
+	cfg, err := server.LoadConfig(f.Getenv, mode)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused:\n%w", err)}
+	}
+	cfg.Version = Version
+	log := newLogger(cfg, f)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// Bind first, so a taken port fails before anything starts.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("RENGA_LISTEN: %w", err)
+	}
+	defer ln.Close()
+	if o.dev && cfg.DatabaseURL == "" {
+		dir := filepath.Join(cfg.DataDir, "postgres")
+		log.Info("starting the embedded PostgreSQL", "dir", dir)
+		cluster, err := pgembed.Start(ctx, dir, pgembed.Options{})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				log.Error("stopping the embedded PostgreSQL", "error", err)
+			}
+		}()
+		cfg.DatabaseURL = cluster.URL("postgres")
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if o.dev {
+		if err := db.Migrate(ctx, pool, log); err != nil {
+			return err
+		}
+	} else if st, err := db.Status(ctx, pool); err != nil {
+		return err
+	} else if st.Pending > 0 {
+		return fmt.Errorf("the database schema is %d migration(s) behind: run `renga migrate` first", st.Pending)
+	}
+	if o.dev {
+		if err := printDevToken(ctx, f, pool, cfg, ln.Addr()); err != nil {
+			return err
+		}
+	}
+	return server.Run(ctx, cfg, pool, log, ln)
+}
+
+// printDevToken mints a full-scope token for this development run and prints it on stdout
+// (never through the logger: logs carry no secrets).
+func printDevToken(ctx context.Context, f *Factory, q db.DBTX, cfg server.Config, addr net.Addr) error {
+	expires := time.Now().Add(7 * 24 * time.Hour)
+	t, secret, err := domain.CreateToken(ctx, q, domain.NewToken{Name: "dev", Scopes: domain.Scopes, ExpiresAt: &expires})
+	if err != nil {
+		return err
+	}
+	url := cfg.PublicURL
+	if tcp, ok := addr.(*net.TCPAddr); ok && cfg.Listen != "" && tcp.Port != 0 {
+		url = fmt.Sprintf("http://127.0.0.1:%d", tcp.Port)
+	}
+	fmt.Fprintf(f.Stdout, `
+Renga is running in development mode at %s (database: %s).
+A full-scope operator token (%s, expires %s) for this run; paste these lines in another shell:
+
+    export RENGA_URL=%s
+    export RENGA_OPERATOR_TOKEN=%s
+
+Then try: %[6]s org create acme --display-name "Acme Corporation" && %[6]s audit list
+`, url, cfg.DatabaseURL, t.ID, expires.UTC().Format(time.RFC3339), url, secret, os.Args[0])
+	return nil
+}
+
+func newMigrateCommand(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:       "migrate [up|status]",
+		Short:     "Apply database migrations (release command)",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"up", "status"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			action := "up"
+			if len(args) == 1 {
+				action = args[0]
+			}
+			ctx := cmd.Context()
+			pool, err := f.Pool(ctx)
+			if err != nil {
+				return err
+			}
+			switch action {
+			case "up":
+				log := slog.New(slog.NewTextHandler(f.Stderr, nil))
+				if err := db.Migrate(ctx, pool, log); err != nil {
+					return err
+				}
+				fallthrough
+			case "status":
+				st, err := db.Status(ctx, pool)
+				if err != nil {
+					return err
+				}
+				if f.JSON() {
+					return writeJSON(f, st)
+				}
+				fmt.Fprintf(f.Stdout, "schema version %d, %d pending\n", st.Version, st.Pending)
+				return nil
+			default:
+				return usageError("migrate takes up or status, not %q", action)
+			}
+		},
+	}
+	return cmd
+}
+
+func newVersionCommand(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.JSON() {
+				return writeJSON(f, map[string]string{"version": Version})
+			}
+			_, err := fmt.Fprintln(f.Stdout, Version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,264 @@
+package apitest
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// specOp is one operation of the embedded spec as the pipeline reads it.
+type specOp struct {
+	ID          string // lowerCamelCase, as openapi.yaml spells it
+	Method      string
+	Route       string
+	Scope       string
+	Mutation    bool
+	KeyRequired bool
+	IfMatch     bool
+	HasBody     bool
+}
+
+// specOps lists the operations of the embedded spec through server.Operations, the same reading
+// the pipeline enforces, sorted for stable subtest names.
+func specOps(t testing.TB) []specOp {
+	t.Helper()
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := server.Operations(spec)
+	if err != nil {
+		t.Fatalf("server.Operations refuses the embedded spec: %v", err)
+	}
+	var out []specOp
+	for o, op := range ops {
+		id := op.ID
+		if id != "" {
+			id = strings.ToLower(id[:1]) + id[1:]
+		}
+		out = append(out, specOp{ID: id, Method: op.Method, Route: op.Route, Scope: op.Scope, Mutation: op.Mutation,
+			KeyRequired: op.KeyRequired, IfMatch: op.IfMatch, HasBody: o.RequestBody != nil})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Route != out[j].Route {
+			return out[i].Route < out[j].Route
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out
+}
+
+// nonexistentIDs fill path parameters: syntactically valid, never stored. A new path parameter
+// needs an entry here.
+var nonexistentIDs = map[string]string{
+	"organization_id": "org_" + strings.Repeat("0", 26),
+}
+
+// minimalBodies are valid request bodies per operationId. A new operation with a body needs an
+// entry here; the scope matrix fails until it has one.
+var minimalBodies = map[string]func() []byte{
+	"createOrganization": func() []byte {
+		return jsonBody(map[string]string{"slug": newSlug(), "display_name": "x"})
+	},
+	"updateOrganization": func() []byte { return jsonBody(map[string]string{"display_name": "x"}) },
+}
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
+
+// minimalRequest builds a request for op that passes validation: path parameters filled, a
+// minimal body, a fresh Idempotency-Key where required and If-Match "1" where declared. (An
+// optional key is left out: what a key does is idempotency_test.go's concern.)
+func minimalRequest(t testing.TB, op specOp, token string) (req, bool) {
+	t.Helper()
+	ok := true
+	path := pathParam.ReplaceAllStringFunc(op.Route, func(m string) string {
+		name := m[1 : len(m)-1]
+		v, known := nonexistentIDs[name]
+		if !known {
+			t.Errorf("%s %s: no nonexistent value known for path parameter %q; add one to nonexistentIDs", op.Method, op.Route, name)
+			ok = false
+		}
+		return v
+	})
+	r := req{Method: op.Method, Path: path, Token: token, Header: http.Header{}}
+	if op.HasBody {
+		body, known := minimalBodies[op.ID]
+		if !known {
+			t.Errorf("%s (%s %s) takes a body but minimalBodies has none for it; add one", op.ID, op.Method, op.Route)
+			ok = false
+		} else {
+			r.Body = body()
+		}
+	}
+	if op.KeyRequired {
+		r.Header.Set("Idempotency-Key", newKey())
+	}
+	if op.IfMatch {
+		r.Header.Set("If-Match", `"1"`)
+	}
+	return r, ok
+}
+
+// sufficient is the scope rule of DESIGN §3.4, written out independently of the server: a write
+// scope includes its read scope; no other scope implies another; `authenticated` needs none.
+func sufficient(granted []string, required string) bool {
+	if required == domain.ScopeAuthenticated {
+		return true
+	}
+	for _, g := range granted {
+		if g == required {
+			return true
+		}
+		if base, ok := strings.CutSuffix(required, ":read"); ok && g == base+":write" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestScopeMatrix(t *testing.T) {
+	t.Parallel()
+	ops := specOps(t)
+	if len(ops) == 0 {
+		t.Fatal("the embedded spec has no operations")
+	}
+	for _, op := range ops {
+		if op.Scope == "" {
+			t.Errorf("%s %s (%s) has no x-renga-scope", op.Method, op.Route, op.ID)
+		} else if op.Scope != domain.ScopeAuthenticated && !contains(domain.Scopes, op.Scope) {
+			t.Errorf("%s %s (%s): x-renga-scope %q is not a known scope", op.Method, op.Route, op.ID, op.Scope)
+		}
+	}
+
+	env := servertest.Start(t)
+	ctx := context.Background()
+
+	// One token per scope, each holding exactly that scope.
+	single := map[string]string{}
+	for _, sc := range domain.Scopes {
+		_, single[sc] = scopedToken(t, env, sc)
+	}
+
+	// Tokens that must not authenticate, however many scopes they hold.
+	all := servertest.AllScopes()
+	past := time.Now().Add(-time.Hour)
+	_, expired := mintToken(t, env, domain.NewToken{Name: "expired", Scopes: all, ExpiresAt: &past})
+	revokedTok, revoked := mintToken(t, env, domain.NewToken{Name: "revoked", Scopes: all})
+	if _, err := domain.RevokeToken(ctx, env.Pool, revokedTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, wrongSource := mintToken(t, env, domain.NewToken{Name: "wrong-source", Scopes: all,
+		AllowedSources: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
+	unauthenticated := []struct{ name, token string }{
+		{"no token", ""},
+		{"malformed token", "renga_operator_not-a-token"},
+		{"unknown token", domain.TokenPrefix + domain.NewSecret()},
+		{"expired token", expired},
+		{"revoked token", revoked},
+		{"wrong-source token", wrongSource},
+	}
+
+	for _, op := range ops {
+		t.Run(op.ID, func(t *testing.T) {
+			// A fresh token for every call of an operation that revokes its caller.
+			tokenFor := func(scopes ...string) string {
+				if op.ID == "revokeTokenSelf" {
+					_, s := scopedToken(t, env, scopes...)
+					return s
+				}
+				if len(scopes) == 1 {
+					return single[scopes[0]]
+				}
+				_, s := scopedToken(t, env, scopes...)
+				return s
+			}
+
+			for _, u := range unauthenticated {
+				r, ok := minimalRequest(t, op, u.token)
+				if !ok {
+					return
+				}
+				send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+			}
+
+			for _, sc := range domain.Scopes {
+				token := tokenFor(sc)
+				r, ok := minimalRequest(t, op, token)
+				if !ok {
+					return
+				}
+				rep := send(t, env, r)
+				if sufficient([]string{sc}, op.Scope) {
+					expectAllowed(t, op, sc, rep)
+					if op.ID == "revokeTokenSelf" && rep.Status < 300 {
+						// The token stops working at once.
+						send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token}).
+							expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+					}
+					continue
+				}
+				p := rep.expectProblem(t, http.StatusForbidden, "insufficient_scope")
+				if p.RequiredScope != op.Scope {
+					t.Errorf("%s with %s: required_scope = %q, want %q", op.ID, sc, p.RequiredScope, op.Scope)
+				}
+			}
+
+			// Every scope that is not sufficient, held together, is still not sufficient.
+			var others []string
+			for _, sc := range domain.Scopes {
+				if !sufficient([]string{sc}, op.Scope) {
+					others = append(others, sc)
+				}
+			}
+			if len(others) > 0 && op.Scope != domain.ScopeAuthenticated {
+				r, ok := minimalRequest(t, op, tokenFor(others...))
+				if !ok {
+					return
+				}
+				p := send(t, env, r).expectProblem(t, http.StatusForbidden, "insufficient_scope")
+				if p.RequiredScope != op.Scope {
+					t.Errorf("%s with every other scope: required_scope = %q, want %q", op.ID, p.RequiredScope, op.Scope)
+				}
+			}
+		})
+	}
+
+	// A request that never authenticated is no one's attempt: nothing is audited for it.
+	if n := countRows(t, env, `SELECT count(*) FROM audit_events WHERE status = 401`); n != 0 {
+		t.Errorf("%d audit events record unauthenticated requests", n)
+	}
+}
+
+// expectAllowed asserts that a caller with sufficient scope got past authentication and the scope
+// check, and that the test's minimal request was valid (else the matrix proves nothing).
+func expectAllowed(t testing.TB, op specOp, scope string, rep reply) {
+	t.Helper()
+	switch {
+	case rep.Status == http.StatusUnauthorized || rep.Status == http.StatusForbidden:
+		t.Errorf("%s with sufficient scope %s: %d %s", op.ID, scope, rep.Status, rep.Body)
+	case rep.Status >= 500:
+		t.Errorf("%s with %s: server error %d %s", op.ID, scope, rep.Status, rep.Body)
+	case rep.Status == http.StatusBadRequest || rep.Status == http.StatusUnsupportedMediaType ||
+		rep.Status == http.StatusPreconditionRequired:
+		t.Errorf("%s with %s: the test's minimal request was refused (%d %s); fix minimalRequest", op.ID, scope, rep.Status, rep.Body)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
