@@ -212,10 +212,15 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	return root
 }
 
-// Execute runs the command line and returns the process exit code.
+// Execute runs the command line with the process's environment and returns the exit code.
 func Execute(args []string) int {
 	f := NewFactory()
 	defer f.Close()
+	return Run(f, args)
+}
+
+// Run runs the command line with f and returns the exit code; errors go to f.Stderr.
+func Run(f *Factory, args []string) int {
 	root := NewRootCommand(f)
 	root.SetArgs(args)
 	root.SetOut(f.Stdout)
@@ -229,8 +234,9 @@ func Execute(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
-	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts ") ||
-		strings.HasPrefix(err.Error(), "requires ") {
+	// cobra's own argument errors are usage errors.
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "arg(s)") ||
+		strings.HasPrefix(err.Error(), "required flag") {
 		return ExitUsage
 	}
 	return ExitFailure

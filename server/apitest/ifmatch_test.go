@@ -120,11 +120,10 @@ func TestIfMatchRules(t *testing.T) {
 	})
 	t.Run("malformed tags are 412", func(t *testing.T) {
 		for _, tag := range []string{`1`, `"one"`, `"0"`, `"-1"`, `""`} {
-			r := send(t, env, patchReq(token, org.ID, tag, "Malformed"))
-			if r.Status != http.StatusPreconditionFailed && r.Status != http.StatusBadRequest {
-				t.Errorf("If-Match %s: %d %s, want 412 (or 400)", tag, r.Status, r.Body)
+			p := send(t, env, patchReq(token, org.ID, tag, "Malformed")).expectProblem(t, http.StatusPreconditionFailed, "version_mismatch")
+			if p.CurrentVersion == nil || *p.CurrentVersion != 1 {
+				t.Errorf("If-Match %s: current_version = %v, want 1", tag, p.CurrentVersion)
 			}
-			r.problem(t)
 		}
 		unchanged(t, 1, "Acme")
 	})

@@ -217,7 +217,11 @@ func Start(t testing.TB, opts ...Option) *Env {
 // Token mints an operator token with scopes and returns its secret.
 func (e *Env) Token(t testing.TB, scopes ...string) string {
 	t.Helper()
-	_, secret, err := domain.CreateToken(context.Background(), e.Pool, domain.NewToken{Name: "test-" + strings.Join(scopes, "+"), Scopes: scopes})
+	name := "test-" + strings.Join(scopes, "+")
+	if len(name) > 100 {
+		name = name[:100]
+	}
+	_, secret, err := domain.CreateToken(context.Background(), e.Pool, domain.NewToken{Name: name, Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
