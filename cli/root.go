@@ -220,12 +220,15 @@ func Execute(args []string) int {
 }
 
 // Run runs the command line with f and returns the exit code; errors go to f.Stderr.
-func Run(f *Factory, args []string) int {
+func Run(f *Factory, args []string) int { return RunContext(context.Background(), f, args) }
+
+// RunContext is Run with a context whose cancellation stops the command (as a signal does).
+func RunContext(ctx context.Context, f *Factory, args []string) int {
 	root := NewRootCommand(f)
 	root.SetArgs(args)
 	root.SetOut(f.Stdout)
 	root.SetErr(f.Stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
