@@ -1,0 +1,154 @@
+// Package bench measures the operator API over real HTTP on real PostgreSQL. Run with
+// bench/run.sh, which also measures PostgreSQL's own ceiling (pgbench) in the same run and
+// prints the ratios of ../shared/baselines.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server/servertest"
+)
+
+func TestMain(m *testing.M) { servertest.Main(m) }
+
+func httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+}
+
+func do(b *testing.B, c *http.Client, req *http.Request, want int) {
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		b.Fatalf("%s %s: %d", req.Method, req.URL.Path, resp.StatusCode)
+	}
+}
+
+// latencies records durations and reports p50/p99.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+	if len(l.d) == 0 {
+		return
+	}
+	b.ReportMetric(float64(l.d[len(l.d)*50/100].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(l.d[len(l.d)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+func reportRate(b *testing.B, start time.Time) {
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+}
+
+// BenchmarkHealthz is the same server's floor: no authentication, no database.
+func BenchmarkHealthz(b *testing.B) {
+	env := servertest.Start(b)
+	c := httpClient()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, env.URL+"/healthz", nil)
+			do(b, c, req, http.StatusOK)
+		}
+	})
+	reportRate(b, start)
+}
+
+// BenchmarkGetOrganization is an authenticated read: token checked (hash, expiry, revocation,
+// source) on every request, then the organization.
+func BenchmarkGetOrganization(b *testing.B) {
+	env := servertest.Start(b)
+	token := env.Token(b, "organizations:write")
+	c := httpClient()
+	ids := make([]string, 100)
+	for i := range ids {
+		req, _ := http.NewRequest(http.MethodPost, env.URL+"/api/v1/operator/organizations",
+			bytes.NewBufferString(fmt.Sprintf(`{"slug":"bench-%d","display_name":"Bench %d"}`, i, i)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", fmt.Sprint("setup-", i))
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			b.Fatal(err, resp.StatusCode)
+		}
+		ids[i] = resp.Header.Get("Location")
+		resp.Body.Close()
+	}
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, env.URL+ids[n.Add(1)%int64(len(ids))], nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			do(b, c, req, http.StatusOK)
+		}
+	})
+	reportRate(b, start)
+}
+
+func createOrganizations(b *testing.B, clients int) {
+	env := servertest.Start(b)
+	token := env.Token(b, "organizations:write")
+	c := httpClient()
+	var n atomic.Int64
+	var lat latencies
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := n.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/api/v1/operator/organizations",
+					bytes.NewBufferString(fmt.Sprintf(`{"slug":"org-%d","display_name":"Organization %d"}`, i, i)))
+				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", fmt.Sprint("key-", i))
+				t0 := time.Now()
+				do(b, c, req, http.StatusCreated)
+				lat.add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	reportRate(b, start)
+	lat.report(b)
+}
+
+// BenchmarkCreateOrganization is a keyed, audited create: idempotency record, organization,
+// audit event and Activity in one transaction.
+func BenchmarkCreateOrganization(b *testing.B) {
+	b.Run("clients=1", func(b *testing.B) { createOrganizations(b, 1) })
+	b.Run("clients=8", func(b *testing.B) { createOrganizations(b, 8) })
+}
