@@ -144,6 +144,14 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		actor, ok := p.s.authenticate(ctx, r, st.Source)
 		if !ok {
+			// A request that fails authentication is an unauthenticated request: limited per
+			// source address, so guessing tokens is slow.
+			if !p.s.anon.allow(sourceString(st)) {
+				pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
+				pe.RetryAfter = 1
+				fail(pe)
+				return
+			}
 			fail(problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
 				"Send a valid operator token: Authorization: Bearer renga_operator_..."))
 			return
@@ -160,6 +168,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route, pathParams, err := p.router.FindRoute(r)
 	switch {
 	case errors.Is(err, routers.ErrMethodNotAllowed):
+		w.Header().Set("Allow", strings.Join(p.allowed(r), ", "))
 		fail(problem.Newf(http.StatusMethodNotAllowed, api.ErrorCodeMethodNotAllowed, "%s is not allowed on %s.", r.Method, r.URL.Path))
 		return
 	case err != nil:
@@ -221,6 +230,19 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("If-Match", ifMatch)
 	}
 	p.mutate(w, r, st, pathParams, body, key)
+}
+
+// allowed lists the methods the spec defines at the request's path (for 405's Allow header).
+func (p *pipeline) allowed(r *http.Request) []string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, _, err := p.router.FindRoute(probe); err == nil {
+			methods = append(methods, m)
+		}
+	}
+	return methods
 }
 
 // mutate runs a write in one transaction: the idempotency record, the change and its audit
@@ -383,6 +405,12 @@ func readBody(r *http.Request, op *operation) ([]byte, *problem.Error) {
 	if err != nil || op.spec.RequestBody.Value.Content.Get(mt) == nil || op.spec.RequestBody.Value.Content[mt] == nil {
 		return nil, problem.Newf(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
 			"Send the body as %s.", strings.Join(mediaTypes(op.spec.RequestBody.Value.Content), " or "))
+	}
+	// The validator decodes the first JSON value only; anything after it must not be ignored.
+	if mt == "application/json" && !json.Valid(body) {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not one valid JSON document.")
+		pe.Errors = []problem.FieldError{{Field: "body", Message: "malformed JSON"}}
+		return nil, pe
 	}
 	return body, nil
 }
@@ -581,6 +609,9 @@ func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse
 var storedHeaders = []string{"Content-Type", "Location", "ETag", "Idempotency-Expires"}
 
 func (k *storedKey) store(ctx context.Context, tx pgx.Tx, status int, h http.Header, body []byte, expires time.Time) error {
+	if body == nil {
+		body = []byte{} // a bodiless response (204) is stored as an empty body, not NULL
+	}
 	headers := map[string]string{}
 	for _, name := range storedHeaders {
 		if v := h.Get(name); v != "" {

@@ -25,7 +25,8 @@ type Server struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	log     *slog.Logger
-	limits  *limiters
+	limits  *limiters // per credential
+	anon    *limiters // per source address, for unauthenticated requests
 	metrics *metrics
 	handler http.Handler
 }
@@ -35,7 +36,8 @@ var _ api.StrictServerInterface = (*Server)(nil)
 // New builds the server and its HTTP handler.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, pool: pool, log: log, metrics: newMetrics(),
-		limits: newLimiters(cfg.RateLimitAuthenticated, cfg.RateLimitAuthenticatedBurst)}
+		limits: newLimiters(cfg.RateLimitAuthenticated, cfg.RateLimitAuthenticatedBurst),
+		anon:   newLimiters(cfg.RateLimitAnonymous, cfg.RateLimitAnonymousBurst)}
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read.")
@@ -166,9 +168,29 @@ func (l *limiters) allow(key string) bool {
 	l.mu.Lock()
 	lim, ok := l.m[key]
 	if !ok {
+		if len(l.m) >= maxLimiters {
+			l.sweep()
+		}
 		lim = rate.NewLimiter(l.rate, l.burst)
 		l.m[key] = lim
 	}
 	l.mu.Unlock()
 	return lim.Allow()
+}
+
+// maxLimiters bounds the memory many distinct callers can make the server hold.
+const maxLimiters = 10000
+
+// sweep forgets buckets that have refilled: forgetting them changes nothing for their callers.
+// If every bucket is busy, it forgets them all rather than grow without bound.
+func (l *limiters) sweep() {
+	now := time.Now()
+	for k, lim := range l.m {
+		if lim.TokensAt(now) >= float64(l.burst) {
+			delete(l.m, k)
+		}
+	}
+	if len(l.m) >= maxLimiters {
+		clear(l.m)
+	}
 }

@@ -328,7 +328,9 @@ type DisplayName = string
 // ErrorCode The stable machine code of a problem.
 type ErrorCode string
 
-// IdempotencyKey Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
+// IdempotencyKey 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
+//
+// Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
 
 // OperatorToken defines model for OperatorToken.
@@ -438,7 +440,9 @@ type Scope string
 // Example: acme
 type Slug = string
 
-// IdempotencyKeyOptional Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
+// IdempotencyKeyOptional 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
+//
+// Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKeyOptional = IdempotencyKey
 
 // IfMatch defines model for IfMatch.

@@ -144,6 +144,30 @@ func TestAuditFailedAttempts(t *testing.T) {
 		expectOneAudit(t, env, r, "createOrganization", "denied", readerID, "", "insufficient_scope")
 		unchanged(t)
 	})
+	// Last: it adds an organization.
+	t.Run("409 idempotency_key_reused", func(t *testing.T) {
+		k := newKey()
+		first := send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "keyed", "display_name": "Keyed"})))
+		if first.Status != http.StatusCreated {
+			t.Fatalf("create: %d %s", first.Status, first.Body)
+		}
+		var keyed organization
+		first.decode(t, &keyed)
+		before := countRows(t, env, `SELECT count(*) FROM audit_events`)
+		// A replay is not a new attempt.
+		if r := send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "keyed", "display_name": "Keyed"}))); r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay: %d %s", r.Status, r.Body)
+		}
+		if n := countRows(t, env, `SELECT count(*) FROM audit_events`); n != before {
+			t.Errorf("a replay added %d audit events", n-before)
+		}
+		r := send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "keyed", "display_name": "Changed"})))
+		r.expectProblem(t, http.StatusConflict, "idempotency_key_reused")
+		expectOneAudit(t, env, r, "createOrganization", "failed", writerID, "", "idempotency_key_reused")
+		if o, _ := getOrg(t, env, reader, keyed.ID); o.DisplayName != "Keyed" || o.Version != 1 {
+			t.Errorf("organization changed: %+v", o)
+		}
+	})
 	t.Run("reads are not audited", func(t *testing.T) {
 		r := send(t, env, req{Method: http.MethodGet, Path: orgPath(org.ID), Token: reader})
 		if r.Status != http.StatusOK {

@@ -81,6 +81,9 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	if got := countRows(t, env, `SELECT count(*) FROM audit_events WHERE operation = 'createOrganization' AND outcome = 'succeeded'`); got != 1 {
 		t.Errorf("%d succeeded createOrganization audit events, want 1", got)
 	}
+	if got := countRows(t, env, `SELECT count(*) FROM idempotency_keys`); got != 1 {
+		t.Errorf("%d idempotency records, want 1", got)
+	}
 	var o organization
 	replies[0].decode(t, &o)
 	if o.Slug != "concurrent" || o.Version != 1 {
@@ -171,6 +174,38 @@ func TestIdempotencyKeyRules(t *testing.T) {
 		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
 			t.Errorf("retry after a failure: %d replayed=%q %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
 		}
+	})
+
+	t.Run("a key is scoped to its route and request", func(t *testing.T) {
+		k := newKey()
+		o := createOrg(t, env, a, "scoped", "Scoped")
+		other := createOrg(t, env, a, "scoped-other", "Other")
+		// The create key namespace does not hold k: a PATCH with it executes.
+		p := patchReq(a, o.ID, `"1"`, "Scoped Inc.")
+		p.Header.Set("Idempotency-Key", k)
+		first := send(t, env, p)
+		if first.Status != http.StatusOK || first.Header.Get("Idempotent-Replayed") != "" || first.Header.Get("Idempotency-Expires") == "" {
+			t.Fatalf("keyed PATCH: %d replayed=%q expires=%q %s", first.Status, first.Header.Get("Idempotent-Replayed"),
+				first.Header.Get("Idempotency-Expires"), first.Body)
+		}
+		// A retry of the successful PATCH replays it, although If-Match "1" is stale by now.
+		again := send(t, env, p)
+		if again.Status != http.StatusOK || again.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.Body, first.Body) ||
+			again.Header.Get("ETag") != `"2"` {
+			t.Errorf("retried keyed PATCH: %d replayed=%q ETag %q %s", again.Status, again.Header.Get("Idempotent-Replayed"),
+				again.Header.Get("ETag"), again.Body)
+		}
+		// The same key on another organization is a different request of the same route.
+		p2 := patchReq(a, other.ID, `"1"`, "Scoped Inc.")
+		p2.Header.Set("Idempotency-Key", k)
+		send(t, env, p2).expectProblem(t, http.StatusConflict, "idempotency_key_reused")
+		if o2, _ := getOrg(t, env, a, other.ID); o2.Version != 1 {
+			t.Errorf("the reused key changed the other organization: %+v", o2)
+		}
+		// So is another If-Match.
+		p3 := patchReq(a, o.ID, `"2"`, "Scoped Inc.")
+		p3.Header.Set("Idempotency-Key", k)
+		send(t, env, p3).expectProblem(t, http.StatusConflict, "idempotency_key_reused")
 	})
 
 	t.Run("missing key on create is 400", func(t *testing.T) {

@@ -46,7 +46,12 @@ func specOps(t testing.TB) []specOp {
 		if id != "" {
 			id = strings.ToLower(id[:1]) + id[1:]
 		}
-		out = append(out, specOp{ID: id, Method: op.Method, Route: op.Route, Scope: op.Scope, Mutation: op.Mutation,
+		// The scope the pipeline enforces is the one the spec declares, read here directly.
+		declared, _ := o.Extensions["x-renga-scope"].(string)
+		if declared != op.Scope {
+			t.Errorf("%s %s: the pipeline enforces scope %q, the spec declares %q", op.Method, op.Route, op.Scope, declared)
+		}
+		out = append(out, specOp{ID: id, Method: op.Method, Route: op.Route, Scope: declared, Mutation: op.Mutation,
 			KeyRequired: op.KeyRequired, IfMatch: op.IfMatch, HasBody: o.RequestBody != nil})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -56,6 +61,19 @@ func specOps(t testing.TB) []specOp {
 		return out[i].Method < out[j].Method
 	})
 	return out
+}
+
+// designScopes pins the scopes DESIGN.md §3.4 and §4 give the operations that exist, so that the
+// spec cannot drift from the contract unnoticed. An operation not listed only needs a known scope.
+var designScopes = map[string]string{
+	"getDeployment":      "deployment:read",
+	"getTokenSelf":       domain.ScopeAuthenticated,
+	"revokeTokenSelf":    domain.ScopeAuthenticated,
+	"listOrganizations":  "organizations:read",
+	"createOrganization": "organizations:write",
+	"getOrganization":    "organizations:read",
+	"updateOrganization": "organizations:write",
+	"listAuditEvents":    "audit:read",
 }
 
 // nonexistentIDs fill path parameters: syntactically valid, never stored. A new path parameter
@@ -133,6 +151,9 @@ func TestScopeMatrix(t *testing.T) {
 		t.Fatal("the embedded spec has no operations")
 	}
 	for _, op := range ops {
+		if want, ok := designScopes[op.ID]; ok && op.Scope != want {
+			t.Errorf("%s: x-renga-scope %q, DESIGN.md says %q", op.ID, op.Scope, want)
+		}
 		if op.Scope == "" {
 			t.Errorf("%s %s (%s) has no x-renga-scope", op.Method, op.Route, op.ID)
 		} else if op.Scope != domain.ScopeAuthenticated && !contains(domain.Scopes, op.Scope) {
@@ -183,12 +204,24 @@ func TestScopeMatrix(t *testing.T) {
 				return s
 			}
 
-			for _, u := range unauthenticated {
+			// One code and no hint which check failed: the bodies differ only in request_id.
+			var firstDetail string
+			for i, u := range unauthenticated {
 				r, ok := minimalRequest(t, op, u.token)
 				if !ok {
 					return
 				}
-				send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+				rep := send(t, env, r)
+				rep.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+				var detail map[string]any
+				rep.decode(t, &detail)
+				delete(detail, "request_id")
+				d := string(jsonBody(detail))
+				if i == 0 {
+					firstDetail = d
+				} else if d != firstDetail {
+					t.Errorf("%s: the 401 for %s differs from the one for %s: %s vs %s", op.ID, u.name, unauthenticated[0].name, d, firstDetail)
+				}
 			}
 
 			for _, sc := range domain.Scopes {

@@ -1,0 +1,248 @@
+package apitest
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// The test client always connects from 127.0.0.1.
+
+func trustProxies(prefixes ...string) servertest.Option {
+	return func(c *server.Config) {
+		for _, p := range prefixes {
+			c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
+		}
+	}
+}
+
+// selfWithXFF calls GET /tokens/self with X-Forwarded-For values.
+func selfWithXFF(t testing.TB, env *servertest.Env, token string, xff ...string) reply {
+	t.Helper()
+	h := http.Header{}
+	for _, v := range xff {
+		h.Add("X-Forwarded-For", v)
+	}
+	return send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token, Header: h})
+}
+
+func TestSourceAddressUntrustedPeer(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t) // no trusted proxies
+	_, token := mintToken(t, env, domain.NewToken{Scopes: []string{"audit:read"},
+		AllowedSources: []netip.Prefix{mustPrefix("203.0.113.7/32")}})
+	// An untrusted peer's forwarding header is ignored: the source is 127.0.0.1.
+	selfWithXFF(t, env, token, "203.0.113.7").expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	selfWithXFF(t, env, token).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+
+	// Control: a token allowing the real peer works with the same header.
+	_, local := mintToken(t, env, domain.NewToken{Scopes: []string{"audit:read"},
+		AllowedSources: []netip.Prefix{mustPrefix("127.0.0.0/8")}})
+	if r := selfWithXFF(t, env, local, "203.0.113.7"); r.Status != http.StatusOK {
+		t.Errorf("token allowing 127.0.0.0/8: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestSourceAddressTrustedProxy(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, trustProxies("127.0.0.1/32"))
+	_, token := mintToken(t, env, domain.NewToken{Scopes: []string{"organizations:write", "audit:read"},
+		AllowedSources: []netip.Prefix{mustPrefix("203.0.113.7/32")}})
+
+	cases := []struct {
+		name string
+		xff  []string
+		want int
+	}{
+		{"client behind the proxy", []string{"203.0.113.7"}, http.StatusOK},
+		{"trusted hops are skipped from the right", []string{"203.0.113.7, 127.0.0.1"}, http.StatusOK},
+		{"hops over several headers", []string{"203.0.113.7", "127.0.0.1"}, http.StatusOK},
+		{"a spoofed left-most hop does not count", []string{"198.51.100.1, 203.0.113.7"}, http.StatusOK},
+		{"first untrusted hop from the right decides", []string{"203.0.113.7, 198.51.100.1"}, http.StatusUnauthorized},
+		{"no header: the proxy itself is the source", nil, http.StatusUnauthorized},
+		{"garbled hop", []string{"203.0.113.7, not-an-address"}, http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := selfWithXFF(t, env, token, tc.xff...)
+			if tc.want == http.StatusUnauthorized {
+				r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+			} else if r.Status != tc.want {
+				t.Errorf("X-Forwarded-For %q: %d %s, want %d", tc.xff, r.Status, r.Body, tc.want)
+			}
+		})
+	}
+
+	t.Run("audit records the resolved address", func(t *testing.T) {
+		r := send(t, env, req{Method: http.MethodPost, Path: orgsPath, Token: token,
+			Body:   jsonBody(map[string]string{"slug": "proxied", "display_name": "Proxied"}),
+			Header: headers("Idempotency-Key", newKey(), "X-Forwarded-For", "203.0.113.7, 127.0.0.1")})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create through the proxy: %d %s", r.Status, r.Body)
+		}
+		events := auditByRequest(t, env, r.Header.Get("X-Request-Id"))
+		if len(events) != 1 || events[0].SourceAddress != "203.0.113.7" {
+			t.Errorf("audit events %+v, want one with source_address 203.0.113.7", events)
+		}
+	})
+}
+
+func TestHTTPSRequiredInProduction(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Environment = server.EnvProduction
+		c.TrustedProxies = []netip.Prefix{mustPrefix("10.0.0.0/8")} // 127.0.0.1 is not trusted
+	})
+	_, token := scopedToken(t, env, servertest.AllScopes()...)
+	send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token}).expectProblem(t, http.StatusForbidden, "https_required")
+	// An untrusted peer cannot claim HTTPS.
+	send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token, Header: headers("X-Forwarded-Proto", "https")}).
+		expectProblem(t, http.StatusForbidden, "https_required")
+	// Writes are refused too, and change nothing.
+	send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": "plain", "display_name": "Plain"}))).
+		expectProblem(t, http.StatusForbidden, "https_required")
+	if n := countRows(t, env, `SELECT count(*) FROM organizations`); n != 0 {
+		t.Errorf("a plain-HTTP write created %d organizations", n)
+	}
+}
+
+func TestHTTPSFromTrustedProxyInProduction(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Environment = server.EnvProduction
+		c.TrustedProxies = []netip.Prefix{mustPrefix("127.0.0.1/32")}
+	})
+	_, token := scopedToken(t, env, "audit:read")
+	if r := send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token, Header: headers("X-Forwarded-Proto", "https")}); r.Status != http.StatusOK {
+		t.Errorf("X-Forwarded-Proto https from a trusted proxy: %d %s", r.Status, r.Body)
+	}
+	send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token, Header: headers("X-Forwarded-Proto", "http")}).
+		expectProblem(t, http.StatusForbidden, "https_required")
+	send(t, env, req{Method: http.MethodGet, Path: selfPath, Token: token}).
+		expectProblem(t, http.StatusForbidden, "https_required")
+}
+
+// configVariables lists the variables a LoadConfig error names.
+func configVariables(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		var ce *server.ConfigError
+		if errors.As(err, &ce) && ce == err {
+			out = append(out, ce.Variable)
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		} else if u := errors.Unwrap(err); u != nil {
+			walk(u)
+		}
+	}
+	walk(err)
+	return out
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []string{cert, key} {
+		if err := os.WriteFile(f, []byte("placeholder"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := map[string]string{
+		"RENGA_DATABASE_URL": "postgres://renga@db.example/renga",
+		"RENGA_PUBLIC_URL":   "https://renga.example.com",
+	}
+	env := func(overrides ...string) func(string) string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(overrides); i += 2 {
+			if overrides[i+1] == "" {
+				delete(m, overrides[i])
+			} else {
+				m[overrides[i]] = overrides[i+1]
+			}
+		}
+		return func(k string) string { return m[k] }
+	}
+
+	refused := []struct {
+		name     string
+		getenv   func(string) string
+		mode     server.Mode
+		variable string
+	}{
+		{"production without TLS or trusted proxies", env(), server.ModeServe, "RENGA_TLS_CERT_FILE"},
+		{"bad RENGA_DEPLOYMENT_ID", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_DEPLOYMENT_ID", "EU_1"), server.ModeServe, "RENGA_DEPLOYMENT_ID"},
+		{"RENGA_DEPLOYMENT_ID too long", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_DEPLOYMENT_ID", strings.Repeat("a", 17)), server.ModeServe, "RENGA_DEPLOYMENT_ID"},
+		{"missing RENGA_DATABASE_URL", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_DATABASE_URL", ""), server.ModeServe, "RENGA_DATABASE_URL"},
+		{"bad RENGA_TRUSTED_PROXIES", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8, proxy.example"), server.ModeServe, "RENGA_TRUSTED_PROXIES"},
+		{"TLS certificate without key", env("RENGA_TLS_CERT_FILE", cert), server.ModeServe, "RENGA_TLS_CERT_FILE"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := server.LoadConfig(tc.getenv, tc.mode)
+			if err == nil {
+				t.Fatal("LoadConfig accepted the configuration")
+			}
+			if !strings.Contains(err.Error(), tc.variable) {
+				t.Errorf("error %q does not name %s", err, tc.variable)
+			}
+			if vars := configVariables(err); !contains(vars, tc.variable) {
+				t.Errorf("ConfigError variables %v do not include %s", vars, tc.variable)
+			}
+		})
+	}
+
+	accepted := []struct {
+		name   string
+		getenv func(string) string
+		mode   server.Mode
+		check  func(t *testing.T, c server.Config)
+	}{
+		{"production behind trusted proxies", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.1", "RENGA_DEPLOYMENT_ID", "eu-1"), server.ModeServe,
+			func(t *testing.T, c server.Config) {
+				if c.Environment != server.EnvProduction || c.DeploymentID != "eu-1" || len(c.TrustedProxies) != 2 ||
+					c.TrustedProxies[1] != netip.MustParsePrefix("192.0.2.1/32") {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{"production with TLS files", env("RENGA_TLS_CERT_FILE", cert, "RENGA_TLS_KEY_FILE", key), server.ModeServe,
+			func(t *testing.T, c server.Config) {
+				if c.TLSCertFile != cert || c.TLSKeyFile != key {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{"development needs neither TLS nor a database URL", env("RENGA_DATABASE_URL", "", "RENGA_PUBLIC_URL", ""), server.ModeDev,
+			func(t *testing.T, c server.Config) {
+				if !c.Development() {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := server.LoadConfig(tc.getenv, tc.mode)
+			if err != nil {
+				t.Fatalf("LoadConfig refused: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
