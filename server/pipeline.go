@@ -275,14 +275,20 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 		if status >= 400 {
 			return errHandlerFailed
 		}
+		// The stored result and the audit event go in one round trip.
+		batch := &pgx.Batch{}
 		if k != nil {
 			expires := time.Now().Add(p.s.cfg.IdempotencyRetention).UTC().Truncate(time.Second)
 			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
-			if err := k.store(ctx, tx, status, rec.header, rec.body.Bytes(), expires); err != nil {
+			sql, args, err := k.storeStatement(status, rec.header, rec.body.Bytes(), expires)
+			if err != nil {
 				return err
 			}
+			batch.Queue(sql, args...)
 		}
-		return domain.RecordAudit(ctx, tx, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
+		sql, args := domain.AuditStatement(p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
+		batch.Queue(sql, args...)
+		return tx.SendBatch(ctx, batch).Close()
 	})
 	switch {
 	case err == nil:
@@ -585,6 +591,8 @@ func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse
 	}
 	h.Write(k.keyHash)
 	lockID := int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
+	// The lock and the read must be two statements: a statement's snapshot is taken when it
+	// starts, so a read in the locking statement would miss a row committed while it waited.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID); err != nil {
 		return nil, err
 	}
@@ -608,7 +616,7 @@ func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse
 // storedHeaders are the response headers a replay repeats.
 var storedHeaders = []string{"Content-Type", "Location", "ETag", "Idempotency-Expires"}
 
-func (k *storedKey) store(ctx context.Context, tx pgx.Tx, status int, h http.Header, body []byte, expires time.Time) error {
+func (k *storedKey) storeStatement(status int, h http.Header, body []byte, expires time.Time) (string, []any, error) {
 	if body == nil {
 		body = []byte{} // a bodiless response (204) is stored as an empty body, not NULL
 	}
@@ -620,16 +628,15 @@ func (k *storedKey) store(ctx context.Context, tx pgx.Tx, status int, h http.Hea
 	}
 	hj, err := json.Marshal(headers)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	// An expired record with the same key may still be there until the retention job runs.
-	_, err = tx.Exec(ctx, `INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
+	return `INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (actor_id, method, route, key_hash) DO UPDATE SET request_digest = excluded.request_digest,
 		  status = excluded.status, headers = excluded.headers, body = excluded.body,
 		  created_at = now(), expires_at = excluded.expires_at`,
-		k.actorID, k.method, k.route, k.keyHash, k.digest, status, hj, body, expires)
-	return err
+		[]any{k.actorID, k.method, k.route, k.keyHash, k.digest, status, hj, body, expires}, nil
 }
 
 func (s *storedResponse) write(w http.ResponseWriter) {

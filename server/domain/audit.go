@@ -48,8 +48,15 @@ const auditColumns = `id, time, request_id, actor_type, actor_id, actor_name, in
 	organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address`
 
 // RecordAudit stores e; for a successful change to an organization it also writes the
-// organization's Activity. Call it in the mutation's transaction.
+// organization's Activity (one statement, one round trip). Call it in the mutation's transaction.
 func RecordAudit(ctx context.Context, q db.DBTX, e AuditEvent) error {
+	sql, args := AuditStatement(e)
+	_, err := q.Exec(ctx, sql, args...)
+	return err
+}
+
+// AuditStatement is RecordAudit's statement, for callers that batch it with others.
+func AuditStatement(e AuditEvent) (string, []any) {
 	if e.ID == "" {
 		e.ID = db.NewID("evt")
 	}
@@ -59,24 +66,17 @@ func RecordAudit(ctx context.Context, q db.DBTX, e AuditEvent) error {
 	if e.ChangedFields == nil {
 		e.ChangedFields = []string{}
 	}
-	_, err := q.Exec(ctx, `INSERT INTO audit_events (`+auditColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		e.ID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation,
-		e.OrganizationID, e.OrganizationNameSnapshot, e.TokenID, e.Outcome, e.Status, e.Error,
-		e.ChangedFields, e.SourceAddress)
-	if err != nil {
-		return err
-	}
-	if e.Outcome != OutcomeSucceeded || e.OrganizationID == nil {
-		return nil
-	}
-	// The organization may be gone (a purge); Activity goes with it.
-	_, err = q.Exec(ctx, `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type,
-		actor_id, actor_name, invocation_id, operation, changed_fields)
-		SELECT $1, id, $3, $4, $5, $6, $7, $8, $9, $10 FROM organizations WHERE id = $2`,
-		db.NewID("act"), *e.OrganizationID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName,
-		e.InvocationID, e.Operation, e.ChangedFields)
-	return err
+	activity := e.Outcome == OutcomeSucceeded && e.OrganizationID != nil
+	// The organization may be gone (a purge): Activity goes with it, the audit event stays.
+	return `WITH audit AS (
+			INSERT INTO audit_events (` + auditColumns + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16))
+		INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type, actor_id,
+			actor_name, invocation_id, operation, changed_fields)
+		SELECT $17, id, $2, $3, $4, $5, $6, $7, $8, $15 FROM organizations WHERE $18 AND id = $9`,
+		[]any{e.ID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation,
+			e.OrganizationID, e.OrganizationNameSnapshot, e.TokenID, e.Outcome, e.Status, e.Error,
+			e.ChangedFields, e.SourceAddress, db.NewID("act"), activity}
 }
 
 // AuditFilter selects a page of audit events, newest first.
