@@ -1,0 +1,73 @@
+package apitest
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server"
+)
+
+// TestSpecDeclaresTheContract checks what every operation of openapi.yaml must say, so that a
+// new operation cannot slip in without its scope, errors or documentation.
+func TestSpecDeclaresTheContract(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := server.Operations(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for o, op := range ops {
+		name := op.Method + " " + op.Route
+		if seen[op.ID] {
+			t.Errorf("%s: operationId %s is not unique", name, op.ID)
+		}
+		seen[op.ID] = true
+		if len(o.Tags) != 1 {
+			t.Errorf("%s: needs exactly one tag", name)
+		}
+		if strings.TrimSpace(o.Summary) == "" {
+			t.Errorf("%s: no summary", name)
+		}
+		want := []string{"401", "429", "default"}
+		if op.Scope != "authenticated" {
+			want = append(want, "403")
+		}
+		if o.RequestBody != nil || len(o.Parameters) > 0 || strings.Contains(op.Route, "{") {
+			want = append(want, "400")
+		}
+		if strings.Contains(op.Route, "{") {
+			want = append(want, "404")
+		}
+		if op.IfMatch {
+			want = append(want, "412", "428")
+		}
+		if op.KeyAccepted && op.Method == http.MethodPost && op.KeyRequired {
+			want = append(want, "409")
+		}
+		for _, code := range want {
+			r := o.Responses.Value(code)
+			if r == nil || r.Value == nil || r.Value.Content.Get("application/problem+json") == nil {
+				t.Errorf("%s: no %s application/problem+json response", name, code)
+			}
+		}
+		for code, r := range o.Responses.Map() {
+			if strings.HasPrefix(code, "2") && r.Value != nil && r.Value.Content != nil {
+				for mt, c := range r.Value.Content {
+					if c.Schema == nil {
+						t.Errorf("%s: %s %s has no schema", name, code, mt)
+					}
+				}
+			}
+		}
+	}
+	// The error code enum is the set the server uses.
+	codes := spec.Components.Schemas["ErrorCode"].Value.Enum
+	if len(codes) < 20 {
+		t.Errorf("ErrorCode enum has %d codes", len(codes))
+	}
+}
