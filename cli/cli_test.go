@@ -81,7 +81,7 @@ func TestCommandsRemoteAndLocalPrintTheSameJSON(t *testing.T) {
 		t.Errorf("create output differs:\n%s\n%s", a, b)
 	}
 	for _, env := range []map[string]string{remote, local} {
-		r := run(t, env, "-o", "json", "org", "update", org.ID, "--display-name", "Acme "+env["RENGA_URL"])
+		r := run(t, env, "-o", "json", "org", "update", org.ID, "--display-name", "Acme "+env["RENGA_URL"], "--if-match", "current")
 		if r.code != 0 || !strings.Contains(r.stdout, `"version"`) {
 			t.Errorf("update: %+v", r)
 		}

@@ -13,6 +13,7 @@ import (
 func newOrgCommand(f *Factory) *cobra.Command {
 	cmd := group("org", "Organizations hosted by the deployment", "organization")
 	cmd.AddCommand(newOrgCreateCommand(f), newOrgListCommand(f), newOrgGetCommand(f), newOrgUpdateCommand(f))
+	cmd.AddCommand(newOrgLifecycleCommands(f)...)
 	return cmd
 }
 
@@ -164,9 +165,9 @@ func newOrgUpdateCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "update ORGANIZATION_ID --display-name NAME [--if-match VERSION]",
 		Short: "Change an organization's display name",
-		Long: `Change an organization's display name. The API needs the version you last read (If-Match);
-without --if-match the command reads the organization first and uses its current version, so a
-concurrent change between that read and the write still fails with exit code 5.`,
+		Long: `Change an organization's display name. --if-match names the version you last read (org get);
+pass --if-match current to use whatever version is stored now, overwriting changes you have not
+seen. A stale version fails with exit code 5.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -187,6 +188,7 @@ concurrent change between that read and the write still fails with exit code 5.`
 			params := &client.UpdateOrganizationParams{IfMatch: ifMatch}
 			if o.idempotencyKey != "" {
 				params.IdempotencyKey = &o.idempotencyKey
+				f.reportKey(o.idempotencyKey)
 			}
 			resp, err := c.UpdateOrganizationWithResponse(ctx, args[0], params, client.OrganizationUpdate{DisplayName: o.displayName})
 			if err := check(resp, err); err != nil {
@@ -196,15 +198,17 @@ concurrent change between that read and the write still fails with exit code 5.`
 		},
 	}
 	cmd.Flags().StringVar(&o.displayName, "display-name", "", "the new display name")
-	cmd.Flags().StringVar(&o.ifMatch, "if-match", "", `version last read (3 or "3"); default: read it now`)
+	cmd.Flags().StringVar(&o.ifMatch, "if-match", "", `version last read (3 or "3"), or "current"`)
 	cmd.Flags().StringVar(&o.idempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
 	_ = cmd.MarkFlagRequired("display-name")
+	_ = cmd.MarkFlagRequired("if-match")
 	return cmd
 }
 
-// ifMatch is the If-Match value: the flag's version quoted as a strong tag, or the current ETag.
+// ifMatch is the If-Match value: the flag's version quoted as a strong tag, or, for "current",
+// the ETag stored now (an explicit choice to overwrite unseen changes).
 func (f *Factory) ifMatch(flag string, current func() (string, error)) (string, error) {
-	if flag == "" {
+	if flag == "current" {
 		tag, err := current()
 		if err != nil {
 			return "", err

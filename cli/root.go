@@ -208,7 +208,8 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	pf.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL for release commands (default $RENGA_DATABASE_URL)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	root.AddCommand(newServeCommand(f), newMigrateCommand(f), newVersionCommand(f), newOperatorTokenCommand(f),
-		newDeploymentCommand(f), newTokenCommand(f), newOrgCommand(f), newAuditCommand(f))
+		newDeploymentCommand(f), newTokenCommand(f), newOrgCommand(f), newAuditCommand(f), newInvitationCommand(f),
+		newPolicyCommand(f), newUsageCommand(f), newOwnerCommand(f))
 	return root
 }
 
@@ -351,8 +352,13 @@ func (f *Factory) idempotencyKey(flag string) string {
 		_, _ = rand.Read(b[:])
 		key = hex.EncodeToString(b[:])
 	}
-	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (rerun with --idempotency-key %s to recover this operation)\n", key, key)
+	f.reportKey(key)
 	return key
+}
+
+// reportKey says on stderr which Idempotency-Key a mutating command sends.
+func (f *Factory) reportKey(key string) {
+	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (rerun with --idempotency-key %s to recover this operation)\n", key, key)
 }
 
 func relTime(t time.Time) string {

@@ -52,6 +52,7 @@ func newTokenCommand(f *Factory) *cobra.Command {
 			params := &client.RevokeTokenSelfParams{}
 			if key != "" {
 				params.IdempotencyKey = &key
+				f.reportKey(key)
 			}
 			resp, err := c.RevokeTokenSelfWithResponse(cmd.Context(), params)
 			if err := check(resp, err); err != nil {

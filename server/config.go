@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"renga.dev/renga/server/domain"
 )
 
 // Environments.
@@ -41,6 +43,13 @@ type Config struct {
 	RateLimitAnonymousBurst int
 	DatabaseMaxConns        int32
 	Version                 string
+	// PolicyDefaults are the deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones).
+	PolicyDefaults domain.PolicyDocument
+	// SMTPURL is where mail goes (smtp://[user:password@]host:port); without it, mail is written
+	// as .eml files under DataDir/mail.
+	SMTPURL       *url.URL
+	MailFrom      string
+	PurgeInterval time.Duration
 }
 
 // Development reports whether the server runs in development mode.
@@ -208,6 +217,32 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 	integer("RENGA_RATE_LIMIT_AUTHENTICATED_BURST", &c.RateLimitAuthenticatedBurst)
 	number("RENGA_RATE_LIMIT_ANONYMOUS", &c.RateLimitAnonymous)
 	integer("RENGA_RATE_LIMIT_ANONYMOUS_BURST", &c.RateLimitAnonymousBurst)
+	var err error
+	if c.PolicyDefaults, err = domain.ParsePolicyDefaults(getenv("RENGA_POLICY_DEFAULTS")); err != nil {
+		bad("RENGA_POLICY_DEFAULTS", "%v", err)
+	}
+	if v := getenv("RENGA_SMTP_URL"); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme != "smtp" || u.Hostname() == "" || u.Port() == "" {
+			bad("RENGA_SMTP_URL", "must be smtp://[user:password@]host:port")
+		} else {
+			c.SMTPURL = u
+		}
+	} else if mode == ModeServe && c.DataDir == "" && !c.Development() {
+		bad("RENGA_SMTP_URL", "is required to deliver invitation mail (or set RENGA_DATA_DIR to have mail written to files)")
+	}
+	c.MailFrom = getenv("RENGA_MAIL_FROM")
+	if c.MailFrom == "" {
+		host := "localhost"
+		if u, err := url.Parse(c.PublicURL); err == nil && u.Hostname() != "" {
+			host = u.Hostname()
+		}
+		c.MailFrom = "renga@" + host
+	} else if !strings.Contains(c.MailFrom, "@") || strings.ContainsAny(c.MailFrom, "\r\n<>") {
+		bad("RENGA_MAIL_FROM", "must be an email address")
+	}
+	c.PurgeInterval = time.Minute
+	duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
 	var maxConns int
 	integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
 	c.DatabaseMaxConns = int32(min(maxConns, 1000))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
 )
 
 // IdempotencyRetentionArgs is the periodic job that forgets expired idempotency records.
@@ -47,22 +49,129 @@ func PurgeExpiredIdempotencyKeys(ctx context.Context, q db.DBTX) (int64, error) 
 	}
 }
 
-// NewJobClient builds the River client with the deployment's workers and periodic jobs.
-func NewJobClient(pool *pgxpool.Pool, log *slog.Logger) (*river.Client[pgx.Tx], error) {
+// MailArgs is the job that delivers one queued mail.
+type MailArgs struct {
+	MailID string `json:"mail_id"`
+}
+
+// Kind implements river.JobArgs.
+func (MailArgs) Kind() string { return "mail" }
+
+type mailWorker struct {
+	river.WorkerDefaults[MailArgs]
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+}
+
+func (w *mailWorker) Work(ctx context.Context, job *river.Job[MailArgs]) error {
+	m, err := domain.GetMail(ctx, w.pool, job.Args.MailID)
+	if errors.Is(err, db.ErrNotFound) || (err == nil && m.SentAt != nil) {
+		return nil // gone with its organization, or already sent by an earlier attempt
+	}
+	if err != nil {
+		return err
+	}
+	if err := deliver(w.cfg, w.log, m); err != nil {
+		return err
+	}
+	return domain.MarkMailSent(ctx, w.pool, m.ID)
+}
+
+// PurgeArgs is the periodic job that purges organizations whose deletion deadline passed.
+type PurgeArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PurgeArgs) Kind() string { return "organization_purge" }
+
+type purgeWorker struct {
+	river.WorkerDefaults[PurgeArgs]
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	_, err := PurgeDue(ctx, w.pool, w.log)
+	return err
+}
+
+// PurgeDue finishes purges a crash interrupted, then purges every organization whose deadline
+// has passed; it returns how many it purged. Any number of workers may run it at once.
+func PurgeDue(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, error) {
+	n := 0
+	stuck, err := domain.PurgingOrganizations(ctx, pool)
+	if err != nil {
+		return n, err
+	}
+	for {
+		var o domain.Organization
+		if len(stuck) > 0 {
+			o, stuck = stuck[0], stuck[1:]
+		} else {
+			var found bool
+			if o, found, err = domain.StartDuePurge(ctx, pool); err != nil || !found {
+				return n, err
+			}
+		}
+		start := time.Now()
+		if err := domain.PurgeOrganization(ctx, pool, o); err != nil {
+			return n, fmt.Errorf("purge %s: %w", o.ID, err)
+		}
+		log.Info("organization purged", "organization_id", o.ID, "duration", time.Since(start))
+		n++
+	}
+}
+
+// UsageRetentionArgs is the periodic job that deletes usage older than 400 days.
+type UsageRetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (UsageRetentionArgs) Kind() string { return "usage_retention" }
+
+type usageRetentionWorker struct {
+	river.WorkerDefaults[UsageRetentionArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *usageRetentionWorker) Work(ctx context.Context, _ *river.Job[UsageRetentionArgs]) error {
+	_, err := domain.PurgeOldUsage(ctx, w.pool, time.Now())
+	return err
+}
+
+// newJobClient builds the River client with the deployment's workers and periodic jobs. It
+// inserts jobs (in the transactions that cause them) from the start; it works them once
+// started (Run, or a test).
+func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotencyRetentionWorker{pool: pool})
+	river.AddWorker(workers, &mailWorker{pool: pool, cfg: cfg, log: log})
+	river.AddWorker(workers, &purgeWorker{pool: pool, log: log})
+	river.AddWorker(workers, &usageRetentionWorker{pool: pool})
+	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
+		return river.NewPeriodicJob(river.PeriodicInterval(every),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+			&river.PeriodicJobOpts{RunOnStart: true})
+	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// River reports routine progress at info level; the deployment's log keeps its warnings.
 		Logger:  slog.New(levelFloor{log.Handler(), slog.LevelWarn}),
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-				func() (river.JobArgs, *river.InsertOpts) { return IdempotencyRetentionArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
+			periodic(time.Hour, IdempotencyRetentionArgs{}),
+			periodic(time.Hour, UsageRetentionArgs{}),
+			periodic(cfg.PurgeInterval, PurgeArgs{}),
 		},
+		FetchCooldown:     50 * time.Millisecond,
+		FetchPollInterval: time.Second,
 	})
 }
+
+// StartJobs starts working jobs; StopJobs (or the context) stops it.
+func (s *Server) StartJobs(ctx context.Context) error { return s.jobs.Start(ctx) }
+
+// StopJobs stops working jobs, letting running ones finish.
+func (s *Server) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 
 // levelFloor drops records below min.
 type levelFloor struct {

@@ -40,6 +40,7 @@ type operation struct {
 	Method      string
 	Route       string // the path template, e.g. /api/v1/operator/organizations/{organization_id}
 	Scope       string // x-renga-scope
+	Auth        string // authOperator, authUser or authPublic, from the operation's security
 	Mutation    bool
 	KeyRequired bool // Idempotency-Key declared required
 	KeyAccepted bool // Idempotency-Key declared
@@ -47,8 +48,25 @@ type operation struct {
 	spec        *openapi3.Operation
 }
 
+// Credential paths, from an operation's security requirement.
+const (
+	authOperator = "operator" // operatorToken: /api/v1/operator
+	authUser     = "user"     // userKey: /api/v1/org
+	authPublic   = "public"   // none: rate-limited per source address
+)
+
+// Scopes of the other credential paths.
+const (
+	scopeOwner  = "owner"
+	scopePublic = "public"
+)
+
+// apiPrefix is where each credential path's operations live.
+var apiPrefix = map[string]string{authOperator: "/api/v1/operator/", authUser: "/api/v1/org/"}
+
 // Operations reads the operations of the spec and checks each declares what the pipeline
-// needs: an operationId, a known scope, and an Idempotency-Key parameter on every write.
+// needs: an operationId, a known scope for its credential path, a path under that credential
+// path's prefix, and an Idempotency-Key parameter on every authenticated write.
 func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 	ops := map[*openapi3.Operation]*operation{}
 	var errs []error
@@ -58,9 +76,42 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 			// records them as openapi.yaml spells them (lowerCamelCase).
 			o := &operation{ID: lowerFirst(op.OperationID), Method: method, Route: path, spec: op,
 				Mutation: method != http.MethodGet && method != http.MethodHead}
+			security := spec.Security
+			if op.Security != nil {
+				security = *op.Security
+			}
+			switch {
+			case len(security) == 0:
+				o.Auth = authPublic
+			case len(security) == 1 && len(security[0]) == 1 && security[0]["operatorToken"] != nil:
+				o.Auth = authOperator
+			case len(security) == 1 && len(security[0]) == 1 && security[0]["userKey"] != nil:
+				o.Auth = authUser
+			default:
+				errs = append(errs, fmt.Errorf("%s %s: security must be operatorToken, userKey or none", method, path))
+			}
 			scope, _ := op.Extensions["x-renga-scope"].(string)
-			if scope != domain.ScopeAuthenticated && !contains(domain.Scopes, scope) {
-				errs = append(errs, fmt.Errorf("%s %s: x-renga-scope %q is not a known scope", method, path, scope))
+			switch o.Auth {
+			case authOperator:
+				if scope != domain.ScopeAuthenticated && !contains(domain.Scopes, scope) {
+					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope %q is not a known operator scope", method, path, scope))
+				}
+			case authUser:
+				if scope != scopeOwner {
+					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope of an owner operation must be %q", method, path, scopeOwner))
+				}
+			case authPublic:
+				if scope != scopePublic {
+					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope of an unauthenticated operation must be %q", method, path, scopePublic))
+				}
+			}
+			if prefix := apiPrefix[o.Auth]; prefix != "" && !strings.HasPrefix(path, prefix) {
+				errs = append(errs, fmt.Errorf("%s %s: %s operations live under %s", method, path, o.Auth, prefix))
+			}
+			for a, prefix := range apiPrefix {
+				if a != o.Auth && strings.HasPrefix(path, prefix) {
+					errs = append(errs, fmt.Errorf("%s %s: only %s operations live under %s", method, path, a, prefix))
+				}
 			}
 			o.Scope = scope
 			if o.ID == "" {
@@ -77,7 +128,7 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 					o.IfMatch = true
 				}
 			}
-			if o.Mutation && !o.KeyAccepted {
+			if o.Mutation && o.Auth != authPublic && !o.KeyAccepted {
 				errs = append(errs, fmt.Errorf("%s %s: a write must declare the Idempotency-Key header", method, path))
 			}
 			ops[op] = o
@@ -134,32 +185,59 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := stateFrom(ctx) // made by the outer handler (logRequests)
 	fail := func(pe *problem.Error) { problem.Write(w, st.ID, pe) }
 
+	// Authentication is decided by the path's API, before routing, so that an anonymous
+	// caller learns nothing of an API's shape.
+	auth := authPublic
+	for a, prefix := range apiPrefix {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			auth = a
+		}
+	}
 	invocation, local := localOperatorFrom(ctx)
-	if local {
-		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID, InvocationID: invocation}
-	} else {
-		if !p.s.cfg.Development() && !secureRequest(r, p.s.cfg.TrustedProxies) {
-			fail(problem.New(http.StatusForbidden, api.ErrorCodeHttpsRequired, "This deployment accepts API requests over HTTPS only."))
+	switch {
+	case local && auth != authUser:
+		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID,
+			CredentialID: domain.LocalOperatorID, InvocationID: invocation}
+	case !local && !p.s.cfg.Development() && !secureRequest(r, p.s.cfg.TrustedProxies):
+		fail(problem.New(http.StatusForbidden, api.ErrorCodeHttpsRequired, "This deployment accepts API requests over HTTPS only."))
+		return
+	case auth == authPublic:
+		if !p.s.anon.allow(sourceString(st)) {
+			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
+			pe.RetryAfter = p.s.anon.retryAfter()
+			fail(pe)
 			return
 		}
-		actor, ok := p.s.authenticate(ctx, r, st.Source)
+	default:
+		var actor Actor
+		ok := false
+		if !local {
+			if auth == authOperator {
+				actor, ok = p.s.authenticate(ctx, r, st.Source)
+			} else {
+				actor, ok = p.s.authenticateUser(ctx, r)
+			}
+		}
 		if !ok {
 			// A request that fails authentication is an unauthenticated request: limited per
-			// source address, so guessing tokens is slow.
+			// source address, so guessing credentials is slow.
 			if !p.s.anon.allow(sourceString(st)) {
 				pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
-				pe.RetryAfter = 1
+				pe.RetryAfter = p.s.anon.retryAfter()
 				fail(pe)
 				return
 			}
-			fail(problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
-				"Send a valid operator token: Authorization: Bearer renga_operator_..."))
+			detail := "Send a valid operator token: Authorization: Bearer renga_operator_..."
+			if auth == authUser {
+				detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
+			}
+			fail(problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail))
 			return
 		}
 		st.Actor = actor
-		if !p.s.limits.allow(actor.ID) {
-			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This token sends more requests than the deployment allows; slow down.")
-			pe.RetryAfter = 1
+		if !p.s.limits.allow(actor.CredentialID) {
+			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
+			pe.RetryAfter = p.s.limits.retryAfter()
 			fail(pe)
 			return
 		}
@@ -191,6 +269,13 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pe.RequiredScope = op.Scope
 		reject(pe, domain.OutcomeDenied)
 		return
+	}
+	// An organization that is not active is read-only for its members.
+	if st.Actor.Type == domain.ActorUser && op.Mutation {
+		if pe := orgWriteProblem(st.Actor.OrganizationState); pe != nil {
+			fail(pe)
+			return
+		}
 	}
 
 	body, pe := readBody(r, op)
@@ -232,6 +317,18 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mutate(w, r, st, pathParams, body, key)
 }
 
+// orgWriteProblem is why an organization in state refuses its members' writes, or nil.
+func orgWriteProblem(state string) *problem.Error {
+	switch state {
+	case domain.StateActive:
+		return nil
+	case domain.StateMoved:
+		return problem.New(http.StatusGone, api.ErrorCodeMoved, "This organization has moved to another deployment.")
+	default:
+		return problem.New(http.StatusForbidden, api.ErrorCodeSuspended, "This organization is suspended or being deleted: it can be read, not changed.")
+	}
+}
+
 // allowed lists the methods the spec defines at the request's path (for 405's Allow header).
 func (p *pipeline) allowed(r *http.Request) []string {
 	var methods []string
@@ -252,7 +349,7 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	op := st.Op
 	var k *storedKey
 	if key != "" {
-		k = &storedKey{actorID: st.Actor.ID, method: op.Method, route: op.Route, keyHash: domain.HashSecret(key),
+		k = &storedKey{actorID: st.Actor.CredentialID, method: op.Method, route: op.Route, keyHash: domain.HashSecret(key),
 			digest: requestDigest(op, pathParams, r.URL.Query(), r.Header.Get("If-Match"), body)}
 	}
 	rec := newRecorder()
@@ -286,8 +383,20 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 			}
 			batch.Queue(sql, args...)
 		}
-		sql, args := domain.AuditStatement(p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
-		batch.Queue(sql, args...)
+		switch st.Actor.Type {
+		case domain.ActorOperatorToken, domain.ActorLocalOperator:
+			sql, args := domain.AuditStatement(p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
+			batch.Queue(sql, args...)
+		case domain.ActorUser:
+			// Members' own changes are their organization's Activity, not the deployment's audit.
+			if st.Audit.OrganizationID != "" {
+				sql, args := domain.ActivityStatement(st.Audit.OrganizationID, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
+				batch.Queue(sql, args...)
+			}
+		}
+		if batch.Len() == 0 {
+			return nil
+		}
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	switch {
@@ -374,6 +483,9 @@ func sourceString(st *requestState) string {
 // auditFailure records a failed or denied attempt in its own transaction, after the attempt's
 // own transaction (if any) rolled back. The organization named in the path is the target.
 func (p *pipeline) auditFailure(ctx context.Context, st *requestState, pathParams map[string]string, outcome string, status int, code api.ErrorCode) {
+	if st.Actor.Type != domain.ActorOperatorToken && st.Actor.Type != domain.ActorLocalOperator {
+		return // the deployment audit log records operators' attempts
+	}
 	ctx = context.WithoutCancel(ctx)
 	st.Audit.ChangedFields = nil
 	if id := pathParams["organization_id"]; id != "" && st.Audit.OrganizationID == "" {

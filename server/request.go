@@ -19,11 +19,25 @@ type Actor struct {
 	Name         string
 	InvocationID string
 	Scopes       []string // nil for the local operator, who holds every scope
+	// CredentialID is the token or key the request authenticated with (the idempotency
+	// namespace and the rate-limit bucket); "local-operator" for release commands.
+	CredentialID string
+	// For a user: their organization, its state when the request started, and their role.
+	OrganizationID    string
+	OrganizationState string
+	Role              string
 }
 
 // HasScope reports whether the actor may use an operation needing scope.
 func (a Actor) HasScope(scope string) bool {
-	if scope == domain.ScopeAuthenticated || a.Type == domain.ActorLocalOperator {
+	switch {
+	case scope == scopePublic:
+		return true
+	case scope == scopeOwner:
+		return a.Type == domain.ActorUser && a.Role == "owner"
+	case a.Type == domain.ActorUser:
+		return false
+	case scope == domain.ScopeAuthenticated || a.Type == domain.ActorLocalOperator:
 		return true
 	}
 	return domain.HasScope(a.Scopes, scope)

@@ -19,11 +19,7 @@ func Run(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	jobs, err := NewJobClient(pool, log)
-	if err != nil {
-		return fmt.Errorf("job client: %w", err)
-	}
-	if err := jobs.Start(ctx); err != nil {
+	if err := s.StartJobs(ctx); err != nil {
 		return fmt.Errorf("start job workers: %w", err)
 	}
 	srv := &http.Server{
@@ -53,7 +49,7 @@ func Run(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *slog.Logger, 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
-	if jerr := jobs.Stop(shutdownCtx); jerr != nil {
+	if jerr := s.StopJobs(shutdownCtx); jerr != nil {
 		err = errors.Join(err, jerr)
 	}
 	if errors.Is(err, http.ErrServerClosed) {

@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"golang.org/x/time/rate"
 
 	"renga.dev/renga/gen/api"
@@ -29,6 +33,7 @@ type Server struct {
 	anon    *limiters // per source address, for unauthenticated requests
 	metrics *metrics
 	handler http.Handler
+	jobs    *river.Client[pgx.Tx]
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -38,6 +43,10 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, pool: pool, log: log, metrics: newMetrics(),
 		limits: newLimiters(cfg.RateLimitAuthenticated, cfg.RateLimitAuthenticatedBurst),
 		anon:   newLimiters(cfg.RateLimitAnonymous, cfg.RateLimitAnonymousBurst)}
+	var err error
+	if s.jobs, err = newJobClient(pool, cfg, log); err != nil {
+		return nil, fmt.Errorf("job client: %w", err)
+	}
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read.")
@@ -123,7 +132,30 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, source netip
 	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(time.Now(), source) {
 		return Actor{}, false
 	}
-	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes}, true
+	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}, true
+}
+
+// authenticateUser checks a personal API key: one query for the key, the membership, the user
+// and the organization.
+func (s *Server) authenticateUser(ctx context.Context, r *http.Request) (Actor, bool) {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !domain.LooksLikeUserKey(key) {
+		return Actor{}, false
+	}
+	hash := domain.HashSecret(key)
+	h, err := domain.KeyHolderByHash(ctx, s.pool, hash)
+	if err != nil {
+		if !errors.Is(err, db.ErrNotFound) {
+			s.log.ErrorContext(ctx, "API key lookup failed", "error", err)
+		}
+		return Actor{}, false
+	}
+	if subtle.ConstantTimeCompare(h.KeyHash, hash) != 1 || h.Organization.State == domain.StatePurging {
+		return Actor{}, false
+	}
+	return Actor{Type: domain.ActorUser, ID: h.User.ID, Name: h.User.DisplayName, CredentialID: h.KeyID,
+		OrganizationID: h.Organization.ID, OrganizationState: h.Organization.State, Role: h.Role}, true
 }
 
 // writeError renders a handler's error: domain errors map to their problems here, in one place;
@@ -132,12 +164,37 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateFrom(r.Context())
 	var pe *problem.Error
 	var vm *domain.VersionMismatchError
+	var le *domain.LimitError
+	var sl *domain.SettingLockedError
+	var ve *domain.ValidationError
 	switch {
 	case errors.As(err, &pe):
 	case errors.Is(err, db.ErrNotFound):
 		pe = problem.New(http.StatusNotFound, api.ErrorCodeNotFound, "No such resource.")
 	case errors.Is(err, domain.ErrSlugTaken):
 		pe = problem.New(http.StatusConflict, api.ErrorCodeSlugTaken, "Another organization has this slug.")
+	case errors.Is(err, domain.ErrInvalidState):
+		pe = problem.New(http.StatusConflict, api.ErrorCodeInvalidState, "The organization's state does not allow this change.")
+	case errors.Is(err, domain.ErrPurgeStarted):
+		pe = problem.New(http.StatusConflict, api.ErrorCodePurgeStarted, "The organization is being purged; nothing can stop or change that.")
+	case errors.Is(err, domain.ErrInvitationExpired):
+		pe = problem.New(http.StatusGone, api.ErrorCodeInvitationExpired, "The invitation has expired; ask for a new one.")
+	case errors.Is(err, domain.ErrInvitationRevoked):
+		pe = problem.New(http.StatusGone, api.ErrorCodeInvitationRevoked, "The invitation was revoked; ask for a new one.")
+	case errors.Is(err, domain.ErrInvitationAccepted):
+		pe = problem.New(http.StatusGone, api.ErrorCodeInvitationAccepted, "The invitation was already accepted.")
+	case errors.Is(err, domain.ErrSuspended):
+		pe = problem.New(http.StatusForbidden, api.ErrorCodeSuspended, "The organization is suspended or being deleted.")
+	case errors.Is(err, domain.ErrMoved):
+		pe = problem.New(http.StatusGone, api.ErrorCodeMoved, "The organization has moved to another deployment.")
+	case errors.As(err, &le):
+		pe = problem.Newf(http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's %s limit (%d) is reached.", le.Limit, le.Value)
+	case errors.As(err, &sl):
+		pe = problem.Newf(http.StatusConflict, api.ErrorCodeSettingLocked, "%s is locked by the deployment's policy for this organization.", sl.Field)
+		pe.Errors = []problem.FieldError{{Field: sl.Field, Message: "locked"}}
+	case errors.As(err, &ve):
+		pe = problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
+		pe.Errors = []problem.FieldError{{Field: ve.Field, Message: ve.Message}}
 	case errors.As(err, &vm):
 		pe = problem.Newf(http.StatusPreconditionFailed, api.ErrorCodeVersionMismatch,
 			"The If-Match version is not the current one (%d); read it again and reapply your change.", vm.Current)
@@ -159,6 +216,14 @@ type limiters struct {
 
 func newLimiters(perSecond float64, burst int) *limiters {
 	return &limiters{rate: rate.Limit(perSecond), burst: burst, m: map[string]*rate.Limiter{}}
+}
+
+// retryAfter is how many whole seconds a caller over the limit should wait for one request.
+func (l *limiters) retryAfter() int {
+	if l.rate <= 0 {
+		return 1
+	}
+	return max(1, int(math.Ceil(1/float64(l.rate))))
 }
 
 func (l *limiters) allow(key string) bool {

@@ -21,12 +21,38 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
+
+// Defines values for ActivityActorType.
+const (
+	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
+	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
+	ActivityActorTypeSystem        ActivityActorType = "system"
+	ActivityActorTypeUser          ActivityActorType = "user"
+)
+
+// Valid indicates whether the value is a known member of the ActivityActorType enum.
+func (e ActivityActorType) Valid() bool {
+	switch e {
+	case ActivityActorTypeLocalOperator:
+		return true
+	case ActivityActorTypeOperatorToken:
+		return true
+	case ActivityActorTypeSystem:
+		return true
+	case ActivityActorTypeUser:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for AuditActorType.
 const (
 	AuditActorTypeLocalOperator AuditActorType = "local_operator"
 	AuditActorTypeOperatorToken AuditActorType = "operator_token"
+	AuditActorTypeSystem        AuditActorType = "system"
 )
 
 // Valid indicates whether the value is a known member of the AuditActorType enum.
@@ -35,6 +61,8 @@ func (e AuditActorType) Valid() bool {
 	case AuditActorTypeLocalOperator:
 		return true
 	case AuditActorTypeOperatorToken:
+		return true
+	case AuditActorTypeSystem:
 		return true
 	default:
 		return false
@@ -89,6 +117,10 @@ const (
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
+	ErrorCodeInvalidState           ErrorCode = "invalid_state"
+	ErrorCodeInvitationAccepted     ErrorCode = "invitation_accepted"
+	ErrorCodeInvitationExpired      ErrorCode = "invitation_expired"
+	ErrorCodeInvitationRevoked      ErrorCode = "invitation_revoked"
 	ErrorCodeLimitExceeded          ErrorCode = "limit_exceeded"
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
@@ -124,6 +156,14 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeInvalidPageToken:
 		return true
 	case ErrorCodeInvalidRequest:
+		return true
+	case ErrorCodeInvalidState:
+		return true
+	case ErrorCodeInvitationAccepted:
+		return true
+	case ErrorCodeInvitationExpired:
+		return true
+	case ErrorCodeInvitationRevoked:
 		return true
 	case ErrorCodeLimitExceeded:
 		return true
@@ -164,6 +204,45 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for InvitationState.
+const (
+	Accepted InvitationState = "accepted"
+	Expired  InvitationState = "expired"
+	Pending  InvitationState = "pending"
+	Revoked  InvitationState = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the InvitationState enum.
+func (e InvitationState) Valid() bool {
+	switch e {
+	case Accepted:
+		return true
+	case Expired:
+		return true
+	case Pending:
+		return true
+	case Revoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MeRole.
+const (
+	MeRoleOwner MeRole = "owner"
+)
+
+// Valid indicates whether the value is a known member of the MeRole enum.
+func (e MeRole) Valid() bool {
+	switch e {
+	case MeRoleOwner:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OrganizationState.
 const (
 	OrganizationStateActive          OrganizationState = "active"
@@ -185,6 +264,27 @@ func (e OrganizationState) Valid() bool {
 	case OrganizationStatePurging:
 		return true
 	case OrganizationStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PolicySource.
+const (
+	PolicySourceDeployment   PolicySource = "deployment"
+	PolicySourceOrganization PolicySource = "organization"
+	PolicySourceOwner        PolicySource = "owner"
+)
+
+// Valid indicates whether the value is a known member of the PolicySource enum.
+func (e PolicySource) Valid() bool {
+	switch e {
+	case PolicySourceDeployment:
+		return true
+	case PolicySourceOrganization:
+		return true
+	case PolicySourceOwner:
 		return true
 	default:
 		return false
@@ -242,9 +342,38 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Activity defines model for Activity.
+type Activity struct {
+	Actor         ActivityActor `json:"actor"`
+	ChangedFields []string      `json:"changed_fields"`
+	Id            string        `json:"id"`
+
+	// Operation Example: suspendOrganization
+	Operation string    `json:"operation"`
+	RequestId string    `json:"request_id"`
+	Time      time.Time `json:"time"`
+}
+
+// ActivityActor defines model for ActivityActor.
+type ActivityActor struct {
+	Id           string            `json:"id"`
+	InvocationId *string           `json:"invocation_id,omitempty"`
+	NameSnapshot string            `json:"name_snapshot"`
+	Type         ActivityActorType `json:"type"`
+}
+
+// ActivityActorType defines model for ActivityActor.Type.
+type ActivityActorType string
+
+// ActivityList defines model for ActivityList.
+type ActivityList struct {
+	Items         []Activity `json:"items"`
+	NextPageToken *string    `json:"next_page_token"`
+}
+
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, or `local-operator`.
+	// Id The token ID, `local-operator`, or `system` (background work such as the purge).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.
@@ -331,6 +460,65 @@ type DeploymentEnvironment string
 // DisplayName Example: Acme Corporation
 type DisplayName = string
 
+// EffectiveBoolean defines model for EffectiveBoolean.
+type EffectiveBoolean struct {
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	Source PolicySource `json:"source"`
+	Value  bool         `json:"value"`
+}
+
+// EffectiveInteger defines model for EffectiveInteger.
+type EffectiveInteger struct {
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	Source PolicySource `json:"source"`
+	Value  int64        `json:"value"`
+}
+
+// EffectivePolicy defines model for EffectivePolicy.
+type EffectivePolicy struct {
+	Entitlements struct {
+		Jobs                          EffectiveBoolean `json:"jobs"`
+		OrganizationIdentityProviders EffectiveBoolean `json:"organization_identity_providers"`
+		OwnerExport                   EffectiveBoolean `json:"owner_export"`
+	} `json:"entitlements"`
+	Limits struct {
+		IntakeBytesPerDay        EffectiveInteger `json:"intake_bytes_per_day"`
+		MaxAgents                EffectiveInteger `json:"max_agents"`
+		MaxJobsPerDay            EffectiveInteger `json:"max_jobs_per_day"`
+		MaxUsers                 EffectiveInteger `json:"max_users"`
+		ObservationRetentionDays EffectiveInteger `json:"observation_retention_days"`
+	} `json:"limits"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Settings       struct {
+		AllowedEmailDomains EffectiveStrings `json:"allowed_email_domains"`
+		RequireMfa          EffectiveBoolean `json:"require_mfa"`
+		RequireSso          EffectiveBoolean `json:"require_sso"`
+		SessionMaxAgeHours  EffectiveInteger `json:"session_max_age_hours"`
+	} `json:"settings"`
+}
+
+// EffectiveStrings defines model for EffectiveStrings.
+type EffectiveStrings struct {
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	Source PolicySource `json:"source"`
+	Value  []string     `json:"value"`
+}
+
+// Email Example: owner@acme.example
+type Email = openapi_types.Email
+
+// EmailDomain Example: acme.example
+type EmailDomain = string
+
+// Entitlements Each entitlement left out inherits the deployment default.
+type Entitlements struct {
+	Jobs                          *bool `json:"jobs,omitempty"`
+	OrganizationIdentityProviders *bool `json:"organization_identity_providers,omitempty"`
+	OwnerExport                   *bool `json:"owner_export,omitempty"`
+}
+
 // ErrorCode The stable machine code of a problem.
 type ErrorCode string
 
@@ -338,6 +526,74 @@ type ErrorCode string
 //
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
+
+// Invitation defines model for Invitation.
+type Invitation struct {
+	AcceptedAt *time.Time `json:"accepted_at"`
+	CreatedAt  time.Time  `json:"created_at"`
+
+	// Email Example: owner@acme.example
+	Email     Email     `json:"email"`
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Id Example: inv_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId  `json:"organization_id"`
+	RevokedAt      *time.Time      `json:"revoked_at"`
+	State          InvitationState `json:"state"`
+}
+
+// InvitationAccept defines model for InvitationAccept.
+type InvitationAccept struct {
+	// DisplayName Example: Acme Corporation
+	DisplayName DisplayName `json:"display_name"`
+
+	// Token The invitation secret from the mail, `renga_invite_<secret>`.
+	Token string `json:"token"`
+}
+
+// InvitationAccepted defines model for InvitationAccepted.
+type InvitationAccepted struct {
+	// ApiKey A personal API key for `/api/v1/org`, `renga_user_<secret>`. Shown once.
+	ApiKey       string     `json:"api_key"`
+	Organization OrgSummary `json:"organization"`
+	User         User       `json:"user"`
+}
+
+// InvitationCreate Example: {"email":"owner@acme.example"}
+type InvitationCreate struct {
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+}
+
+// InvitationList defines model for InvitationList.
+type InvitationList struct {
+	Items         []Invitation `json:"items"`
+	NextPageToken *string      `json:"next_page_token"`
+}
+
+// InvitationState defines model for InvitationState.
+type InvitationState string
+
+// LockedSettings Each setting present is locked to that value; owners cannot change it.
+type LockedSettings struct {
+	AllowedEmailDomains *[]EmailDomain `json:"allowed_email_domains,omitempty"`
+	RequireMfa          *bool          `json:"require_mfa,omitempty"`
+	RequireSso          *bool          `json:"require_sso,omitempty"`
+	SessionMaxAgeHours  *int64         `json:"session_max_age_hours,omitempty"`
+}
+
+// Me defines model for Me.
+type Me struct {
+	Organization OrgSummary `json:"organization"`
+	Role         MeRole     `json:"role"`
+	User         User       `json:"user"`
+}
+
+// MeRole defines model for Me.Role.
+type MeRole string
 
 // OperatorToken defines model for OperatorToken.
 type OperatorToken struct {
@@ -354,6 +610,20 @@ type OperatorToken struct {
 	Scopes []Scope `json:"scopes"`
 }
 
+// OrgSummary defines model for OrgSummary.
+type OrgSummary struct {
+	DisplayName string `json:"display_name"`
+
+	// Id Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id OrganizationId `json:"id"`
+
+	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
+	//
+	// Example: acme
+	Slug  Slug              `json:"slug"`
+	State OrganizationState `json:"state"`
+}
+
 // Organization defines model for Organization.
 type Organization struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -364,12 +634,18 @@ type Organization struct {
 	// Id Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id OrganizationId `json:"id"`
 
+	// PurgeAfter When `deletion_pending`, the time after which the purge may start.
+	PurgeAfter *time.Time `json:"purge_after"`
+
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug      Slug              `json:"slug"`
-	State     OrganizationState `json:"state"`
-	UpdatedAt time.Time         `json:"updated_at"`
+	Slug  Slug              `json:"slug"`
+	State OrganizationState `json:"state"`
+
+	// SuspendedReason Why it is suspended (also kept while its deletion is pending).
+	SuspendedReason *string   `json:"suspended_reason"`
+	UpdatedAt       time.Time `json:"updated_at"`
 
 	// Version Example: 1
 	Version int64 `json:"version"`
@@ -402,6 +678,88 @@ type OrganizationState string
 type OrganizationUpdate struct {
 	// DisplayName Example: Acme Corporation
 	DisplayName DisplayName `json:"display_name"`
+}
+
+// OrganizationUsage defines model for OrganizationUsage.
+type OrganizationUsage struct {
+	Days []UsageDay         `json:"days"`
+	From openapi_types.Date `json:"from"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId     `json:"organization_id"`
+	To             openapi_types.Date `json:"to"`
+}
+
+// Owner defines model for Owner.
+type Owner struct {
+	DisplayName string `json:"display_name"`
+
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+
+	// Since When they became an owner.
+	Since  time.Time `json:"since"`
+	UserId string    `json:"user_id"`
+}
+
+// OwnerList defines model for OwnerList.
+type OwnerList struct {
+	Items         []Owner `json:"items"`
+	NextPageToken *string `json:"next_page_token"`
+}
+
+// Policy defines model for Policy.
+type Policy struct {
+	// Entitlements Each entitlement left out inherits the deployment default.
+	Entitlements Entitlements `json:"entitlements"`
+
+	// Limits Each limit left out inherits the deployment default.
+	Limits PolicyLimits `json:"limits"`
+
+	// LockedSettings Each setting present is locked to that value; owners cannot change it.
+	LockedSettings LockedSettings `json:"locked_settings"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+
+	// Version Example: 1
+	Version int64 `json:"version"`
+}
+
+// PolicyLimits Each limit left out inherits the deployment default.
+type PolicyLimits struct {
+	// IntakeBytesPerDay Example: 10737418240
+	IntakeBytesPerDay *int64 `json:"intake_bytes_per_day,omitempty"`
+
+	// MaxAgents Example: 500
+	MaxAgents *int64 `json:"max_agents,omitempty"`
+
+	// MaxJobsPerDay Example: 10000
+	MaxJobsPerDay *int64 `json:"max_jobs_per_day,omitempty"`
+
+	// MaxUsers Example: 50
+	MaxUsers *int64 `json:"max_users,omitempty"`
+
+	// ObservationRetentionDays Example: 90
+	ObservationRetentionDays *int64 `json:"observation_retention_days,omitempty"`
+}
+
+// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+type PolicySource string
+
+// PolicyWrite Example: {"entitlements":{"jobs":true},"limits":{"max_agents":500,"max_users":50},"locked_settings":{"require_sso":true}}
+type PolicyWrite struct {
+	// Entitlements Each entitlement left out inherits the deployment default.
+	Entitlements *Entitlements `json:"entitlements,omitempty"`
+
+	// Limits Each limit left out inherits the deployment default.
+	Limits *PolicyLimits `json:"limits,omitempty"`
+
+	// LockedSettings Each setting present is locked to that value; owners cannot change it.
+	LockedSettings *LockedSettings `json:"locked_settings,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
 }
 
 // Problem An RFC 9457 problem with Renga's extension members.
@@ -441,10 +799,81 @@ type Problem struct {
 // Scope defines model for Scope.
 type Scope string
 
+// Settings defines model for Settings.
+type Settings struct {
+	AllowedEmailDomains []string `json:"allowed_email_domains"`
+
+	// Locked Each setting present is locked to that value; owners cannot change it.
+	Locked             LockedSettings `json:"locked"`
+	RequireMfa         bool           `json:"require_mfa"`
+	RequireSso         bool           `json:"require_sso"`
+	SessionMaxAgeHours int64          `json:"session_max_age_hours"`
+	Version            int64          `json:"version"`
+}
+
+// SettingsWrite The owners' security settings; each left out takes its default (false, false, 24, any domain).
+type SettingsWrite struct {
+	AllowedEmailDomains *[]EmailDomain `json:"allowed_email_domains,omitempty"`
+
+	// Locked Ignored (read-only).
+	Locked             *map[string]interface{} `json:"locked,omitempty"`
+	RequireMfa         *bool                   `json:"require_mfa,omitempty"`
+	RequireSso         *bool                   `json:"require_sso,omitempty"`
+	SessionMaxAgeHours *int64                  `json:"session_max_age_hours,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
+
 // Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 //
 // Example: acme
 type Slug = string
+
+// SuspendRequest Example: {"reason":"Unpaid invoice 2026-11"}
+type SuspendRequest struct {
+	// Reason Why, in words the organization's owners will see in their Activity.
+	Reason string `json:"reason"`
+}
+
+// UsageDay defines model for UsageDay.
+type UsageDay struct {
+	Day            openapi_types.Date `json:"day"`
+	IntakeBytes    int64              `json:"intake_bytes"`
+	IntakeRequests int64              `json:"intake_requests"`
+	JobsCreated    int64              `json:"jobs_created"`
+
+	// TerminalMinutes Connected seconds of the day
+	TerminalMinutes int64 `json:"terminal_minutes"`
+}
+
+// UsageTotals defines model for UsageTotals.
+type UsageTotals struct {
+	IntakeBytes     int64  `json:"intake_bytes"`
+	IntakeRequests  int64  `json:"intake_requests"`
+	JobsCreated     int64  `json:"jobs_created"`
+	OrganizationId  string `json:"organization_id"`
+	TerminalMinutes int64  `json:"terminal_minutes"`
+}
+
+// UsageTotalsList defines model for UsageTotalsList.
+type UsageTotalsList struct {
+	From          openapi_types.Date `json:"from"`
+	Items         []UsageTotals      `json:"items"`
+	NextPageToken *string            `json:"next_page_token"`
+	To            openapi_types.Date `json:"to"`
+}
+
+// User defines model for User.
+type User struct {
+	DisplayName string `json:"display_name"`
+
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+
+	// Id Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+}
 
 // IdempotencyKeyOptional 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
@@ -454,11 +883,20 @@ type IdempotencyKeyOptional = IdempotencyKey
 // IfMatch defines model for IfMatch.
 type IfMatch = string
 
+// InvitationId defines model for InvitationId.
+type InvitationId = string
+
 // PageSize defines model for PageSize.
 type PageSize = int
 
 // PageToken defines model for PageToken.
 type PageToken = string
+
+// UsageFrom defines model for UsageFrom.
+type UsageFrom = openapi_types.Date
+
+// UsageTo defines model for UsageTo.
+type UsageTo = openapi_types.Date
 
 // BadRequest An RFC 9457 problem with Renga's extension members.
 type BadRequest = Problem
@@ -471,6 +909,9 @@ type Error = Problem
 
 // Forbidden An RFC 9457 problem with Renga's extension members.
 type Forbidden = Problem
+
+// Gone An RFC 9457 problem with Renga's extension members.
+type Gone = Problem
 
 // NotFound An RFC 9457 problem with Renga's extension members.
 type NotFound = Problem
@@ -543,11 +984,120 @@ type UpdateOrganizationParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// CancelOrganizationDeletionParams defines parameters for CancelOrganizationDeletion.
+type CancelOrganizationDeletionParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ScheduleOrganizationDeletionParams defines parameters for ScheduleOrganizationDeletion.
+type ScheduleOrganizationDeletionParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ListInvitationsParams defines parameters for ListInvitations.
+type ListInvitationsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken       `form:"page_token,omitempty" json:"page_token,omitempty"`
+	State     *InvitationState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// CreateInvitationParams defines parameters for CreateInvitation.
+type CreateInvitationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeInvitationParams defines parameters for RevokeInvitation.
+type RevokeInvitationParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ListOrganizationOwnersParams defines parameters for ListOrganizationOwners.
+type ListOrganizationOwnersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// PutPolicyParams defines parameters for PutPolicy.
+type PutPolicyParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ResumeOrganizationParams defines parameters for ResumeOrganization.
+type ResumeOrganizationParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// SuspendOrganizationParams defines parameters for SuspendOrganization.
+type SuspendOrganizationParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// GetOrganizationUsageParams defines parameters for GetOrganizationUsage.
+type GetOrganizationUsageParams struct {
+	// From First UTC day, inclusive.
+	From UsageFrom `form:"from" json:"from"`
+
+	// To Last UTC day, inclusive; at most 400 days after `from`.
+	To UsageTo `form:"to" json:"to"`
+}
+
 // RevokeTokenSelfParams defines parameters for RevokeTokenSelf.
 type RevokeTokenSelfParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
+
+// ListUsageParams defines parameters for ListUsage.
+type ListUsageParams struct {
+	// From First UTC day, inclusive.
+	From UsageFrom `form:"from" json:"from"`
+
+	// To Last UTC day, inclusive; at most 400 days after `from`.
+	To UsageTo `form:"to" json:"to"`
+
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// ListActivityParams defines parameters for ListActivity.
+type ListActivityParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// PutSettingsParams defines parameters for PutSettings.
+type PutSettingsParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// AcceptInvitationJSONRequestBody defines body for AcceptInvitation for application/json ContentType.
+type AcceptInvitationJSONRequestBody = InvitationAccept
 
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
@@ -555,8 +1105,23 @@ type CreateOrganizationJSONRequestBody = OrganizationCreate
 // UpdateOrganizationJSONRequestBody defines body for UpdateOrganization for application/json ContentType.
 type UpdateOrganizationJSONRequestBody = OrganizationUpdate
 
+// CreateInvitationJSONRequestBody defines body for CreateInvitation for application/json ContentType.
+type CreateInvitationJSONRequestBody = InvitationCreate
+
+// PutPolicyJSONRequestBody defines body for PutPolicy for application/json ContentType.
+type PutPolicyJSONRequestBody = PolicyWrite
+
+// SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
+type SuspendOrganizationJSONRequestBody = SuspendRequest
+
+// PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
+type PutSettingsJSONRequestBody = SettingsWrite
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// AcceptInvitation Accept an owner invitation
+	// (POST /api/v1/invitations/accept)
+	AcceptInvitation(w http.ResponseWriter, r *http.Request)
 	// ListAuditEvents List deployment audit events
 	// (GET /api/v1/operator/audit-events)
 	ListAuditEvents(w http.ResponseWriter, r *http.Request, params ListAuditEventsParams)
@@ -575,12 +1140,66 @@ type ServerInterface interface {
 	// UpdateOrganization Change an organization's display name
 	// (PATCH /api/v1/operator/organizations/{organization_id})
 	UpdateOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params UpdateOrganizationParams)
+	// CancelOrganizationDeletion Cancel a scheduled deletion
+	// (DELETE /api/v1/operator/organizations/{organization_id}/deletion)
+	CancelOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CancelOrganizationDeletionParams)
+	// ScheduleOrganizationDeletion Schedule an organization's deletion
+	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
+	ScheduleOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ScheduleOrganizationDeletionParams)
+	// ListInvitations List an organization's owner invitations
+	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
+	ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams)
+	// CreateInvitation Invite an owner by email
+	// (POST /api/v1/operator/organizations/{organization_id}/invitations)
+	CreateInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateInvitationParams)
+	// RevokeInvitation Revoke an owner invitation
+	// (DELETE /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id})
+	RevokeInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, invitationId InvitationId, params RevokeInvitationParams)
+	// GetInvitation Get an owner invitation
+	// (GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id})
+	GetInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, invitationId InvitationId)
+	// ListOrganizationOwners List an organization's owners
+	// (GET /api/v1/operator/organizations/{organization_id}/owners)
+	ListOrganizationOwners(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListOrganizationOwnersParams)
+	// GetPolicy Get an organization's policy document
+	// (GET /api/v1/operator/organizations/{organization_id}/policy)
+	GetPolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId)
+	// PutPolicy Replace an organization's policy document
+	// (PUT /api/v1/operator/organizations/{organization_id}/policy)
+	PutPolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params PutPolicyParams)
+	// GetEffectivePolicy Get the policy in force, with where each value comes from
+	// (GET /api/v1/operator/organizations/{organization_id}/policy/effective)
+	GetEffectivePolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId)
+	// ResumeOrganization Resume a suspended organization
+	// (POST /api/v1/operator/organizations/{organization_id}/resume)
+	ResumeOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ResumeOrganizationParams)
+	// SuspendOrganization Suspend an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
+	SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams)
+	// GetOrganizationUsage An organization's daily usage
+	// (GET /api/v1/operator/organizations/{organization_id}/usage)
+	GetOrganizationUsage(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetOrganizationUsageParams)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(w http.ResponseWriter, r *http.Request)
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(w http.ResponseWriter, r *http.Request, params RevokeTokenSelfParams)
+	// ListUsage Usage totals per organization over a range of days
+	// (GET /api/v1/operator/usage)
+	ListUsage(w http.ResponseWriter, r *http.Request, params ListUsageParams)
+	// ListActivity The organization's Activity, newest first
+	// (GET /api/v1/org/activity)
+	ListActivity(w http.ResponseWriter, r *http.Request, params ListActivityParams)
+	// GetMe The calling user and their organization
+	// (GET /api/v1/org/me)
+	GetMe(w http.ResponseWriter, r *http.Request)
+	// GetSettings The organization's security settings
+	// (GET /api/v1/org/settings)
+	GetSettings(w http.ResponseWriter, r *http.Request)
+	// PutSettings Replace the organization's security settings
+	// (PUT /api/v1/org/settings)
+	PutSettings(w http.ResponseWriter, r *http.Request, params PutSettingsParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -591,6 +1210,20 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// AcceptInvitation operation middleware
+func (siw *ServerInterfaceWrapper) AcceptInvitation(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcceptInvitation(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListAuditEvents operation middleware
 func (siw *ServerInterfaceWrapper) ListAuditEvents(w http.ResponseWriter, r *http.Request) {
@@ -946,6 +1579,657 @@ func (siw *ServerInterfaceWrapper) UpdateOrganization(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// CancelOrganizationDeletion operation middleware
+func (siw *ServerInterfaceWrapper) CancelOrganizationDeletion(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CancelOrganizationDeletionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelOrganizationDeletion(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ScheduleOrganizationDeletion operation middleware
+func (siw *ServerInterfaceWrapper) ScheduleOrganizationDeletion(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ScheduleOrganizationDeletionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ScheduleOrganizationDeletion(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListInvitations operation middleware
+func (siw *ServerInterfaceWrapper) ListInvitations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListInvitationsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListInvitations(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateInvitation operation middleware
+func (siw *ServerInterfaceWrapper) CreateInvitation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateInvitationParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateInvitation(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeInvitation operation middleware
+func (siw *ServerInterfaceWrapper) RevokeInvitation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "invitation_id" -------------
+	var invitationId InvitationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "invitation_id", r.PathValue("invitation_id"), &invitationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "invitation_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeInvitationParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeInvitation(w, r, organizationId, invitationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetInvitation operation middleware
+func (siw *ServerInterfaceWrapper) GetInvitation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "invitation_id" -------------
+	var invitationId InvitationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "invitation_id", r.PathValue("invitation_id"), &invitationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "invitation_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetInvitation(w, r, organizationId, invitationId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListOrganizationOwners operation middleware
+func (siw *ServerInterfaceWrapper) ListOrganizationOwners(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOrganizationOwnersParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOrganizationOwners(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPolicy operation middleware
+func (siw *ServerInterfaceWrapper) GetPolicy(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPolicy(w, r, organizationId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutPolicy operation middleware
+func (siw *ServerInterfaceWrapper) PutPolicy(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutPolicyParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = IfMatch
+
+	} else {
+		err := fmt.Errorf("Header parameter If-Match is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "If-Match", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutPolicy(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetEffectivePolicy operation middleware
+func (siw *ServerInterfaceWrapper) GetEffectivePolicy(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetEffectivePolicy(w, r, organizationId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeOrganization operation middleware
+func (siw *ServerInterfaceWrapper) ResumeOrganization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResumeOrganizationParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeOrganization(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SuspendOrganization operation middleware
+func (siw *ServerInterfaceWrapper) SuspendOrganization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SuspendOrganizationParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SuspendOrganization(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetOrganizationUsage operation middleware
+func (siw *ServerInterfaceWrapper) GetOrganizationUsage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOrganizationUsageParams
+
+	// ------------- Required query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetOrganizationUsage(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetTokenSelf operation middleware
 func (siw *ServerInterfaceWrapper) GetTokenSelf(w http.ResponseWriter, r *http.Request) {
 
@@ -992,6 +2276,216 @@ func (siw *ServerInterfaceWrapper) RevokeTokenSelf(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RevokeTokenSelf(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListUsage operation middleware
+func (siw *ServerInterfaceWrapper) ListUsage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListUsageParams
+
+	// ------------- Required query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListUsage(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListActivity operation middleware
+func (siw *ServerInterfaceWrapper) ListActivity(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListActivityParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListActivity(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMe operation middleware
+func (siw *ServerInterfaceWrapper) GetMe(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMe(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSettings operation middleware
+func (siw *ServerInterfaceWrapper) GetSettings(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSettings(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSettings operation middleware
+func (siw *ServerInterfaceWrapper) PutSettings(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutSettingsParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = IfMatch
+
+	} else {
+		err := fmt.Errorf("Header parameter If-Match is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "If-Match", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSettings(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1129,6 +2623,25 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}", wrapper.GetOrganization)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}", wrapper.UpdateOrganization)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/audit-events", wrapper.ListAuditEvents)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/suspend", wrapper.SuspendOrganization)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/resume", wrapper.ResumeOrganization)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/deletion", wrapper.CancelOrganizationDeletion)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/deletion", wrapper.ScheduleOrganizationDeletion)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/owners", wrapper.ListOrganizationOwners)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/invitations", wrapper.ListInvitations)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/invitations", wrapper.CreateInvitation)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/invitations/{invitation_id}", wrapper.RevokeInvitation)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/invitations/{invitation_id}", wrapper.GetInvitation)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/policy", wrapper.GetPolicy)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/policy", wrapper.PutPolicy)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/policy/effective", wrapper.GetEffectivePolicy)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/usage", wrapper.GetOrganizationUsage)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/usage", wrapper.ListUsage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/activity", wrapper.ListActivity)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/settings", wrapper.GetSettings)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/org/settings", wrapper.PutSettings)
 
 	return m
 }
@@ -1140,6 +2653,8 @@ type ConflictApplicationProblemPlusJSONResponse Problem
 type ErrorApplicationProblemPlusJSONResponse Problem
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type GoneApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -1159,6 +2674,144 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 }
 
 type UnauthenticatedApplicationProblemPlusJSONResponse Problem
+
+type AcceptInvitationRequestObject struct {
+	Body *AcceptInvitationJSONRequestBody
+}
+
+type AcceptInvitationResponseObject interface {
+	VisitAcceptInvitationResponse(w http.ResponseWriter) error
+}
+
+type AcceptInvitation201JSONResponse InvitationAccepted
+
+func (response AcceptInvitation201JSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation400ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation403ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation404ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation410ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation413ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitation429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcceptInvitation429ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcceptInvitationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcceptInvitationdefaultApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type ListAuditEventsRequestObject struct {
 	Params ListAuditEventsParams
@@ -1948,6 +3601,1825 @@ func (response UpdateOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type CancelOrganizationDeletionRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         CancelOrganizationDeletionParams
+}
+
+type CancelOrganizationDeletionResponseObject interface {
+	VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error
+}
+
+type CancelOrganizationDeletion200ResponseHeaders struct {
+	ETag *string
+}
+
+type CancelOrganizationDeletion200JSONResponse struct {
+	Body    Organization
+	Headers CancelOrganizationDeletion200ResponseHeaders
+}
+
+func (response CancelOrganizationDeletion200JSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion400ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion403ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion404ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion409ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletion429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CancelOrganizationDeletion429ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOrganizationDeletiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelOrganizationDeletiondefaultApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletionRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ScheduleOrganizationDeletionParams
+}
+
+type ScheduleOrganizationDeletionResponseObject interface {
+	VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error
+}
+
+type ScheduleOrganizationDeletion200ResponseHeaders struct {
+	ETag *string
+}
+
+type ScheduleOrganizationDeletion200JSONResponse struct {
+	Body    Organization
+	Headers ScheduleOrganizationDeletion200ResponseHeaders
+}
+
+func (response ScheduleOrganizationDeletion200JSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion400ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion403ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion404ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion409ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletion429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ScheduleOrganizationDeletion429ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitationsRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ListInvitationsParams
+}
+
+type ListInvitationsResponseObject interface {
+	VisitListInvitationsResponse(w http.ResponseWriter) error
+}
+
+type ListInvitations200JSONResponse InvitationList
+
+func (response ListInvitations200JSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitations400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListInvitations400ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitations401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListInvitations401ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitations403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListInvitations403ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitations404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListInvitations404ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitations429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListInvitations429ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvitationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListInvitationsdefaultApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         CreateInvitationParams
+	Body           *CreateInvitationJSONRequestBody
+}
+
+type CreateInvitationResponseObject interface {
+	VisitCreateInvitationResponse(w http.ResponseWriter) error
+}
+
+type CreateInvitation201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type CreateInvitation201JSONResponse struct {
+	Body    Invitation
+	Headers CreateInvitation201ResponseHeaders
+}
+
+func (response CreateInvitation201JSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation400ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation401ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation403ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation404ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation409ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation413ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitation429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateInvitation429ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateInvitationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateInvitationdefaultApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	InvitationId   InvitationId   `json:"invitation_id"`
+	Params         RevokeInvitationParams
+}
+
+type RevokeInvitationResponseObject interface {
+	VisitRevokeInvitationResponse(w http.ResponseWriter) error
+}
+
+type RevokeInvitation200JSONResponse Invitation
+
+func (response RevokeInvitation200JSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation400ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation401ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation403ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation404ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation429ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokeInvitationdefaultApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	InvitationId   InvitationId   `json:"invitation_id"`
+}
+
+type GetInvitationResponseObject interface {
+	VisitGetInvitationResponse(w http.ResponseWriter) error
+}
+
+type GetInvitation200JSONResponse Invitation
+
+func (response GetInvitation200JSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitation400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetInvitation400ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitation401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetInvitation401ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitation403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetInvitation403ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitation404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetInvitation404ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitation429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetInvitation429ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetInvitationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetInvitationdefaultApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwnersRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ListOrganizationOwnersParams
+}
+
+type ListOrganizationOwnersResponseObject interface {
+	VisitListOrganizationOwnersResponse(w http.ResponseWriter) error
+}
+
+type ListOrganizationOwners200JSONResponse OwnerList
+
+func (response ListOrganizationOwners200JSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwners400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationOwners400ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwners401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationOwners401ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwners403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationOwners403ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwners404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationOwners404ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwners429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationOwners429ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationOwnersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListOrganizationOwnersdefaultApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicyRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+}
+
+type GetPolicyResponseObject interface {
+	VisitGetPolicyResponse(w http.ResponseWriter) error
+}
+
+type GetPolicy200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetPolicy200JSONResponse struct {
+	Body    Policy
+	Headers GetPolicy200ResponseHeaders
+}
+
+func (response GetPolicy200JSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPolicy400ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPolicy401ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPolicy403ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetPolicy404ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicy429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetPolicy429ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPolicydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetPolicydefaultApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicyRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         PutPolicyParams
+	Body           *PutPolicyJSONRequestBody
+}
+
+type PutPolicyResponseObject interface {
+	VisitPutPolicyResponse(w http.ResponseWriter) error
+}
+
+type PutPolicy200ResponseHeaders struct {
+	ETag *string
+}
+
+type PutPolicy200JSONResponse struct {
+	Body    Policy
+	Headers PutPolicy200ResponseHeaders
+}
+
+func (response PutPolicy200JSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy400ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy401ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy403ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy404ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy412ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy413ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy428ApplicationProblemPlusJSONResponse struct {
+	PreconditionRequiredApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy428ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy429ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutPolicydefaultApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicyRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+}
+
+type GetEffectivePolicyResponseObject interface {
+	VisitGetEffectivePolicyResponse(w http.ResponseWriter) error
+}
+
+type GetEffectivePolicy200JSONResponse EffectivePolicy
+
+func (response GetEffectivePolicy200JSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicy400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetEffectivePolicy400ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicy401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetEffectivePolicy401ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicy403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetEffectivePolicy403ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicy404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetEffectivePolicy404ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicy429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetEffectivePolicy429ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEffectivePolicydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetEffectivePolicydefaultApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ResumeOrganizationParams
+}
+
+type ResumeOrganizationResponseObject interface {
+	VisitResumeOrganizationResponse(w http.ResponseWriter) error
+}
+
+type ResumeOrganization200ResponseHeaders struct {
+	ETag *string
+}
+
+type ResumeOrganization200JSONResponse struct {
+	Body    Organization
+	Headers ResumeOrganization200ResponseHeaders
+}
+
+func (response ResumeOrganization200JSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization400ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization401ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization403ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization404ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization409ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeOrganization429ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeOrganizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeOrganizationdefaultApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         SuspendOrganizationParams
+	Body           *SuspendOrganizationJSONRequestBody
+}
+
+type SuspendOrganizationResponseObject interface {
+	VisitSuspendOrganizationResponse(w http.ResponseWriter) error
+}
+
+type SuspendOrganization200ResponseHeaders struct {
+	ETag *string
+}
+
+type SuspendOrganization200JSONResponse struct {
+	Body    Organization
+	Headers SuspendOrganization200ResponseHeaders
+}
+
+func (response SuspendOrganization200JSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization400ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization401ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization403ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization404ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization409ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SuspendOrganization429ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SuspendOrganizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SuspendOrganizationdefaultApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsageRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         GetOrganizationUsageParams
+}
+
+type GetOrganizationUsageResponseObject interface {
+	VisitGetOrganizationUsageResponse(w http.ResponseWriter) error
+}
+
+type GetOrganizationUsage200JSONResponse OrganizationUsage
+
+func (response GetOrganizationUsage200JSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsage400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganizationUsage400ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsage401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganizationUsage401ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsage403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganizationUsage403ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsage404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganizationUsage404ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsage429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetOrganizationUsage429ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTokenSelfRequestObject struct {
 }
 
@@ -2105,8 +5577,592 @@ func (response RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitRe
 	return err
 }
 
+type ListUsageRequestObject struct {
+	Params ListUsageParams
+}
+
+type ListUsageResponseObject interface {
+	VisitListUsageResponse(w http.ResponseWriter) error
+}
+
+type ListUsage200JSONResponse UsageTotalsList
+
+func (response ListUsage200JSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListUsage400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListUsage400ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListUsage401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListUsage401ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListUsage403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListUsage403ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListUsage429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListUsage429ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListUsagedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListUsagedefaultApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivityRequestObject struct {
+	Params ListActivityParams
+}
+
+type ListActivityResponseObject interface {
+	VisitListActivityResponse(w http.ResponseWriter) error
+}
+
+type ListActivity200JSONResponse ActivityList
+
+func (response ListActivity200JSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivity400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListActivity400ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivity401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListActivity401ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivity403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListActivity403ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivity429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListActivity429ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActivitydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListActivitydefaultApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMeRequestObject struct {
+}
+
+type GetMeResponseObject interface {
+	VisitGetMeResponse(w http.ResponseWriter) error
+}
+
+type GetMe200JSONResponse Me
+
+func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe403ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetMedefaultApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSettingsRequestObject struct {
+}
+
+type GetSettingsResponseObject interface {
+	VisitGetSettingsResponse(w http.ResponseWriter) error
+}
+
+type GetSettings200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetSettings200JSONResponse struct {
+	Body    Settings
+	Headers GetSettings200ResponseHeaders
+}
+
+func (response GetSettings200JSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSettings401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSettings401ApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSettings403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSettings403ApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSettings429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetSettings429ApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSettingsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetSettingsdefaultApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettingsRequestObject struct {
+	Params PutSettingsParams
+	Body   *PutSettingsJSONRequestBody
+}
+
+type PutSettingsResponseObject interface {
+	VisitPutSettingsResponse(w http.ResponseWriter) error
+}
+
+type PutSettings200ResponseHeaders struct {
+	ETag *string
+}
+
+type PutSettings200JSONResponse struct {
+	Body    Settings
+	Headers PutSettings200ResponseHeaders
+}
+
+func (response PutSettings200JSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings400ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings401ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings403ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings409ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings412ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings413ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings428ApplicationProblemPlusJSONResponse struct {
+	PreconditionRequiredApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings428ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettings429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PutSettings429ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSettingsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// AcceptInvitation Accept an owner invitation
+	// (POST /api/v1/invitations/accept)
+	AcceptInvitation(ctx context.Context, request AcceptInvitationRequestObject) (AcceptInvitationResponseObject, error)
 	// ListAuditEvents List deployment audit events
 	// (GET /api/v1/operator/audit-events)
 	ListAuditEvents(ctx context.Context, request ListAuditEventsRequestObject) (ListAuditEventsResponseObject, error)
@@ -2125,12 +6181,66 @@ type StrictServerInterface interface {
 	// UpdateOrganization Change an organization's display name
 	// (PATCH /api/v1/operator/organizations/{organization_id})
 	UpdateOrganization(ctx context.Context, request UpdateOrganizationRequestObject) (UpdateOrganizationResponseObject, error)
+	// CancelOrganizationDeletion Cancel a scheduled deletion
+	// (DELETE /api/v1/operator/organizations/{organization_id}/deletion)
+	CancelOrganizationDeletion(ctx context.Context, request CancelOrganizationDeletionRequestObject) (CancelOrganizationDeletionResponseObject, error)
+	// ScheduleOrganizationDeletion Schedule an organization's deletion
+	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
+	ScheduleOrganizationDeletion(ctx context.Context, request ScheduleOrganizationDeletionRequestObject) (ScheduleOrganizationDeletionResponseObject, error)
+	// ListInvitations List an organization's owner invitations
+	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
+	ListInvitations(ctx context.Context, request ListInvitationsRequestObject) (ListInvitationsResponseObject, error)
+	// CreateInvitation Invite an owner by email
+	// (POST /api/v1/operator/organizations/{organization_id}/invitations)
+	CreateInvitation(ctx context.Context, request CreateInvitationRequestObject) (CreateInvitationResponseObject, error)
+	// RevokeInvitation Revoke an owner invitation
+	// (DELETE /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id})
+	RevokeInvitation(ctx context.Context, request RevokeInvitationRequestObject) (RevokeInvitationResponseObject, error)
+	// GetInvitation Get an owner invitation
+	// (GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id})
+	GetInvitation(ctx context.Context, request GetInvitationRequestObject) (GetInvitationResponseObject, error)
+	// ListOrganizationOwners List an organization's owners
+	// (GET /api/v1/operator/organizations/{organization_id}/owners)
+	ListOrganizationOwners(ctx context.Context, request ListOrganizationOwnersRequestObject) (ListOrganizationOwnersResponseObject, error)
+	// GetPolicy Get an organization's policy document
+	// (GET /api/v1/operator/organizations/{organization_id}/policy)
+	GetPolicy(ctx context.Context, request GetPolicyRequestObject) (GetPolicyResponseObject, error)
+	// PutPolicy Replace an organization's policy document
+	// (PUT /api/v1/operator/organizations/{organization_id}/policy)
+	PutPolicy(ctx context.Context, request PutPolicyRequestObject) (PutPolicyResponseObject, error)
+	// GetEffectivePolicy Get the policy in force, with where each value comes from
+	// (GET /api/v1/operator/organizations/{organization_id}/policy/effective)
+	GetEffectivePolicy(ctx context.Context, request GetEffectivePolicyRequestObject) (GetEffectivePolicyResponseObject, error)
+	// ResumeOrganization Resume a suspended organization
+	// (POST /api/v1/operator/organizations/{organization_id}/resume)
+	ResumeOrganization(ctx context.Context, request ResumeOrganizationRequestObject) (ResumeOrganizationResponseObject, error)
+	// SuspendOrganization Suspend an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
+	SuspendOrganization(ctx context.Context, request SuspendOrganizationRequestObject) (SuspendOrganizationResponseObject, error)
+	// GetOrganizationUsage An organization's daily usage
+	// (GET /api/v1/operator/organizations/{organization_id}/usage)
+	GetOrganizationUsage(ctx context.Context, request GetOrganizationUsageRequestObject) (GetOrganizationUsageResponseObject, error)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(ctx context.Context, request GetTokenSelfRequestObject) (GetTokenSelfResponseObject, error)
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(ctx context.Context, request RevokeTokenSelfRequestObject) (RevokeTokenSelfResponseObject, error)
+	// ListUsage Usage totals per organization over a range of days
+	// (GET /api/v1/operator/usage)
+	ListUsage(ctx context.Context, request ListUsageRequestObject) (ListUsageResponseObject, error)
+	// ListActivity The organization's Activity, newest first
+	// (GET /api/v1/org/activity)
+	ListActivity(ctx context.Context, request ListActivityRequestObject) (ListActivityResponseObject, error)
+	// GetMe The calling user and their organization
+	// (GET /api/v1/org/me)
+	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
+	// GetSettings The organization's security settings
+	// (GET /api/v1/org/settings)
+	GetSettings(ctx context.Context, request GetSettingsRequestObject) (GetSettingsResponseObject, error)
+	// PutSettings Replace the organization's security settings
+	// (PUT /api/v1/org/settings)
+	PutSettings(ctx context.Context, request PutSettingsRequestObject) (PutSettingsResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -2170,6 +6280,37 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// AcceptInvitation operation middleware
+func (sh *strictHandler) AcceptInvitation(w http.ResponseWriter, r *http.Request) {
+	var request AcceptInvitationRequestObject
+
+	var body AcceptInvitationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcceptInvitation(ctx, request.(AcceptInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcceptInvitation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcceptInvitationResponseObject); ok {
+		if err := validResponse.VisitAcceptInvitationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // ListAuditEvents operation middleware
@@ -2341,6 +6482,377 @@ func (sh *strictHandler) UpdateOrganization(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// CancelOrganizationDeletion operation middleware
+func (sh *strictHandler) CancelOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CancelOrganizationDeletionParams) {
+	var request CancelOrganizationDeletionRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelOrganizationDeletion(ctx, request.(CancelOrganizationDeletionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelOrganizationDeletion")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelOrganizationDeletionResponseObject); ok {
+		if err := validResponse.VisitCancelOrganizationDeletionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ScheduleOrganizationDeletion operation middleware
+func (sh *strictHandler) ScheduleOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ScheduleOrganizationDeletionParams) {
+	var request ScheduleOrganizationDeletionRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ScheduleOrganizationDeletion(ctx, request.(ScheduleOrganizationDeletionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ScheduleOrganizationDeletion")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ScheduleOrganizationDeletionResponseObject); ok {
+		if err := validResponse.VisitScheduleOrganizationDeletionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListInvitations operation middleware
+func (sh *strictHandler) ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams) {
+	var request ListInvitationsRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListInvitations(ctx, request.(ListInvitationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListInvitations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListInvitationsResponseObject); ok {
+		if err := validResponse.VisitListInvitationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateInvitation operation middleware
+func (sh *strictHandler) CreateInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateInvitationParams) {
+	var request CreateInvitationRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	var body CreateInvitationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateInvitation(ctx, request.(CreateInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateInvitation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateInvitationResponseObject); ok {
+		if err := validResponse.VisitCreateInvitationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeInvitation operation middleware
+func (sh *strictHandler) RevokeInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, invitationId InvitationId, params RevokeInvitationParams) {
+	var request RevokeInvitationRequestObject
+
+	request.OrganizationId = organizationId
+	request.InvitationId = invitationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeInvitation(ctx, request.(RevokeInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeInvitation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeInvitationResponseObject); ok {
+		if err := validResponse.VisitRevokeInvitationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetInvitation operation middleware
+func (sh *strictHandler) GetInvitation(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, invitationId InvitationId) {
+	var request GetInvitationRequestObject
+
+	request.OrganizationId = organizationId
+	request.InvitationId = invitationId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetInvitation(ctx, request.(GetInvitationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetInvitation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetInvitationResponseObject); ok {
+		if err := validResponse.VisitGetInvitationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListOrganizationOwners operation middleware
+func (sh *strictHandler) ListOrganizationOwners(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListOrganizationOwnersParams) {
+	var request ListOrganizationOwnersRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOrganizationOwners(ctx, request.(ListOrganizationOwnersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOrganizationOwners")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOrganizationOwnersResponseObject); ok {
+		if err := validResponse.VisitListOrganizationOwnersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPolicy operation middleware
+func (sh *strictHandler) GetPolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId) {
+	var request GetPolicyRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPolicy(ctx, request.(GetPolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPolicy")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPolicyResponseObject); ok {
+		if err := validResponse.VisitGetPolicyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutPolicy operation middleware
+func (sh *strictHandler) PutPolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params PutPolicyParams) {
+	var request PutPolicyRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	var body PutPolicyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutPolicy(ctx, request.(PutPolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutPolicy")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutPolicyResponseObject); ok {
+		if err := validResponse.VisitPutPolicyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetEffectivePolicy operation middleware
+func (sh *strictHandler) GetEffectivePolicy(w http.ResponseWriter, r *http.Request, organizationId OrganizationId) {
+	var request GetEffectivePolicyRequestObject
+
+	request.OrganizationId = organizationId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetEffectivePolicy(ctx, request.(GetEffectivePolicyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetEffectivePolicy")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetEffectivePolicyResponseObject); ok {
+		if err := validResponse.VisitGetEffectivePolicyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeOrganization operation middleware
+func (sh *strictHandler) ResumeOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ResumeOrganizationParams) {
+	var request ResumeOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeOrganization(ctx, request.(ResumeOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeOrganization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeOrganizationResponseObject); ok {
+		if err := validResponse.VisitResumeOrganizationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SuspendOrganization operation middleware
+func (sh *strictHandler) SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams) {
+	var request SuspendOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	var body SuspendOrganizationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SuspendOrganization(ctx, request.(SuspendOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SuspendOrganization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SuspendOrganizationResponseObject); ok {
+		if err := validResponse.VisitSuspendOrganizationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetOrganizationUsage operation middleware
+func (sh *strictHandler) GetOrganizationUsage(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetOrganizationUsageParams) {
+	var request GetOrganizationUsageRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOrganizationUsage(ctx, request.(GetOrganizationUsageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOrganizationUsage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetOrganizationUsageResponseObject); ok {
+		if err := validResponse.VisitGetOrganizationUsageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetTokenSelf operation middleware
 func (sh *strictHandler) GetTokenSelf(w http.ResponseWriter, r *http.Request) {
 	var request GetTokenSelfRequestObject
@@ -2391,93 +6903,293 @@ func (sh *strictHandler) RevokeTokenSelf(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// ListUsage operation middleware
+func (sh *strictHandler) ListUsage(w http.ResponseWriter, r *http.Request, params ListUsageParams) {
+	var request ListUsageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListUsage(ctx, request.(ListUsageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListUsage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListUsageResponseObject); ok {
+		if err := validResponse.VisitListUsageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListActivity operation middleware
+func (sh *strictHandler) ListActivity(w http.ResponseWriter, r *http.Request, params ListActivityParams) {
+	var request ListActivityRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListActivity(ctx, request.(ListActivityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListActivity")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListActivityResponseObject); ok {
+		if err := validResponse.VisitListActivityResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMe operation middleware
+func (sh *strictHandler) GetMe(w http.ResponseWriter, r *http.Request) {
+	var request GetMeRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMe(ctx, request.(GetMeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMe")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMeResponseObject); ok {
+		if err := validResponse.VisitGetMeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSettings operation middleware
+func (sh *strictHandler) GetSettings(w http.ResponseWriter, r *http.Request) {
+	var request GetSettingsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSettings(ctx, request.(GetSettingsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSettings")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSettingsResponseObject); ok {
+		if err := validResponse.VisitGetSettingsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSettings operation middleware
+func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, params PutSettingsParams) {
+	var request PutSettingsRequestObject
+
+	request.Params = params
+
+	var body PutSettingsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSettings(ctx, request.(PutSettingsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSettings")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutSettingsResponseObject); ok {
+		if err := validResponse.VisitPutSettingsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7HztUtvImvCtPKV3qgIc2dhAJgn5xSQkhzqZJEWYems3cKxGemz3IHUr3S2DJ8XfvYC9xL2Srae79WkZ",
-	"QyZDdmtP5UdsuT+e72/xNYhllkuBwujg8GswR5agsh+Pz9iM/k9Qx4rnhksRHAZncwRtlBQzQGG4WYJh",
-	"sxDMHCGRcZGhME80LFBpLgVwAV8KaVAPgzDQ8RwzRkfiDcvyFIPD4DzYPw+CMDDLnL5qo7iYBbe3YXCS",
-	"YJZLgyJeHt/kXKFeBeb/z1HYq7WRChNQqIvUgJyCmXMNV7i0D78UqA1c8zSFS4SpVDNpDArYOn3zCvb3",
-	"919st8GbSpUxExwGCTM4MDzDXgjfyZg5QPqIFCtkxsEkCxXjEw2/nb6DnJl5+7buwbdhkDPFMjSeEQ1K",
-	"/AOXq7eNwUjYe/oUcsWFYZcpwtGnVycnEM+ZYjEd8xKYY0RCzCtiUyhMBlOOqX3AxQwyZEI7YrIMgWng",
-	"RkMshUFhhvAr15qW/dd//CdEB6MR8BqqyRUuJ0RmrjCJCDtOcDlZCsJAsIwwbOAxIETCoNwTHBpVYJMo",
-	"PymcBofB/9utxXPX/ap3O/ToCMs/cPnBUoalq6Qqf3kJ1yQ6M75AEYJCozhquOZmDtyAwjxly1XBegBm",
-	"347J9Fdm4vmdikeaCSnTBClLQsDhbAjRefDsPIhqTkkF0U7kGbb3HHKFsRQJp/Nqbr2Ea2RXtFgblqJf",
-	"Pt4rVXiScZ0RRHfwdTpwMN/F0IzdvEMxM/Pg8OeDPm36oGZM8D+sRp0ktMVeRvpSXyUbiyY8+WYR6lxG",
-	"939kM/zE/8BVyp8YzDTkqCBnM6zI8KVAtaxBo98mmg5oApHglBWpCQ7Ho1FIROBZkQWHT+03Lty3cUUP",
-	"LgzOUFUAnckrXGNfIoE3ZmJvNbQqcmYPic8LLgu9GVq7L1jDpT0PYvl9HPZZKoU6l0I74/wLS06dsaVv",
-	"3nTQR5bnKXfGcjdX8jLF7G+/a2c578ewj26Xu3SVGKWNTyRqENKAFVnnBUq3BFsRFwuW8mTil0chRGvN",
-	"GP3mlzeIvD0MbsPglRTTlMc/DM3Y3+9NVlwoRQhqwwzCVqTTYjYxjODtxbDQmHhMjpWS6jHROBJQCLzJ",
-	"MSZnhHS9BeSNVJc8SZy0PyZNLV8hZfGV936xzNHKii6mUx5zFGZiH0ahI3dUyoh/vB2S+fz72dnHT8A1",
-	"lL/CVjQ3Jte1SDmSv5fmjSxE8piIvpegi3heBSOwFQlpJlOCw4P1kS1TyZIzKd8xNcPHZsOlTJaANzFi",
-	"omEMv/JfYCvKHUwTI+UkJahKWBuu7A3jKSaPDW7p8+pIVzsHGlb+NGMpBZJWEFacaSlKXnUnfkEPfqeV",
-	"g3s8DCvsuIasHU5sRf1xhAP8TMpfmVh6L6AfE+ZTsn0pz7ixFFfM4MR/jbZfgkaE6BSNWg6OpgaVDWca",
-	"2U7jp1V/+8lirCnOvmbc9Mbvtesm2H4TrDBzypBiygIekxA+/gtrAQyhEFdCXosQ0KZSCXFT4UJeYeIM",
-	"oDVhDLx1YEmiUDt76Oxj5VhZmspr2IqKNoJRCFIgxDLBEISEORcGruc8npNg3Jb0sqQ+KhJujmLjHE+u",
-	"ZI7KcBdC8KQ/2nFQnLy2cEapjFk6oH3MSMfKTmxCUc/C52eTvkPfVOdMqnNcGnvyuoykYpllTCRQH0U3",
-	"iSJNKckqI86VmynEmmjBcj2X5g50nmigpS4VoftwQV58zvIcBSa9WLkHXwMUFDh+DkrYq1iujVJw0Rdq",
-	"1zHzZ/drGNhYug14vVVe/o6xoest644XXozbrGMlR++S2wbvb8MgnjMxw2RiE1Hdqgx8DiiKCcIg4Zqy",
-	"sYkNXC/CgFM03pM3V9AypdiSvmMZ26zS3yvdEw2RXRVZya05wYzBLDcwtc6FZO6aaUhQcMeXjTLgRK6u",
-	"c+DCTEbj3+P9mxfZeP5MHSyeiudf9q5/xpF5sezjtGOhLy/UB7myQjN/6d1cmFhmeC9ufPBrvWCgNl5h",
-	"Vk511mHirUMbrr3R/nA0HI/3h8/6AKLQtND9zKDICdwCp3YsTZHsU4x84ehd3bM36kmWwsBQcOD8zUZ8",
-	"z/xa2sYdje5Z8GnqjVUYv7JBttCrQZN/NXg1YyqKrCjBCpnv1sN3XPfoYqUk1YeNZHFa3aNGnTyTDtsg",
-	"/l1SWRhWD1qL2Idaeks7p4uYQkMkCjulJNNg9bHHxvlzzmqpaJOnW0bYjFLY3rNi4jdutyjf767bHrq8",
-	"xjyVy6zX8CaYooVqpliMkxwVlz0e7+/yGlIpZuTm4zkmBVm2cq+NazRc4lQqdGWEQs0Qtt5KSAonyNst",
-	"TQye7Y3mo2yk+9QdxYIrKUp4Sy7mSiZF7JUiwQWmMrdrLnpNKEUXU45rbHhSkQTqpcAFJb5whUsNMVNq",
-	"CVvR6fH7t0eT18cf3334t1+P359NTl77pI040cYKi/F97HteXKY8nhQqbZtBm/Ed7u4qFDM29M+Hscz6",
-	"qOSD/jW1PlQLVHUtvQ3maDgeju5hpCoStkBuM6gGJFwjS32a+tr55ffMK2oF2lGcIbySKpeV/bu7rJST",
-	"t1WE9z8///P8/GY0Gpyf34zfnJ/fPHtz8bef+khn6xavZILrCqW2DJ6xeM59WEpBHSsdvyWmF8pOUcgW",
-	"zLp1Hxsh9ReKen8qtP2hEyTbo7tVBUpDWmUCEr8yNyfaoZnLZEKPbOxtF6wkxvYyXeS5VAaTSYYJZxMf",
-	"2/UmbDXXq6SUXE9VOSK31kih6LdC5yicCc7kwv5vf524tN0tQmO4mE1SGV85SMmMTLRhyp2SK7ngCaoJ",
-	"CmKRK+GyZCJFunTh65UsHBNIKFjaaxu+Q0vE6n+z3bGxQ2LbRc9fHIy3Q5ijiBGK3N3zrHEuSBdCXnOF",
-	"bZ19Oh3FP7PnONiPx8ngIN5/PngxfYqDvctnyfhyjAdsPOooy9NndynL+fnNntWVZ8dr1OSDzwOqOnIn",
-	"ZHcCNXERR0949urk9WkzDczYEi4RSLxhqmT2EihMXvrmERNLW28uY44a9fFoaP/tPl+f1NQRh2+dTZi5",
-	"b3BGZLY9wrv2PDhoN/LqgUG7WLGGBpViBM6AnF9vaExW4P7B2idrNFao1heeWmiqC1p0bREsXBGEPoPf",
-	"yjlWROlbeNZK7Tag3XQ3Fase0uJxxm0jdWmNz1fwIVd8shtuw6DIkwcTohEIVJIzDuvNXJifD4LeLtEK",
-	"0/vS5hKfpqdvCUMD6E2sf2X3WeuROJ/C0o8NUZiyVGPD7H3tsLkvPnCcCVjsmNsJb79dSu7P8Q4l19Qe",
-	"7iTMScd6SDW723o0TDmt/TwavGCDPy6+7v1822/MG5d9j7SvpdA/OvFb1aVG3sBiwxfYiUGqUJWe0PUu",
-	"2HCfXIBysYGKv1mx/7OyfCLi4XcU2w4RN8pgWQpecd5HAihieXHw9FkZ97quwyklJ0804I1BYbsXGWaX",
-	"qOyUTsest/sTa+qoPe0NihnK3oiQ136Qgi7YaNWItYbxTmZ1JKCZgjtMSE/h3BqO8wBYSqHkEvCGa6N7",
-	"66dVTfAudtTJRbmjJzQ6ZvEcfKYANk4MYUrE6DaZWyFRm7p2WxtNb3lWAM9Qa+bacncrnTuz3tAnMl1N",
-	"b9f9amAUfnlgANRuja4Rl97Wat17pU9V9QwEYtLPy7qmWEF8MHrRWx7kJu3EZWT2ocx01pfZ1yT2CS7K",
-	"xo3ebSVN96q2O3gaNUAnln2s+lTSsbSFddnjkKQ9aFemdP/Da8Wt+89lSmSvVlXfqwU+PatXVA/KJQWJ",
-	"VfmzTzm7X8u1RjGhp43j6gflElYk3O/vM9efvAtvi9E7eY0qZhohReOyuYTPuKEcJIH5Mp+j0CHsU3p2",
-	"MGplfTYVpXSOVjrP4WwJ82dRXmgPG8Jvgn8p0K7kWVbYRLKd09mQpZ2VscEfo8GLC///4OLrONx/fls+",
-	"/qlXRjTGheJm+YkskK9RdlO3FeNerig7eJGVzar3MzkvRqP9WGOs0NjPpGYZqUUCl0u/vDpl4DI8FxZG",
-	"VYuTAL1EpmwJyQNOuuA6j1xMZX8F5ujjiau4WGfTKNYNz8W52NkpM1NauLMDW9Euy/nuYrxbdeO2D609",
-	"vZ5LXKACVfjxxMZRcNQsrxBSTJyLNl1gK6JVUnllOIRfLDqwmVrbQ7BWvmGMWIaNMZFzwY0zUMCFnZeM",
-	"bgb23IEza7WLfel22aIeoJhKyrMAb1hs0iWYOTOwYGmBIWjp5pamPKUL3HVSpEvIUxb7mzUwRaSIU0Zu",
-	"FaJ2N7ZOyME5KC8iQrrtlgmnRUogLFAtGyhOJeWC+pBWDGBn54NKSCemEM8xvtI7O4d+1GWrruZu27HB",
-	"Bgh00FZ0MBpDt0/slnrqgV20Dz0Owa0rB54sEu5YNmNcaLMy22VnUrvzXXRFdDDeh55JEntBZ3LTPSun",
-	"H+hL2xlxozGdDh1lbJigd3YsK6J1Pf3I1Y0oCtsuDU1feZKLshdJQJPJMfXE1xMNJ6/tktpVRx6MDgrE",
-	"oGoESZYK7QyjNHNUIKQYVCVLA8yyUIcwl0IWfpeVCgLEbbHGeggUoOqcxXgIW3VH3vbvXJkyBCULg2Aw",
-	"y1NmcHsIR3a8dulQr+ptV0i6mtAN1bOS2QpNocpZ5Gr+1o4ZwuXS2Alu98HN0FQEMINTO7mLySFQfhK9",
-	"bJ1Pd3oGJHw6RTszV17KNUQHoxewZlpuCK+kKOfs/B5Np9sDpfCnM24sdGjNBpHuZaXjtAhvMC4M6iF8",
-	"IIW2XS2tp0VaYWgVmw52mB8CK5vQZU/a9wtBSDO3cx5aOhKTJ+OmugPYVKGeD+HYanhFQrI11QXaTYIQ",
-	"1TSwcoA+ZsoOREdN2fJT+BFsMQMpMm1g7wDmslB0FTlOovSUK22Pd2CQcXi5gsMTXYNTTpaEoLmIsUTL",
-	"Ntx90uDl3KslCbiVRzuP43MMTCpboK1FhqhcfwjngTPufq2z7udBVMtkmamkzAFP4Qhs0S/R8RmbRc6V",
-	"vT0+2/62+erGMA5I5ah/97R1SI5P+7m4ih/dcTFPmneU7+zsQKER4kJpaUeVufAOL6pmkyPYGg+HT0ej",
-	"EPxkMoxHo21rHKLmLDHhTmC2homf6NWp4xBkzr4UuD08t+MnPEahbcDqU2TKpxVHw9SyEYoH3bCA4oBG",
-	"farscLlBCMFyHhwG+8PRcN9FW3MbI3Vjhl0bTA7sHI1dMMOeAZz3eE0abyWVFLEcvMlRlQKKCVC4Z22+",
-	"jSqg5cX8iMKw2eY/SSgu5drU3XQdtF/l+NyfdtZLdqsh9NvwXmtdcEiL+4a8V6flv3U6fmP0eddoVh9o",
-	"dkqiC9OmdwTWQmHhrF77KQ1B+WLE6sjMWrCaQxu9cNkx/ma0fzT4dzb4o7f9spYt9QzIvdjRntJZJYN1",
-	"JU7mgRk7yOfNMQWPPFv7EoA1uN/w5tNdAFQTBBvuLoTh6cPvvui8crA3Gt0xW/mwmcrOUE3f8Lo1g9YZ",
-	"0FqPsy3+HThA+s6vAN5tvCBht4w3b+kOktp9+5v31fP0tGPvxeYd3dldi71/e2XTXvcagc1kiywjU+9s",
-	"YdPAN0lmZ6Jm2tZ26TGl/q3MiUxEXRigg1dsfdIaiem19O0xkSe6MSgSgpuHgN9O34XQGIcIyyStjAnI",
-	"N/q2tnaJmp6zHOGaPpbQaNCIq/7gLZrG5M5fKLuNW9ZMrDfS5v8Dwvfa4n+JnYpBQ+4aD3uEr1tl65XA",
-	"Vo2tIYSrMcGH1srHiwp67HQLaEopram2/cG1fsI3Dx8ePfiu6BpQbG69UtN38KTFbC04rkR+P2h8e++v",
-	"9Bsrfbk7PUeL/iHINKmD0X85krWORHY0qFTj9vMeTe6pjt+GQS51j6q+6huufpiudl/pvai6K7/IZPmX",
-	"yJzvyN+2mw1GFXi7IvXjvwSCPol3UCWd12zKPyrQd7JftmvXtIe8Bo0/AXDX1p4/GtB5Uf+u3dU6i87/",
-	"bEUc3UMRq9dUacP4Hld03wH8URrvZIfSbtl50eHbtN71mjb78N2vnZT5dq1Xf4umYycexb+si+6acH+z",
-	"yv0vkPqDzTuq92t/lPS+RfP9RLdyWA/yQt0KzoUtWqz9sxJpMQOuGz1OeG+bWlUNdU2p1NZJV7MeN1bz",
-	"59yo/zMY94h41/ztj8fwvH5+6F6e93HtgR/o+5ddWGMXHu4+9+7hPldfS/9Tnvf5w66s3hT/YW7bdqa6",
-	"tu+JBj/DBn4Y9ft7cVuD1rsa0+ldHtsmxp9o0V+pnq3BjTX6GbM05WJWjigIO+LAjQY3gLD952o0P7zi",
-	"0kKvwXHHp/5qXwuJDUzedS+v24k6n8mte2dcG5lruJbqyg79GJAiRjeqh74x6jrArrRnmDK6WUCXAsuO",
-	"dOkWyykKuMSlFEln8GHVH55aYJvC92dyyo6Ha0nxwSol3OXJo9cWfoQMOly/kwQ2xrIskzoDWZ8viP6u",
-	"Vuy4aF8GDHYtX/x1m95bdOMkdWmrUZRcrZk17Ua7+9Y4wePXU3Fr1f3mUvuJqc5IVX/3UK8BZ6W8n8pZ",
-	"4whX27+9uP3vAAAA//8=",
+	"7L37bty40iD+KkT/DpB2jtxuXzKZ2Phh15PLfMbJTILYweDbOF83LVV3a6wmNSRlp2fgf/cB9hH3SRYs",
+	"khIlUX1xbCdzPuMAZ2I1L8VisapYN/7Vi/k85wyYkr3Dv3ozoAkI/OfrMzrV/01AxiLNVcpZ77B3NgMi",
+	"leBsSoCpVC2IotOIqBmQhMfFHJh6IskVCJlyRlJG/ii4AjnoRT0Zz2BO9ZDwhc7zDHqHvfPe/nmvF/XU",
+	"Itd/SiVSNu3d3ES9kwTmOVfA4sXrL3kqQLaB+W0GDKeWigtIiABZZIrwCVGzVJJLWODHPwqQilynWUYu",
+	"gEy4mHKlgJH+hzcvyf7+/outOngTLuZU9Q57CVWwrdI5BCF8y2NqAAkhKRZAlYGJFyKGJ5J8/PCW5FTN",
+	"6rM1B76JejkVdA7KboSHiX/Boj3bLlGc7D17RnKRMkUvMiDHpy9PTkg8o4LGepgjQs1GJHrzilgVApLt",
+	"SQoZfkjZlMyBMmmQSedAqCSpkiTmTAFTA/JLKqVu9n//9/8h44PhkKQVVKNLWIw0mlMByVivLtVwGVrq",
+	"RT1G53qF3jq29UKinuvTO1SiAB8p/xAw6R32/r+dijx3zK9yp4GPBrH8CxbvEDM0a6PK/XJErjXpTNMr",
+	"YBERoEQKklynakZSRQTkGV20CWuDld1+JZNfqIpnSw+ePpkko1JDSpOIwGA6IOPz3vPz3rjaKS7I+OnY",
+	"btjejyQXEHOWpHq8areOyDXQS91YKpqBbb67547waJ7KuYZoyb5Otg3MyzZ0Tr+8BTZVs97hDwfB886u",
+	"UoXn6STRHXAqfVqqidKyyShNls6WU6VA6BH+K2VXo0/D7Rd0+8/Pf+39cPOP4Fl+J6aUpX8un597jVZB",
+	"sGzbG5Pp+d/TKZymf0J7308UzCXJQZCcTqHchD8KEIsKNP3bSOoBfCASmNAiU73D3eEw0luQzot57/AZ",
+	"/pUy89duiY+UKZiCKAE645fQwd3GDL6oEc6qdKuxYbqgqewq5YVcDS3263XQyJ4F0f29G9q0j5JO4Y3g",
+	"8zaMb1IhFfl49pIkdBGRlMVZIdOrTogmepRl+1mTCb1OaM54G5a3NAjKEaGKzLlURLPThC4koRMFgow1",
+	"MOMuSBX/KjhvdGeZcyaNQP2JJh+MgNR/WXav/0nzPEuNgNvJBb/IYP7P36WRduuR+XvTy0zaJiEnlxMO",
+	"kjCuCLIZI7mdKkH645Rd0SxNRrb5OCLjTtGjf7PNPdLcGvRuot5LziZZGn+zZcZ2fitm4kIIvUCpqALS",
+	"H8usmI4U1fAGV1jI+vqwn/6QF0IffUWFMi0kKJWy6Sjj8SUkdvWvheDiIZd+zEjB4EsOsVY6QE+PgLzh",
+	"4iJNEsNXHnIfkBZIRuNLq+XEPAekL1lMJmmcAlMj/DiOzBaNHV3Zz1sR+Y+zs/enJJXE/UT645lSuaxo",
+	"cMsow76s0B1kIXNgCSRa1F6AFtAJZKBwiPJH3ZsLQkmWzlNlJqLxDBvhpxF8iQGScl9/5gweGpOVGCYx",
+	"ZYRxknE2Bb0sosnUHFonqQGVd0e77quAK37Z+krjGHJVLu5Xrt7wgiUPucBfOZFFPCvVdtIfM65GEw2H",
+	"Bes9XWScJmecv6Vi+uDov+DJghgykGSX/JL+RPrj3MA0UpyPMg2Vg9VT+t7QNIPkocF12mF1J5RG1YxK",
+	"zXNOMy22kHJaaqc7jJZhjmyDwPo+lELx4VZYri6VZF5XvPvjsMZtAD/j/BfKFlb2yoeE+YOWOMhNEOOC",
+	"KhjZP8dbR0QCkPEHUGKxfaz1EdREPLuA91Nb1znFFUt9I72mqQredCs1E9UmRgs1A6b0eh928+xNKaoI",
+	"MCIFu2T8mkXE8i29m5ZZGRFiGbTlDjRJBEgjUYyEKdUZmmX8mvTHRX2B44hwBiTmCUSad85Spsj1LI1n",
+	"mjBuHL4Q1cexSq9ShXf+XPAchEqN2kZjZeT5sqW77sfY+CbqxTPKppCM8OKP46T6dhGwQpSKIxWCLvTf",
+	"aRJspoEqrSCVXcdKNP+m01ZGjR4LUo06BkfTy/oGmUor/tTD65lt6c0SWcz5gLfw8rkcnF/8DrHSoNRx",
+	"2dqPjgWk7MoaiewSWZFl9EKjyCjurR5ayx9JRnM542rJxvzVA6Zvb5/sQrgoL1QZj2k2cp/1CVxIBfp6",
+	"U0gQ3uo6UIe/RgaDdXCWIeZtaq4QDbw4+ir/sQ7BhuivceFcA5lNikAI2gMFF1UkqVq61V0K5smriIxx",
+	"B7bdDoyRZYzNLoxJ/4LGl1OhFQpyzcWl0Teo4SGozaM5cjUtNW68eo761o+NKnryyl3OYz6fU5aQaig9",
+	"0+Y02bH4J5Lopsa2pueDK33FmdE8BwZJcFW3pua7JmO946+vrNi5DbOtSCbIaUve+Kmn73q9qJekMs/o",
+	"YoQX+8/RBrwY3G2uvRFWSD6RZIytxihpqi2hSsE8V2SCyqAmzGsqSQIsNRu0khgM7VWcHq7UaLj7e7z/",
+	"5cV8d/ZcHFw9Yz/+sXf9AwzVi0VoyztEhjGYr5IYvFAxN1Jh5W68s21XCxojzUdWmtfh2hvuD4aD3d39",
+	"wfMQQPoiXsjwZujrIjENzPmjWQZan4ghvTL4LufZGwYMcVFPaWVeybXWe2bbPqDkdOBVG1NipHUIWmhe",
+	"fg7vRKBUp/q7ECnvKup1DE8WsbnR96KeOZSaNeB5DPA4O85ZRRV19DRN1OuoHLU+LV6/sjsueb25bgJ4",
+	"eQV5xhfzIONFC4mGaipoDKMcRMoDou8/+DWaILRaHs8gKTRnc33xHiLJBUy4gErGkv7PnCSFIeSt2kns",
+	"Pd8bzobzoQwdd2BXqeDMwet2MRc8KWJ7KBK4gozn2OZzkIXq28AkhQ4enpQoIVVTkjJFL4FcwkKSmAqx",
+	"IP3xh9e//nw8evX6/dt3//nL61/PRievrAlJ70R9VVDsrsPf8+IiS+NRIbI6G0Qz1+HOjgA2pQP7fRCj",
+	"2bw1iL2kd3ixQFyBqLzEdTCHg93BcA0mVaKwBnJ9gypAog5aCp3UV0Yu/0rtQS1BO47nQF5ykfOS/y13",
+	"WXhuqE//dX7+ZTjcPj//svvm/PzL8zef//mPEOpeTyag1WD4ifMMKGufCsNFV957eZbGi1PTVm8JzQrw",
+	"hN+FHb6JWdPO8eoggkoQT6ycumsQS6mVMvXDQS/ooLotzGbSNsgYzZDB3EVC1H/9nV+sFDatnWvyVkO0",
+	"ajHKBb9KnT1l4yGvGYgRfMm5UJv3b2BuFXyRWXlj1hCC0YIUwJxhW6OLhQKpT90ooYu1wT6pFKE5/TKi",
+	"U7c7t+mtV/K1EOgb9K0A4Bea7Tnjt9KI5kxDcovRGnvoYcYHMgqjfikoAUSF9jqgZWzi74561kcVIBe0",
+	"mkEygjlNs1HC5zRl66PoFNmo7FUYGs0n9DanzHWXkt+muwRpzNhmb0YzXoiv32kfqPoKu2aMOhDa3tXl",
+	"jKFXHvCozim9vVzKdt3O3LWoWPfSfAuJoRFWVwCQCf5PGs/BKUBaaXfCCjHc0AmeHYREvG74CneiPn5j",
+	"5NpA+0uUi/4nuv3ncPvFZ/eP7c9/DaMfdm/c963/cX4+2PrnJxMEE/2wfxPWPRoykCbGeUGz996eTWgm",
+	"oWlLf03jGfEog2QwUYQXiqRsBkKr4Kqu2trgFK39hWVtU1FZS5oGOjXkZUD/ae+9EFy85Al0xWFhlN2c",
+	"xrPU2vIJnxDqrC+o0dqbQSN+AdlyM0QBzVThmIbgT4XEHxqeBRy66czuRb26g1rfAZxDU9MYqBlPRvqT",
+	"5RR6P5reRJxMFrnGISSjOSQpHVkDW9DLVanepSdPn7YyyMFDA0YymL8bPuP6R+uFqX90HmPNDj0/lp7L",
+	"+dT1IvkVlCysdKFXvMvGSuBVwoumMJSJtDUCprfcxHzRZMRZtjDGyUtemE3Vh5FmwQvfHURw4qXOj85c",
+	"GdCJ0a0/vjjY3YrIDFgMpMjNPM+9cQk3dsHrVED9IvZsMox/oD/C9n68m2wfxPs/br+YPIPtvYvnye7F",
+	"LhzQ3WGTST1fdgM6P/+yhxeg56877j5VDGDICGt2ekRVp2Fr5eXWBuUuG6N943dyYKnoxka6tYlV3miG",
+	"pkk1ZVebmlS/ViGzh+urkGsO8qqQ13KLT7F50PrYVj6cbHXMwtvIGs6jGp3U1hWS8RU0x9htpdBr2Kd8",
+	"C/6KhftWBWc1C0sXL75GQixAkYngczylGgsRGaMNZoTtYHReDIf7sWmJ/wb02G8aTFlznVih1PRQrMSf",
+	"8d83Dm6earHVXusxyUFIjWhy/P6EXMKCTLgg4x2apztXuztcTMflYvWdJrhUcjrj14xwFsNg1dFY41yc",
+	"FvM5FWgeRm/pih4fZUBNx46NmaMSD8vx+BIJeyUdlsziL8efQsrpTZNgN+FljUWZrsuBvwuTvScDvrXJ",
+	"vsmrfHsvsEQPX/GbitmUHClswH+LusapdwPeVM22WgvJBUg0EktiFBgt3tWMKoLXmyOCJCFJTBnjihh3",
+	"DEkDKnfnrXutLfPvM8ZOcmK6Ydh5cwsbF/O2wt64ercbdF6uW3bDMuT9+d7qkPfW/v8Cyx0sm7ETwbO6",
+	"p1tvTpBC7pjx4MQh+n5nneplnH+YKMwdOeDifHny6oMf+jSnizIGVIusIwLzXC1sahFlC4xpdxRV6Tu7",
+	"wwH+b+fH7giBin5upcOt1so2dnwrfrmhlsZaHgUFQlANznYueBJ0L+tL3PpH8RTvfKusH2VMRK+cYKlK",
+	"1SCEIC1VtN524zXUpA7UbmhCzIrpSmzoNutqpv4US3TTUPCGm6EDMTWGUUfNbYj5K7TO2yDaXIlpON4T",
+	"MzDHpW/NikUbeKQXYHNaMMDR875qVoG37IFvQdvsuvEABOCZEUYCqAy5NH+bLYiJ1a9i/Ps0k5xcQo6h",
+	"nRlgLmXpkU4lsYjaWivkpsiTjYnE88CW7GY32tiztpLkAxiqk4zvg62xGG9Vq87N5kpx/YyEPLeGfNDk",
+	"2taTv+KIrU+WDVR3RIUtRcxJQyZxMV0ukzx7jG67IjGyPtldaPc1bvit9fv2gffUM4pui4YhscnoLK2b",
+	"fxkr4+cVWPyIZP+1tHzC4sEdkm0DiRvRIOY9BoS+dW2uRRY4xisaDPyd2ATPFZmNd2AEU3y9TM/lfjKb",
+	"Sop5moiEIAJR+d9cU9rMGClTFkN32QStrcdoTmbmqtgpjINXlHAwZeBKUjfhNcUIwtiJozthOojsb81t",
+	"1g08Wbqzftta0MVq5+lb0/bGeC20Ou+ZIJZ1bxgs7uKk3ZF2ssRJ3Vxjy23tQOjeqrclcjc10Jjszdt7",
+	"QLtiZipcDZ/vPz/Y/XHvYBjAWmnnGIYiiuuBNOWQWBTgFkM1o2o8GIe3HLIMsvGAWzZQMHB6ecBNOfKL",
+	"4MjObLT/w7Nb2I1qwQot7jv2qXZ8aBLe/W9PJMlxhCN9s3LUgi198nkiHQFJ0jeBoO/fvT15+Z+jV6/f",
+	"HH98e3YaEcikiXm9KNJMbafMddk6ImNk+eNDTFYzx8WmLqPV8In+L4lnPDWG9dJsVTcuVfC4ILGgBmRQ",
+	"8ptIN7RtN3ijCQ3QnLnG/HySfmZLXTgqejYMc7yalRFHbFvL/36cuTPw9mTKuIDkqMrHTSBOE1OZaR2+",
+	"26Zym1jZ9usw8uHNS/Li4NlzFxBhcng/AJvSJ5LAFwUMc4HnML8AIdscsJHt25HuFEgW1gTsMo0Zv7YF",
+	"fNZapCZm1Yr5OWb1XH5cib6rkXO8PJ73CM0EUEzKTqWSQS9UmbGzlIbKqBPXI2B0RQFjYycIOvwj4zZr",
+	"FsqoGVvr2MVujYRNc/tsAT4H6fT75aqQGbPqEJKrIVdAlZVTASPgjw1Nq/VSDR3kEiz1UNWCQN7nclsI",
+	"A0jCe1ll/JQQHwxfBJN3NEuoL01f/YkLgenOhusIu0/gyqVBy51aNM1auXAGHi9Dx5BlaKtOHR4d368Y",
+	"/aGm9oabQYY/XiPDj3ooz1IoW5V/lw1cDFfZovzgmhSarNzPNhap+adrqwRlcuINV31wTWiRpLZ/SGCd",
+	"bh6hun7+ng032pi7P6TrrE3NHi/eVFG/u8DVEnnLNXiHtfU0jnYMhtOBJMSFSNXC+VzlEQHU8J1ur8+f",
+	"tOZd1KxI3wxK7H/2DiJC2YKYBWx9W99rRXhB7YD09XnY5ixb+DnIFVq/T9/tg6o9p9a+26jxxa9BxFQC",
+	"yUCZeL0knWqyoCwhs0U+AyYjsk8UJwfDWlwfukFSNsWWxqxolAxqxyJcmMEG5CNL/ygAW6bzeYGhgvWo",
+	"PbRn1+PubAxwFRq8G+3/WIYGB82+p8bm6VUGW1djd16S3keW09SkmqcxkL3h3g/bu7ttm+USt0pEUkau",
+	"uUhkq6TSE+mCG7CspwTQbdUMUkFcFYFGFNSzTaOgLGQh9lLaK0Nmz7WMlf4Vf03+a7sIr2TMGr3wfm4d",
+	"L2t2USDmKaPZaJ6yQgU9/5wxU9lL2oIvtsKAyTBpzYHVDiCxEah22EHvkBVZtlJ4mDGbq2+gsLHQwCI6",
+	"9/GMK5qtyFz63rYoYIFrax2Bbfx6C9t970PY4Lu2E2Azy7C//3diH76dE8F3GWxiUv4oH8CJ0LycFVJs",
+	"dDkLeZSDvoBgTpJTwE41WDYEqxm21DI/uBauYpONIS1riwTiSCPNlTRDu1jY5uUo2ya6yZD0uCxphYoN",
+	"UIE+bgu4vq0598i/1ot5XRnhivWJC8EgwSBXDaAXIWzCDymLYUB+hSsQxAUk6obVlZYLPWFEqGxgRxIq",
+	"gLBW11oY7hqLvkH2N+HhmGa9WMyQQRuQZ8UcnLNz9vTpOw/Ip09Jv5rd1bLZOkQzx/WMI6iiYE17+oAc",
+	"++kwehGUnbP6ckl/rFtxYZnaIfkJl0NWk8jWgKDxxbMR0Dl41STPWaqM3UArI1r5G3/ZxnG3jbWhsnwd",
+	"mV6YCU+ATbiIQRL4QmOVLbwYzohIbizEkzTTE1hViGULkmc0tjObTUwgzqiAZEDG9ZJjVQQeMXYjey4Y",
+	"N91xEz4UmQbhCsTCW+KE6+uJPNQttsnTp+9EojXSCYlnEF/Kp08PbVHMflUCYQurSHsg6IH644PhLmkW",
+	"QzNNLfYINtonATuNaedqqeIiLP1P9XVJtcrGYonyZulYPcX4YHefBMol4gSNQt7mm7s56D/qNqJUScgm",
+	"A4MZtN7Jp09xK8ZdhevGJi/nxcGz51tOzQ+lk6XMFfDRQGuFX1XFZJ9IcvIKm1QWtLEFo7EEvUFlsVLu",
+	"uJi5lnA1A0EYZ9tlipkiFLdQRmTGGS9sL6QKDYjpgjaUAflVk39OYzgk/ar6FRa9MWllERG8UEAUzPOM",
+	"KtgakGOstr4wSy/zmS5Bn9VEz1B+c5ttuJ9slGPHCsZE6xzIFvAfplBkiQC1/QELuUNySLSwHh/Vxtdz",
+	"2g1I0skEsByvmzSVZHwwfEE6CvEOyEvOXAlfpwrp0XFAzuzoNFUIHZoMEHVH5RnXjeALxKgJk3f6QGMp",
+	"GCknRVauEA+2Htis/JBQV7nJFXKyRXYI42qGxQwlNyjW98hUlXMQOhEgZwPyGk94iULNa8oJpCl3qLEm",
+	"CXXvKcRUYH38sU9b9lGGMelTRTKgUpG9A4LXeRvzpzE9SYXE4Q0YmjkctdbwRFbguPKJEcHAALcsrFJl",
+	"bfmWzu2x1ASO9IhFJ60hAJKSF0jkyGTs2h+S855h7rat4e7nvXFFk86BkFEDvACakL7+Zfz6jE7HRpT9",
+	"/Pps63bl9r2Kk4QLg/3lxfcjLfikLf5a7kezJqpFjVahNSMqJJC4EJJj7fiUWYE3LovFj0l/dzDQF+PS",
+	"erU7HG4hcxj7xd312jWYteruT2S7DHxEeE7/KGBrcI7F29IYmEQt1EYvvRc8FykoGxRvLeS9plqg9QDP",
+	"xOfKwpjqYYzmae+wtz8YDvaNrWOGiqHTGSr1SO7QMq8r5zJQvK5RftTscjXAE+lysKzkjQVg3jHNDJoE",
+	"VbDtiqnmIBqFQQfkpWW4urNW8UifC5KlzJahRp+Rph/8zVIgVQQ15C1NKJem87yM0nF37ZpbCmGxnJIG",
+	"lEzMjyLHzNcdU1lpfK4WvW535IqfRmXpUy5MWD9nKDvkNQhNqUN7aNYv+Eysq6pV8nngVxY7STDQTf/k",
+	"5QOVDqOfeLJYUih2swKxrRzAm/qVxXqba1Xz94a79zY/JF2llM3uW10gFWXWXF+WKXCmuPDBcNg1a7mM",
+	"Ha/yP3bZX92lKt6OPQ5W9yhLeOsOu2tAhQXNsfEa8DQrcet+ey9W92sWX0Zs26cyVvU1lfT9q2nv8NPn",
+	"qCdd9oOl2+q4pj4FKzqVZfYPGkNqV4Teoa1mhTM0L0E76LTaxrKaSIdTCLC0X+FaqzAoerVm4epwau5k",
+	"JS4kZF5YLoDXJFLngqZQYftIaslS1dSTvfpTRZ/CuKua7JTPnNxEa7U1V3zdOPQURts4ddv3V1baEFCz",
+	"LSusVqVdu17pwFqJTZhWvYHTCQXCWT5r5TQb9/BPu3BmJ1h+6cYgXOg18p0Hx9v/i27/GczX79yWqhLk",
+	"WttRr9XZRgPqxobmtZjiotQvtUxO552PupjQ0s1f9loGQFlHcMXcBVMmYX2zuT+3BM3wzgRNo7Rm6NEO",
+	"1OtQu9Vt7ZpvL1J2V3dpln+/nSh6QKZfsnmNRF9j9VHmMXr8HOLzXgBCkNcntcKYQU5/1gwIrMoiRsTI",
+	"EfLxw9uIeEURI2d1cpccrU8477bRPeWM5kCu9T8dNFoNhrY8+BnUKz8A8N5o15ulQzny7ID/DYjvFa7/",
+	"AhomUI/uvI8B4mtG8wQpsBbL4xFhWyd4V2v5cFpBgE/XgDZOYfPiiOqWEy6TbWPtocwTDYLSuqTZ652G",
+	"JyumneCYULz1oLGpZPcpN1o5YEslRw3/EeFZUimjj4KkU5Dwxgkq7wm174GTHIjCu4lKY0f9qL4MlVjf",
+	"7Kw2n6z8fD+X8kD25wNfy+uZim2KN1Aljcdx3KO5oZFtsx1sU68Ktu09cbusa+BR3MZDtMt6l+1wOd/3",
+	"QRyucRDLJ/3+JvaC8sQb2kELQeO5g9udehPTulqG7/zVuDLfdEr1n0E1+MSDyJdO05fX5tZH7m9A9Zua",
+	"1L4F9f4M6u5ItxRYG0mhpgXnMxotOp9NzoopSaUXMkl+RS996RTq8P2g46d96zEp3F8nRu0zz2tovB1v",
+	"Wz+E5LW56mtJ3oflB7Z4xCNf6OALm4vPvTXEZ/sxya+SvD9uNmX5vuM3E9umgFqD9z2RxIaxEZvS/uBS",
+	"fMfVpSgfTekoXFy7jZaBFdzGVmidJFVkRhPSr2rZpBP98ZrKrQF5SVkMWYYO+Rng269+VZvq9RWshoPR",
+	"DAPyjsWm7I/uNkM/PpbXjUyIRf0B4za3NXP6TOGVW+3XXV4arPRRu/n7c7FvwhWQPoNvD301L7gLvSgY",
+	"9tBiBhcQ8znIQC0v6+H3ajqNyf+PubX/bGek4+M6xDyuc2T9NKmKvMpfAub8ygUamtielp2MXzM5IKcG",
+	"nyY1pkyyDbzwVDEbNGZfAuSyij4iCdAkS1nAfG1ngP82zCWqkGa395Hd/M3YjaPZkBpyV2znNiqIF3S1",
+	"1FVw4rX7tuEDm5n924XL7/NgN2oqL7W4e5iPCPODP3qPBo87M9C3j1szusc32/tfH9AGEpT1LgKROp7v",
+	"xwD2TULAc5LQhTQhjX8UUNic5jlNM5tYaYKmMY/ehIgPyFl3qCS3IRPC9dYjHen7Qhnp66JYUzUgxyHQ",
+	"Jv6LF2BAkWVEos1uYXCNodR9jFYGlmwFbhCIgFog4Xfp9GhVgf9mkYhLHB5H5XaafUY6uaaLhiLx6Nz4",
+	"tuacv5E3BMmuKkKoT7bLD7wVO70bJWbnLy9K2XpKukwrQfblblSOYWnWGlO0mWScTfVCoYy/HpAPuhne",
+	"dVyPyIVhY8ibC9Sux2/79x6TCSLLlIk+ZcFuUmF2h/0lwC8RlLvjlw9zFVrOvOqi6lExupuTawhlRaTz",
+	"bc5u1OmUbKQDfAfERPomeVbLQaMAbT3S1916Gu+IuO5Gz17DY1cChXr5bQSRTQ9YN+bunWn+QPfpe7Vo",
+	"lUV/l0eZ4YIjd7vgmJWMJY1/5ymD5PEE3v/VV35zr/9tTlZelmHuEjG2UPM9ErmdoUO0GAjLNI8jQi/w",
+	"mSessChdNeHuarCPJt3vLj6mLOlb7qp3dlwxxGAyWK1w4p3YiIqAiQgT5WObpXo94xn45Gcob+161qRP",
+	"3Xtk7qWyqqv0yg0bG07qcLPVDssZkOOyyuvYVot1PB9ToVNJUlfizYvmcUXeyG+pmiWCXjs303jFE8Lj",
+	"2hvGSSrpRQZd5cdI2c2m3xrPFiZOpJJcaCq03vV5lTgEpQmsffN6X1Tc598loMgv/fzAkUTL+awtJuEI",
+	"/ZFtepm6j9FAa1x+TQGeO2f1X2G/MjPvgHt1f5maUz7Nf//6TnOqwIGs3k2IaizYy04zgQha7mBpJPMT",
+	"Vlt41PbvTnNRlQaaog8mhshg/noGAkwtG7MBxr7pitd9A23mNkdEgCxMXbx7crd90BO4oBWk+npwy3Kr",
+	"7YD4/evZY1gBJhxvF2MQktPIbAvFOemnSu9TDkprJi7I2YTicM+xJ/g1amVHpsjcuuF6QeuxRvAdJhl9",
+	"r6E0ZnMf1Ya/WQCNoU9Cvecav3UWzo4F5R650okqKyZfAuSY2aAP+EWhyBQUwcJ7JUbGmjeYqlpHKHHN",
+	"6yqhlgNii0Ub31UYqStdVeZaRGXpnqrC9ziDLc0VJ1iAqG/KstnKfhjCM96yj2wGWWMg6s+AeH8c6u7v",
+	"UI163N9hQkadNZZU8Mgd/27hhWbnvofcxJ3CvTwTLH7xjhmtJQdBPp69JAldoC5Kxvr/x0RxMlZ8TFIW",
+	"Z4XUaljfFTk7GA5NvFNE/gTBpWmThJhFIw/SPHa5KbfAXm+0nryGecbWpH44bcesKXCuX9E0W2gcy8cL",
+	"1t2cruN2zC7iuLBk5c5Y4Z5Qap4t7xGc+7k+mZrQOxKyyTLjAXoCT3Wj+yTSWqHvDsETU5OPZKs7d/ni",
+	"b0mH37y2S215HoWYfQrXFaotYsUm75hgo+4CmRrHBrdS8VySay5MmJKpFWkeHwNbU9YUzzVFhPQNUfql",
+	"urhm2CbnzFn6XQFqcgELrqVOrWZ0V2SST3z3dbE8CF3sMSzrwXnhN4zsuTcKXC7a33BBYprTOFVY5pwx",
+	"tIyYhxqwvrYs5t6bI05Mkb57bcK9MYKNvddHtLKQ0AUmJDE9yhySrQGp1S9CMwkvlOHKzt0kTO6ngNKZ",
+	"FS6P+JAaQvR3jPBovvWxNM4jB7Fdu0gq7BiRi3qlJ3Ly6rG6UPAkI7ot2pD865l2+OyDJW4+Qa14Uz3E",
+	"P99iukPt80udp/s3LR5c2fJgIePrGSdJmmDmoFHNnf+2FvBQFafrU6VEelEocA7XRv1OUzFfj83oHIhk",
+	"NJczrrY6Spy6JfwbBFS5taw+a9W7WY8HKVTk96/qWZdPn29qJX/P2vEBDpv1lKy1KgCbZ5Sb52q+1Jv3",
+	"C9ynJv4LdBbikCCi8Cl2Fc+fSCJ4BuZNlMEjpZQaFZZ8r8p5d9lbNqQT//Hozqqh7n3LqpZw9SBHVQu0",
+	"9ARmPL6UHqg2fgfdgDJoNDmtHt6/N6qsnkbtCPCwv3+lEfKRq1VcrfUe6iaEuk7wWZMwbTRavxWE1np4",
+	"dWtALEGQVvyZ4oQyW23golDYzafh8r0X22FkfhwHItJCMVsesf+7RG3VH9B9YIfDyoNtIrfu6Hz/e5VB",
+	"fIzc+iqe56K61B3zvhYEjVcMLRxYmtuwjkJkvcPeDp5wO83y+t/uObKqwoFXA7pdotjXROqXJW8Ea+QJ",
+	"FDiuWUxmXHovDvqluIOPNQQHbGbTe339LJ/loDRj7/xRysik9hDmkjwJmp28mv7GURKt2AZTCD7jfldT",
+	"BT7ctaY495FetsxjjbU3GCPz7HPw6UcPzYYQbz7f/L8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -22,6 +22,7 @@ type specOp struct {
 	Method      string
 	Route       string
 	Scope       string
+	Auth        string // operator, user or public
 	Mutation    bool
 	KeyRequired bool
 	IfMatch     bool
@@ -51,7 +52,7 @@ func specOps(t testing.TB) []specOp {
 		if declared != op.Scope {
 			t.Errorf("%s %s: the pipeline enforces scope %q, the spec declares %q", op.Method, op.Route, op.Scope, declared)
 		}
-		out = append(out, specOp{ID: id, Method: op.Method, Route: op.Route, Scope: declared, Mutation: op.Mutation,
+		out = append(out, specOp{ID: id, Method: op.Method, Route: op.Route, Scope: declared, Auth: op.Auth, Mutation: op.Mutation,
 			KeyRequired: op.KeyRequired, IfMatch: op.IfMatch, HasBody: o.RequestBody != nil})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -66,20 +67,46 @@ func specOps(t testing.TB) []specOp {
 // designScopes pins the scopes DESIGN.md §3.4 and §4 give the operations that exist, so that the
 // spec cannot drift from the contract unnoticed. An operation not listed only needs a known scope.
 var designScopes = map[string]string{
-	"getDeployment":      "deployment:read",
-	"getTokenSelf":       domain.ScopeAuthenticated,
-	"revokeTokenSelf":    domain.ScopeAuthenticated,
-	"listOrganizations":  "organizations:read",
-	"createOrganization": "organizations:write",
-	"getOrganization":    "organizations:read",
-	"updateOrganization": "organizations:write",
-	"listAuditEvents":    "audit:read",
+	"getDeployment":                "deployment:read",
+	"getTokenSelf":                 domain.ScopeAuthenticated,
+	"revokeTokenSelf":              domain.ScopeAuthenticated,
+	"listOrganizations":            "organizations:read",
+	"createOrganization":           "organizations:write",
+	"getOrganization":              "organizations:read",
+	"updateOrganization":           "organizations:write",
+	"listAuditEvents":              "audit:read",
+	"suspendOrganization":          "organizations:write",
+	"resumeOrganization":           "organizations:write",
+	"scheduleOrganizationDeletion": "organizations:write",
+	"cancelOrganizationDeletion":   "organizations:write",
+	"listOrganizationOwners":       "organizations:read",
+	"listInvitations":              "organizations:read",
+	"createInvitation":             "organizations:write",
+	"getInvitation":                "organizations:read",
+	"revokeInvitation":             "organizations:write",
+	"getPolicy":                    "policies:read",
+	"putPolicy":                    "policies:write",
+	"getEffectivePolicy":           "policies:read",
+	"getOrganizationUsage":         "usage:read",
+	"listUsage":                    "usage:read",
+	"acceptInvitation":             "public",
+	"getMe":                        "owner",
+	"listActivity":                 "owner",
+	"getSettings":                  "owner",
+	"putSettings":                  "owner",
 }
 
 // nonexistentIDs fill path parameters: syntactically valid, never stored. A new path parameter
 // needs an entry here.
 var nonexistentIDs = map[string]string{
 	"organization_id": "org_" + strings.Repeat("0", 26),
+	"invitation_id":   "inv_" + strings.Repeat("0", 26),
+}
+
+// minimalQueries are the required query parameters per operationId.
+var minimalQueries = map[string]string{
+	"getOrganizationUsage": "from=2026-01-01&to=2026-01-31",
+	"listUsage":            "from=2026-01-01&to=2026-01-31",
 }
 
 // minimalBodies are valid request bodies per operationId. A new operation with a body needs an
@@ -88,7 +115,14 @@ var minimalBodies = map[string]func() []byte{
 	"createOrganization": func() []byte {
 		return jsonBody(map[string]string{"slug": newSlug(), "display_name": "x"})
 	},
-	"updateOrganization": func() []byte { return jsonBody(map[string]string{"display_name": "x"}) },
+	"updateOrganization":  func() []byte { return jsonBody(map[string]string{"display_name": "x"}) },
+	"suspendOrganization": func() []byte { return jsonBody(map[string]string{"reason": "x"}) },
+	"createInvitation":    func() []byte { return jsonBody(map[string]string{"email": newSlug() + "@example.com"}) },
+	"putPolicy":           func() []byte { return []byte(`{}`) },
+	"putSettings":         func() []byte { return []byte(`{}`) },
+	"acceptInvitation": func() []byte {
+		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
+	},
 }
 
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
@@ -108,6 +142,9 @@ func minimalRequest(t testing.TB, op specOp, token string) (req, bool) {
 		}
 		return v
 	})
+	if q := minimalQueries[op.ID]; q != "" {
+		path += "?" + q
+	}
 	r := req{Method: op.Method, Path: path, Token: token, Header: http.Header{}}
 	if op.HasBody {
 		body, known := minimalBodies[op.ID]
@@ -156,7 +193,7 @@ func TestScopeMatrix(t *testing.T) {
 		}
 		if op.Scope == "" {
 			t.Errorf("%s %s (%s) has no x-renga-scope", op.Method, op.Route, op.ID)
-		} else if op.Scope != domain.ScopeAuthenticated && !contains(domain.Scopes, op.Scope) {
+		} else if op.Auth == "operator" && op.Scope != domain.ScopeAuthenticated && !contains(domain.Scopes, op.Scope) {
 			t.Errorf("%s %s (%s): x-renga-scope %q is not a known scope", op.Method, op.Route, op.ID, op.Scope)
 		}
 	}
@@ -190,6 +227,9 @@ func TestScopeMatrix(t *testing.T) {
 	}
 
 	for _, op := range ops {
+		if op.Auth != "operator" {
+			continue // TestCredentialPaths
+		}
 		t.Run(op.ID, func(t *testing.T) {
 			// A fresh token for every call of an operation that revokes its caller.
 			tokenFor := func(scopes ...string) string {
@@ -294,4 +334,64 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestCredentialPaths: owner operations take only personal API keys, operator operations only
+// operator tokens, and unauthenticated operations need nothing.
+func TestCredentialPaths(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, operator := scopedToken(t, env, servertest.AllScopes()...)
+	owner := ownerKey(t, env)
+	for _, op := range specOps(t) {
+		t.Run(op.ID, func(t *testing.T) {
+			switch op.Auth {
+			case "user":
+				for _, bad := range []string{"", operator, "renga_user_nope", domain.UserKeyPrefix + domain.NewSecret()} {
+					r, ok := minimalRequest(t, op, bad)
+					if !ok {
+						return
+					}
+					send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+				}
+				r, _ := minimalRequest(t, op, owner)
+				expectAllowed(t, op, "owner", send(t, env, r))
+			case "operator":
+				r, ok := minimalRequest(t, op, owner)
+				if !ok {
+					return
+				}
+				send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+			case "public":
+				r, ok := minimalRequest(t, op, "")
+				if !ok {
+					return
+				}
+				if rep := send(t, env, r); rep.Status == http.StatusUnauthorized || rep.Status >= 500 {
+					t.Errorf("%s without credentials: %d %s", op.ID, rep.Status, rep.Body)
+				}
+			default:
+				t.Errorf("%s: unknown credential path %q", op.ID, op.Auth)
+			}
+		})
+	}
+}
+
+// ownerKey makes an organization with an owner and returns the owner's personal API key.
+func ownerKey(t testing.TB, env *servertest.Env) string {
+	t.Helper()
+	ctx := context.Background()
+	o, err := domain.CreateOrganization(ctx, env.Pool, newSlug(), "Owned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := domain.CreateInvitation(ctx, env.Pool, o.ID, newSlug()+"@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := domain.AcceptInvitation(ctx, env.Pool, secret, "Owner", domain.BuiltinDefaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.APIKey
 }

@@ -166,6 +166,7 @@ func TestLoadConfig(t *testing.T) {
 	base := map[string]string{
 		"RENGA_DATABASE_URL": "postgres://renga@db.example/renga",
 		"RENGA_PUBLIC_URL":   "https://renga.example.com",
+		"RENGA_SMTP_URL":     "smtp://mail.example:25",
 	}
 	env := func(overrides ...string) func(string) string {
 		m := map[string]string{}

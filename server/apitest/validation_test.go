@@ -114,7 +114,9 @@ func TestValidation(t *testing.T) {
 		{"wrong method on deployment", req{Method: http.MethodPost, Path: "/api/v1/operator/deployment", Token: token, Body: []byte(`{}`)}, 405, "method_not_allowed"},
 		// Authentication comes before anything else.
 		{"anonymous, unknown path", req{Method: http.MethodGet, Path: "/api/v1/operator/nope"}, 401, "unauthenticated"},
-		{"anonymous, unknown version", req{Method: http.MethodGet, Path: "/api/v2/anything"}, 401, "unauthenticated"},
+		{"anonymous, unknown path of the owner API", req{Method: http.MethodGet, Path: "/api/v1/org/nope"}, 401, "unauthenticated"},
+		// Outside the authenticated APIs there is nothing to hide.
+		{"anonymous, unknown version", req{Method: http.MethodGet, Path: "/api/v2/anything"}, 404, "not_found"},
 		{"anonymous, wrong method", req{Method: http.MethodDelete, Path: orgsPath}, 401, "unauthenticated"},
 		{"anonymous, invalid body", req{Method: http.MethodPost, Path: orgsPath, Body: []byte(`{"slug":`)}, 401, "unauthenticated"},
 		{"anonymous, oversized body", req{Method: http.MethodPost, Path: orgsPath, Body: []byte(oversized)}, 401, "unauthenticated"},

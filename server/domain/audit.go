@@ -13,6 +13,8 @@ import (
 const (
 	ActorOperatorToken = "operator_token"
 	ActorLocalOperator = "local_operator"
+	ActorSystem        = "system"
+	ActorUser          = "user"
 	// LocalOperatorID is the actor ID of release commands; the invocation ID tells runs apart.
 	LocalOperatorID = "local-operator"
 )

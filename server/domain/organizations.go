@@ -12,16 +12,27 @@ import (
 
 // Organization is a hosted organization.
 type Organization struct {
-	ID          string    `db:"id"`
-	Slug        string    `db:"slug"`
-	DisplayName string    `db:"display_name"`
-	State       string    `db:"state"`
-	Version     int64     `db:"version"`
-	CreatedAt   time.Time `db:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at"`
+	ID              string     `db:"id"`
+	Slug            string     `db:"slug"`
+	DisplayName     string     `db:"display_name"`
+	State           string     `db:"state"`
+	SuspendedReason *string    `db:"suspended_reason"`
+	PurgeAfter      *time.Time `db:"purge_after"`
+	Version         int64      `db:"version"`
+	CreatedAt       time.Time  `db:"created_at"`
+	UpdatedAt       time.Time  `db:"updated_at"`
 }
 
-const orgColumns = `id, slug, display_name, state, version, created_at, updated_at`
+// Organization states.
+const (
+	StateActive          = "active"
+	StateSuspended       = "suspended"
+	StateDeletionPending = "deletion_pending"
+	StatePurging         = "purging"
+	StateMoved           = "moved"
+)
+
+const orgColumns = `id, slug, display_name, state, suspended_reason, purge_after, version, created_at, updated_at`
 
 // ErrSlugTaken means another organization has the slug.
 var ErrSlugTaken = errors.New("slug taken")
@@ -31,10 +42,14 @@ type VersionMismatchError struct{ Current int64 }
 
 func (e *VersionMismatchError) Error() string { return "version mismatch" }
 
-// CreateOrganization creates an active organization.
+// CreateOrganization creates an active organization with an empty policy and default settings.
 func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string) (Organization, error) {
-	rows, err := q.Query(ctx, `INSERT INTO organizations (id, slug, display_name) VALUES ($1, $2, $3)
-		ON CONFLICT (slug) DO NOTHING RETURNING `+orgColumns, db.NewID("org"), slug, displayName)
+	rows, err := q.Query(ctx, `WITH o AS (
+			INSERT INTO organizations (id, slug, display_name) VALUES ($1, $2, $3)
+			ON CONFLICT (slug) DO NOTHING RETURNING `+orgColumns+`),
+		p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o),
+		s AS (INSERT INTO organization_settings (organization_id) SELECT id FROM o)
+		SELECT * FROM o`, db.NewID("org"), slug, displayName)
 	if err != nil {
 		return Organization{}, err
 	}
@@ -80,7 +95,8 @@ func UpdateOrganization(ctx context.Context, q db.DBTX, id string, expected int6
 	rows, err := q.Query(ctx, `WITH old AS (SELECT display_name FROM organizations WHERE id = $1 AND version = $2 FOR UPDATE)
 		UPDATE organizations o SET display_name = $3, version = o.version + 1, updated_at = now()
 		FROM old WHERE o.id = $1 AND o.version = $2
-		RETURNING o.id, o.slug, o.display_name, o.state, o.version, o.created_at, o.updated_at, old.display_name AS old_display_name`,
+		RETURNING o.id, o.slug, o.display_name, o.state, o.suspended_reason, o.purge_after, o.version, o.created_at,
+		  o.updated_at, old.display_name AS old_display_name`,
 		id, expected, displayName)
 	if err != nil {
 		return Organization{}, nil, err

@@ -1,0 +1,321 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/db"
+)
+
+// Credential prefixes.
+const (
+	InvitationPrefix = "renga_invite_"
+	UserKeyPrefix    = "renga_user_"
+)
+
+// InvitationTTL is how long an invitation can be accepted.
+const InvitationTTL = 7 * 24 * time.Hour
+
+// Invitation is an owner invitation (never its secret).
+type Invitation struct {
+	ID             string     `db:"id"`
+	OrganizationID string     `db:"organization_id"`
+	Email          string     `db:"email"`
+	State          string     `db:"state"`
+	CreatedAt      time.Time  `db:"created_at"`
+	ExpiresAt      time.Time  `db:"expires_at"`
+	AcceptedAt     *time.Time `db:"accepted_at"`
+	RevokedAt      *time.Time `db:"revoked_at"`
+}
+
+// Invitation states; expired is derived from a pending invitation's deadline.
+const (
+	InvitationPending  = "pending"
+	InvitationAccepted = "accepted"
+	InvitationRevoked  = "revoked"
+	InvitationExpired  = "expired"
+)
+
+const invitationColumns = `id, organization_id, email,
+	CASE WHEN state = 'pending' AND expires_at <= now() THEN 'expired' ELSE state END AS state,
+	created_at, expires_at, accepted_at, revoked_at`
+
+// Errors of invitation acceptance.
+var (
+	ErrInvitationExpired  = errors.New("invitation expired")
+	ErrInvitationRevoked  = errors.New("invitation revoked")
+	ErrInvitationAccepted = errors.New("invitation already accepted")
+	ErrLimitExceeded      = errors.New("limit exceeded")
+	ErrSuspended          = errors.New("organization suspended")
+	ErrMoved              = errors.New("organization moved")
+)
+
+// LimitError names the limit that blocked an action.
+type LimitError struct {
+	Limit string
+	Value int64
+}
+
+func (e *LimitError) Error() string { return fmt.Sprintf("%s (%d) reached", e.Limit, e.Value) }
+func (e *LimitError) Unwrap() error { return ErrLimitExceeded }
+
+// NormalizeEmail is the stored form of an address: trimmed and lowercased.
+func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// CreateInvitation creates a pending invitation and returns its secret, which only the mail
+// carries. A pending invitation for the same address is revoked: the new one replaces it.
+func CreateInvitation(ctx context.Context, q db.DBTX, orgID, email string) (Invitation, string, error) {
+	o, err := lockOrganization(ctx, q, orgID)
+	if err != nil {
+		return Invitation{}, "", err
+	}
+	if o.State != StateActive && o.State != StateSuspended {
+		return Invitation{}, "", ErrInvalidState
+	}
+	email = NormalizeEmail(email)
+	if _, err := q.Exec(ctx, `UPDATE invitations SET state = 'revoked', revoked_at = now()
+		WHERE organization_id = $1 AND email = $2 AND state = 'pending'`, orgID, email); err != nil {
+		return Invitation{}, "", err
+	}
+	secret := InvitationPrefix + NewSecret()
+	rows, err := q.Query(ctx, `INSERT INTO invitations (id, organization_id, email, token_hash, expires_at)
+		VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING `+invitationColumns,
+		db.NewID("inv"), orgID, email, HashSecret(secret), InvitationTTL)
+	if err != nil {
+		return Invitation{}, "", err
+	}
+	inv, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Invitation])
+	return inv, secret, err
+}
+
+// GetInvitation reads one invitation of an organization.
+func GetInvitation(ctx context.Context, q db.DBTX, orgID, id string) (Invitation, error) {
+	rows, err := q.Query(ctx, `SELECT `+invitationColumns+` FROM invitations WHERE organization_id = $1 AND id = $2`, orgID, id)
+	if err != nil {
+		return Invitation{}, err
+	}
+	inv, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Invitation])
+	return inv, db.Translate(err)
+}
+
+// ListInvitations pages through an organization's invitations, newest first.
+func ListInvitations(ctx context.Context, q db.DBTX, orgID, state, before string, limit int) ([]Invitation, error) {
+	rows, err := q.Query(ctx, `SELECT * FROM (SELECT `+invitationColumns+` FROM invitations
+		WHERE organization_id = $1 AND ($3 = '' OR id < $3)) i WHERE ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $4`,
+		orgID, state, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Invitation])
+}
+
+// RevokeInvitation revokes a pending invitation; any other state is left as it is.
+func RevokeInvitation(ctx context.Context, q db.DBTX, orgID, id string) (Invitation, []string, error) {
+	tag, err := q.Exec(ctx, `UPDATE invitations SET state = 'revoked', revoked_at = now()
+		WHERE organization_id = $1 AND id = $2 AND state = 'pending' AND expires_at > now()`, orgID, id)
+	if err != nil {
+		return Invitation{}, nil, err
+	}
+	inv, err := GetInvitation(ctx, q, orgID, id)
+	if err != nil || tag.RowsAffected() == 0 {
+		return inv, nil, err
+	}
+	return inv, []string{"state"}, nil
+}
+
+// User is a person; users are shared by the organizations they belong to.
+type User struct {
+	ID          string    `db:"id"`
+	Email       string    `db:"email"`
+	DisplayName string    `db:"display_name"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+// Accepted is what accepting an invitation produces.
+type Accepted struct {
+	User         User
+	Organization Organization
+	APIKeyID     string
+	APIKey       string // shown once
+	Joined       bool   // false when the user already was an owner
+}
+
+// AcceptInvitation redeems an invitation secret: it creates the user (or links the existing
+// one by email), adds the owner membership within max_users, marks the invitation accepted and
+// mints a personal API key. The invitation and organization rows are locked, so concurrent
+// acceptances neither redeem one invitation twice nor exceed max_users together.
+func AcceptInvitation(ctx context.Context, q db.DBTX, secret, displayName string, defaults PolicyDocument) (Accepted, error) {
+	var a Accepted
+	var inv Invitation
+	rows, err := q.Query(ctx, `SELECT `+invitationColumns+` FROM invitations WHERE token_hash = $1 FOR UPDATE`, HashSecret(secret))
+	if err != nil {
+		return a, err
+	}
+	inv, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Invitation])
+	if err != nil {
+		return a, db.Translate(err)
+	}
+	switch inv.State {
+	case InvitationExpired:
+		return a, ErrInvitationExpired
+	case InvitationRevoked:
+		return a, ErrInvitationRevoked
+	case InvitationAccepted:
+		return a, ErrInvitationAccepted
+	}
+	o, err := lockOrganization(ctx, q, inv.OrganizationID)
+	if err != nil {
+		return a, err
+	}
+	switch o.State {
+	case StateActive:
+	case StateMoved:
+		return a, ErrMoved
+	default:
+		return a, ErrSuspended
+	}
+	a.Organization = o
+	rows, err = q.Query(ctx, `INSERT INTO users (id, email, display_name) VALUES ($1, $2, $3)
+		ON CONFLICT (email) DO UPDATE SET email = excluded.email RETURNING id, email, display_name, created_at`,
+		db.NewID("usr"), inv.Email, displayName)
+	if err != nil {
+		return a, err
+	}
+	if a.User, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User]); err != nil {
+		return a, err
+	}
+	var member bool
+	var members int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE user_id = $2) > 0, count(*) FROM memberships WHERE organization_id = $1`,
+		o.ID, a.User.ID).Scan(&member, &members); err != nil {
+		return a, err
+	}
+	if !member {
+		policy, err := GetPolicy(ctx, q, o.ID)
+		if err != nil {
+			return a, err
+		}
+		max := Effective(policy.Document, defaults, Settings{}).Limits.MaxUsers.Value
+		if members >= max {
+			return a, &LimitError{Limit: "max_users", Value: max}
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'owner')`, o.ID, a.User.ID); err != nil {
+			return a, err
+		}
+		a.Joined = true
+	}
+	if _, err := q.Exec(ctx, `UPDATE invitations SET state = 'accepted', accepted_at = now(), accepted_by = $2 WHERE id = $1`,
+		inv.ID, a.User.ID); err != nil {
+		return a, err
+	}
+	a.APIKey = UserKeyPrefix + NewSecret()
+	a.APIKeyID = db.NewID("key")
+	_, err = q.Exec(ctx, `INSERT INTO user_api_keys (id, organization_id, user_id, key_hash) VALUES ($1, $2, $3, $4)`,
+		a.APIKeyID, o.ID, a.User.ID, HashSecret(a.APIKey))
+	return a, err
+}
+
+// Owner is a member with the owner role.
+type Owner struct {
+	UserID      string    `db:"user_id"`
+	Email       string    `db:"email"`
+	DisplayName string    `db:"display_name"`
+	Since       time.Time `db:"since"`
+}
+
+// ListOwners pages through an organization's owners in the order they joined.
+func ListOwners(ctx context.Context, q db.DBTX, orgID, after string, limit int) ([]Owner, error) {
+	rows, err := q.Query(ctx, `SELECT u.id AS user_id, u.email, u.display_name, m.created_at AS since
+		FROM memberships m JOIN users u ON u.id = m.user_id
+		WHERE m.organization_id = $1 AND m.role = 'owner' AND ($2 = '' OR u.id > $2)
+		ORDER BY u.id LIMIT $3`, orgID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Owner])
+}
+
+// LooksLikeUserKey is a cheap syntax check before any database work.
+func LooksLikeUserKey(s string) bool {
+	rest, ok := strings.CutPrefix(s, UserKeyPrefix)
+	if !ok || len(rest) != 52 {
+		return false
+	}
+	_, err := secretEncoding.DecodeString(rest)
+	return err == nil
+}
+
+// KeyHolder is who a personal API key authenticates: a member of one organization.
+type KeyHolder struct {
+	KeyID        string
+	User         User
+	Organization Organization
+	Role         string
+	KeyHash      []byte
+}
+
+// KeyHolderByHash authenticates a personal API key by its hash, in one query.
+func KeyHolderByHash(ctx context.Context, q db.DBTX, hash []byte) (KeyHolder, error) {
+	var h KeyHolder
+	o := &h.Organization
+	err := q.QueryRow(ctx, `SELECT k.id, k.key_hash, m.role, u.id, u.email, u.display_name, u.created_at,
+			o.id, o.slug, o.display_name, o.state, o.suspended_reason, o.purge_after, o.version, o.created_at, o.updated_at
+		FROM user_api_keys k
+		JOIN memberships m ON m.organization_id = k.organization_id AND m.user_id = k.user_id
+		JOIN users u ON u.id = k.user_id
+		JOIN organizations o ON o.id = k.organization_id
+		WHERE k.key_hash = $1 AND k.revoked_at IS NULL`, hash).Scan(&h.KeyID, &h.KeyHash, &h.Role,
+		&h.User.ID, &h.User.Email, &h.User.DisplayName, &h.User.CreatedAt,
+		&o.ID, &o.Slug, &o.DisplayName, &o.State, &o.SuspendedReason, &o.PurgeAfter, &o.Version, &o.CreatedAt, &o.UpdatedAt)
+	return h, db.Translate(err)
+}
+
+// Activity is one entry of an organization's Activity.
+type Activity struct {
+	ID            string    `db:"id"`
+	Time          time.Time `db:"time"`
+	RequestID     string    `db:"request_id"`
+	ActorType     string    `db:"actor_type"`
+	ActorID       string    `db:"actor_id"`
+	ActorName     string    `db:"actor_name"`
+	InvocationID  *string   `db:"invocation_id"`
+	Operation     string    `db:"operation"`
+	ChangedFields []string  `db:"changed_fields"`
+}
+
+// ListActivity pages through an organization's Activity, newest first.
+func ListActivity(ctx context.Context, q db.DBTX, orgID, before string, limit int) ([]Activity, error) {
+	rows, err := q.Query(ctx, `SELECT id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation, changed_fields
+		FROM organization_activity WHERE organization_id = $1 AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`,
+		orgID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Activity])
+}
+
+// ActivityStatement writes an organization's Activity for a change its own members made (the
+// deployment audit log is for operators; AuditStatement writes Activity for their changes).
+func ActivityStatement(orgID string, e AuditEvent) (string, []any) {
+	if e.ChangedFields == nil {
+		e.ChangedFields = []string{}
+	}
+	return `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type,
+		actor_id, actor_name, invocation_id, operation, changed_fields) VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8, $9)`,
+		[]any{db.NewID("act"), orgID, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation, e.ChangedFields}
+}
+
+// GetUser reads a user.
+func GetUser(ctx context.Context, q db.DBTX, id string) (User, error) {
+	rows, err := q.Query(ctx, `SELECT id, email, display_name, created_at FROM users WHERE id = $1`, id)
+	if err != nil {
+		return User{}, err
+	}
+	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
+	return u, db.Translate(err)
+}

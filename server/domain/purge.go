@@ -1,0 +1,97 @@
+package domain
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"renga.dev/renga/server/db"
+)
+
+// SystemActorID is the actor of background work, such as the purge.
+const SystemActorID = "system"
+
+// StartDuePurge takes one deletion_pending organization whose deadline has passed and makes it
+// purging, in its own transaction. A cancellation holding the row lock makes the purge skip
+// the row (the next run sees it again if it is still due); a purge that took the lock first
+// makes the cancellation see purging. It returns false when nothing is due.
+func StartDuePurge(ctx context.Context, pool *pgxpool.Pool) (Organization, bool, error) {
+	var o Organization
+	found := false
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE organizations SET state = 'purging', purge_after = NULL,
+				version = version + 1, updated_at = now()
+			WHERE id = (SELECT id FROM organizations WHERE state = 'deletion_pending' AND purge_after <= now()
+				ORDER BY purge_after LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING `+orgColumns)
+		if err != nil {
+			return err
+		}
+		o, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return RecordAudit(ctx, tx, systemAudit("startOrganizationPurge", o, []string{"state", "purge_after"}))
+	})
+	return o, found, err
+}
+
+// PurgingOrganizations lists organizations a purge started on but did not finish (a crash).
+func PurgingOrganizations(ctx context.Context, q db.DBTX) ([]Organization, error) {
+	rows, err := q.Query(ctx, `SELECT `+orgColumns+` FROM organizations WHERE state = 'purging' ORDER BY id LIMIT 100`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Organization])
+}
+
+// purgeBatch bounds each deleting transaction, so a large organization never holds long locks.
+const purgeBatch = 5000
+
+// PurgeOrganization removes everything a purging organization owns: Activity and usage in
+// short batches, then the organization row, whose deletion cascades to memberships, API keys,
+// invitations, pending mail, policy and settings. Users stay (they are shared). The audit log
+// keeps the organization's ID and name snapshot. Safe to run twice.
+func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) error {
+	for _, table := range []string{"organization_activity", "usage_counters", "usage_events"} {
+		for {
+			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(
+				SELECT ctid FROM `+table+` WHERE organization_id = $1 LIMIT $2))`, o.ID, purgeBatch)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() < purgeBatch {
+				break
+			}
+		}
+	}
+	return db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM organizations WHERE id = $1 AND state = 'purging'`, o.ID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return RecordAudit(ctx, tx, systemAudit("purgeOrganization", o, []string{"organization"}))
+	})
+}
+
+func systemAudit(operation string, o Organization, changed []string) AuditEvent {
+	return AuditEvent{
+		RequestID:                "system_" + db.NewID("job"),
+		ActorType:                ActorSystem,
+		ActorID:                  SystemActorID,
+		ActorName:                SystemActorID,
+		Operation:                operation,
+		OrganizationID:           &o.ID,
+		OrganizationNameSnapshot: &o.DisplayName,
+		Outcome:                  OutcomeSucceeded,
+		Status:                   200,
+		ChangedFields:            changed,
+		SourceAddress:            "local",
+	}
+}
