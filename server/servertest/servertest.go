@@ -199,6 +199,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 		RateLimitAnonymousBurst:     1,
 		Version:                     "test",
 		DatabaseURL:                 dbURL,
+		PolicyDefaults:              domain.BuiltinDefaults,
+		DataDir:                     t.TempDir(),
+		MailFrom:                    "renga@renga.test",
+		PurgeInterval:               time.Hour,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -212,6 +216,21 @@ func Start(t testing.TB, opts ...Option) *Env {
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return &Env{URL: ts.URL, Pool: pool, Server: s, Config: cfg, Logs: logs, DBURL: dbURL}
+}
+
+// StartJobs starts the server's job workers (mail, purge, retention) until t ends.
+func (e *Env) StartJobs(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.Server.StartJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		_ = e.Server.StopJobs(stopCtx)
+		cancel()
+	})
 }
 
 // Token mints an operator token with scopes and returns its secret.
