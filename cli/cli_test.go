@@ -180,6 +180,7 @@ func TestOperatorTokenReleaseCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(created.stdout), &tok); err != nil || !strings.HasPrefix(tok.Token, "renga_operator_") {
 		t.Fatalf("create: %+v", created)
 	}
+	e.Track(tok.Token)
 	remote := map[string]string{"RENGA_URL": e.URL, "RENGA_OPERATOR_TOKEN": tok.Token}
 	if r := run(t, remote, "org", "list"); r.code != 0 {
 		t.Fatalf("the new token does not work: %+v", r)

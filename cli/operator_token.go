@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"renga.dev/renga/server"
@@ -77,9 +78,11 @@ func (o *operatorTokenCreateOptions) run(ctx context.Context, f *Factory) error 
 		if err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, releaseAudit("createOperatorToken", t.ID, []string{"name", "scopes", "expires_at", "allowed_sources"}))
+		return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "createOperatorToken", t.ID, domain.OutcomeSucceeded,
+			[]string{"name", "scopes", "expires_at", "allowed_sources"}))
 	})
 	if err != nil {
+		auditReleaseFailure(ctx, pool, "createOperatorToken", "")
 		if errors.Is(err, domain.ErrInvalidToken) {
 			return usageError("%v", err)
 		}
@@ -93,23 +96,8 @@ func (o *operatorTokenCreateOptions) run(ctx context.Context, f *Factory) error 
 	return err
 }
 
+// invocationID identifies this run of the command in the audit log.
 var invocationID = server.NewInvocationID()
-
-func releaseAudit(operation, tokenID string, changed []string) domain.AuditEvent {
-	return domain.AuditEvent{
-		RequestID:     "release_" + invocationID,
-		ActorType:     domain.ActorLocalOperator,
-		ActorID:       domain.LocalOperatorID,
-		ActorName:     domain.LocalOperatorID,
-		InvocationID:  &invocationID,
-		Operation:     operation,
-		TokenID:       &tokenID,
-		Outcome:       domain.OutcomeSucceeded,
-		Status:        200,
-		ChangedFields: changed,
-		SourceAddress: "local",
-	}
-}
 
 type tokenRow struct {
 	ID             string     `json:"id"`
@@ -188,9 +176,11 @@ func newOperatorTokenRevokeCommand(f *Factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return domain.RecordAudit(ctx, tx, releaseAudit("revokeOperatorToken", t.ID, []string{"revoked_at"}))
+				return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "revokeOperatorToken", t.ID, domain.OutcomeSucceeded,
+					[]string{"revoked_at"}))
 			})
 			if err != nil {
+				auditReleaseFailure(ctx, pool, "revokeOperatorToken", args[0])
 				if errors.Is(err, db.ErrNotFound) {
 					return fmt.Errorf("no operator token %s", args[0])
 				}
@@ -203,6 +193,12 @@ func newOperatorTokenRevokeCommand(f *Factory) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// auditReleaseFailure records a failed release-only command, like a failed API attempt.
+func auditReleaseFailure(ctx context.Context, pool *pgxpool.Pool, operation, tokenID string) {
+	e := domain.ReleaseAudit(invocationID, operation, tokenID, domain.OutcomeFailed, nil)
+	_ = domain.RecordAudit(context.WithoutCancel(ctx), pool, e)
 }
 
 // writeJSON prints a value the CLI itself produced (release-only commands).

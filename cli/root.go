@@ -128,7 +128,7 @@ func (f *Factory) Client(ctx context.Context) (*client.ClientWithResponses, erro
 	if f.Local() {
 		cfg, err := server.LoadConfig(f.Getenv, server.ModeRelease)
 		if err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused:\n%w", err)}
 		}
 		pool, err := f.Pool(ctx)
 		if err != nil {

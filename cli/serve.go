@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"renga.dev/renga/server"
@@ -102,17 +105,36 @@ func (o *serveOptions) run(ctx context.Context, f *Factory) error {
 	return server.Run(ctx, cfg, pool, log, ln)
 }
 
+// redactURL hides a password in a URL.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 // printDevToken mints a full-scope token for this development run and prints it on stdout
 // (never through the logger: logs carry no secrets).
-func printDevToken(ctx context.Context, f *Factory, q db.DBTX, cfg server.Config, addr net.Addr) error {
+func printDevToken(ctx context.Context, f *Factory, pool *pgxpool.Pool, cfg server.Config, addr net.Addr) error {
 	expires := time.Now().Add(7 * 24 * time.Hour)
-	t, secret, err := domain.CreateToken(ctx, q, domain.NewToken{Name: "dev", Scopes: domain.Scopes, ExpiresAt: &expires})
+	var t domain.Token
+	var secret string
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		t, secret, err = domain.CreateToken(ctx, tx, domain.NewToken{Name: "dev", Scopes: domain.Scopes, ExpiresAt: &expires})
+		if err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "createOperatorToken", t.ID, domain.OutcomeSucceeded,
+			[]string{"name", "scopes", "expires_at"}))
+	})
 	if err != nil {
 		return err
 	}
-	url := cfg.PublicURL
+	base := cfg.PublicURL
 	if tcp, ok := addr.(*net.TCPAddr); ok && cfg.Listen != "" && tcp.Port != 0 {
-		url = fmt.Sprintf("http://127.0.0.1:%d", tcp.Port)
+		base = fmt.Sprintf("http://127.0.0.1:%d", tcp.Port)
 	}
 	fmt.Fprintf(f.Stdout, `
 Renga is running in development mode at %s (database: %s).
@@ -121,8 +143,8 @@ A full-scope operator token (%s, expires %s) for this run; paste these lines in 
     export RENGA_URL=%s
     export RENGA_OPERATOR_TOKEN=%s
 
-Then try: %[6]s org create acme --display-name "Acme Corporation" && %[6]s audit list
-`, url, cfg.DatabaseURL, t.ID, expires.UTC().Format(time.RFC3339), url, secret, os.Args[0])
+Then try: %[7]s org create acme --display-name "Acme Corporation" && %[7]s audit list
+`, base, redactURL(cfg.DatabaseURL), t.ID, expires.UTC().Format(time.RFC3339), base, secret, os.Args[0])
 	return nil
 }
 

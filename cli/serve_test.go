@@ -64,9 +64,12 @@ func TestServeDev(t *testing.T) {
 	if r := run(t, remote, "-o", "json", "token", "show"); r.code != 0 || strings.Count(r.stdout, ":read") < 7 {
 		t.Errorf("dev token is not full-scope: %+v", r)
 	}
-	// The token is on stdout only; the logs never carry it.
+	// The token is printed once, in its export line; the logs never carry it.
 	if strings.Contains(errOut.String(), m[2]) {
 		t.Error("the dev token appears in the logs")
+	}
+	if n := strings.Count(out.String(), m[2]); n != 1 {
+		t.Errorf("the dev token is printed %d times:\n%s", n, out.String())
 	}
 }
 

@@ -3,11 +3,11 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -155,11 +155,9 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be set together")
 	}
-	for _, f := range []struct{ name, path string }{{"RENGA_TLS_CERT_FILE", c.TLSCertFile}, {"RENGA_TLS_KEY_FILE", c.TLSKeyFile}} {
-		if f.path != "" {
-			if _, err := os.Stat(f.path); err != nil {
-				bad(f.name, "cannot read %q: %v", f.path, err)
-			}
+	if c.TLSCertFile != "" && c.TLSKeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be a PEM certificate and its key: %v", err)
 		}
 	}
 	if v := getenv("RENGA_TRUSTED_PROXIES"); v != "" {

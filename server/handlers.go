@@ -24,6 +24,10 @@ func (s *Server) GetDeployment(ctx context.Context, _ api.GetDeploymentRequestOb
 	if s.cfg.DeploymentID != "" {
 		d.Identifier = &s.cfg.DeploymentID
 	}
+	var err error
+	if d.PolicyDefaults, err = convert[api.PolicyDefaults](s.cfg.PolicyDefaults); err != nil {
+		return nil, err
+	}
 	return api.GetDeployment200JSONResponse(d), nil
 }
 

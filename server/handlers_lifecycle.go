@@ -193,7 +193,7 @@ func (s *Server) RevokeInvitation(ctx context.Context, req api.RevokeInvitationR
 		return nil, err
 	}
 	noteOrg(ctx, o, changed)
-	return api.RevokeInvitation200JSONResponse(invitationJSON(inv)), nil
+	return api.RevokeInvitation200JSONResponse{Body: invitationJSON(inv)}, nil
 }
 
 // convert maps between generated and domain types of the same JSON shape.

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -355,15 +356,13 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	rec := newRecorder()
 	var replay *storedResponse
 	err := db.WithTx(ctx, p.s.pool, func(tx pgx.Tx) error {
-		if k != nil {
-			stored, err := k.lockAndLoad(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if stored != nil {
-				replay = stored
-				return errReplay
-			}
+		stored, err := begin(ctx, tx, st.Actor, k)
+		if err != nil {
+			return err
+		}
+		if stored != nil {
+			replay = stored
+			return errReplay
 		}
 		st.Tx = tx
 		defer func() { st.Tx = nil }()
@@ -402,6 +401,8 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	switch {
 	case err == nil:
 		rec.flush(w)
+	case errors.Is(err, errCredentialGone):
+		problem.Write(w, st.ID, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."))
 	case errors.Is(err, errReplay):
 		if !bytes.Equal(replay.digest, k.digest) {
 			pe := problem.New(http.StatusConflict, api.ErrorCodeIdempotencyKeyReused,
@@ -429,8 +430,9 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 }
 
 var (
-	errReplay        = errors.New("stored response")
-	errHandlerFailed = errors.New("handler answered with an error")
+	errCredentialGone = errors.New("credential revoked or expired during the request")
+	errReplay         = errors.New("stored response")
+	errHandlerFailed  = errors.New("handler answered with an error")
 )
 
 func problemCode(b []byte) api.ErrorCode {
@@ -618,8 +620,40 @@ func parseIfMatch(v string, present bool) (int64, *problem.Error) {
 	return -1, nil
 }
 
+// storable reports whether text can be stored as PostgreSQL text: valid UTF-8 without NUL
+// (which no schema of the spec can express, and which would otherwise fail in the database).
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// unstorable finds request text PostgreSQL could not store, naming where it is.
+func unstorable(r *http.Request, pathParams map[string]string, body []byte) *problem.Error {
+	bad := func(field string) *problem.Error {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request contains text that is not valid UTF-8 or contains NUL.")
+		pe.Errors = []problem.FieldError{{Field: field, Message: "must be valid UTF-8 without NUL characters"}}
+		return pe
+	}
+	for name, v := range pathParams {
+		if !storable(v) {
+			return bad(name)
+		}
+	}
+	for name, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if !storable(name) || !storable(v) {
+				return bad(name)
+			}
+		}
+	}
+	if !utf8.Valid(body) || bytes.Contains(body, []byte(`\u0000`)) {
+		return bad("body")
+	}
+	return nil
+}
+
 // validate checks the request against the spec and lists each bad field.
 func validate(ctx context.Context, r *http.Request, route *routers.Route, pathParams map[string]string, body []byte) *problem.Error {
+	if pe := unstorable(r, pathParams, body); pe != nil {
+		return pe
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: pathParams, Route: route,
@@ -693,28 +727,62 @@ type storedResponse struct {
 	expires time.Time
 }
 
-// lockAndLoad serializes requests with this key (a transaction-scoped advisory lock, so a
-// concurrent duplicate waits for the first to commit or roll back) and returns the stored result.
-func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse, error) {
-	h := sha256.New()
-	for _, part := range []string{k.actorID, k.method, k.route} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
+// begin opens the mutation, in one round trip: it checks the caller's credential is still
+// valid and holds it (FOR SHARE) until commit, so a revocation cannot commit in between and
+// the write still land; then, for a keyed request, it takes the key's transaction-scoped
+// advisory lock (a concurrent duplicate waits for the first to commit or roll back) and reads
+// the stored result. The read is its own statement after the lock: a statement's snapshot is
+// taken when it starts, so reading in the locking statement would miss a row committed while
+// it waited.
+func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedResponse, error) {
+	batch := &pgx.Batch{}
+	checked := true
+	switch actor.Type {
+	case domain.ActorOperatorToken:
+		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
+			AND (expires_at IS NULL OR expires_at > now()) FOR SHARE) t`, actor.CredentialID)
+	case domain.ActorUser:
+		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, actor.CredentialID)
+	default:
+		checked = false // the local operator, or an unauthenticated operation
 	}
-	h.Write(k.keyHash)
-	lockID := int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
-	// The lock and the read must be two statements: a statement's snapshot is taken when it
-	// starts, so a read in the locking statement would miss a row committed while it waited.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID); err != nil {
+	if k != nil {
+		h := sha256.New()
+		for _, part := range []string{k.actorID, k.method, k.route} {
+			h.Write([]byte(part))
+			h.Write([]byte{0})
+		}
+		h.Write(k.keyHash)
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h.Sum(nil)[:8])))
+		batch.Queue(`SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
+			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
+			k.actorID, k.method, k.route, k.keyHash)
+	}
+	if batch.Len() == 0 {
+		return nil, nil
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	if checked {
+		var n int
+		if err := br.QueryRow().Scan(&n); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, errCredentialGone
+		}
+	}
+	if k == nil {
+		return nil, br.Close()
+	}
+	if _, err := br.Exec(); err != nil {
 		return nil, err
 	}
 	var s storedResponse
 	var headers []byte
-	err := tx.QueryRow(ctx, `SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
-		WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
-		k.actorID, k.method, k.route, k.keyHash).Scan(&s.digest, &s.status, &headers, &s.body, &s.expires)
+	err := br.QueryRow().Scan(&s.digest, &s.status, &headers, &s.body, &s.expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, br.Close()
 	}
 	if err != nil {
 		return nil, err
@@ -722,7 +790,7 @@ func (k *storedKey) lockAndLoad(ctx context.Context, tx pgx.Tx) (*storedResponse
 	if err := json.Unmarshal(headers, &s.headers); err != nil {
 		return nil, err
 	}
-	return &s, nil
+	return &s, br.Close()
 }
 
 // storedHeaders are the response headers a replay repeats.

@@ -42,7 +42,9 @@ func Run(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *slog.Logger, 
 		"deployment_id", cfg.DeploymentID, "tls", cfg.TLSCertFile != "")
 	select {
 	case err := <-errc:
-		return err
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return errors.Join(err, s.StopJobs(stopCtx))
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")

@@ -445,6 +445,9 @@ type Deployment struct {
 	// Example: eu1
 	Identifier *string `json:"identifier"`
 
+	// PolicyDefaults The deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones) that an organization's policy overrides. Every limit and entitlement has a value; a locked setting here is locked for every organization whose policy does not lock it itself.
+	PolicyDefaults PolicyDefaults `json:"policy_defaults"`
+
 	// PublicUrl Example: https://renga.example.com
 	PublicUrl string `json:"public_url"`
 
@@ -726,6 +729,18 @@ type Policy struct {
 	Version int64 `json:"version"`
 }
 
+// PolicyDefaults The deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones) that an organization's policy overrides. Every limit and entitlement has a value; a locked setting here is locked for every organization whose policy does not lock it itself.
+type PolicyDefaults struct {
+	// Entitlements Each entitlement left out inherits the deployment default.
+	Entitlements Entitlements `json:"entitlements"`
+
+	// Limits Each limit left out inherits the deployment default.
+	Limits PolicyLimits `json:"limits"`
+
+	// LockedSettings Each setting present is locked to that value; owners cannot change it.
+	LockedSettings LockedSettings `json:"locked_settings"`
+}
+
 // PolicyLimits Each limit left out inherits the deployment default.
 type PolicyLimits struct {
 	// IntakeBytesPerDay Example: 10737418240
@@ -940,7 +955,7 @@ type ListAuditEventsParams struct {
 	PageToken      *PageToken      `form:"page_token,omitempty" json:"page_token,omitempty"`
 	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
 
-	// ActorId An operator token ID, or `local-operator`.
+	// ActorId An operator token ID, `local-operator` or `system`.
 	ActorId *string `form:"actor_id,omitempty" json:"actor_id,omitempty"`
 
 	// Operation An operationId of this document, e.g. `createOrganization`.
@@ -3414,7 +3429,8 @@ type UpdateOrganizationResponseObject interface {
 }
 
 type UpdateOrganization200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type UpdateOrganization200JSONResponse struct {
@@ -3431,6 +3447,9 @@ func (response UpdateOrganization200JSONResponse) VisitUpdateOrganizationRespons
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -3611,7 +3630,8 @@ type CancelOrganizationDeletionResponseObject interface {
 }
 
 type CancelOrganizationDeletion200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type CancelOrganizationDeletion200JSONResponse struct {
@@ -3628,6 +3648,9 @@ func (response CancelOrganizationDeletion200JSONResponse) VisitCancelOrganizatio
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -3760,7 +3783,8 @@ type ScheduleOrganizationDeletionResponseObject interface {
 }
 
 type ScheduleOrganizationDeletion200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type ScheduleOrganizationDeletion200JSONResponse struct {
@@ -3777,6 +3801,9 @@ func (response ScheduleOrganizationDeletion200JSONResponse) VisitScheduleOrganiz
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -4202,15 +4229,25 @@ type RevokeInvitationResponseObject interface {
 	VisitRevokeInvitationResponse(w http.ResponseWriter) error
 }
 
-type RevokeInvitation200JSONResponse Invitation
+type RevokeInvitation200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type RevokeInvitation200JSONResponse struct {
+	Body    Invitation
+	Headers RevokeInvitation200ResponseHeaders
+}
 
 func (response RevokeInvitation200JSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4705,7 +4742,8 @@ type PutPolicyResponseObject interface {
 }
 
 type PutPolicy200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type PutPolicy200JSONResponse struct {
@@ -4722,6 +4760,9 @@ func (response PutPolicy200JSONResponse) VisitPutPolicyResponse(w http.ResponseW
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -5008,7 +5049,8 @@ type ResumeOrganizationResponseObject interface {
 }
 
 type ResumeOrganization200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type ResumeOrganization200JSONResponse struct {
@@ -5025,6 +5067,9 @@ func (response ResumeOrganization200JSONResponse) VisitResumeOrganizationRespons
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -5158,7 +5203,8 @@ type SuspendOrganizationResponseObject interface {
 }
 
 type SuspendOrganization200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type SuspendOrganization200JSONResponse struct {
@@ -5175,6 +5221,9 @@ func (response SuspendOrganization200JSONResponse) VisitSuspendOrganizationRespo
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -5501,10 +5550,18 @@ type RevokeTokenSelfResponseObject interface {
 	VisitRevokeTokenSelfResponse(w http.ResponseWriter) error
 }
 
+type RevokeTokenSelf204ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
 type RevokeTokenSelf204Response struct {
+	Headers RevokeTokenSelf204ResponseHeaders
 }
 
 func (response RevokeTokenSelf204Response) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
 	w.WriteHeader(204)
 	return nil
 }
@@ -5987,7 +6044,8 @@ type PutSettingsResponseObject interface {
 }
 
 type PutSettings200ResponseHeaders struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 type PutSettings200JSONResponse struct {
@@ -6004,6 +6062,9 @@ func (response PutSettings200JSONResponse) VisitPutSettingsResponse(w http.Respo
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -7041,155 +7102,157 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37bty40iD+KkT/DpB2jtxuXzKZ2Phh15PLfMbJTILYweDbOF83LVV3a6wmNSRlp2fgf/cB9hH3SRYs",
-	"khIlUX1xbCdzPuMAZ2I1L8VisapYN/7Vi/k85wyYkr3Dv3ozoAkI/OfrMzrV/01AxiLNVcpZ77B3NgMi",
-	"leBsSoCpVC2IotOIqBmQhMfFHJh6IskVCJlyRlJG/ii4AjnoRT0Zz2BO9ZDwhc7zDHqHvfPe/nmvF/XU",
-	"Itd/SiVSNu3d3ES9kwTmOVfA4sXrL3kqQLaB+W0GDKeWigtIiABZZIrwCVGzVJJLWODHPwqQilynWUYu",
-	"gEy4mHKlgJH+hzcvyf7+/outOngTLuZU9Q57CVWwrdI5BCF8y2NqAAkhKRZAlYGJFyKGJ5J8/PCW5FTN",
-	"6rM1B76JejkVdA7KboSHiX/Boj3bLlGc7D17RnKRMkUvMiDHpy9PTkg8o4LGepgjQs1GJHrzilgVApLt",
-	"SQoZfkjZlMyBMmmQSedAqCSpkiTmTAFTA/JLKqVu9n//9/8h44PhkKQVVKNLWIw0mlMByVivLtVwGVrq",
-	"RT1G53qF3jq29UKinuvTO1SiAB8p/xAw6R32/r+dijx3zK9yp4GPBrH8CxbvEDM0a6PK/XJErjXpTNMr",
-	"YBERoEQKklynakZSRQTkGV20CWuDld1+JZNfqIpnSw+ePpkko1JDSpOIwGA6IOPz3vPz3rjaKS7I+OnY",
-	"btjejyQXEHOWpHq8areOyDXQS91YKpqBbb67547waJ7KuYZoyb5Otg3MyzZ0Tr+8BTZVs97hDwfB886u",
-	"UoXn6STRHXAqfVqqidKyyShNls6WU6VA6BH+K2VXo0/D7Rd0+8/Pf+39cPOP4Fl+J6aUpX8un597jVZB",
-	"sGzbG5Pp+d/TKZymf0J7308UzCXJQZCcTqHchD8KEIsKNP3bSOoBfCASmNAiU73D3eEw0luQzot57/AZ",
-	"/pUy89duiY+UKZiCKAE645fQwd3GDL6oEc6qdKuxYbqgqewq5YVcDS3263XQyJ4F0f29G9q0j5JO4Y3g",
-	"8zaMb1IhFfl49pIkdBGRlMVZIdOrTogmepRl+1mTCb1OaM54G5a3NAjKEaGKzLlURLPThC4koRMFgow1",
-	"MOMuSBX/KjhvdGeZcyaNQP2JJh+MgNR/WXav/0nzPEuNgNvJBb/IYP7P36WRduuR+XvTy0zaJiEnlxMO",
-	"kjCuCLIZI7mdKkH645Rd0SxNRrb5OCLjTtGjf7PNPdLcGvRuot5LziZZGn+zZcZ2fitm4kIIvUCpqALS",
-	"H8usmI4U1fAGV1jI+vqwn/6QF0IffUWFMi0kKJWy6Sjj8SUkdvWvheDiIZd+zEjB4EsOsVY6QE+PgLzh",
-	"4iJNEsNXHnIfkBZIRuNLq+XEPAekL1lMJmmcAlMj/DiOzBaNHV3Zz1sR+Y+zs/enJJXE/UT645lSuaxo",
-	"cMsow76s0B1kIXNgCSRa1F6AFtAJZKBwiPJH3ZsLQkmWzlNlJqLxDBvhpxF8iQGScl9/5gweGpOVGCYx",
-	"ZYRxknE2Bb0sosnUHFonqQGVd0e77quAK37Z+krjGHJVLu5Xrt7wgiUPucBfOZFFPCvVdtIfM65GEw2H",
-	"Bes9XWScJmecv6Vi+uDov+DJghgykGSX/JL+RPrj3MA0UpyPMg2Vg9VT+t7QNIPkocF12mF1J5RG1YxK",
-	"zXNOMy22kHJaaqc7jJZhjmyDwPo+lELx4VZYri6VZF5XvPvjsMZtAD/j/BfKFlb2yoeE+YOWOMhNEOOC",
-	"KhjZP8dbR0QCkPEHUGKxfaz1EdREPLuA91Nb1znFFUt9I72mqQredCs1E9UmRgs1A6b0eh928+xNKaoI",
-	"MCIFu2T8mkXE8i29m5ZZGRFiGbTlDjRJBEgjUYyEKdUZmmX8mvTHRX2B44hwBiTmCUSad85Spsj1LI1n",
-	"mjBuHL4Q1cexSq9ShXf+XPAchEqN2kZjZeT5sqW77sfY+CbqxTPKppCM8OKP46T6dhGwQpSKIxWCLvTf",
-	"aRJspoEqrSCVXcdKNP+m01ZGjR4LUo06BkfTy/oGmUor/tTD65lt6c0SWcz5gLfw8rkcnF/8DrHSoNRx",
-	"2dqPjgWk7MoaiewSWZFl9EKjyCjurR5ayx9JRnM542rJxvzVA6Zvb5/sQrgoL1QZj2k2cp/1CVxIBfp6",
-	"U0gQ3uo6UIe/RgaDdXCWIeZtaq4QDbw4+ir/sQ7BhuivceFcA5lNikAI2gMFF1UkqVq61V0K5smriIxx",
-	"B7bdDoyRZYzNLoxJ/4LGl1OhFQpyzcWl0Teo4SGozaM5cjUtNW68eo761o+NKnryyl3OYz6fU5aQaig9",
-	"0+Y02bH4J5Lopsa2pueDK33FmdE8BwZJcFW3pua7JmO946+vrNi5DbOtSCbIaUve+Kmn73q9qJekMs/o",
-	"YoQX+8/RBrwY3G2uvRFWSD6RZIytxihpqi2hSsE8V2SCyqAmzGsqSQIsNRu0khgM7VWcHq7UaLj7e7z/",
-	"5cV8d/ZcHFw9Yz/+sXf9AwzVi0VoyztEhjGYr5IYvFAxN1Jh5W68s21XCxojzUdWmtfh2hvuD4aD3d39",
-	"wfMQQPoiXsjwZujrIjENzPmjWQZan4ghvTL4LufZGwYMcVFPaWVeybXWe2bbPqDkdOBVG1NipHUIWmhe",
-	"fg7vRKBUp/q7ECnvKup1DE8WsbnR96KeOZSaNeB5DPA4O85ZRRV19DRN1OuoHLU+LV6/sjsueb25bgJ4",
-	"eQV5xhfzIONFC4mGaipoDKMcRMoDou8/+DWaILRaHs8gKTRnc33xHiLJBUy4gErGkv7PnCSFIeSt2kns",
-	"Pd8bzobzoQwdd2BXqeDMwet2MRc8KWJ7KBK4gozn2OZzkIXq28AkhQ4enpQoIVVTkjJFL4FcwkKSmAqx",
-	"IP3xh9e//nw8evX6/dt3//nL61/PRievrAlJ70R9VVDsrsPf8+IiS+NRIbI6G0Qz1+HOjgA2pQP7fRCj",
-	"2bw1iL2kd3ixQFyBqLzEdTCHg93BcA0mVaKwBnJ9gypAog5aCp3UV0Yu/0rtQS1BO47nQF5ykfOS/y13",
-	"WXhuqE//dX7+ZTjcPj//svvm/PzL8zef//mPEOpeTyag1WD4ifMMKGufCsNFV957eZbGi1PTVm8JzQrw",
-	"hN+FHb6JWdPO8eoggkoQT6ycumsQS6mVMvXDQS/ooLotzGbSNsgYzZDB3EVC1H/9nV+sFDatnWvyVkO0",
-	"ajHKBb9KnT1l4yGvGYgRfMm5UJv3b2BuFXyRWXlj1hCC0YIUwJxhW6OLhQKpT90ooYu1wT6pFKE5/TKi",
-	"U7c7t+mtV/K1EOgb9K0A4Bea7Tnjt9KI5kxDcovRGnvoYcYHMgqjfikoAUSF9jqgZWzi74561kcVIBe0",
-	"mkEygjlNs1HC5zRl66PoFNmo7FUYGs0n9DanzHWXkt+muwRpzNhmb0YzXoiv32kfqPoKu2aMOhDa3tXl",
-	"jKFXHvCozim9vVzKdt3O3LWoWPfSfAuJoRFWVwCQCf5PGs/BKUBaaXfCCjHc0AmeHYREvG74CneiPn5j",
-	"5NpA+0uUi/4nuv3ncPvFZ/eP7c9/DaMfdm/c963/cX4+2PrnJxMEE/2wfxPWPRoykCbGeUGz996eTWgm",
-	"oWlLf03jGfEog2QwUYQXiqRsBkKr4Kqu2trgFK39hWVtU1FZS5oGOjXkZUD/ae+9EFy85Al0xWFhlN2c",
-	"xrPU2vIJnxDqrC+o0dqbQSN+AdlyM0QBzVThmIbgT4XEHxqeBRy66czuRb26g1rfAZxDU9MYqBlPRvqT",
-	"5RR6P5reRJxMFrnGISSjOSQpHVkDW9DLVanepSdPn7YyyMFDA0YymL8bPuP6R+uFqX90HmPNDj0/lp7L",
-	"+dT1IvkVlCysdKFXvMvGSuBVwoumMJSJtDUCprfcxHzRZMRZtjDGyUtemE3Vh5FmwQvfHURw4qXOj85c",
-	"GdCJ0a0/vjjY3YrIDFgMpMjNPM+9cQk3dsHrVED9IvZsMox/oD/C9n68m2wfxPs/br+YPIPtvYvnye7F",
-	"LhzQ3WGTST1fdgM6P/+yhxeg56877j5VDGDICGt2ekRVp2Fr5eXWBuUuG6N943dyYKnoxka6tYlV3miG",
-	"pkk1ZVebmlS/ViGzh+urkGsO8qqQ13KLT7F50PrYVj6cbHXMwtvIGs6jGp3U1hWS8RU0x9htpdBr2Kd8",
-	"C/6KhftWBWc1C0sXL75GQixAkYngczylGgsRGaMNZoTtYHReDIf7sWmJ/wb02G8aTFlznVih1PRQrMSf",
-	"8d83Dm6earHVXusxyUFIjWhy/P6EXMKCTLgg4x2apztXuztcTMflYvWdJrhUcjrj14xwFsNg1dFY41yc",
-	"FvM5FWgeRm/pih4fZUBNx46NmaMSD8vx+BIJeyUdlsziL8efQsrpTZNgN+FljUWZrsuBvwuTvScDvrXJ",
-	"vsmrfHsvsEQPX/GbitmUHClswH+LusapdwPeVM22WgvJBUg0EktiFBgt3tWMKoLXmyOCJCFJTBnjihh3",
-	"DEkDKnfnrXutLfPvM8ZOcmK6Ydh5cwsbF/O2wt64ercbdF6uW3bDMuT9+d7qkPfW/v8Cyx0sm7ETwbO6",
-	"p1tvTpBC7pjx4MQh+n5nneplnH+YKMwdOeDifHny6oMf+jSnizIGVIusIwLzXC1sahFlC4xpdxRV6Tu7",
-	"wwH+b+fH7giBin5upcOt1so2dnwrfrmhlsZaHgUFQlANznYueBJ0L+tL3PpH8RTvfKusH2VMRK+cYKlK",
-	"1SCEIC1VtN524zXUpA7UbmhCzIrpSmzoNutqpv4US3TTUPCGm6EDMTWGUUfNbYj5K7TO2yDaXIlpON4T",
-	"MzDHpW/NikUbeKQXYHNaMMDR875qVoG37IFvQdvsuvEABOCZEUYCqAy5NH+bLYiJ1a9i/Ps0k5xcQo6h",
-	"nRlgLmXpkU4lsYjaWivkpsiTjYnE88CW7GY32tiztpLkAxiqk4zvg62xGG9Vq87N5kpx/YyEPLeGfNDk",
-	"2taTv+KIrU+WDVR3RIUtRcxJQyZxMV0ukzx7jG67IjGyPtldaPc1bvit9fv2gffUM4pui4YhscnoLK2b",
-	"fxkr4+cVWPyIZP+1tHzC4sEdkm0DiRvRIOY9BoS+dW2uRRY4xisaDPyd2ATPFZmNd2AEU3y9TM/lfjKb",
-	"Sop5moiEIAJR+d9cU9rMGClTFkN32QStrcdoTmbmqtgpjINXlHAwZeBKUjfhNcUIwtiJozthOojsb81t",
-	"1g08Wbqzftta0MVq5+lb0/bGeC20Ou+ZIJZ1bxgs7uKk3ZF2ssRJ3Vxjy23tQOjeqrclcjc10Jjszdt7",
-	"QLtiZipcDZ/vPz/Y/XHvYBjAWmnnGIYiiuuBNOWQWBTgFkM1o2o8GIe3HLIMsvGAWzZQMHB6ecBNOfKL",
-	"4MjObLT/w7Nb2I1qwQot7jv2qXZ8aBLe/W9PJMlxhCN9s3LUgi198nkiHQFJ0jeBoO/fvT15+Z+jV6/f",
-	"HH98e3YaEcikiXm9KNJMbafMddk6ImNk+eNDTFYzx8WmLqPV8In+L4lnPDWG9dJsVTcuVfC4ILGgBmRQ",
-	"8ptIN7RtN3ijCQ3QnLnG/HySfmZLXTgqejYMc7yalRFHbFvL/36cuTPw9mTKuIDkqMrHTSBOE1OZaR2+",
-	"26Zym1jZ9usw8uHNS/Li4NlzFxBhcng/AJvSJ5LAFwUMc4HnML8AIdscsJHt25HuFEgW1gTsMo0Zv7YF",
-	"fNZapCZm1Yr5OWb1XH5cib6rkXO8PJ73CM0EUEzKTqWSQS9UmbGzlIbKqBPXI2B0RQFjYycIOvwj4zZr",
-	"FsqoGVvr2MVujYRNc/tsAT4H6fT75aqQGbPqEJKrIVdAlZVTASPgjw1Nq/VSDR3kEiz1UNWCQN7nclsI",
-	"A0jCe1ll/JQQHwxfBJN3NEuoL01f/YkLgenOhusIu0/gyqVBy51aNM1auXAGHi9Dx5BlaKtOHR4d368Y",
-	"/aGm9oabQYY/XiPDj3ooz1IoW5V/lw1cDFfZovzgmhSarNzPNhap+adrqwRlcuINV31wTWiRpLZ/SGCd",
-	"bh6hun7+ng032pi7P6TrrE3NHi/eVFG/u8DVEnnLNXiHtfU0jnYMhtOBJMSFSNXC+VzlEQHU8J1ur8+f",
-	"tOZd1KxI3wxK7H/2DiJC2YKYBWx9W99rRXhB7YD09XnY5ixb+DnIFVq/T9/tg6o9p9a+26jxxa9BxFQC",
-	"yUCZeL0knWqyoCwhs0U+AyYjsk8UJwfDWlwfukFSNsWWxqxolAxqxyJcmMEG5CNL/ygAW6bzeYGhgvWo",
-	"PbRn1+PubAxwFRq8G+3/WIYGB82+p8bm6VUGW1djd16S3keW09SkmqcxkL3h3g/bu7ttm+USt0pEUkau",
-	"uUhkq6TSE+mCG7CspwTQbdUMUkFcFYFGFNSzTaOgLGQh9lLaK0Nmz7WMlf4Vf03+a7sIr2TMGr3wfm4d",
-	"L2t2USDmKaPZaJ6yQgU9/5wxU9lL2oIvtsKAyTBpzYHVDiCxEah22EHvkBVZtlJ4mDGbq2+gsLHQwCI6",
-	"9/GMK5qtyFz63rYoYIFrax2Bbfx6C9t970PY4Lu2E2Azy7C//3diH76dE8F3GWxiUv4oH8CJ0LycFVJs",
-	"dDkLeZSDvoBgTpJTwE41WDYEqxm21DI/uBauYpONIS1riwTiSCPNlTRDu1jY5uUo2ya6yZD0uCxphYoN",
-	"UIE+bgu4vq0598i/1ot5XRnhivWJC8EgwSBXDaAXIWzCDymLYUB+hSsQxAUk6obVlZYLPWFEqGxgRxIq",
-	"gLBW11oY7hqLvkH2N+HhmGa9WMyQQRuQZ8UcnLNz9vTpOw/Ip09Jv5rd1bLZOkQzx/WMI6iiYE17+oAc",
-	"++kwehGUnbP6ckl/rFtxYZnaIfkJl0NWk8jWgKDxxbMR0Dl41STPWaqM3UArI1r5G3/ZxnG3jbWhsnwd",
-	"mV6YCU+ATbiIQRL4QmOVLbwYzohIbizEkzTTE1hViGULkmc0tjObTUwgzqiAZEDG9ZJjVQQeMXYjey4Y",
-	"N91xEz4UmQbhCsTCW+KE6+uJPNQttsnTp+9EojXSCYlnEF/Kp08PbVHMflUCYQurSHsg6IH644PhLmkW",
-	"QzNNLfYINtonATuNaedqqeIiLP1P9XVJtcrGYonyZulYPcX4YHefBMol4gSNQt7mm7s56D/qNqJUScgm",
-	"A4MZtN7Jp09xK8ZdhevGJi/nxcGz51tOzQ+lk6XMFfDRQGuFX1XFZJ9IcvIKm1QWtLEFo7EEvUFlsVLu",
-	"uJi5lnA1A0EYZ9tlipkiFLdQRmTGGS9sL6QKDYjpgjaUAflVk39OYzgk/ar6FRa9MWllERG8UEAUzPOM",
-	"KtgakGOstr4wSy/zmS5Bn9VEz1B+c5ttuJ9slGPHCsZE6xzIFvAfplBkiQC1/QELuUNySLSwHh/Vxtdz",
-	"2g1I0skEsByvmzSVZHwwfEE6CvEOyEvOXAlfpwrp0XFAzuzoNFUIHZoMEHVH5RnXjeALxKgJk3f6QGMp",
-	"GCknRVauEA+2Htis/JBQV7nJFXKyRXYI42qGxQwlNyjW98hUlXMQOhEgZwPyGk94iULNa8oJpCl3qLEm",
-	"CXXvKcRUYH38sU9b9lGGMelTRTKgUpG9A4LXeRvzpzE9SYXE4Q0YmjkctdbwRFbguPKJEcHAALcsrFJl",
-	"bfmWzu2x1ASO9IhFJ60hAJKSF0jkyGTs2h+S855h7rat4e7nvXFFk86BkFEDvACakL7+Zfz6jE7HRpT9",
-	"/Pps63bl9r2Kk4QLg/3lxfcjLfikLf5a7kezJqpFjVahNSMqJJC4EJJj7fiUWYE3LovFj0l/dzDQF+PS",
-	"erU7HG4hcxj7xd312jWYteruT2S7DHxEeE7/KGBrcI7F29IYmEQt1EYvvRc8FykoGxRvLeS9plqg9QDP",
-	"xOfKwpjqYYzmae+wtz8YDvaNrWOGiqHTGSr1SO7QMq8r5zJQvK5RftTscjXAE+lysKzkjQVg3jHNDJoE",
-	"VbDtiqnmIBqFQQfkpWW4urNW8UifC5KlzJahRp+Rph/8zVIgVQQ15C1NKJem87yM0nF37ZpbCmGxnJIG",
-	"lEzMjyLHzNcdU1lpfK4WvW535IqfRmXpUy5MWD9nKDvkNQhNqUN7aNYv+Eysq6pV8nngVxY7STDQTf/k",
-	"5QOVDqOfeLJYUih2swKxrRzAm/qVxXqba1Xz94a79zY/JF2llM3uW10gFWXWXF+WKXCmuPDBcNg1a7mM",
-	"Ha/yP3bZX92lKt6OPQ5W9yhLeOsOu2tAhQXNsfEa8DQrcet+ey9W92sWX0Zs26cyVvU1lfT9q2nv8NPn",
-	"qCdd9oOl2+q4pj4FKzqVZfYPGkNqV4Teoa1mhTM0L0E76LTaxrKaSIdTCLC0X+FaqzAoerVm4epwau5k",
-	"JS4kZF5YLoDXJFLngqZQYftIaslS1dSTvfpTRZ/CuKua7JTPnNxEa7U1V3zdOPQURts4ddv3V1baEFCz",
-	"LSusVqVdu17pwFqJTZhWvYHTCQXCWT5r5TQb9/BPu3BmJ1h+6cYgXOg18p0Hx9v/i27/GczX79yWqhLk",
-	"WttRr9XZRgPqxobmtZjiotQvtUxO552PupjQ0s1f9loGQFlHcMXcBVMmYX2zuT+3BM3wzgRNo7Rm6NEO",
-	"1OtQu9Vt7ZpvL1J2V3dpln+/nSh6QKZfsnmNRF9j9VHmMXr8HOLzXgBCkNcntcKYQU5/1gwIrMoiRsTI",
-	"EfLxw9uIeEURI2d1cpccrU8477bRPeWM5kCu9T8dNFoNhrY8+BnUKz8A8N5o15ulQzny7ID/DYjvFa7/",
-	"AhomUI/uvI8B4mtG8wQpsBbL4xFhWyd4V2v5cFpBgE/XgDZOYfPiiOqWEy6TbWPtocwTDYLSuqTZ652G",
-	"JyumneCYULz1oLGpZPcpN1o5YEslRw3/EeFZUimjj4KkU5Dwxgkq7wm174GTHIjCu4lKY0f9qL4MlVjf",
-	"7Kw2n6z8fD+X8kD25wNfy+uZim2KN1Aljcdx3KO5oZFtsx1sU68Ktu09cbusa+BR3MZDtMt6l+1wOd/3",
-	"QRyucRDLJ/3+JvaC8sQb2kELQeO5g9udehPTulqG7/zVuDLfdEr1n0E1+MSDyJdO05fX5tZH7m9A9Zua",
-	"1L4F9f4M6u5ItxRYG0mhpgXnMxotOp9NzoopSaUXMkl+RS996RTq8P2g46d96zEp3F8nRu0zz2tovB1v",
-	"Wz+E5LW56mtJ3oflB7Z4xCNf6OALm4vPvTXEZ/sxya+SvD9uNmX5vuM3E9umgFqD9z2RxIaxEZvS/uBS",
-	"fMfVpSgfTekoXFy7jZaBFdzGVmidJFVkRhPSr2rZpBP98ZrKrQF5SVkMWYYO+Rng269+VZvq9RWshoPR",
-	"DAPyjsWm7I/uNkM/PpbXjUyIRf0B4za3NXP6TOGVW+3XXV4arPRRu/n7c7FvwhWQPoNvD301L7gLvSgY",
-	"9tBiBhcQ8znIQC0v6+H3ajqNyf+PubX/bGek4+M6xDyuc2T9NKmKvMpfAub8ygUamtielp2MXzM5IKcG",
-	"nyY1pkyyDbzwVDEbNGZfAuSyij4iCdAkS1nAfG1ngP82zCWqkGa395Hd/M3YjaPZkBpyV2znNiqIF3S1",
-	"1FVw4rX7tuEDm5n924XL7/NgN2oqL7W4e5iPCPODP3qPBo87M9C3j1szusc32/tfH9AGEpT1LgKROp7v",
-	"xwD2TULAc5LQhTQhjX8UUNic5jlNM5tYaYKmMY/ehIgPyFl3qCS3IRPC9dYjHen7Qhnp66JYUzUgxyHQ",
-	"Jv6LF2BAkWVEos1uYXCNodR9jFYGlmwFbhCIgFog4Xfp9GhVgf9mkYhLHB5H5XaafUY6uaaLhiLx6Nz4",
-	"tuacv5E3BMmuKkKoT7bLD7wVO70bJWbnLy9K2XpKukwrQfblblSOYWnWGlO0mWScTfVCoYy/HpAPuhne",
-	"dVyPyIVhY8ibC9Sux2/79x6TCSLLlIk+ZcFuUmF2h/0lwC8RlLvjlw9zFVrOvOqi6lExupuTawhlRaTz",
-	"bc5u1OmUbKQDfAfERPomeVbLQaMAbT3S1916Gu+IuO5Gz17DY1cChXr5bQSRTQ9YN+bunWn+QPfpe7Vo",
-	"lUV/l0eZ4YIjd7vgmJWMJY1/5ymD5PEE3v/VV35zr/9tTlZelmHuEjG2UPM9ErmdoUO0GAjLNI8jQi/w",
-	"mSessChdNeHuarCPJt3vLj6mLOlb7qp3dlwxxGAyWK1w4p3YiIqAiQgT5WObpXo94xn45Gcob+161qRP",
-	"3Xtk7qWyqqv0yg0bG07qcLPVDssZkOOyyuvYVot1PB9ToVNJUlfizYvmcUXeyG+pmiWCXjs303jFE8Lj",
-	"2hvGSSrpRQZd5cdI2c2m3xrPFiZOpJJcaCq03vV5lTgEpQmsffN6X1Tc598loMgv/fzAkUTL+awtJuEI",
-	"/ZFtepm6j9FAa1x+TQGeO2f1X2G/MjPvgHt1f5maUz7Nf//6TnOqwIGs3k2IaizYy04zgQha7mBpJPMT",
-	"Vlt41PbvTnNRlQaaog8mhshg/noGAkwtG7MBxr7pitd9A23mNkdEgCxMXbx7crd90BO4oBWk+npwy3Kr",
-	"7YD4/evZY1gBJhxvF2MQktPIbAvFOemnSu9TDkprJi7I2YTicM+xJ/g1amVHpsjcuuF6QeuxRvAdJhl9",
-	"r6E0ZnMf1Ya/WQCNoU9Cvecav3UWzo4F5R650okqKyZfAuSY2aAP+EWhyBQUwcJ7JUbGmjeYqlpHKHHN",
-	"6yqhlgNii0Ub31UYqStdVeZaRGXpnqrC9ziDLc0VJ1iAqG/KstnKfhjCM96yj2wGWWMg6s+AeH8c6u7v",
-	"UI163N9hQkadNZZU8Mgd/27hhWbnvofcxJ3CvTwTLH7xjhmtJQdBPp69JAldoC5Kxvr/x0RxMlZ8TFIW",
-	"Z4XUaljfFTk7GA5NvFNE/gTBpWmThJhFIw/SPHa5KbfAXm+0nryGecbWpH44bcesKXCuX9E0W2gcy8cL",
-	"1t2cruN2zC7iuLBk5c5Y4Z5Qap4t7xGc+7k+mZrQOxKyyTLjAXoCT3Wj+yTSWqHvDsETU5OPZKs7d/ni",
-	"b0mH37y2S215HoWYfQrXFaotYsUm75hgo+4CmRrHBrdS8VySay5MmJKpFWkeHwNbU9YUzzVFhPQNUfql",
-	"urhm2CbnzFn6XQFqcgELrqVOrWZ0V2SST3z3dbE8CF3sMSzrwXnhN4zsuTcKXC7a33BBYprTOFVY5pwx",
-	"tIyYhxqwvrYs5t6bI05Mkb57bcK9MYKNvddHtLKQ0AUmJDE9yhySrQGp1S9CMwkvlOHKzt0kTO6ngNKZ",
-	"FS6P+JAaQvR3jPBovvWxNM4jB7Fdu0gq7BiRi3qlJ3Ly6rG6UPAkI7ot2pD865l2+OyDJW4+Qa14Uz3E",
-	"P99iukPt80udp/s3LR5c2fJgIePrGSdJmmDmoFHNnf+2FvBQFafrU6VEelEocA7XRv1OUzFfj83oHIhk",
-	"NJczrrY6Spy6JfwbBFS5taw+a9W7WY8HKVTk96/qWZdPn29qJX/P2vEBDpv1lKy1KgCbZ5Sb52q+1Jv3",
-	"C9ynJv4LdBbikCCi8Cl2Fc+fSCJ4BuZNlMEjpZQaFZZ8r8p5d9lbNqQT//Hozqqh7n3LqpZw9SBHVQu0",
-	"9ARmPL6UHqg2fgfdgDJoNDmtHt6/N6qsnkbtCPCwv3+lEfKRq1VcrfUe6iaEuk7wWZMwbTRavxWE1np4",
-	"dWtALEGQVvyZ4oQyW23golDYzafh8r0X22FkfhwHItJCMVsesf+7RG3VH9B9YIfDyoNtIrfu6Hz/e5VB",
-	"fIzc+iqe56K61B3zvhYEjVcMLRxYmtuwjkJkvcPeDp5wO83y+t/uObKqwoFXA7pdotjXROqXJW8Ea+QJ",
-	"FDiuWUxmXHovDvqluIOPNQQHbGbTe339LJ/loDRj7/xRysik9hDmkjwJmp28mv7GURKt2AZTCD7jfldT",
-	"BT7ctaY495FetsxjjbU3GCPz7HPw6UcPzYYQbz7f/L8AAAD//w==",
+	"7L37chu3syD8Kih+vypTzoiiLo5jqb7aVXzJUf2c2GXJlTpr+ZDQTJOcaAgwAEYSk6N/9wH2EfdJttAA",
+	"ZjAzGF5kSnYSVapikcSl0Wj0HY0/OzGfzjgDpmTn8M/OBGgCAv98fUbH+t8EZCzSmUo56xx2ziZApBKc",
+	"jQkwlao5UXQcETUBkvA4nwJTTyS5AiFTzkjKyO85VyB7nagj4wlMqR4Sbuh0lkHnsHPe2T/vdKKOms/0",
+	"R6lEysad29uoc5LAdMYVsHj++maWCpBNYH6dAMOppeICEiJA5pkifETUJJXkEub45e85SEWu0ywjF0BG",
+	"XIy5UsBI98Obl2R/f//FVhW8ERdTqjqHnYQq2FbpFIIQvuUxNYCEkBQLoMrAxHMRwxNJPn54S2ZUTaqz",
+	"1Qe+jTozKugUlN0IDxP/hnlztl2iONl79ozMRMoUvciAHJ++PDkh8YQKGuthjgg1G5HozctjlQtItkcp",
+	"ZPhFysZkCpRJg0w6BUIlSZUkMWcKmOqRn1MpdbP/+7//Dxke9PskLaEaXMJ8oNGcCkiGenWphsvQUifq",
+	"MDrVK/TWsa0XEnVcn86hEjn4SPmXgFHnsPP/7ZTkuWN+lTs1fNSI5d8wf4eYoVkTVe6XI3KtSWecXgGL",
+	"iAAlUpDkOlUTkioiYJbReZOw1ljZ3Vcy+pmqeLLw4OmTSTIqNaQ0iQj0xj0yPO88P+8My53iggyfDu2G",
+	"7f1AZgJizpJUj1fu1hG5BnqpG0tFM7DNd/fcER5MUznVEC3Y19G2gXnRhgYOOLtKFR6gk0S3wLH18ShH",
+	"TosmgzRZOPyMKgVCj/BfKbsafOpvv6Dbf3z+c+/7238FD+87MaYs/WPx/NxrtAyCRftcm0zP/56O4TT9",
+	"A5obfaJgKskMBJnRMRRY/z0HMS9B078NpB7AByKBEc0z1Tnc7fejzpTepNN82jl8hp9SZj7tFvhImYIx",
+	"iAKgM34JLexsyOBGDXBWpVsNDZcFTVZXKc/lcmixXwXcKb15C2ysJp3DPQui+7wb2rSPko7hjeDTJoxv",
+	"UiEV+Xj2kiR0HpGUxVku06tWiEZ6lEX7WRECnVZozngTlrc0CMoRoYpMuVRE88+EziWhIwWCDDUwwzZI",
+	"Ff8iOG91ZznjTBoJ+iNNPhiJqD9Z/q7/pLNZlhqJtjMT/CKD6Xe/SSPeViPz96aXmbRJQk4QJxwkYVwR",
+	"5CtGVDvdgXSHKbuiWZoMbPNhRIatskb/Zpt7pLnV69xGnZecjbI0/mrLjO38Vq7EuRB6gVJRBaQ7lFk+",
+	"Hiiq4Q2uMJfV9WE//cUsF/roKyqUaSFBqZSNBxmPLyGxq38tBBcPufRjRnIGNzOItZYBenoE5A0XF2mS",
+	"GL7ykPuAtEAyGl9atSbmM0D6kvlolMYpMDXAL4eR2aKhoyv79VZE/uPs7P0pSSVxP5HucKLUTJY0uGW0",
+	"X19W6A4ylzNgCSRatl6AlsgJZKBwiOJH3ZsLQkmWTlNlJqLxBBvhVwO4iQGSYl9/4gweGpOlGCYxZYRx",
+	"knE2Br0sosnUHFonqQG1dUe77lsBV/yy8S2NY5ipYnG/cPWG5yx5yAX+wonM40mhp5PukHE1GGk4LFjv",
+	"6TzjNDnj/C0V4wdH/wVP5sSQgSS75Of0R9IdzgxMA8X5INNQOVg9Le8NTTNIHhpcpw6WRqA0umVUqJpT",
+	"mmmxhZTT0DPdYbQMc2AbBNb3oRCKD7fCYnWpJNOqpt0dhlVsA/gZ5z9TNreyVz4kzB+0xEFughgXVMHA",
+	"fhxuHREJQIYfQIn59rHWR1AT8RwB3k9NXecUVyy1CXpNUxU0bUs1E9UmRnM1Aab0eh9286xpFJUEGJGc",
+	"XTJ+zSJi+ZbeTcusjAixDNpyB5okAqSRKEbCFOoMzTJ+TbrDvLrAYUQ4AxLzBCLNOycpU+R6ksYTTRi3",
+	"Dl+I6uNYpVepQiN/JvgMhEqN2kZjZeT5oqW77sfY+DbqxBPKxpAM0NLHcVJtXQQMskJxpELQuf6cJsFm",
+	"GqjC7VE6cqxE8y2dpjJq9FiQatAyOPpaVvfAlFrxpw6aZ7alN0tkMecD3sDL52JwfvEbxEqDUsVlYz9a",
+	"FpCyK+sVsktkeZbRC40io7g3emgtfyAZnckJVws25s8OMG29fbIL4aIwqDIe02zgvtYncC4VaPMmlyC8",
+	"1bWgDn+NDAar4CxCzNvUmBA1vDj6Kv5YhWBD9FczOFdAZp0iEILmQMFF5UmqFm51m4J58ioiQ9yBbbcD",
+	"Q2QZQ7MLQ9K9oPHlWGiFglxzcWn0DWp4CGrz6H9cTks1i1fPUd36oVFFT1454zzm0yllCSmH0jOtT5Mt",
+	"i38iiW5qnGl6PrjSJs6EzmbAIAmu6s7UvGky1jv++sqKnbsw25Jkgpy24I2fOtrW60SdJJWzjM4HaNh/",
+	"jtbgxeCsueZGWCH5RJIhthqipCm3hCoF05kiI1QGNWFeU0kSYKnZoKXEYGiv5PRwpQb93d/i/ZsX093J",
+	"c3Fw9Yz98Pve9ffQVy/moS1vERnGQ75MYvBcxdxIhaW78c62XS5ojDQfWGlehWuvv9/r93Z393vPQwBp",
+	"QzyX4c3Q5iIxDcz5o1kGWp+IIb0y+C7m2esHHHFRR2llXsmV1ntm2z6g5HTglRtTYKRxCBpoXnwONyJQ",
+	"ylP9TYiUdyX1OoYn89hY9J2oYw6lZg14HgM8zo5zVlJFFT11F/UqKkelT4PXL+2OS15trtsAXl7BLOPz",
+	"aZDxoodEQzUWNIbBDETKA6LvP/g1uiC0Wh5PIMk1Z3N90Q6R5AJGXEApY0n3J06S3BDyVuUkdp7v9Sf9",
+	"aV+Gjjuwq1Rw5uB1uzgTPMljeygSuIKMz7DN5yAL1dbAKIUWHp4UKCFlU5IyRS+BXMJckpgKMSfd4YfX",
+	"v/x0PHj1+v3bd//58+tfzgYnr6wLSe9EdVWQ767C32c8S+P5wIYOlp6w99j8lWutB8gvsjQe5CKr8lH0",
+	"kx3u7AhgY9qz3/di9Ls3oLBWfkvcC8QViDKuXF1nv7fb66/A5Yo9qIBc3eESkKiFGJsICx3+V0bU/0Lt",
+	"2S+APY6nQF5yMeMFS10cBfEiW5/+6/z8pt/fPj+/2X1zfn7z/M3n7/4VQubr0Qi0Zg0/cp4BZc2DZhjz",
+	"ant9atrqTaJZDp48vbDD13Ft2jn2H0RQAeKJFX2bBrEQhClT3x90gjGvu8JsJm2CjBkRGUxdNkX119/4",
+	"xdLT1di5Ors2ZKzmg5ngV6lz0aw95DUDMYCbGRdq/f41zC2DLzIrr80aQjA6pQKYM5xwcDFXIPU5HCR0",
+	"vjLYJ6VuNaU3Azp2u3OX3nolXwqBNsrvBAC/0IzQ+dOVRjRnGpI7jFbbQw8zPpBRGPULQQkgKrTXAcVl",
+	"nRB61LFhrwC5oCMOkgFMaZoNEj6lKVsdRafIRmWnxNBgOqJ3OWWuu5T8Lt0lSOMZN3szmPBcfPlO+0BV",
+	"V9g2Y9SC0OauLmYMneKAR1VO6e3lQrbrdmbTomJVO/wOEkMjrKoAIBP8nzSeglOJtB3ghBViuKYTPDsI",
+	"iXjd8BXuRHX82siVgfYXKBfdT3T7j/72i8/uj+3Pf/aj73dv3fdb/+P8vLf13SeTVxN9v38b1j1qMpAm",
+	"Jh5Cs/feno1oJqHunn9N4wnxKINkMFKE54qkbAJCa/Wqqi1bHUzrg2FZW1dUVpKmgU41eRnQf5p7LwQX",
+	"L3kCbblcmKk3pfEkteEBwkeEOocO6rjW2KilRCBbrmc9oOcrnCYR/CmX+EMtWIFD1+PjnahTjXlrs8LF",
+	"SDWNgZrwZKC/spxC70c9QImTyXymcQjJYApJSgfWZxcMnJXKeBEc1KetyJvw0IDJEeZzLQxd/dIGdqpf",
+	"uiC0ZodeaEzP5cL0epH8CgoWVkTlS95l0y/QuPASNAxlIm0NgOktN2lkNBlwls2Nv/OS52ZT9WGkWdCG",
+	"3EAWKNqJfobn0qRQzJD94cXB7lZEJsBiIPnMzPPcG5dw42q8TgVUTbNno378Pf0Btvfj3WT7IN7/YfvF",
+	"6Bls7108T3YvduGA7vbrTOr5Igvo/PxmDw2g569bbJ8yrTDk1zU7PaCq1Ve21F62ib2Lxmg6EZwcWCi6",
+	"sZFubfKd15qh7qVN2dW6XtovVcjs4foi5JqDvCxtttjiU2wedGg2lQ8nWx2z8DaygvOoQieVdYVkfAnN",
+	"MXZbKvRqLi8/KLBk4b5XwTniwtLFS9mREAtQZCT4FE+pxkJEhuiVGWA7GJzn/f5+bFri34BJAOvmZ1ai",
+	"MVYo1YMeS/FnUgJqB3eWarHVXOsxmYGQGtHk+P0JuYQ5GXFBhjt0lu5c7e5wMR4Wi9U2TXCp5HTCrxnh",
+	"LIbesqOxwrk4zadTKtDjjAHYJT0+yoCajh1rM0cFHhbj8SUS9lI6LJjFn44/hZTT2zrBrsPLaosyXRcD",
+	"v4kogCcDvnYUoM6rfBcysEQPX/KbktkUHCkcE3iLusapZwGvq2ZbrYXMBEj0O0tiFBgt3tWEKoLmzRFB",
+	"kpAkpoxxRUyEh6QBlbvV6l5py3x7xvhJTkw3zGSvb2HNMG8q7DXTu9mg1bhu+A2LLPrne8uz6Bv7/zMs",
+	"jtmsx04Ez6rBc705QQrZMOPBiUP0/c7G6YurA2GiMDZyIGr68uTVBz+bakrnRVqpFllHBKYzNbfXkyib",
+	"Y5q8o6hS39nt9/C/nR/akw5K+rmTDrdcK1s7lq745ZpaGmtEFBQIQTU42zOB8YmmUqWNuNWP4inafMu8",
+	"H0WaRaeYYKFKVSOEIC2VtN6MDNbUpBbUrulCzPLxUmzoNqtqpv4UC3TTUD6Im6EFMRWGUUXNXYj5C7TO",
+	"uyDamMQ0nEKKtziHRbTNikWby6QXYK/JYM6kF9DVrAKt7J7vQVvP3HgAAvDcCAMBVIaCnL9O5sSk/5fX",
+	"Bro0k5xcwgyzRTPA+5hFkDuVxCJqa6UsnnyWrE0kXky2YDe70dqRtaUkH8BQlWT8qGyFxXirWnZu1leK",
+	"q2ckFLk15IMu16ae/AVHbHWyrKG6JdFsIWJOajKJi/FimeT5Y3TbJXctq5NtQruvcMOvrd83D7ynnlEM",
+	"W9QciXVGZ2nd/GW8jJ+XYPEjkv2X0vIJi3sbJNsaEteiQbxKGRD6NrS5ElngGK9oMJd4ZO+MLrksuQEn",
+	"mOKrXR5dHCezt1Px6iciIYhAVP7X15TWc0bKlMXQXnpBa+sxupOZMRVbhXHQRAnnZwZMkqoLry5GEMZW",
+	"HG2E6SCyvza3WTXxZOHO+m0rSRfLg6dvTdtbE7XQ6rzngljUveaw2MRJ25B2siBIXV9jI2ztQGjfqlde",
+	"Vt2ivL8n0sUyJemaJL/3796evPzPwavXb44/vj07JfwKTPTmIk8ztZ0ywhnILeOs0afPW8gTSUyWGvYS",
+	"aQKyR15fgZjbi6aUJZVI6wSjQdblQ50ryDmJJiDA8xCNuCCAg1UuvV5PuAQ3b3ErSvdB3VZJyEZNt9Ff",
+	"jnRr9LMqtbTTyNtiFes68cxe3j1K3pZXVZ6n/vP95we7P+wd9AMnq/CF9UOJ7NVkq2JIrEVxh6HqmVce",
+	"jP07DlkkYnnALRoomK+/OCmrGPlFcGTnWtz//tkdfIuVhJYGgxn6h3N4aOosBJnEkba+HbVgy/VYU0Qg",
+	"k1DlTbbL1hEZolowPCy4AST2xjx6lp/of0k84akJvhSuzaoDsoTHJRIGtWSDkl9Fumb8o8aETPqIlt4V",
+	"LuOT9DNbYcVR0bN+mLVUPNE44m3015ferenaJ2PGBSRH5TXwBGKUP53VZHOTyu193mbsj5EPb16SFwfP",
+	"nrukGXN1/AOwMX0iCdwoYHgFfQrTCxCyyQFrl8xbbtkF7qhrAnYX3Bm/toWiVlqkJmbVyAs7ZjVpqlei",
+	"7Xlyjg6G8w6hmQCKtQBSqWQwUllcFFtIQ0VmkusR0E9QwNj8GoJJIZEJrdbrs1Qc8lXsYrfaPWHjoWgA",
+	"PgXpbMDF6rIZs+wQkquhcFF5GawERsDva7rfqxVCWsglWGGkLEGCvM9dqSIMIAnvZXnRrID4oP8ieGdM",
+	"s4Tq0k415bg0qfZLmC2XNRK4crfv5U4l42qlK5gGHu9imCHL0FadOjw6vl8y+kNN7bVQlAx/eY0M317N",
+	"SKFoVXwuGrg8v6JF8YVrkmuycj/bfLX6R9dWCcrkyBuu/MI1oXmS2v4hgXW6fhbz6tdGbUra2tz9IcOr",
+	"TWr2ePG6xtzmkpsL5C228hzWVtM4mhag04EkxLlI1dyZXPKIAGr4TrfX50/aEABqVqRrBiX2n72DiFCm",
+	"DS+9gK2vG58vCS+oHZCuPg/bnGVz/+p7idZvM77/oGrPqY0B1ErL8WsQMZVAMlAmpzNJx5ostEU/mc8m",
+	"wGRE9oni5KBfyf3EUJm25o3tn+g/UcmgdizChRmsRz6y9PccsGU6neaYTlrN7MSYRzU30+aJl+nju9H+",
+	"D0X6eDA0cGr84l5BulU1dhdJ63xkM5qaCgdpDGSvv/f99u5u06+9IPQWkZSRay4S2ajk9US6BBgsHysB",
+	"dFs1gVQQV7yilin3bN1MOQtZiL0UPu2Qa3wlh7Zv4q/If20X4VUqWqEX2uc2OLdiFwVimjKaDaYpy1Uw",
+	"O4QzZgrKSVtnyBa2MLeQGnNgkQ1IbJayHbbXOWR5li0VHmbM+uprKKwtNLCI1n0844pmS263fWtbFPDS",
+	"NrWOwDZ+uRf2vvchHBRYOVC0XvTA3/+NxBDuFmjyw0rrhB0+ygcINNWNs1yKtYyzUNZBMF4UvLfmFLBT",
+	"DZZN06untjXcD66FKxRm84yLkjaBXONIcyXN0C7mtnkxyrbJgDMkPSwqqaFiA1RgHoQFXFtrLoT279Xy",
+	"opdmQWMd7FwwSDARWgPoZZGbFFXKYuiRX+AKBHFJq7phadJyoSeMCJU17EhCBRDW6FpJ1V5h0bfI/kY8",
+	"HFHRi8VbVOgD8ryYvXN2zp4+fecB+fQp6ZazuxJKW4fo5riecARV5KzuT++RY//KlF4EZeesulzSHepW",
+	"XFimdkh+xOWQ5SSy1SPofPF8BHQKXhHTc5Yq4zfQyohW/oY32zjutvE2lJ6vI9ML6ycQYCMuYpAEbmis",
+	"srmX5xsRyY2HeJRmegKrCrFsTmYZje3MZhMTiDMqIOmRYbXSXZmlSYzfyJ4Lxk133IQPeaZBMPGjYokj",
+	"rs0TeahbbJOnT9+JRGukIxJPIL6UT58e2lqs3bLyxhZWK/dA0AN1hwf9XVKvwWeaWuwRbLRPAn4a086V",
+	"8MVFWPofa3NJNaoVYyn8esViPcXwYHefBKp04gS1gvHmO2c56A9VH5GNnRnMoPdOPn2KWzFsq5c4NHe3",
+	"Xhw8e77l1PzQlcOUubpRGmit8KuyhvETSU5eYZPSgza0YNSWoDeoqJHLHRczZglXExCEcbZdXENUhOIW",
+	"yohMOOO57YVUoQExXdCH0iO/aPKf0RgOSbcsuoa1lszVw4gInisgCqazjCrY6pFjrOo/N0sv7rxdgj6r",
+	"iZ6h+M5ttuF+slb2HwtnE61zIFvAP0x90gIBavsDPhgAySHRwnp4VBlfz2k3IElHI8Aq0G7SVJLhQf8F",
+	"aan/3CMvOXOVo50qpEfHATmzo9NUmaAssg2NuqPijOtGcAMxasLknT7QWIFIylGeFSvEg60HNis/JNQV",
+	"DHP1w2xtJ8K4mmANTckNirUdmapiDkJHAuTEhZsLFGpeU0wgTZVNjTVJqHu3I6YC32EY+rRlH/8Yki5V",
+	"JAMqFdk7IGjO27xQjelRKiQOb8DQzOGosYYnsgTHxacjgskjbllYHM368i2d22OpCRzpEWudWkcAJAUv",
+	"kMiRydC1PyTnHcPcbVvD3c87w5ImXQAhowZ4ATQhXf3L8PUZHQ+NKPvp9dnW3Z518AqdEi4M9hc/8hDZ",
+	"KD7WHC72o16K16JGq9CaEeUSSJwLyfHJgpRZgTcs3igYku5ur6cN48J7tdvvbyFzGPpvCui1azArjwo8",
+	"kc3XByLCZ/T3HLZ651gzMI2BSdRCbYbbe8FnIgVlL05YD3mnrhZoPcBz8bliQqZoHaOztHPY2e/1e/vG",
+	"1zFBxdDpDKV6JHdocfdvxmWgZmKt6q3Z5XKAJ9Ld07OSNxaAd9NpZtAkqIJtV8N3BqJWj7ZHXlqGqztr",
+	"FY90uSBZymz1c4wZafrB3ywFUkVQQ97ShHJpOk+LTC5na1fCUgiL5ZQ0oGTiHTpyzHzdMZWlxueeQNDt",
+	"jlzN3aiouMuFufrBGcoOeQ1CU2rfHprV64wTG6pqVBrv+QXtThJMhtQ/eXfGioDRjzyZL6hPvF5d4sY9",
+	"0duqyWKjzZXHGvb6u/c2PyRtFbzN7ltdIBXFzcquLK5JmprWB/1+26zFMna8Byewy/7yLuWbAdjjYHmP",
+	"onK87rC7AlRYRx8brwBPvQC87rf3Ynm/es1vxLZ9oWVZX/OAg2+adg4/fY460t2QsXRbHtfUp2BFx7K4",
+	"IYbOkIqJ0Dm0NdBwhroRtINBq22s5op0OIYAS/sFrrUKg6JXaxau/KvmTlbiQkKmueUCaCaRKhc09TGb",
+	"R1JLlrKUo+xUn8T6FMZd2WSneF3nNlqprTHxdePQCyxN59Rdn/1Z6kMIlhP2qwm3vRKDtTrrwPnlXapj",
+	"/rcZ7r8Vv6wk8G8FX0tqBRsXVry35lQh9yJVs8BrK/h+idHg+0AYZvKjDcfb/0sD/V0LwMFJyoqlK+1f",
+	"taZsEw2oTJtDouUaF4VCqoV4Om19fMjkK6//5NwiAIp6l0vmzpkyVRDWm/tzQzL1NyaZaiVgQ4/LoCKI",
+	"6rBua9d8dxm0u7xL/ZmCu8muB5QShVzQSPRVXB9lnmTAr0OCwctYCAqHpFLANSgaGsnNZfXNiBjBQz5+",
+	"eBsRr/Zm5NxUzirSCogLhxtlVU7oDMi1/tNBo/VmaAqQn0C98jMG7412vVlatCnPcfgPIL5XuP4LqPlM",
+	"PbrzvgwQXz39J0iBleQfjwibSsS7SsuHUyMCfLoCtIkim5dxVLuccNcj11Y3isvHQVAaVp21BzU8WT5u",
+	"Bcfk7q0Gjb2feJ9yo3GxcKHkqOA/IjxLSu31UZC0ChJeO0GFYVH5PnCSA2l7WG1aBo7qy9BTAOud1fpb",
+	"qp/vx4oPXCl+YDu+ev21SfEGqqT2iJN7zTk0sm22g22qpea2vbeXF3UNvNZceyF5Ue+iHS7n2z6I/RUO",
+	"YvH05F/EwVCceEM79dtkdz/1Jgl2uQzf+bNmY9+2SvWfQNX4xIPIl1ZfmdfmzkfuL0D16/rgvgb1/gRq",
+	"c6RbCKy1pFDd5fMZnRat73ln+Zik0suxJL9gWL+IIrUEizBS1LR6TF2ALxOj9v3xFTTelkfXH0Ly2gII",
+	"K0neh+UHtiLJZvjCxkTx35DBrC+H91aQw83XU79IhP+w3pTFg6ZfTf6b8n7N2+Q2gY7YggsPrg7suKop",
+	"xStBLWW1K2ZtkdLBbVaHVm5SRSY0Id2y0lI60l9eU7nVIy8piyHLMBVgAvjYsV9zqXxuCGs1YR5Fj7xj",
+	"sSlKhZflMYMAiz9HJrmj+mJ3k22bOX3u8sqt9susoBpP/qurSY/scIPs8KuwFyT04KtdX8xUNqGpBTM3",
+	"GlzlAmI+BRkoWWeTFLzSZUPy/+P14O+al+rxVSliXpU6spGjVEVegTsBU37lciVNelLDc8evmeyRU4NP",
+	"c7unuCcceBut5FroXr8EmMkygYokQJMsZQGHup0B/jFcKiqRZrf3kW/9U/mWI/6QYrQp/nUXpchLQFsY",
+	"BTnx2n3dVIr1IhrNQv/3ySFqNcgXBhM8zEeE+YkwnUdfzsZiD83jVs908iMS/rcP6N4JKg0uG5M64eHn",
+	"Q3bN5YjnJKFzadI7f88ht/e7pzTN7CVTk0CONQVMunyPnLWnjXKbDSJcbz3SkbZgiqxnl9Gbqh45DoE2",
+	"8l+IAQOKLLIz7U0fBteYVt7FzG1gyVbApkEEVJIqv8l4TuPVhK+WlbkglnNUbKfZZ6STazqvaSSPcZuv",
+	"62D6CwV6kOzKop36ZLu7kndip5tRYnb+9DK2bRCozdkTZF/ONHMMS7PWmKIXJ+NsrBcKRS56j3zQzdBo",
+	"cj0il5KO2Xwuab2ay+4bUOZWjCyuj3QpC3aTCm+62F8C/BJB2Ry/fBibajHzqoqq++FVj5GzjbADQ31L",
+	"UsnvwhCi1iBu7b7FN0ChpGtuJ2vharSqrUdtfrOR2Q0R12aU9xUinAVQqOzfRbrZ+xer5ii+M80fyEi/",
+	"V39bUXl7cVYeLjhyJgvHa99YV/w3njJIHk/g/dvT8qtnSdzlZM2KWuhtIsZWS79HIrcztIiWohS2uRZz",
+	"ROgFvrWGJSylK9fcXm73MZ/om8snKguru131zo6rNhm8bVepTLkRx1Me8DthJYLYXgO+nvAMfPIzlLdy",
+	"wXDSbVSCL7tKr56zcQylDjdbzTSmHjkuyugObTlex/PxrnkqSepq6HnZT66KHvk1VZNE0GsXBBsuecd7",
+	"WClvn6SSXmTQVt+NFN3s/WYTd8OLJqkkF5oKbRLBtLxoBYVfrWnOvc9L7vN3ScDya2s/cObVYj5rq3U4",
+	"Qn+M093HnerH7KkVrGhTKmnjMuMLvGtm5h0YjcA8RrVAX3rtGt2/4lSfKnCyyxcuogov964FmnwLLcCw",
+	"iJX5CetiPJoNm1OBVKnKphghiiEymL/Gh2Gw6pDZAON9dWUGv4JadJcjIkDmpoLhPQUDP+gJXG4OUn01",
+	"h2exT7lH/P6BF3fC+Ykx5lo51c62UJyTbqr0Ps1AaRXHZZebjCPuhR0Fv0b17siUA1w1vTHo29YI3uDt",
+	"rm81Y8hs7qP+8U/NEzKETqj3iuvXvke1Y0G5R/Z2oooi2ZcAM7ybojnFRa7IGBTBWosFRoaayZhCakco",
+	"us2DOqGWPWLrg5sQXRipSyNyxlCjsojClemOnMGWZq8jrDnVNZX4bDFHzFQabtm3d4M8NpAlaUC8P1a3",
+	"eauuVoL9G7xSU+WxBRU8stl/bDqmIYFv4ZrqTu5eLQrWQXnHjB41A0E+nr0kCZ2jdkyG+v9DojgZKj4k",
+	"KYuzXGrFsOsK5B30+yY/LCJ/gODStElCXKd2JdY8prsu28Feb7TmvoLnydYzfzj9y6wpwCBe0TSbaxzL",
+	"R5NvM6fruJnjjDjOLVm5M5a757fqZ8t7QOl+DDpTT3xHQjZa5M7AIOepbnSfRFopEt8iwWJqbpTZyuBt",
+	"aQZ3pMOvXuansjyPQsw+hUtMVRaxZJN3THJWe3FVjWODW6n4TJJrLkxal6kzGnkv1rrCy6aelLZZpV+1",
+	"jWuGbW4NuiCGK15OLmDOtdSp1Btvy+Tyie++TN2DkKsB09j+HslWXzET6t7IerG+8IYLEtMZjVOFdfcZ",
+	"QweQeTkEC77LfOo9guNkH+m650/cozfY2HsOR2sgCZ3j9TKmR5lCstUjlfpY6A3iuTKs3oXnhLkSLKAI",
+	"/oXrdT6k2hH9FTNi6o/PLMyLmYHYrpi5CjtG5KL26vbJq8fqVcGTjOi2aEPyr96bxHdILHHzEara6yo3",
+	"/vkW4x1q3wNrPd2/apnj6ugHK2tfTzhJ0gTvgRp938W7KwkiZfHDLlVKpBe5AhegrhWUNU846LEZnQKR",
+	"jM7khKutlpq7bgl/gwQ0t5blZ618yO3xIIWqTv9ZvjP06fNtpQb1WTOfwmGzei9upZLU5l3v+rmaLgxa",
+	"/gz3qd7/DK2FXiSIKHyKXQn+J5IInoF5pKf3SCmFRoVvEJT15ducOGvSif+aeWtVWvfgalmrunwhpqw1",
+	"WwQ8Mx5fSg9Um++E0U4Z9MQU7+jeI1WWb/W2JMTY378wgfCRq5VcrfFA7zqEukqyXp0wbfZet5G013gJ",
+	"eKtHLEGQRr6e4oQyWzviIlfYzafh4gEi22FgfhwGMvhCOW4esf9dstyqLzo/cDhk6cE2mW5ffL7/SSGQ",
+	"xzphD8s8XRac2jATbUBQe5/TwoE15A0PykXWOezsIKuw0ywuVO8e2ivrVXjFypu1tH2Vpmp1eSNYb1Gg",
+	"EnfF9TLh0ntL068ZH3yGJDhgvTaC19e/XrUYlHquoj9KkcnVHMJY26Og/8p7fMKEcaIl22BeLMi439U8",
+	"VxDuWtHAu0gvW+YZ0srropF50Dz4qKmHZkOIt59v/18AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

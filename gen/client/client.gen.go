@@ -439,6 +439,9 @@ type Deployment struct {
 	// Example: eu1
 	Identifier *string `json:"identifier"`
 
+	// PolicyDefaults The deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones) that an organization's policy overrides. Every limit and entitlement has a value; a locked setting here is locked for every organization whose policy does not lock it itself.
+	PolicyDefaults PolicyDefaults `json:"policy_defaults"`
+
 	// PublicUrl Example: https://renga.example.com
 	PublicUrl string `json:"public_url"`
 
@@ -720,6 +723,18 @@ type Policy struct {
 	Version int64 `json:"version"`
 }
 
+// PolicyDefaults The deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones) that an organization's policy overrides. Every limit and entitlement has a value; a locked setting here is locked for every organization whose policy does not lock it itself.
+type PolicyDefaults struct {
+	// Entitlements Each entitlement left out inherits the deployment default.
+	Entitlements Entitlements `json:"entitlements"`
+
+	// Limits Each limit left out inherits the deployment default.
+	Limits PolicyLimits `json:"limits"`
+
+	// LockedSettings Each setting present is locked to that value; owners cannot change it.
+	LockedSettings LockedSettings `json:"locked_settings"`
+}
+
 // PolicyLimits Each limit left out inherits the deployment default.
 type PolicyLimits struct {
 	// IntakeBytesPerDay Example: 10737418240
@@ -934,7 +949,7 @@ type ListAuditEventsParams struct {
 	PageToken      *PageToken      `form:"page_token,omitempty" json:"page_token,omitempty"`
 	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
 
-	// ActorId An operator token ID, or `local-operator`.
+	// ActorId An operator token ID, `local-operator` or `system`.
 	ActorId *string `form:"actor_id,omitempty" json:"actor_id,omitempty"`
 
 	// Operation An operationId of this document, e.g. `createOrganization`.
@@ -4403,7 +4418,8 @@ func (r GetOrganizationResponse) ContentType() string {
 
 // UpdateOrganizationResponse200Headers the declared response headers of an HTTP 200 response for UpdateOrganization
 type UpdateOrganizationResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // UpdateOrganizationResponse429Headers the declared response headers of an HTTP 429 response for UpdateOrganization
@@ -4528,7 +4544,8 @@ func (r UpdateOrganizationResponse) ContentType() string {
 
 // CancelOrganizationDeletionResponse200Headers the declared response headers of an HTTP 200 response for CancelOrganizationDeletion
 type CancelOrganizationDeletionResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // CancelOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for CancelOrganizationDeletion
@@ -4632,7 +4649,8 @@ func (r CancelOrganizationDeletionResponse) ContentType() string {
 
 // ScheduleOrganizationDeletionResponse200Headers the declared response headers of an HTTP 200 response for ScheduleOrganizationDeletion
 type ScheduleOrganizationDeletionResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // ScheduleOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for ScheduleOrganizationDeletion
@@ -4936,6 +4954,11 @@ func (r CreateInvitationResponse) ContentType() string {
 	return ""
 }
 
+// RevokeInvitationResponse200Headers the declared response headers of an HTTP 200 response for RevokeInvitation
+type RevokeInvitationResponse200Headers struct {
+	IdempotencyExpires *time.Time
+}
+
 // RevokeInvitationResponse429Headers the declared response headers of an HTTP 429 response for RevokeInvitation
 type RevokeInvitationResponse429Headers struct {
 	RetryAfter *int
@@ -4958,6 +4981,8 @@ type RevokeInvitationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokeInvitationResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeInvitationResponse429Headers
 }
@@ -5305,7 +5330,8 @@ func (r GetPolicyResponse) ContentType() string {
 
 // PutPolicyResponse200Headers the declared response headers of an HTTP 200 response for PutPolicy
 type PutPolicyResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // PutPolicyResponse429Headers the declared response headers of an HTTP 429 response for PutPolicy
@@ -5513,7 +5539,8 @@ func (r GetEffectivePolicyResponse) ContentType() string {
 
 // ResumeOrganizationResponse200Headers the declared response headers of an HTTP 200 response for ResumeOrganization
 type ResumeOrganizationResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // ResumeOrganizationResponse429Headers the declared response headers of an HTTP 429 response for ResumeOrganization
@@ -5617,7 +5644,8 @@ func (r ResumeOrganizationResponse) ContentType() string {
 
 // SuspendOrganizationResponse200Headers the declared response headers of an HTTP 200 response for SuspendOrganization
 type SuspendOrganizationResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // SuspendOrganizationResponse429Headers the declared response headers of an HTTP 429 response for SuspendOrganization
@@ -5878,6 +5906,11 @@ func (r GetTokenSelfResponse) ContentType() string {
 	return ""
 }
 
+// RevokeTokenSelfResponse204Headers the declared response headers of an HTTP 204 response for RevokeTokenSelf
+type RevokeTokenSelfResponse204Headers struct {
+	IdempotencyExpires *time.Time
+}
+
 // RevokeTokenSelfResponse429Headers the declared response headers of an HTTP 429 response for RevokeTokenSelf
 type RevokeTokenSelfResponse429Headers struct {
 	RetryAfter *int
@@ -5894,6 +5927,8 @@ type RevokeTokenSelfResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RevokeTokenSelfResponse204Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeTokenSelfResponse429Headers
 }
@@ -6274,7 +6309,8 @@ func (r GetSettingsResponse) ContentType() string {
 
 // PutSettingsResponse200Headers the declared response headers of an HTTP 200 response for PutSettings
 type PutSettingsResponse200Headers struct {
-	ETag *string
+	ETag               *string
+	IdempotencyExpires *time.Time
 }
 
 // PutSettingsResponse429Headers the declared response headers of an HTTP 429 response for PutSettings
@@ -7487,6 +7523,13 @@ func ParseUpdateOrganizationResponse(rsp *http.Response) (*UpdateOrganizationRes
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpdateOrganizationResponse429Headers
@@ -7585,6 +7628,13 @@ func ParseCancelOrganizationDeletionResponse(rsp *http.Response) (*CancelOrganiz
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers CancelOrganizationDeletionResponse429Headers
@@ -7682,6 +7732,13 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -7958,6 +8015,16 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokeInvitationResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8322,6 +8389,13 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutPolicyResponse429Headers
@@ -8501,6 +8575,13 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers ResumeOrganizationResponse429Headers
@@ -8598,6 +8679,13 @@ func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationR
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -8804,6 +8892,16 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RevokeTokenSelfResponse204Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeTokenSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -9206,6 +9304,13 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:

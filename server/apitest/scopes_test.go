@@ -393,5 +393,6 @@ func ownerKey(t testing.TB, env *servertest.Env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.Track(secret, a.APIKey)
 	return a.APIKey
 }

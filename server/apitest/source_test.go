@@ -1,13 +1,21 @@
 package apitest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
@@ -157,11 +165,10 @@ func configVariables(err error) []string {
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for _, f := range []string{cert, key} {
-		if err := os.WriteFile(f, []byte("placeholder"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	cert, key := writeSelfSignedCert(t, dir)
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	base := map[string]string{
 		"RENGA_DATABASE_URL": "postgres://renga@db.example/renga",
@@ -195,6 +202,7 @@ func TestLoadConfig(t *testing.T) {
 		{"missing RENGA_DATABASE_URL", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_DATABASE_URL", ""), server.ModeServe, "RENGA_DATABASE_URL"},
 		{"bad RENGA_TRUSTED_PROXIES", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8, proxy.example"), server.ModeServe, "RENGA_TRUSTED_PROXIES"},
 		{"TLS certificate without key", env("RENGA_TLS_CERT_FILE", cert), server.ModeServe, "RENGA_TLS_CERT_FILE"},
+		{"TLS files that are not PEM", env("RENGA_TLS_CERT_FILE", garbage, "RENGA_TLS_KEY_FILE", garbage), server.ModeServe, "RENGA_TLS_CERT_FILE"},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,4 +254,31 @@ func TestLoadConfig(t *testing.T) {
 			tc.check(t, c)
 		})
 	}
+}
+
+// writeSelfSignedCert writes a PEM certificate and key for localhost into dir.
+func writeSelfSignedCert(t testing.TB, dir string) (string, string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }

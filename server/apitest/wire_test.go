@@ -216,6 +216,7 @@ func mintToken(t testing.TB, env *servertest.Env, n domain.NewToken) (domain.Tok
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.Track(secret)
 	return tok, secret
 }
 

@@ -102,3 +102,27 @@ func ListAuditEvents(ctx context.Context, q db.DBTX, f AuditFilter) ([]AuditEven
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[AuditEvent])
 }
+
+// ReleaseAudit is the audit event of a release-only command (one that calls domain functions
+// outside the API, such as minting a token), by the local operator.
+func ReleaseAudit(invocationID, operation, tokenID, outcome string, changed []string) AuditEvent {
+	e := AuditEvent{
+		RequestID:     "release_" + invocationID,
+		ActorType:     ActorLocalOperator,
+		ActorID:       LocalOperatorID,
+		ActorName:     LocalOperatorID,
+		InvocationID:  &invocationID,
+		Operation:     operation,
+		Outcome:       outcome,
+		Status:        200,
+		ChangedFields: changed,
+		SourceAddress: "local",
+	}
+	if outcome != OutcomeSucceeded {
+		e.Status = 400
+	}
+	if tokenID != "" {
+		e.TokenID = &tokenID
+	}
+	return e
+}

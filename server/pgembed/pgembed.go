@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,9 +21,12 @@ import (
 type Options struct {
 	// Fast turns off durability (fsync, synchronous commit, full-page writes): tests only.
 	Fast bool
-	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	// Port names the unix socket (.s.PGSQL.<port>); 0 means 5432. No TCP port is opened.
 	Port int
 }
+
+// socketPathMax is the longest unix socket path the kernel accepts (sun_path).
+const socketPathMax = 107
 
 // Cluster is a running private PostgreSQL.
 type Cluster struct {
@@ -35,9 +37,10 @@ type Cluster struct {
 	runAs  string // user to run as, or "" for the current user
 }
 
-// URL is a connection URL for database name.
+// URL is a connection URL for database name, over the cluster's unix socket: the cluster
+// listens on no TCP port, so only local users who can reach the socket directory connect.
 func (c *Cluster) URL(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, database)
+	return fmt.Sprintf("postgres:///%s?host=%s&port=%d&user=postgres&sslmode=disable", database, c.RunDir, c.Port)
 }
 
 // BinDir finds the directory of the newest installed PostgreSQL's server binaries.
@@ -106,13 +109,15 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	// The port only names the socket file: each cluster has its own socket directory.
 	c.Port = opts.Port
 	if c.Port == 0 {
-		if c.Port, err = freePort(); err != nil {
-			return nil, err
-		}
+		c.Port = 5432
 	}
-	settings := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", c.Port, c.RunDir)
+	if sock := filepath.Join(c.RunDir, fmt.Sprintf(".s.PGSQL.%d", c.Port)); len(sock) > socketPathMax {
+		return nil, fmt.Errorf("the socket path %s is longer than %d bytes: use a shorter data directory", sock, socketPathMax)
+	}
+	settings := fmt.Sprintf("-p %d -k %s -c listen_addresses='' -c max_connections=300", c.Port, c.RunDir)
 	if opts.Fast {
 		settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	}
@@ -158,13 +163,4 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

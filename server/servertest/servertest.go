@@ -174,6 +174,66 @@ type Env struct {
 	Config server.Config
 	Logs   *SyncBuffer // everything the server logged
 	DBURL  string
+
+	mu      sync.Mutex
+	secrets []string
+}
+
+// Track adds a secret (a token, a key, an invitation secret) to those that must never appear
+// in the audit log, Activity, queued jobs or the logs: when the test ends, Start's cleanup scans
+// them all and fails the test on any.
+func (e *Env) Track(secrets ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.secrets = append(e.secrets, secrets...)
+}
+
+// scanForSecrets is the suite-wide secret scan of every test that uses Start.
+func (e *Env) scanForSecrets(t testing.TB) {
+	leaked, err := e.LeakedSecrets()
+	if err != nil {
+		t.Errorf("secret scan: %v", err)
+	}
+	for _, s := range leaked {
+		t.Errorf("secret scan: a secret (%s...) appears in the logs or the database", s[:min(len(s), 16)])
+	}
+}
+
+// LeakedSecrets returns the tracked secrets found in the server's logs or in the tables that
+// must never hold one (the audit log, Activity, queued jobs, idempotency records, credentials).
+func (e *Env) LeakedSecrets() ([]string, error) {
+	e.mu.Lock()
+	secrets := append([]string(nil), e.secrets...)
+	e.mu.Unlock()
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	ctx := context.Background()
+	var dump strings.Builder
+	dump.WriteString(e.Logs.String())
+	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens", "user_api_keys", "invitations"} {
+		rows, err := e.Pool.Query(ctx, `SELECT row_to_json(t)::text FROM `+table+` t`)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", table, err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			dump.WriteString(s)
+		}
+		rows.Close()
+	}
+	all := dump.String()
+	var leaked []string
+	for _, s := range secrets {
+		if strings.Contains(all, s) {
+			leaked = append(leaked, s)
+		}
+	}
+	return leaked, nil
 }
 
 // Option adjusts the server's configuration.
@@ -215,7 +275,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &Env{URL: ts.URL, Pool: pool, Server: s, Config: cfg, Logs: logs, DBURL: dbURL}
+	env := &Env{URL: ts.URL, Pool: pool, Server: s, Config: cfg, Logs: logs, DBURL: dbURL}
+	// Registered after the pool's cleanup, so it runs before the pool closes.
+	t.Cleanup(func() { env.scanForSecrets(t) })
+	return env
 }
 
 // StartJobs starts the server's job workers (mail, purge, retention) until t ends.
@@ -244,6 +307,7 @@ func (e *Env) Token(t testing.TB, scopes ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Track(secret)
 	return secret
 }
 
@@ -267,4 +331,11 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ForgetSecrets stops tracking secrets (for a test that plants a leak on purpose).
+func (e *Env) ForgetSecrets() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.secrets = nil
 }

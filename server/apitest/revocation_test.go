@@ -1,0 +1,52 @@
+package apitest
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server/servertest"
+)
+
+// TestRevocationDuringAWrite: a write whose token is revoked before the write commits does
+// not land. The revocation holds the token row while the write is in flight; the write waits
+// for it, sees the token revoked, and answers 401 with nothing changed.
+func TestRevocationDuringAWrite(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	tokenID, token := scopedToken(t, env, "organizations:write")
+	o := createOrg(t, env, token, newSlug(), "Before")
+	ctx := context.Background()
+
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM operator_tokens WHERE id = $1 FOR UPDATE`, tokenID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan reply, 1)
+	go func() {
+		done <- send(t, env, req{Method: http.MethodPatch, Path: orgPath(o.ID), Token: token,
+			Body: jsonBody(map[string]string{"display_name": "After"}), Header: headers("If-Match", `"1"`)})
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the write did not wait for the revocation in progress: %d %s", r.Status, r.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := tx.Exec(ctx, `UPDATE operator_tokens SET revoked_at = now() WHERE id = $1`, tokenID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	var name string
+	if err := env.Pool.QueryRow(ctx, `SELECT display_name FROM organizations WHERE id = $1`, o.ID).Scan(&name); err != nil || name != "Before" {
+		t.Errorf("display_name = %q (%v), want Before", name, err)
+	}
+}
