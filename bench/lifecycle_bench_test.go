@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// BenchmarkPurge purges an organization with 100k Activity rows and 1k owners (each with an API
+// key); it reports the purge's wall time and its longest single transaction.
+func BenchmarkPurge(b *testing.B) {
+	env := servertest.Start(b, func(c *server.Config) { c.DeletionGracePeriod = 0 })
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		o, err := domain.CreateOrganization(ctx, env.Pool, fmt.Sprintf("purge-%d", i), "Purge me")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := env.Pool.Exec(ctx, `
+			WITH u AS (INSERT INTO users (id, email, display_name)
+				SELECT 'usr_' || lpad(g::text, 26, '0') || $2, 'u' || g || '-' || $2 || '@example.com', 'User ' || g
+				FROM generate_series(1, 1000) g RETURNING id),
+			m AS (INSERT INTO memberships (organization_id, user_id, role) SELECT $1, id, 'owner' FROM u RETURNING user_id)
+			INSERT INTO user_api_keys (id, organization_id, user_id, key_hash)
+				SELECT 'key_' || md5(user_id), $1, user_id, sha256(convert_to(user_id, 'UTF8')) FROM m`, o.ID, fmt.Sprint(i)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := env.Pool.Exec(ctx, `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type,
+				actor_id, actor_name, operation, changed_fields)
+			SELECT 'act_' || lpad(g::text, 26, '0') || $2, $1, now(), 'req', 'system', 'system', 'system', 'bench', '{}'
+			FROM generate_series(1, 100000) g`, o.ID, fmt.Sprint(i)); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := domain.ScheduleDeletion(ctx, env.Pool, o.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		// Watch for long locks: a reader of another organization's row while the purge runs.
+		other, _ := domain.CreateOrganization(ctx, env.Pool, fmt.Sprintf("other-%d", i), "Other")
+		var longest atomic.Int64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if _, _, err := domain.SuspendOrganization(ctx, env.Pool, other.ID, "probe"); err != nil {
+					return
+				}
+				if d := time.Since(t0).Microseconds(); d > longest.Load() {
+					longest.Store(d)
+				}
+				_, _, _ = domain.ResumeOrganization(ctx, env.Pool, other.ID)
+			}
+		}()
+		b.StartTimer()
+		t0 := time.Now()
+		n, err := server.PurgeDue(ctx, env.Pool, slog.New(slog.DiscardHandler))
+		elapsed := time.Since(t0)
+		b.StopTimer()
+		close(stop)
+		<-done
+		if err != nil || n != 1 {
+			b.Fatalf("purged %d (%v)", n, err)
+		}
+		var left int
+		if err := env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM organization_activity WHERE organization_id = $1) +
+			(SELECT count(*) FROM memberships WHERE organization_id = $1) + (SELECT count(*) FROM user_api_keys WHERE organization_id = $1)`,
+			o.ID).Scan(&left); err != nil || left != 0 {
+			b.Fatalf("%d rows of the purged organization left (%v)", left, err)
+		}
+		b.ReportMetric(elapsed.Seconds(), "purge-s")
+		b.ReportMetric(float64(longest.Load())/1000, "max-other-write-ms")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkCountUsage counts distinct events of one organization and day from parallel
+// callers, each in its own transaction: the cost per event and the contention on the counters.
+func BenchmarkCountUsage(b *testing.B) {
+	env := servertest.Start(b)
+	ctx := context.Background()
+	o, err := domain.CreateOrganization(ctx, env.Pool, "usage", "Usage")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprintf("evt-%d", n.Add(1))
+			if _, err := domain.CountUsage(ctx, env.Pool, o.ID, id, time.Now(), domain.UsageDelta{IntakeRequests: 1, IntakeBytes: 1024}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
