@@ -54,7 +54,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	return nil
 }
 
-// Status reports the applied version and how many migrations are pending.
+// Status reports the applied version and how many migrations are pending (the project's and
+// River's).
 func Status(ctx context.Context, pool *pgxpool.Pool) (MigrationStatus, error) {
 	p, closeDB, err := provider(pool)
 	if err != nil {
@@ -72,6 +73,20 @@ func Status(ctx context.Context, pool *pgxpool.Pool) (MigrationStatus, error) {
 	pending := 0
 	for _, s := range st {
 		if s.State == goose.StatePending {
+			pending++
+		}
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return MigrationStatus{}, err
+	}
+	res, err := rm.Validate(ctx, nil)
+	if err != nil {
+		return MigrationStatus{}, fmt.Errorf("read job queue migration status: %w", err)
+	}
+	if !res.OK {
+		pending += len(res.Messages)
+		if len(res.Messages) == 0 {
 			pending++
 		}
 	}
