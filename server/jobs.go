@@ -114,11 +114,14 @@ func PurgeDue(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int, e
 			}
 		}
 		start := time.Now()
-		if err := domain.PurgeOrganization(ctx, pool, o); err != nil {
+		removed, err := domain.PurgeOrganization(ctx, pool, o)
+		if err != nil {
 			return n, fmt.Errorf("purge %s: %w", o.ID, err)
 		}
-		log.Info("organization purged", "organization_id", o.ID, "duration", time.Since(start))
-		n++
+		if removed { // another worker may have finished the same purge
+			log.Info("organization purged", "organization_id", o.ID, "duration", time.Since(start))
+			n++
+		}
 	}
 }
 

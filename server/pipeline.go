@@ -388,7 +388,7 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 			batch.Queue(sql, args...)
 		case domain.ActorUser:
 			// Members' own changes are their organization's Activity, not the deployment's audit.
-			if st.Audit.OrganizationID != "" {
+			if st.Audit.OrganizationID != "" && len(st.Audit.ChangedFields) > 0 {
 				sql, args := domain.ActivityStatement(st.Audit.OrganizationID, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
 				batch.Queue(sql, args...)
 			}

@@ -68,7 +68,9 @@ func AuditStatement(e AuditEvent) (string, []any) {
 	if e.ChangedFields == nil {
 		e.ChangedFields = []string{}
 	}
-	activity := e.Outcome == OutcomeSucceeded && e.OrganizationID != nil
+	// Activity is what changed the organization: an attempt that changed nothing (suspending a
+	// suspended organization) is in the audit log only.
+	activity := e.Outcome == OutcomeSucceeded && e.OrganizationID != nil && len(e.ChangedFields) > 0
 	// The organization may be gone (a purge): Activity goes with it, the audit event stays.
 	return `WITH audit AS (
 			INSERT INTO audit_events (` + auditColumns + `)

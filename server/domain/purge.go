@@ -57,27 +57,31 @@ const purgeBatch = 5000
 // PurgeOrganization removes everything a purging organization owns: Activity and usage in
 // short batches, then the organization row, whose deletion cascades to memberships, API keys,
 // invitations, pending mail, policy and settings. Users stay (they are shared). The audit log
-// keeps the organization's ID and name snapshot. Safe to run twice.
-func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) error {
+// keeps the organization's ID and name snapshot. Safe to run twice: it reports whether this
+// run removed the organization.
+func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) (bool, error) {
 	for _, table := range []string{"organization_activity", "usage_counters", "usage_events"} {
 		for {
 			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(
 				SELECT ctid FROM `+table+` WHERE organization_id = $1 LIMIT $2))`, o.ID, purgeBatch)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if tag.RowsAffected() < purgeBatch {
 				break
 			}
 		}
 	}
-	return db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+	removed := false
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM organizations WHERE id = $1 AND state = 'purging'`, o.ID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
+		removed = true
 		return RecordAudit(ctx, tx, systemAudit("purgeOrganization", o, []string{"organization"}))
 	})
+	return removed, err
 }
 
 func systemAudit(operation string, o Organization, changed []string) AuditEvent {

@@ -94,8 +94,8 @@ func UsageTotals(ctx context.Context, q db.DBTX, from, to time.Time, after strin
 	rows, err := q.Query(ctx, `SELECT organization_id, sum(intake_requests)::bigint AS intake_requests,
 			sum(intake_bytes)::bigint AS intake_bytes, sum(jobs_created)::bigint AS jobs_created,
 			sum((terminal_seconds + 59) / 60)::bigint AS terminal_minutes
-		FROM (SELECT organization_id, day, sum(intake_requests) AS intake_requests, sum(intake_bytes) AS intake_bytes,
-				sum(jobs_created) AS jobs_created, sum(terminal_seconds) AS terminal_seconds
+		FROM (SELECT organization_id, day, sum(intake_requests)::bigint AS intake_requests, sum(intake_bytes)::bigint AS intake_bytes,
+				sum(jobs_created)::bigint AS jobs_created, sum(terminal_seconds)::bigint AS terminal_seconds
 			FROM usage_counters WHERE day BETWEEN $1::date AND $2::date AND organization_id > $3
 			GROUP BY organization_id, day) d
 		GROUP BY organization_id ORDER BY organization_id LIMIT $4`,
