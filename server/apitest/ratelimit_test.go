@@ -52,3 +52,21 @@ func (r reply) expectProblemOrOK(t testing.TB, want int) {
 		t.Fatalf("status %d, want %d: %s", r.Status, want, r.Body)
 	}
 }
+
+// TestInvitationAcceptanceIsRateLimited: the unauthenticated acceptance is limited per source
+// address, whatever the token sent.
+func TestInvitationAcceptanceIsRateLimited(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAnonymous, c.RateLimitAnonymousBurst = 0.001, 2 })
+	body := func() []byte {
+		return jsonBody(map[string]string{"token": "renga_invite_" + random(26), "display_name": "x"})
+	}
+	for i := 0; i < 2; i++ {
+		send(t, env, req{Method: http.MethodPost, Path: "/api/v1/invitations/accept", Body: body()}).expectProblem(t, http.StatusNotFound, "not_found")
+	}
+	r := send(t, env, req{Method: http.MethodPost, Path: "/api/v1/invitations/accept", Body: body()})
+	r.expectProblem(t, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+}
