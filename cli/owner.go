@@ -160,5 +160,6 @@ func newOwnerCommand(f *Factory) *cobra.Command {
 	_ = settingsSet.MarkFlagRequired("if-match")
 	settings.AddCommand(settingsGet, settingsSet)
 	cmd.AddCommand(accept, me, activity, settings)
+	cmd.AddCommand(newOwnerAgentCommands(f)...)
 	return cmd
 }

@@ -141,6 +141,24 @@ func (w *usageRetentionWorker) Work(ctx context.Context, _ *river.Job[UsageReten
 	return err
 }
 
+// ObservationRetentionArgs is the periodic job that deletes observations older than each
+// organization's observation_retention_days, and forgotten batch IDs.
+type ObservationRetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ObservationRetentionArgs) Kind() string { return "observation_retention" }
+
+type observationRetentionWorker struct {
+	river.WorkerDefaults[ObservationRetentionArgs]
+	pool     *pgxpool.Pool
+	defaults domain.PolicyDocument
+}
+
+func (w *observationRetentionWorker) Work(ctx context.Context, _ *river.Job[ObservationRetentionArgs]) error {
+	_, err := domain.PurgeOldObservations(ctx, w.pool, w.defaults, time.Now())
+	return err
+}
+
 // newJobClient builds the River client with the deployment's workers and periodic jobs. It
 // inserts jobs (in the transactions that cause them) from the start; it works them once
 // started (Run, or a test).
@@ -150,6 +168,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 	river.AddWorker(workers, &mailWorker{pool: pool, cfg: cfg, log: log})
 	river.AddWorker(workers, &purgeWorker{pool: pool, log: log})
 	river.AddWorker(workers, &usageRetentionWorker{pool: pool})
+	river.AddWorker(workers, &observationRetentionWorker{pool: pool, defaults: cfg.PolicyDefaults})
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
@@ -163,6 +182,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 		PeriodicJobs: []*river.PeriodicJob{
 			periodic(time.Hour, IdempotencyRetentionArgs{}),
 			periodic(time.Hour, UsageRetentionArgs{}),
+			periodic(time.Hour, ObservationRetentionArgs{}),
 			periodic(cfg.PurgeInterval, PurgeArgs{}),
 		},
 		FetchCooldown:     50 * time.Millisecond,

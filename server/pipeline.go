@@ -41,7 +41,7 @@ type operation struct {
 	Method      string
 	Route       string // the path template, e.g. /api/v1/operator/organizations/{organization_id}
 	Scope       string // x-renga-scope
-	Auth        string // authOperator, authUser or authPublic, from the operation's security
+	Auth        string // the credential path (authOperator, ...), from the operation's security
 	Mutation    bool
 	KeyRequired bool // Idempotency-Key declared required
 	KeyAccepted bool // Idempotency-Key declared
@@ -51,19 +51,34 @@ type operation struct {
 
 // Credential paths, from an operation's security requirement.
 const (
-	authOperator = "operator" // operatorToken: /api/v1/operator
-	authUser     = "user"     // userKey: /api/v1/org
-	authPublic   = "public"   // none: rate-limited per source address
+	authOperator     = "operator"     // operatorToken: /api/v1/operator
+	authUser         = "user"         // userKey: /api/v1/org
+	authIntake       = "intake"       // intakeKey: agent registration
+	authInstallation = "installation" // installationSignature: the other agent requests
+	authPublic       = "public"       // none: rate-limited per source address
 )
 
 // Scopes of the other credential paths.
 const (
 	scopeOwner  = "owner"
+	scopeAgent  = "agent"
 	scopePublic = "public"
 )
 
-// apiPrefix is where each credential path's operations live.
-var apiPrefix = map[string]string{authOperator: "/api/v1/operator/", authUser: "/api/v1/org/"}
+// apiPrefix is where each credential path's operations live. Under the operator and owner
+// prefixes, authentication comes before routing; agent and public operations are routed first.
+var apiPrefix = map[string]string{authOperator: "/api/v1/operator/", authUser: "/api/v1/org/",
+	authIntake: "/api/v1/agent/", authInstallation: "/api/v1/agent/"}
+
+// authFirst reports the credential path a request's path demands before routing, or "".
+func authFirst(path string) string {
+	for _, a := range []string{authOperator, authUser} {
+		if strings.HasPrefix(path, apiPrefix[a]) {
+			return a
+		}
+	}
+	return ""
+}
 
 // Operations reads the operations of the spec and checks each declares what the pipeline
 // needs: an operationId, a known scope for its credential path, a path under that credential
@@ -88,6 +103,10 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 				o.Auth = authOperator
 			case len(security) == 1 && len(security[0]) == 1 && security[0]["userKey"] != nil:
 				o.Auth = authUser
+			case len(security) == 1 && len(security[0]) == 1 && security[0]["intakeKey"] != nil:
+				o.Auth = authIntake
+			case len(security) == 1 && len(security[0]) == 1 && security[0]["installationSignature"] != nil:
+				o.Auth = authInstallation
 			default:
 				errs = append(errs, fmt.Errorf("%s %s: security must be operatorToken, userKey or none", method, path))
 			}
@@ -101,6 +120,10 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 				if scope != scopeOwner {
 					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope of an owner operation must be %q", method, path, scopeOwner))
 				}
+			case authIntake, authInstallation:
+				if scope != scopeAgent {
+					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope of an agent operation must be %q", method, path, scopeAgent))
+				}
 			case authPublic:
 				if scope != scopePublic {
 					errs = append(errs, fmt.Errorf("%s %s: x-renga-scope of an unauthenticated operation must be %q", method, path, scopePublic))
@@ -109,10 +132,8 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 			if prefix := apiPrefix[o.Auth]; prefix != "" && !strings.HasPrefix(path, prefix) {
 				errs = append(errs, fmt.Errorf("%s %s: %s operations live under %s", method, path, o.Auth, prefix))
 			}
-			for a, prefix := range apiPrefix {
-				if a != o.Auth && strings.HasPrefix(path, prefix) {
-					errs = append(errs, fmt.Errorf("%s %s: only %s operations live under %s", method, path, a, prefix))
-				}
+			if first := authFirst(path); first != "" && first != o.Auth {
+				errs = append(errs, fmt.Errorf("%s %s: only %s operations live under %s", method, path, first, apiPrefix[first]))
 			}
 			o.Scope = scope
 			if o.ID == "" {
@@ -129,7 +150,8 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 					o.IfMatch = true
 				}
 			}
-			if o.Mutation && o.Auth != authPublic && !o.KeyAccepted {
+			// Agents' writes are idempotent by their own IDs (installation, batch, job).
+			if o.Mutation && (o.Auth == authOperator || o.Auth == authUser) && !o.KeyAccepted {
 				errs = append(errs, fmt.Errorf("%s %s: a write must declare the Idempotency-Key header", method, path))
 			}
 			ops[op] = o
@@ -186,64 +208,21 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := stateFrom(ctx) // made by the outer handler (logRequests)
 	fail := func(pe *problem.Error) { problem.Write(w, st.ID, pe) }
 
-	// Authentication is decided by the path's API, before routing, so that an anonymous
-	// caller learns nothing of an API's shape.
-	auth := authPublic
-	for a, prefix := range apiPrefix {
-		if strings.HasPrefix(r.URL.Path, prefix) {
-			auth = a
-		}
-	}
 	invocation, local := localOperatorFrom(ctx)
-	switch {
-	case local && auth != authUser:
-		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID,
-			CredentialID: domain.LocalOperatorID, InvocationID: invocation}
-	case !local && !p.s.cfg.Development() && !secureRequest(r, p.s.cfg.TrustedProxies):
+	if !local && !p.s.cfg.Development() && !secureRequest(r, p.s.cfg.TrustedProxies) {
 		fail(problem.New(http.StatusForbidden, api.ErrorCodeHttpsRequired, "This deployment accepts API requests over HTTPS only."))
 		return
-	case auth == authPublic:
-		if !p.s.anon.allow(sourceString(st)) {
-			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
-			pe.RetryAfter = p.s.anon.retryAfter()
-			fail(pe)
-			return
-		}
-	default:
-		var actor Actor
-		ok := false
-		if !local {
-			if auth == authOperator {
-				actor, ok = p.s.authenticate(ctx, r, st.Source)
-			} else {
-				actor, ok = p.s.authenticateUser(ctx, r)
-			}
-		}
-		if !ok {
-			// A request that fails authentication is an unauthenticated request: limited per
-			// source address, so guessing credentials is slow.
-			if !p.s.anon.allow(sourceString(st)) {
-				pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
-				pe.RetryAfter = p.s.anon.retryAfter()
-				fail(pe)
-				return
-			}
-			detail := "Send a valid operator token: Authorization: Bearer renga_operator_..."
-			if auth == authUser {
-				detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
-			}
-			fail(problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail))
-			return
-		}
-		st.Actor = actor
-		if !p.s.limits.allow(actor.CredentialID) {
-			pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
-			pe.RetryAfter = p.s.limits.retryAfter()
+	}
+	// Under the operator and owner APIs, authentication comes before routing, so that an
+	// anonymous caller learns nothing of their shape. Agent and public operations are public
+	// in shape: they are routed first, then authenticated as their operation says.
+	auth := authFirst(r.URL.Path)
+	if auth != "" {
+		if pe := p.authenticate(r, st, auth, local, invocation); pe != nil {
 			fail(pe)
 			return
 		}
 	}
-
 	route, pathParams, err := p.router.FindRoute(r)
 	switch {
 	case errors.Is(err, routers.ErrMethodNotAllowed):
@@ -256,6 +235,12 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op := p.ops[route.Operation]
 	st.Op = op
+	if auth == "" {
+		if pe := p.authenticate(r, st, op.Auth, local, invocation); pe != nil {
+			fail(pe)
+			return
+		}
+	}
 
 	// From here on, a write's failure is an attempted mutation: it is audited.
 	reject := func(pe *problem.Error, outcome string) {
@@ -271,8 +256,8 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(pe, domain.OutcomeDenied)
 		return
 	}
-	// An organization that is not active is read-only for its members.
-	if st.Actor.Type == domain.ActorUser && op.Mutation {
+	// An organization that is not active is read-only for its members, and closed to its agents.
+	if (st.Actor.Type == domain.ActorUser && op.Mutation) || st.Actor.Type == domain.ActorIntakeKey || st.Actor.Type == domain.ActorInstallation {
 		if pe := orgWriteProblem(st.Actor.OrganizationState); pe != nil {
 			fail(pe)
 			return
@@ -284,6 +269,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(pe, domain.OutcomeFailed)
 		return
 	}
+	st.Body = body
 	key, pe := idempotencyKey(r, op)
 	if pe != nil {
 		reject(pe, domain.OutcomeFailed)
@@ -343,6 +329,71 @@ func (p *pipeline) allowed(r *http.Request) []string {
 	return methods
 }
 
+// authenticate establishes the actor for credential path auth, or returns the problem to answer.
+func (p *pipeline) authenticate(r *http.Request, st *requestState, auth string, local bool, invocation string) *problem.Error {
+	ctx := r.Context()
+	if local && auth != authUser && auth != authIntake && auth != authInstallation {
+		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID,
+			CredentialID: domain.LocalOperatorID, InvocationID: invocation}
+		return nil
+	}
+	anonymousLimit := func() *problem.Error {
+		if p.s.anon.allow(sourceString(st)) {
+			return nil
+		}
+		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
+		pe.RetryAfter = p.s.anon.retryAfter()
+		return pe
+	}
+	if auth == authPublic {
+		return anonymousLimit()
+	}
+	var actor Actor
+	ok := false
+	detail := ""
+	if !local {
+		switch auth {
+		case authOperator:
+			actor, ok = p.s.authenticate(ctx, r, st.Source)
+			detail = "Send a valid operator token: Authorization: Bearer renga_operator_..."
+		case authUser:
+			actor, ok = p.s.authenticateUser(ctx, r)
+			detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
+		case authIntake:
+			actor, ok = p.s.authenticateIntakeKey(ctx, r)
+			detail = "Send a valid intake key: Authorization: Bearer renga_intake_..."
+		case authInstallation:
+			// The signature covers the body: read it (bounded) first.
+			body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return problem.Newf(http.StatusRequestEntityTooLarge, api.ErrorCodePayloadTooLarge, "The body exceeds %d bytes.", MaxBodyBytes)
+			}
+			if err != nil {
+				return problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body could not be read.")
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			actor, ok = p.s.authenticateInstallation(ctx, r, st, body)
+			detail = "Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature)."
+		}
+	}
+	if !ok {
+		// A request that fails authentication is an unauthenticated request: limited per
+		// source address, so guessing credentials is slow.
+		if pe := anonymousLimit(); pe != nil {
+			return pe
+		}
+		return problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail)
+	}
+	st.Actor = actor
+	if !p.s.limits.allow(actor.CredentialID) {
+		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
+		pe.RetryAfter = p.s.limits.retryAfter()
+		return pe
+	}
+	return nil
+}
+
 // mutate runs a write in one transaction: the idempotency record, the change and its audit
 // event commit together, or nothing does.
 func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestState, pathParams map[string]string, body []byte, key string) {
@@ -386,8 +437,8 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 		case domain.ActorOperatorToken, domain.ActorLocalOperator:
 			sql, args := domain.AuditStatement(p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
 			batch.Queue(sql, args...)
-		case domain.ActorUser:
-			// Members' own changes are their organization's Activity, not the deployment's audit.
+		case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
+			// Members' and agents' changes are their organization's Activity, not the deployment's audit.
 			if st.Audit.OrganizationID != "" && len(st.Audit.ChangedFields) > 0 {
 				sql, args := domain.ActivityStatement(st.Audit.OrganizationID, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
 				batch.Queue(sql, args...)

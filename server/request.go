@@ -35,7 +35,9 @@ func (a Actor) HasScope(scope string) bool {
 		return true
 	case scope == scopeOwner:
 		return a.Type == domain.ActorUser && a.Role == "owner"
-	case a.Type == domain.ActorUser:
+	case scope == scopeAgent:
+		return a.Type == domain.ActorIntakeKey || a.Type == domain.ActorInstallation
+	case a.Type == domain.ActorUser || a.Type == domain.ActorIntakeKey || a.Type == domain.ActorInstallation:
 		return false
 	case scope == domain.ScopeAuthenticated || a.Type == domain.ActorLocalOperator:
 		return true
@@ -65,6 +67,9 @@ type requestState struct {
 	Tx      pgx.Tx // set for mutations: the one transaction of the mutation path
 	IfMatch int64  // expected version from If-Match; -1 when the tag can never match
 	Audit   auditNote
+	// For a signed agent request: the installation, its organization's policy and intake today.
+	Installation *domain.InstallationHolder
+	Body         []byte // the raw body, for handlers that need its bytes (intake)
 }
 
 type ctxKey int

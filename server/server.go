@@ -165,6 +165,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *problem.Error
 	var vm *domain.VersionMismatchError
 	var le *domain.LimitError
+	var dl *domain.DailyLimitError
+	var ne *domain.NotEntitledError
 	var sl *domain.SettingLockedError
 	var ve *domain.ValidationError
 	switch {
@@ -187,6 +189,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		pe = problem.New(http.StatusForbidden, api.ErrorCodeSuspended, "The organization is suspended or being deleted.")
 	case errors.Is(err, domain.ErrMoved):
 		pe = problem.New(http.StatusGone, api.ErrorCodeMoved, "The organization has moved to another deployment.")
+	case errors.As(err, &dl):
+		pe = problem.Newf(http.StatusTooManyRequests, api.ErrorCodeLimitExceeded, "The organization's %s (%d) is used up for today (UTC).", dl.Limit, dl.Value)
+		pe.RetryAfter = untilNextUTCMidnight(time.Now())
+	case errors.As(err, &ne):
+		pe = problem.Newf(http.StatusForbidden, api.ErrorCodeNotEntitled, "The organization is not entitled to %s.", ne.Entitlement)
+	case errors.Is(err, domain.ErrInstallationConflict):
+		pe = problem.New(http.StatusConflict, api.ErrorCodeInstallationConflict, "This installation ID is registered with another public key.")
 	case errors.As(err, &le):
 		pe = problem.Newf(http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's %s limit (%d) is reached.", le.Limit, le.Value)
 	case errors.As(err, &sl):

@@ -26,6 +26,7 @@ import (
 
 // Defines values for ActivityActorType.
 const (
+	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
 	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
 	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
 	ActivityActorTypeSystem        ActivityActorType = "system"
@@ -35,6 +36,8 @@ const (
 // Valid indicates whether the value is a known member of the ActivityActorType enum.
 func (e ActivityActorType) Valid() bool {
 	switch e {
+	case ActivityActorTypeIntakeKey:
+		return true
 	case ActivityActorTypeLocalOperator:
 		return true
 	case ActivityActorTypeOperatorToken:
@@ -71,19 +74,19 @@ func (e AuditActorType) Valid() bool {
 
 // Defines values for AuditOutcome.
 const (
-	Denied    AuditOutcome = "denied"
-	Failed    AuditOutcome = "failed"
-	Succeeded AuditOutcome = "succeeded"
+	AuditOutcomeDenied    AuditOutcome = "denied"
+	AuditOutcomeFailed    AuditOutcome = "failed"
+	AuditOutcomeSucceeded AuditOutcome = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the AuditOutcome enum.
 func (e AuditOutcome) Valid() bool {
 	switch e {
-	case Denied:
+	case AuditOutcomeDenied:
 		return true
-	case Failed:
+	case AuditOutcomeFailed:
 		return true
-	case Succeeded:
+	case AuditOutcomeSucceeded:
 		return true
 	default:
 		return false
@@ -92,16 +95,16 @@ func (e AuditOutcome) Valid() bool {
 
 // Defines values for DeploymentEnvironment.
 const (
-	Development DeploymentEnvironment = "development"
-	Production  DeploymentEnvironment = "production"
+	DeploymentEnvironmentDevelopment DeploymentEnvironment = "development"
+	DeploymentEnvironmentProduction  DeploymentEnvironment = "production"
 )
 
 // Valid indicates whether the value is a known member of the DeploymentEnvironment enum.
 func (e DeploymentEnvironment) Valid() bool {
 	switch e {
-	case Development:
+	case DeploymentEnvironmentDevelopment:
 		return true
-	case Production:
+	case DeploymentEnvironmentProduction:
 		return true
 	default:
 		return false
@@ -113,6 +116,7 @@ const (
 	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
 	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict   ErrorCode = "installation_conflict"
 	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
@@ -125,6 +129,7 @@ const (
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                  ErrorCode = "moved"
+	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
 	ErrorCodeNotFound               ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
 	ErrorCodePreconditionRequired   ErrorCode = "precondition_required"
@@ -149,6 +154,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeIdempotencyKeyReused:
 		return true
+	case ErrorCodeInstallationConflict:
+		return true
 	case ErrorCodeInsufficientScope:
 		return true
 	case ErrorCodeInternal:
@@ -172,6 +179,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeNotEntitled:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -206,22 +215,64 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for InvitationState.
 const (
-	Accepted InvitationState = "accepted"
-	Expired  InvitationState = "expired"
-	Pending  InvitationState = "pending"
-	Revoked  InvitationState = "revoked"
+	InvitationStateAccepted InvitationState = "accepted"
+	InvitationStateExpired  InvitationState = "expired"
+	InvitationStatePending  InvitationState = "pending"
+	InvitationStateRevoked  InvitationState = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the InvitationState enum.
 func (e InvitationState) Valid() bool {
 	switch e {
-	case Accepted:
+	case InvitationStateAccepted:
 		return true
-	case Expired:
+	case InvitationStateExpired:
 		return true
-	case Pending:
+	case InvitationStatePending:
 		return true
-	case Revoked:
+	case InvitationStateRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobState.
+const (
+	JobStateDelivered JobState = "delivered"
+	JobStateFailed    JobState = "failed"
+	JobStateQueued    JobState = "queued"
+	JobStateSucceeded JobState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the JobState enum.
+func (e JobState) Valid() bool {
+	switch e {
+	case JobStateDelivered:
+		return true
+	case JobStateFailed:
+		return true
+	case JobStateQueued:
+		return true
+	case JobStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobResultStatus.
+const (
+	JobResultStatusFailed    JobResultStatus = "failed"
+	JobResultStatusSucceeded JobResultStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the JobResultStatus enum.
+func (e JobResultStatus) Valid() bool {
+	switch e {
+	case JobResultStatusFailed:
+		return true
+	case JobResultStatusSucceeded:
 		return true
 	default:
 		return false
@@ -293,49 +344,49 @@ func (e PolicySource) Valid() bool {
 
 // Defines values for Scope.
 const (
-	AuditRead          Scope = "audit:read"
-	DeploymentRead     Scope = "deployment:read"
-	OrganizationsRead  Scope = "organizations:read"
-	OrganizationsWrite Scope = "organizations:write"
-	PoliciesRead       Scope = "policies:read"
-	PoliciesWrite      Scope = "policies:write"
-	ProvidersRead      Scope = "providers:read"
-	ProvidersWrite     Scope = "providers:write"
-	SupportRead        Scope = "support:read"
-	SupportWrite       Scope = "support:write"
-	TransfersRead      Scope = "transfers:read"
-	TransfersWrite     Scope = "transfers:write"
-	UsageRead          Scope = "usage:read"
+	ScopeAuditRead          Scope = "audit:read"
+	ScopeDeploymentRead     Scope = "deployment:read"
+	ScopeOrganizationsRead  Scope = "organizations:read"
+	ScopeOrganizationsWrite Scope = "organizations:write"
+	ScopePoliciesRead       Scope = "policies:read"
+	ScopePoliciesWrite      Scope = "policies:write"
+	ScopeProvidersRead      Scope = "providers:read"
+	ScopeProvidersWrite     Scope = "providers:write"
+	ScopeSupportRead        Scope = "support:read"
+	ScopeSupportWrite       Scope = "support:write"
+	ScopeTransfersRead      Scope = "transfers:read"
+	ScopeTransfersWrite     Scope = "transfers:write"
+	ScopeUsageRead          Scope = "usage:read"
 )
 
 // Valid indicates whether the value is a known member of the Scope enum.
 func (e Scope) Valid() bool {
 	switch e {
-	case AuditRead:
+	case ScopeAuditRead:
 		return true
-	case DeploymentRead:
+	case ScopeDeploymentRead:
 		return true
-	case OrganizationsRead:
+	case ScopeOrganizationsRead:
 		return true
-	case OrganizationsWrite:
+	case ScopeOrganizationsWrite:
 		return true
-	case PoliciesRead:
+	case ScopePoliciesRead:
 		return true
-	case PoliciesWrite:
+	case ScopePoliciesWrite:
 		return true
-	case ProvidersRead:
+	case ScopeProvidersRead:
 		return true
-	case ProvidersWrite:
+	case ScopeProvidersWrite:
 		return true
-	case SupportRead:
+	case ScopeSupportRead:
 		return true
-	case SupportWrite:
+	case ScopeSupportWrite:
 		return true
-	case TransfersRead:
+	case ScopeTransfersRead:
 		return true
-	case TransfersWrite:
+	case ScopeTransfersWrite:
 		return true
-	case UsageRead:
+	case ScopeUsageRead:
 		return true
 	default:
 		return false
@@ -369,6 +420,24 @@ type ActivityActorType string
 type ActivityList struct {
 	Items         []Activity `json:"items"`
 	NextPageToken *string    `json:"next_page_token"`
+}
+
+// AgentJob defines model for AgentJob.
+type AgentJob struct {
+	Command   string    `json:"command"`
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+}
+
+// AgentJobList defines model for AgentJobList.
+type AgentJobList struct {
+	Items []AgentJob `json:"items"`
+}
+
+// AgentList defines model for AgentList.
+type AgentList struct {
+	Items         []Installation `json:"items"`
+	NextPageToken *string        `json:"next_page_token"`
 }
 
 // AuditActor defines model for AuditActor.
@@ -430,6 +499,15 @@ type AuditTargets struct {
 	OrganizationId           *string `json:"organization_id,omitempty"`
 	OrganizationNameSnapshot *string `json:"organization_name_snapshot,omitempty"`
 	TokenId                  *string `json:"token_id,omitempty"`
+}
+
+// BatchAccepted defines model for BatchAccepted.
+type BatchAccepted struct {
+	// Accepted Observations in the batch.
+	Accepted int `json:"accepted"`
+
+	// Duplicate The batch had been accepted before; nothing new was stored.
+	Duplicate bool `json:"duplicate"`
 }
 
 // Deployment defines model for Deployment.
@@ -525,10 +603,101 @@ type Entitlements struct {
 // ErrorCode The stable machine code of a problem.
 type ErrorCode string
 
+// Home defines model for Home.
+type Home struct {
+	// Home The deployment's public URL.
+	//
+	// Example: https://eu1.renga.example.com
+	Home string `json:"home"`
+}
+
 // IdempotencyKey 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
+
+// Installation defines model for Installation.
+type Installation struct {
+	Hostname string `json:"hostname"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	LastSeenAt     *time.Time     `json:"last_seen_at"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Os             string         `json:"os"`
+	PublicKey      string         `json:"public_key"`
+	RegisteredAt   time.Time      `json:"registered_at"`
+}
+
+// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+//
+// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+type InstallationId = string
+
+// InstallationRegister defines model for InstallationRegister.
+type InstallationRegister struct {
+	Hostname string `json:"hostname"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+
+	// Os Example: linux
+	Os string `json:"os"`
+
+	// PublicKey The installation's Ed25519 public key, 32 bytes in standard base64.
+	PublicKey string `json:"public_key"`
+}
+
+// IntakeKey defines model for IntakeKey.
+type IntakeKey struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Id Example: key_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Identifier The deployment identifier this key carries, or null (issued before the deployment had one).
+	Identifier *string    `json:"identifier"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+}
+
+// IntakeKeyCreate defines model for IntakeKeyCreate.
+type IntakeKeyCreate struct {
+	// Name Example: datacenter-a
+	Name string `json:"name"`
+}
+
+// IntakeKeyList defines model for IntakeKeyList.
+type IntakeKeyList struct {
+	// DeploymentIdentifier The identifier keys issued now carry (RENGA_DEPLOYMENT_ID), or null.
+	DeploymentIdentifier *string     `json:"deployment_identifier"`
+	Items                []IntakeKey `json:"items"`
+	NextPageToken        *string     `json:"next_page_token"`
+}
+
+// IntakeKeySecret defines model for IntakeKeySecret.
+type IntakeKeySecret struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Id Example: key_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Identifier The deployment identifier this key carries, or null (issued before the deployment had one).
+	Identifier *string `json:"identifier"`
+
+	// Key The whole key, shown this once.
+	//
+	// Example: renga_intake_eu1_mfrggzdfmztwq2lknnwg23tpobyxe43uov3ho6dzpjqwe2dfm5uxg
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
 
 // Invitation defines model for Invitation.
 type Invitation struct {
@@ -580,6 +749,54 @@ type InvitationList struct {
 // InvitationState defines model for InvitationState.
 type InvitationState string
 
+// Job defines model for Job.
+type Job struct {
+	Command     string     `json:"command"`
+	CompletedAt *time.Time `json:"completed_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeliveredAt *time.Time `json:"delivered_at"`
+
+	// Id Example: job_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	Result         *JobResult     `json:"result"`
+	State          JobState       `json:"state"`
+}
+
+// JobState defines model for Job.State.
+type JobState string
+
+// JobCreate defines model for JobCreate.
+type JobCreate struct {
+	// Command Example: uptime
+	Command string `json:"command"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+}
+
+// JobList defines model for JobList.
+type JobList struct {
+	Items         []Job   `json:"items"`
+	NextPageToken *string `json:"next_page_token"`
+}
+
+// JobResult defines model for JobResult.
+type JobResult struct {
+	ExitCode *int            `json:"exit_code,omitempty"`
+	Output   *string         `json:"output,omitempty"`
+	Status   JobResultStatus `json:"status"`
+}
+
+// JobResultStatus defines model for JobResult.Status.
+type JobResultStatus string
+
 // LockedSettings Each setting present is locked to that value; owners cannot change it.
 type LockedSettings struct {
 	AllowedEmailDomains *[]EmailDomain `json:"allowed_email_domains,omitempty"`
@@ -597,6 +814,44 @@ type Me struct {
 
 // MeRole defines model for Me.Role.
 type MeRole string
+
+// Observation defines model for Observation.
+type Observation struct {
+	BatchId string                 `json:"batch_id"`
+	Data    map[string]interface{} `json:"data"`
+	Id      string                 `json:"id"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	Kind           string         `json:"kind"`
+	ObservedAt     time.Time      `json:"observed_at"`
+	ReceivedAt     time.Time      `json:"received_at"`
+}
+
+// ObservationBatch defines model for ObservationBatch.
+type ObservationBatch struct {
+	// BatchId Chosen by the agent, unique per batch; a retry sends the same one.
+	BatchId      string          `json:"batch_id"`
+	Observations []ObservationIn `json:"observations"`
+}
+
+// ObservationIn defines model for ObservationIn.
+type ObservationIn struct {
+	// Data The observation itself.
+	Data map[string]interface{} `json:"data"`
+
+	// Kind Example: host.facts
+	Kind       string    `json:"kind"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// ObservationList defines model for ObservationList.
+type ObservationList struct {
+	Items         []Observation `json:"items"`
+	NextPageToken *string       `json:"next_page_token"`
+}
 
 // OperatorToken defines model for OperatorToken.
 type OperatorToken struct {
@@ -898,8 +1153,14 @@ type IdempotencyKeyOptional = IdempotencyKey
 // IfMatch defines model for IfMatch.
 type IfMatch = string
 
+// IntakeKeyId defines model for IntakeKeyId.
+type IntakeKeyId = string
+
 // InvitationId defines model for InvitationId.
 type InvitationId = string
+
+// JobId defines model for JobId.
+type JobId = string
 
 // PageSize defines model for PageSize.
 type PageSize = int
@@ -945,6 +1206,12 @@ type TooManyRequests = Problem
 
 // Unauthenticated An RFC 9457 problem with Renga's extension members.
 type Unauthenticated = Problem
+
+// GetHomeParams defines parameters for GetHome.
+type GetHomeParams struct {
+	// Deployment The deployment identifier read from the agent's intake key, or empty.
+	Deployment *string `form:"deployment,omitempty" json:"deployment,omitempty"`
+}
 
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
@@ -1102,6 +1369,66 @@ type ListActivityParams struct {
 	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// ListAgentsParams defines parameters for ListAgents.
+type ListAgentsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// ListObservationsParams defines parameters for ListObservations.
+type ListObservationsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// ListIntakeKeysParams defines parameters for ListIntakeKeys.
+type ListIntakeKeysParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateIntakeKeyParams defines parameters for CreateIntakeKey.
+type CreateIntakeKeyParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeIntakeKeyParams defines parameters for RevokeIntakeKey.
+type RevokeIntakeKeyParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateIntakeKeyParams defines parameters for RotateIntakeKey.
+type RotateIntakeKeyParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// ListJobsParams defines parameters for ListJobs.
+type ListJobsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateJobParams defines parameters for CreateJob.
+type CreateJobParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // PutSettingsParams defines parameters for PutSettings.
 type PutSettingsParams struct {
 	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
@@ -1110,6 +1437,15 @@ type PutSettingsParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
+
+// RegisterInstallationJSONRequestBody defines body for RegisterInstallation for application/json ContentType.
+type RegisterInstallationJSONRequestBody = InstallationRegister
+
+// SubmitJobResultJSONRequestBody defines body for SubmitJobResult for application/json ContentType.
+type SubmitJobResultJSONRequestBody = JobResult
+
+// SubmitObservationsJSONRequestBody defines body for SubmitObservations for application/json ContentType.
+type SubmitObservationsJSONRequestBody = ObservationBatch
 
 // AcceptInvitationJSONRequestBody defines body for AcceptInvitation for application/json ContentType.
 type AcceptInvitationJSONRequestBody = InvitationAccept
@@ -1129,11 +1465,32 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
+type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
+
+// CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
+type CreateJobJSONRequestBody = JobCreate
+
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = SettingsWrite
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetHome Where this deployment's agents send their requests
+	// (GET /api/v1/agent/home)
+	GetHome(w http.ResponseWriter, r *http.Request, params GetHomeParams)
+	// RegisterInstallation Register an agent installation with an intake key
+	// (POST /api/v1/agent/installations)
+	RegisterInstallation(w http.ResponseWriter, r *http.Request)
+	// ListAgentJobs The jobs queued for this installation
+	// (GET /api/v1/agent/jobs)
+	ListAgentJobs(w http.ResponseWriter, r *http.Request)
+	// SubmitJobResult Report a job's result
+	// (POST /api/v1/agent/jobs/{job_id}/result)
+	SubmitJobResult(w http.ResponseWriter, r *http.Request, jobId JobId)
+	// SubmitObservations Send a batch of observations
+	// (POST /api/v1/agent/observations)
+	SubmitObservations(w http.ResponseWriter, r *http.Request)
 	// AcceptInvitation Accept an owner invitation
 	// (POST /api/v1/invitations/accept)
 	AcceptInvitation(w http.ResponseWriter, r *http.Request)
@@ -1206,6 +1563,30 @@ type ServerInterface interface {
 	// ListActivity The organization's Activity, newest first
 	// (GET /api/v1/org/activity)
 	ListActivity(w http.ResponseWriter, r *http.Request, params ListActivityParams)
+	// ListAgents List the organization's agents (installations)
+	// (GET /api/v1/org/agents)
+	ListAgents(w http.ResponseWriter, r *http.Request, params ListAgentsParams)
+	// ListObservations List an agent's observations, newest first
+	// (GET /api/v1/org/agents/{installation_id}/observations)
+	ListObservations(w http.ResponseWriter, r *http.Request, installationId InstallationId, params ListObservationsParams)
+	// ListIntakeKeys List the organization's intake keys (never their secrets)
+	// (GET /api/v1/org/intake-keys)
+	ListIntakeKeys(w http.ResponseWriter, r *http.Request, params ListIntakeKeysParams)
+	// CreateIntakeKey Create an intake key (shown once)
+	// (POST /api/v1/org/intake-keys)
+	CreateIntakeKey(w http.ResponseWriter, r *http.Request, params CreateIntakeKeyParams)
+	// RevokeIntakeKey Revoke an intake key
+	// (DELETE /api/v1/org/intake-keys/{key_id})
+	RevokeIntakeKey(w http.ResponseWriter, r *http.Request, keyId IntakeKeyId, params RevokeIntakeKeyParams)
+	// RotateIntakeKey Replace an intake key by a new one (shown once)
+	// (POST /api/v1/org/intake-keys/{key_id}/rotate)
+	RotateIntakeKey(w http.ResponseWriter, r *http.Request, keyId IntakeKeyId, params RotateIntakeKeyParams)
+	// ListJobs List the organization's jobs, newest first
+	// (GET /api/v1/org/jobs)
+	ListJobs(w http.ResponseWriter, r *http.Request, params ListJobsParams)
+	// CreateJob Queue a job for an agent
+	// (POST /api/v1/org/jobs)
+	CreateJob(w http.ResponseWriter, r *http.Request, params CreateJobParams)
 	// GetMe The calling user and their organization
 	// (GET /api/v1/org/me)
 	GetMe(w http.ResponseWriter, r *http.Request)
@@ -1225,6 +1606,107 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetHome operation middleware
+func (siw *ServerInterfaceWrapper) GetHome(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetHomeParams
+
+	// ------------- Optional query parameter "deployment" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "deployment", r.URL.Query(), &params.Deployment, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "deployment"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "deployment", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetHome(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RegisterInstallation operation middleware
+func (siw *ServerInterfaceWrapper) RegisterInstallation(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RegisterInstallation(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAgentJobs operation middleware
+func (siw *ServerInterfaceWrapper) ListAgentJobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAgentJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SubmitJobResult operation middleware
+func (siw *ServerInterfaceWrapper) SubmitJobResult(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "job_id" -------------
+	var jobId JobId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "job_id", r.PathValue("job_id"), &jobId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "job_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SubmitJobResult(w, r, jobId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SubmitObservations operation middleware
+func (siw *ServerInterfaceWrapper) SubmitObservations(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SubmitObservations(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // AcceptInvitation operation middleware
 func (siw *ServerInterfaceWrapper) AcceptInvitation(w http.ResponseWriter, r *http.Request) {
@@ -2418,6 +2900,393 @@ func (siw *ServerInterfaceWrapper) ListActivity(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListAgents operation middleware
+func (siw *ServerInterfaceWrapper) ListAgents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAgentsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAgents(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListObservations operation middleware
+func (siw *ServerInterfaceWrapper) ListObservations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "installation_id" -------------
+	var installationId InstallationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "installation_id", r.PathValue("installation_id"), &installationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "installation_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListObservationsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListObservations(w, r, installationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListIntakeKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListIntakeKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListIntakeKeysParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListIntakeKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateIntakeKey operation middleware
+func (siw *ServerInterfaceWrapper) CreateIntakeKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateIntakeKeyParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateIntakeKey(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeIntakeKey operation middleware
+func (siw *ServerInterfaceWrapper) RevokeIntakeKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key_id" -------------
+	var keyId IntakeKeyId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", r.PathValue("key_id"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeIntakeKeyParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeIntakeKey(w, r, keyId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RotateIntakeKey operation middleware
+func (siw *ServerInterfaceWrapper) RotateIntakeKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key_id" -------------
+	var keyId IntakeKeyId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", r.PathValue("key_id"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RotateIntakeKeyParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RotateIntakeKey(w, r, keyId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListJobs operation middleware
+func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListJobsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListJobs(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateJob operation middleware
+func (siw *ServerInterfaceWrapper) CreateJob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateJobParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateJob(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetMe operation middleware
 func (siw *ServerInterfaceWrapper) GetMe(w http.ResponseWriter, r *http.Request) {
 
@@ -2657,6 +3526,19 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/activity", wrapper.ListActivity)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/settings", wrapper.GetSettings)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/org/settings", wrapper.PutSettings)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/intake-keys", wrapper.ListIntakeKeys)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys", wrapper.CreateIntakeKey)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}", wrapper.RevokeIntakeKey)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}/rotate", wrapper.RotateIntakeKey)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents", wrapper.ListAgents)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents/{installation_id}/observations", wrapper.ListObservations)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/jobs", wrapper.ListJobs)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/jobs", wrapper.CreateJob)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/agent/home", wrapper.GetHome)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/agent/installations", wrapper.RegisterInstallation)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/agent/observations", wrapper.SubmitObservations)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/agent/jobs", wrapper.ListAgentJobs)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/agent/jobs/{job_id}/result", wrapper.SubmitJobResult)
 
 	return m
 }
@@ -2689,6 +3571,662 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 }
 
 type UnauthenticatedApplicationProblemPlusJSONResponse Problem
+
+type GetHomeRequestObject struct {
+	Params GetHomeParams
+}
+
+type GetHomeResponseObject interface {
+	VisitGetHomeResponse(w http.ResponseWriter) error
+}
+
+type GetHome200JSONResponse Home
+
+func (response GetHome200JSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHome400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetHome400ApplicationProblemPlusJSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHome429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetHome429ApplicationProblemPlusJSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHomedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetHomedefaultApplicationProblemPlusJSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallationRequestObject struct {
+	Body *RegisterInstallationJSONRequestBody
+}
+
+type RegisterInstallationResponseObject interface {
+	VisitRegisterInstallationResponse(w http.ResponseWriter) error
+}
+
+type RegisterInstallation200JSONResponse Installation
+
+func (response RegisterInstallation200JSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation201JSONResponse Installation
+
+func (response RegisterInstallation201JSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation400ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation401ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation403ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation409ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation410ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation413ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallation429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterInstallation429ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterInstallationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RegisterInstallationdefaultApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobsRequestObject struct {
+}
+
+type ListAgentJobsResponseObject interface {
+	VisitListAgentJobsResponse(w http.ResponseWriter) error
+}
+
+type ListAgentJobs200JSONResponse AgentJobList
+
+func (response ListAgentJobs200JSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgentJobs401ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgentJobs403ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobs410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgentJobs410ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobs429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgentJobs429ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListAgentJobsdefaultApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResultRequestObject struct {
+	JobId JobId `json:"job_id"`
+	Body  *SubmitJobResultJSONRequestBody
+}
+
+type SubmitJobResultResponseObject interface {
+	VisitSubmitJobResultResponse(w http.ResponseWriter) error
+}
+
+type SubmitJobResult200JSONResponse Job
+
+func (response SubmitJobResult200JSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult400ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult401ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult403ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult404ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult409ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult410ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult413ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResult429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitJobResult429ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitJobResultdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SubmitJobResultdefaultApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservationsRequestObject struct {
+	Body *SubmitObservationsJSONRequestBody
+}
+
+type SubmitObservationsResponseObject interface {
+	VisitSubmitObservationsResponse(w http.ResponseWriter) error
+}
+
+type SubmitObservations202JSONResponse BatchAccepted
+
+func (response SubmitObservations202JSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations400ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations401ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations403ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations410ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations413ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservations429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SubmitObservations429ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SubmitObservationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SubmitObservationsdefaultApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type AcceptInvitationRequestObject struct {
 	Body *AcceptInvitationJSONRequestBody
@@ -5846,6 +7384,1119 @@ func (response ListActivitydefaultApplicationProblemPlusJSONResponse) VisitListA
 	return err
 }
 
+type ListAgentsRequestObject struct {
+	Params ListAgentsParams
+}
+
+type ListAgentsResponseObject interface {
+	VisitListAgentsResponse(w http.ResponseWriter) error
+}
+
+type ListAgents200JSONResponse AgentList
+
+func (response ListAgents200JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgents400ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgents401ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgents403ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListAgents429ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgentsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListAgentsdefaultApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservationsRequestObject struct {
+	InstallationId InstallationId `json:"installation_id"`
+	Params         ListObservationsParams
+}
+
+type ListObservationsResponseObject interface {
+	VisitListObservationsResponse(w http.ResponseWriter) error
+}
+
+type ListObservations200JSONResponse ObservationList
+
+func (response ListObservations200JSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservations400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListObservations400ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservations401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListObservations401ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservations403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListObservations403ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservations404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListObservations404ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservations429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListObservations429ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListObservationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListObservationsdefaultApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeysRequestObject struct {
+	Params ListIntakeKeysParams
+}
+
+type ListIntakeKeysResponseObject interface {
+	VisitListIntakeKeysResponse(w http.ResponseWriter) error
+}
+
+type ListIntakeKeys200JSONResponse IntakeKeyList
+
+func (response ListIntakeKeys200JSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListIntakeKeys400ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListIntakeKeys401ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListIntakeKeys403ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeys429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListIntakeKeys429ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIntakeKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListIntakeKeysdefaultApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKeyRequestObject struct {
+	Params CreateIntakeKeyParams
+	Body   *CreateIntakeKeyJSONRequestBody
+}
+
+type CreateIntakeKeyResponseObject interface {
+	VisitCreateIntakeKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateIntakeKey201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type CreateIntakeKey201JSONResponse struct {
+	Body    IntakeKeySecret
+	Headers CreateIntakeKey201ResponseHeaders
+}
+
+func (response CreateIntakeKey201JSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey400ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey401ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey403ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey409ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey410ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey413ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIntakeKey429ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKeyRequestObject struct {
+	KeyId  IntakeKeyId `json:"key_id"`
+	Params RevokeIntakeKeyParams
+}
+
+type RevokeIntakeKeyResponseObject interface {
+	VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error
+}
+
+type RevokeIntakeKey200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type RevokeIntakeKey200JSONResponse struct {
+	Body    IntakeKey
+	Headers RevokeIntakeKey200ResponseHeaders
+}
+
+func (response RevokeIntakeKey200JSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey400ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey401ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey403ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey404ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey410ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey429ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokeIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKeyRequestObject struct {
+	KeyId  IntakeKeyId `json:"key_id"`
+	Params RotateIntakeKeyParams
+}
+
+type RotateIntakeKeyResponseObject interface {
+	VisitRotateIntakeKeyResponse(w http.ResponseWriter) error
+}
+
+type RotateIntakeKey201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type RotateIntakeKey201JSONResponse struct {
+	Body    IntakeKeySecret
+	Headers RotateIntakeKey201ResponseHeaders
+}
+
+func (response RotateIntakeKey201JSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey400ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey401ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey403ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey404ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey409ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey410ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RotateIntakeKey429ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RotateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobsRequestObject struct {
+	Params ListJobsParams
+}
+
+type ListJobsResponseObject interface {
+	VisitListJobsResponse(w http.ResponseWriter) error
+}
+
+type ListJobs200JSONResponse JobList
+
+func (response ListJobs200JSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs400ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs403ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs429ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListJobsdefaultApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJobRequestObject struct {
+	Params CreateJobParams
+	Body   *CreateJobJSONRequestBody
+}
+
+type CreateJobResponseObject interface {
+	VisitCreateJobResponse(w http.ResponseWriter) error
+}
+
+type CreateJob201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type CreateJob201JSONResponse struct {
+	Body    Job
+	Headers CreateJob201ResponseHeaders
+}
+
+func (response CreateJob201JSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob400ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob401ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob403ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob404ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob409ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob410ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob413ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJob429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateJob429ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateJobdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateJobdefaultApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMeRequestObject struct {
 }
 
@@ -6221,6 +8872,21 @@ func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSet
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// GetHome Where this deployment's agents send their requests
+	// (GET /api/v1/agent/home)
+	GetHome(ctx context.Context, request GetHomeRequestObject) (GetHomeResponseObject, error)
+	// RegisterInstallation Register an agent installation with an intake key
+	// (POST /api/v1/agent/installations)
+	RegisterInstallation(ctx context.Context, request RegisterInstallationRequestObject) (RegisterInstallationResponseObject, error)
+	// ListAgentJobs The jobs queued for this installation
+	// (GET /api/v1/agent/jobs)
+	ListAgentJobs(ctx context.Context, request ListAgentJobsRequestObject) (ListAgentJobsResponseObject, error)
+	// SubmitJobResult Report a job's result
+	// (POST /api/v1/agent/jobs/{job_id}/result)
+	SubmitJobResult(ctx context.Context, request SubmitJobResultRequestObject) (SubmitJobResultResponseObject, error)
+	// SubmitObservations Send a batch of observations
+	// (POST /api/v1/agent/observations)
+	SubmitObservations(ctx context.Context, request SubmitObservationsRequestObject) (SubmitObservationsResponseObject, error)
 	// AcceptInvitation Accept an owner invitation
 	// (POST /api/v1/invitations/accept)
 	AcceptInvitation(ctx context.Context, request AcceptInvitationRequestObject) (AcceptInvitationResponseObject, error)
@@ -6293,6 +8959,30 @@ type StrictServerInterface interface {
 	// ListActivity The organization's Activity, newest first
 	// (GET /api/v1/org/activity)
 	ListActivity(ctx context.Context, request ListActivityRequestObject) (ListActivityResponseObject, error)
+	// ListAgents List the organization's agents (installations)
+	// (GET /api/v1/org/agents)
+	ListAgents(ctx context.Context, request ListAgentsRequestObject) (ListAgentsResponseObject, error)
+	// ListObservations List an agent's observations, newest first
+	// (GET /api/v1/org/agents/{installation_id}/observations)
+	ListObservations(ctx context.Context, request ListObservationsRequestObject) (ListObservationsResponseObject, error)
+	// ListIntakeKeys List the organization's intake keys (never their secrets)
+	// (GET /api/v1/org/intake-keys)
+	ListIntakeKeys(ctx context.Context, request ListIntakeKeysRequestObject) (ListIntakeKeysResponseObject, error)
+	// CreateIntakeKey Create an intake key (shown once)
+	// (POST /api/v1/org/intake-keys)
+	CreateIntakeKey(ctx context.Context, request CreateIntakeKeyRequestObject) (CreateIntakeKeyResponseObject, error)
+	// RevokeIntakeKey Revoke an intake key
+	// (DELETE /api/v1/org/intake-keys/{key_id})
+	RevokeIntakeKey(ctx context.Context, request RevokeIntakeKeyRequestObject) (RevokeIntakeKeyResponseObject, error)
+	// RotateIntakeKey Replace an intake key by a new one (shown once)
+	// (POST /api/v1/org/intake-keys/{key_id}/rotate)
+	RotateIntakeKey(ctx context.Context, request RotateIntakeKeyRequestObject) (RotateIntakeKeyResponseObject, error)
+	// ListJobs List the organization's jobs, newest first
+	// (GET /api/v1/org/jobs)
+	ListJobs(ctx context.Context, request ListJobsRequestObject) (ListJobsResponseObject, error)
+	// CreateJob Queue a job for an agent
+	// (POST /api/v1/org/jobs)
+	CreateJob(ctx context.Context, request CreateJobRequestObject) (CreateJobResponseObject, error)
 	// GetMe The calling user and their organization
 	// (GET /api/v1/org/me)
 	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
@@ -6341,6 +9031,151 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetHome operation middleware
+func (sh *strictHandler) GetHome(w http.ResponseWriter, r *http.Request, params GetHomeParams) {
+	var request GetHomeRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetHome(ctx, request.(GetHomeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetHome")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetHomeResponseObject); ok {
+		if err := validResponse.VisitGetHomeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RegisterInstallation operation middleware
+func (sh *strictHandler) RegisterInstallation(w http.ResponseWriter, r *http.Request) {
+	var request RegisterInstallationRequestObject
+
+	var body RegisterInstallationJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterInstallation(ctx, request.(RegisterInstallationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterInstallation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RegisterInstallationResponseObject); ok {
+		if err := validResponse.VisitRegisterInstallationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListAgentJobs operation middleware
+func (sh *strictHandler) ListAgentJobs(w http.ResponseWriter, r *http.Request) {
+	var request ListAgentJobsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAgentJobs(ctx, request.(ListAgentJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAgentJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAgentJobsResponseObject); ok {
+		if err := validResponse.VisitListAgentJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SubmitJobResult operation middleware
+func (sh *strictHandler) SubmitJobResult(w http.ResponseWriter, r *http.Request, jobId JobId) {
+	var request SubmitJobResultRequestObject
+
+	request.JobId = jobId
+
+	var body SubmitJobResultJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SubmitJobResult(ctx, request.(SubmitJobResultRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SubmitJobResult")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SubmitJobResultResponseObject); ok {
+		if err := validResponse.VisitSubmitJobResultResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SubmitObservations operation middleware
+func (sh *strictHandler) SubmitObservations(w http.ResponseWriter, r *http.Request) {
+	var request SubmitObservationsRequestObject
+
+	var body SubmitObservationsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SubmitObservations(ctx, request.(SubmitObservationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SubmitObservations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SubmitObservationsResponseObject); ok {
+		if err := validResponse.VisitSubmitObservationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // AcceptInvitation operation middleware
@@ -7016,6 +9851,231 @@ func (sh *strictHandler) ListActivity(w http.ResponseWriter, r *http.Request, pa
 	}
 }
 
+// ListAgents operation middleware
+func (sh *strictHandler) ListAgents(w http.ResponseWriter, r *http.Request, params ListAgentsParams) {
+	var request ListAgentsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAgents(ctx, request.(ListAgentsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAgents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAgentsResponseObject); ok {
+		if err := validResponse.VisitListAgentsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListObservations operation middleware
+func (sh *strictHandler) ListObservations(w http.ResponseWriter, r *http.Request, installationId InstallationId, params ListObservationsParams) {
+	var request ListObservationsRequestObject
+
+	request.InstallationId = installationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListObservations(ctx, request.(ListObservationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListObservations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListObservationsResponseObject); ok {
+		if err := validResponse.VisitListObservationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListIntakeKeys operation middleware
+func (sh *strictHandler) ListIntakeKeys(w http.ResponseWriter, r *http.Request, params ListIntakeKeysParams) {
+	var request ListIntakeKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListIntakeKeys(ctx, request.(ListIntakeKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListIntakeKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListIntakeKeysResponseObject); ok {
+		if err := validResponse.VisitListIntakeKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateIntakeKey operation middleware
+func (sh *strictHandler) CreateIntakeKey(w http.ResponseWriter, r *http.Request, params CreateIntakeKeyParams) {
+	var request CreateIntakeKeyRequestObject
+
+	request.Params = params
+
+	var body CreateIntakeKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateIntakeKey(ctx, request.(CreateIntakeKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateIntakeKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateIntakeKeyResponseObject); ok {
+		if err := validResponse.VisitCreateIntakeKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeIntakeKey operation middleware
+func (sh *strictHandler) RevokeIntakeKey(w http.ResponseWriter, r *http.Request, keyId IntakeKeyId, params RevokeIntakeKeyParams) {
+	var request RevokeIntakeKeyRequestObject
+
+	request.KeyId = keyId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeIntakeKey(ctx, request.(RevokeIntakeKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeIntakeKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeIntakeKeyResponseObject); ok {
+		if err := validResponse.VisitRevokeIntakeKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RotateIntakeKey operation middleware
+func (sh *strictHandler) RotateIntakeKey(w http.ResponseWriter, r *http.Request, keyId IntakeKeyId, params RotateIntakeKeyParams) {
+	var request RotateIntakeKeyRequestObject
+
+	request.KeyId = keyId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateIntakeKey(ctx, request.(RotateIntakeKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateIntakeKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RotateIntakeKeyResponseObject); ok {
+		if err := validResponse.VisitRotateIntakeKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListJobs operation middleware
+func (sh *strictHandler) ListJobs(w http.ResponseWriter, r *http.Request, params ListJobsParams) {
+	var request ListJobsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListJobs(ctx, request.(ListJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListJobsResponseObject); ok {
+		if err := validResponse.VisitListJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateJob operation middleware
+func (sh *strictHandler) CreateJob(w http.ResponseWriter, r *http.Request, params CreateJobParams) {
+	var request CreateJobRequestObject
+
+	request.Params = params
+
+	var body CreateJobJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateJob(ctx, request.(CreateJobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateJob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateJobResponseObject); ok {
+		if err := validResponse.VisitCreateJobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetMe operation middleware
 func (sh *strictHandler) GetMe(w http.ResponseWriter, r *http.Request) {
 	var request GetMeRequestObject
@@ -7102,157 +10162,212 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chu3syD8Kih+vypTzoiiLo5jqb7aVXzJUf2c2GXJlTpr+ZDQTJOcaAgwAEYSk6N/9wH2EfdJttAA",
-	"ZjAzGF5kSnYSVapikcSl0Wj0HY0/OzGfzjgDpmTn8M/OBGgCAv98fUbH+t8EZCzSmUo56xx2ziZApBKc",
-	"jQkwlao5UXQcETUBkvA4nwJTTyS5AiFTzkjKyO85VyB7nagj4wlMqR4Sbuh0lkHnsHPe2T/vdKKOms/0",
-	"R6lEysad29uoc5LAdMYVsHj++maWCpBNYH6dAMOppeICEiJA5pkifETUJJXkEub45e85SEWu0ywjF0BG",
-	"XIy5UsBI98Obl2R/f//FVhW8ERdTqjqHnYQq2FbpFIIQvuUxNYCEkBQLoMrAxHMRwxNJPn54S2ZUTaqz",
-	"1Qe+jTozKugUlN0IDxP/hnlztl2iONl79ozMRMoUvciAHJ++PDkh8YQKGuthjgg1G5HozctjlQtItkcp",
-	"ZPhFysZkCpRJg0w6BUIlSZUkMWcKmOqRn1MpdbP/+7//Dxke9PskLaEaXMJ8oNGcCkiGenWphsvQUifq",
-	"MDrVK/TWsa0XEnVcn86hEjn4SPmXgFHnsPP/7ZTkuWN+lTs1fNSI5d8wf4eYoVkTVe6XI3KtSWecXgGL",
-	"iAAlUpDkOlUTkioiYJbReZOw1ljZ3Vcy+pmqeLLw4OmTSTIqNaQ0iQj0xj0yPO88P+8My53iggyfDu2G",
-	"7f1AZgJizpJUj1fu1hG5BnqpG0tFM7DNd/fcER5MUznVEC3Y19G2gXnRhgYOOLtKFR6gk0S3wLH18ShH",
-	"TosmgzRZOPyMKgVCj/BfKbsafOpvv6Dbf3z+c+/7238FD+87MaYs/WPx/NxrtAyCRftcm0zP/56O4TT9",
-	"A5obfaJgKskMBJnRMRRY/z0HMS9B078NpB7AByKBEc0z1Tnc7fejzpTepNN82jl8hp9SZj7tFvhImYIx",
-	"iAKgM34JLexsyOBGDXBWpVsNDZcFTVZXKc/lcmixXwXcKb15C2ysJp3DPQui+7wb2rSPko7hjeDTJoxv",
-	"UiEV+Xj2kiR0HpGUxVku06tWiEZ6lEX7WRECnVZozngTlrc0CMoRoYpMuVRE88+EziWhIwWCDDUwwzZI",
-	"Ff8iOG91ZznjTBoJ+iNNPhiJqD9Z/q7/pLNZlhqJtjMT/CKD6Xe/SSPeViPz96aXmbRJQk4QJxwkYVwR",
-	"5CtGVDvdgXSHKbuiWZoMbPNhRIatskb/Zpt7pLnV69xGnZecjbI0/mrLjO38Vq7EuRB6gVJRBaQ7lFk+",
-	"Hiiq4Q2uMJfV9WE//cUsF/roKyqUaSFBqZSNBxmPLyGxq38tBBcPufRjRnIGNzOItZYBenoE5A0XF2mS",
-	"GL7ykPuAtEAyGl9atSbmM0D6kvlolMYpMDXAL4eR2aKhoyv79VZE/uPs7P0pSSVxP5HucKLUTJY0uGW0",
-	"X19W6A4ylzNgCSRatl6AlsgJZKBwiOJH3ZsLQkmWTlNlJqLxBBvhVwO4iQGSYl9/4gweGpOlGCYxZYRx",
-	"knE2Br0sosnUHFonqQG1dUe77lsBV/yy8S2NY5ipYnG/cPWG5yx5yAX+wonM40mhp5PukHE1GGk4LFjv",
-	"6TzjNDnj/C0V4wdH/wVP5sSQgSS75Of0R9IdzgxMA8X5INNQOVg9Le8NTTNIHhpcpw6WRqA0umVUqJpT",
-	"mmmxhZTT0DPdYbQMc2AbBNb3oRCKD7fCYnWpJNOqpt0dhlVsA/gZ5z9TNreyVz4kzB+0xEFughgXVMHA",
-	"fhxuHREJQIYfQIn59rHWR1AT8RwB3k9NXecUVyy1CXpNUxU0bUs1E9UmRnM1Aab0eh9286xpFJUEGJGc",
-	"XTJ+zSJi+ZbeTcusjAixDNpyB5okAqSRKEbCFOoMzTJ+TbrDvLrAYUQ4AxLzBCLNOycpU+R6ksYTTRi3",
-	"Dl+I6uNYpVepQiN/JvgMhEqN2kZjZeT5oqW77sfY+DbqxBPKxpAM0NLHcVJtXQQMskJxpELQuf6cJsFm",
-	"GqjC7VE6cqxE8y2dpjJq9FiQatAyOPpaVvfAlFrxpw6aZ7alN0tkMecD3sDL52JwfvEbxEqDUsVlYz9a",
-	"FpCyK+sVsktkeZbRC40io7g3emgtfyAZnckJVws25s8OMG29fbIL4aIwqDIe02zgvtYncC4VaPMmlyC8",
-	"1bWgDn+NDAar4CxCzNvUmBA1vDj6Kv5YhWBD9FczOFdAZp0iEILmQMFF5UmqFm51m4J58ioiQ9yBbbcD",
-	"Q2QZQ7MLQ9K9oPHlWGiFglxzcWn0DWp4CGrz6H9cTks1i1fPUd36oVFFT1454zzm0yllCSmH0jOtT5Mt",
-	"i38iiW5qnGl6PrjSJs6EzmbAIAmu6s7UvGky1jv++sqKnbsw25Jkgpy24I2fOtrW60SdJJWzjM4HaNh/",
-	"jtbgxeCsueZGWCH5RJIhthqipCm3hCoF05kiI1QGNWFeU0kSYKnZoKXEYGiv5PRwpQb93d/i/ZsX093J",
-	"c3Fw9Yz98Pve9ffQVy/moS1vERnGQ75MYvBcxdxIhaW78c62XS5ojDQfWGlehWuvv9/r93Z393vPQwBp",
-	"QzyX4c3Q5iIxDcz5o1kGWp+IIb0y+C7m2esHHHFRR2llXsmV1ntm2z6g5HTglRtTYKRxCBpoXnwONyJQ",
-	"ylP9TYiUdyX1OoYn89hY9J2oYw6lZg14HgM8zo5zVlJFFT11F/UqKkelT4PXL+2OS15trtsAXl7BLOPz",
-	"aZDxoodEQzUWNIbBDETKA6LvP/g1uiC0Wh5PIMk1Z3N90Q6R5AJGXEApY0n3J06S3BDyVuUkdp7v9Sf9",
-	"aV+Gjjuwq1Rw5uB1uzgTPMljeygSuIKMz7DN5yAL1dbAKIUWHp4UKCFlU5IyRS+BXMJckpgKMSfd4YfX",
-	"v/x0PHj1+v3bd//58+tfzgYnr6wLSe9EdVWQ767C32c8S+P5wIYOlp6w99j8lWutB8gvsjQe5CKr8lH0",
-	"kx3u7AhgY9qz3/di9Ls3oLBWfkvcC8QViDKuXF1nv7fb66/A5Yo9qIBc3eESkKiFGJsICx3+V0bU/0Lt",
-	"2S+APY6nQF5yMeMFS10cBfEiW5/+6/z8pt/fPj+/2X1zfn7z/M3n7/4VQubr0Qi0Zg0/cp4BZc2DZhjz",
-	"ant9atrqTaJZDp48vbDD13Ft2jn2H0RQAeKJFX2bBrEQhClT3x90gjGvu8JsJm2CjBkRGUxdNkX119/4",
-	"xdLT1di5Ors2ZKzmg5ngV6lz0aw95DUDMYCbGRdq/f41zC2DLzIrr80aQjA6pQKYM5xwcDFXIPU5HCR0",
-	"vjLYJ6VuNaU3Azp2u3OX3nolXwqBNsrvBAC/0IzQ+dOVRjRnGpI7jFbbQw8zPpBRGPULQQkgKrTXAcVl",
-	"nRB61LFhrwC5oCMOkgFMaZoNEj6lKVsdRafIRmWnxNBgOqJ3OWWuu5T8Lt0lSOMZN3szmPBcfPlO+0BV",
-	"V9g2Y9SC0OauLmYMneKAR1VO6e3lQrbrdmbTomJVO/wOEkMjrKoAIBP8nzSeglOJtB3ghBViuKYTPDsI",
-	"iXjd8BXuRHX82siVgfYXKBfdT3T7j/72i8/uj+3Pf/aj73dv3fdb/+P8vLf13SeTVxN9v38b1j1qMpAm",
-	"Jh5Cs/feno1oJqHunn9N4wnxKINkMFKE54qkbAJCa/Wqqi1bHUzrg2FZW1dUVpKmgU41eRnQf5p7LwQX",
-	"L3kCbblcmKk3pfEkteEBwkeEOocO6rjW2KilRCBbrmc9oOcrnCYR/CmX+EMtWIFD1+PjnahTjXlrs8LF",
-	"SDWNgZrwZKC/spxC70c9QImTyXymcQjJYApJSgfWZxcMnJXKeBEc1KetyJvw0IDJEeZzLQxd/dIGdqpf",
-	"uiC0ZodeaEzP5cL0epH8CgoWVkTlS95l0y/QuPASNAxlIm0NgOktN2lkNBlwls2Nv/OS52ZT9WGkWdCG",
-	"3EAWKNqJfobn0qRQzJD94cXB7lZEJsBiIPnMzPPcG5dw42q8TgVUTbNno378Pf0Btvfj3WT7IN7/YfvF",
-	"6Bls7108T3YvduGA7vbrTOr5Igvo/PxmDw2g569bbJ8yrTDk1zU7PaCq1Ve21F62ib2Lxmg6EZwcWCi6",
-	"sZFubfKd15qh7qVN2dW6XtovVcjs4foi5JqDvCxtttjiU2wedGg2lQ8nWx2z8DaygvOoQieVdYVkfAnN",
-	"MXZbKvRqLi8/KLBk4b5XwTniwtLFS9mREAtQZCT4FE+pxkJEhuiVGWA7GJzn/f5+bFri34BJAOvmZ1ai",
-	"MVYo1YMeS/FnUgJqB3eWarHVXOsxmYGQGtHk+P0JuYQ5GXFBhjt0lu5c7e5wMR4Wi9U2TXCp5HTCrxnh",
-	"LIbesqOxwrk4zadTKtDjjAHYJT0+yoCajh1rM0cFHhbj8SUS9lI6LJjFn44/hZTT2zrBrsPLaosyXRcD",
-	"v4kogCcDvnYUoM6rfBcysEQPX/KbktkUHCkcE3iLusapZwGvq2ZbrYXMBEj0O0tiFBgt3tWEKoLmzRFB",
-	"kpAkpoxxRUyEh6QBlbvV6l5py3x7xvhJTkw3zGSvb2HNMG8q7DXTu9mg1bhu+A2LLPrne8uz6Bv7/zMs",
-	"jtmsx04Ez6rBc705QQrZMOPBiUP0/c7G6YurA2GiMDZyIGr68uTVBz+bakrnRVqpFllHBKYzNbfXkyib",
-	"Y5q8o6hS39nt9/C/nR/akw5K+rmTDrdcK1s7lq745ZpaGmtEFBQIQTU42zOB8YmmUqWNuNWP4inafMu8",
-	"H0WaRaeYYKFKVSOEIC2VtN6MDNbUpBbUrulCzPLxUmzoNqtqpv4UC3TTUD6Im6EFMRWGUUXNXYj5C7TO",
-	"uyDamMQ0nEKKtziHRbTNikWby6QXYK/JYM6kF9DVrAKt7J7vQVvP3HgAAvDcCAMBVIaCnL9O5sSk/5fX",
-	"Bro0k5xcwgyzRTPA+5hFkDuVxCJqa6UsnnyWrE0kXky2YDe70dqRtaUkH8BQlWT8qGyFxXirWnZu1leK",
-	"q2ckFLk15IMu16ae/AVHbHWyrKG6JdFsIWJOajKJi/FimeT5Y3TbJXctq5NtQruvcMOvrd83D7ynnlEM",
-	"W9QciXVGZ2nd/GW8jJ+XYPEjkv2X0vIJi3sbJNsaEteiQbxKGRD6NrS5ElngGK9oMJd4ZO+MLrksuQEn",
-	"mOKrXR5dHCezt1Px6iciIYhAVP7X15TWc0bKlMXQXnpBa+sxupOZMRVbhXHQRAnnZwZMkqoLry5GEMZW",
-	"HG2E6SCyvza3WTXxZOHO+m0rSRfLg6dvTdtbE7XQ6rzngljUveaw2MRJ25B2siBIXV9jI2ztQGjfqlde",
-	"Vt2ivL8n0sUyJemaJL/3796evPzPwavXb44/vj07JfwKTPTmIk8ztZ0ywhnILeOs0afPW8gTSUyWGvYS",
-	"aQKyR15fgZjbi6aUJZVI6wSjQdblQ50ryDmJJiDA8xCNuCCAg1UuvV5PuAQ3b3ErSvdB3VZJyEZNt9Ff",
-	"jnRr9LMqtbTTyNtiFes68cxe3j1K3pZXVZ6n/vP95we7P+wd9AMnq/CF9UOJ7NVkq2JIrEVxh6HqmVce",
-	"jP07DlkkYnnALRoomK+/OCmrGPlFcGTnWtz//tkdfIuVhJYGgxn6h3N4aOosBJnEkba+HbVgy/VYU0Qg",
-	"k1DlTbbL1hEZolowPCy4AST2xjx6lp/of0k84akJvhSuzaoDsoTHJRIGtWSDkl9Fumb8o8aETPqIlt4V",
-	"LuOT9DNbYcVR0bN+mLVUPNE44m3015ferenaJ2PGBSRH5TXwBGKUP53VZHOTyu193mbsj5EPb16SFwfP",
-	"nrukGXN1/AOwMX0iCdwoYHgFfQrTCxCyyQFrl8xbbtkF7qhrAnYX3Bm/toWiVlqkJmbVyAs7ZjVpqlei",
-	"7Xlyjg6G8w6hmQCKtQBSqWQwUllcFFtIQ0VmkusR0E9QwNj8GoJJIZEJrdbrs1Qc8lXsYrfaPWHjoWgA",
-	"PgXpbMDF6rIZs+wQkquhcFF5GawERsDva7rfqxVCWsglWGGkLEGCvM9dqSIMIAnvZXnRrID4oP8ieGdM",
-	"s4Tq0k415bg0qfZLmC2XNRK4crfv5U4l42qlK5gGHu9imCHL0FadOjw6vl8y+kNN7bVQlAx/eY0M317N",
-	"SKFoVXwuGrg8v6JF8YVrkmuycj/bfLX6R9dWCcrkyBuu/MI1oXmS2v4hgXW6fhbz6tdGbUra2tz9IcOr",
-	"TWr2ePG6xtzmkpsL5C228hzWVtM4mhag04EkxLlI1dyZXPKIAGr4TrfX50/aEABqVqRrBiX2n72DiFCm",
-	"DS+9gK2vG58vCS+oHZCuPg/bnGVz/+p7idZvM77/oGrPqY0B1ErL8WsQMZVAMlAmpzNJx5ostEU/mc8m",
-	"wGRE9oni5KBfyf3EUJm25o3tn+g/UcmgdizChRmsRz6y9PccsGU6neaYTlrN7MSYRzU30+aJl+nju9H+",
-	"D0X6eDA0cGr84l5BulU1dhdJ63xkM5qaCgdpDGSvv/f99u5u06+9IPQWkZSRay4S2ajk9US6BBgsHysB",
-	"dFs1gVQQV7yilin3bN1MOQtZiL0UPu2Qa3wlh7Zv4q/If20X4VUqWqEX2uc2OLdiFwVimjKaDaYpy1Uw",
-	"O4QzZgrKSVtnyBa2MLeQGnNgkQ1IbJayHbbXOWR5li0VHmbM+uprKKwtNLCI1n0844pmS263fWtbFPDS",
-	"NrWOwDZ+uRf2vvchHBRYOVC0XvTA3/+NxBDuFmjyw0rrhB0+ygcINNWNs1yKtYyzUNZBMF4UvLfmFLBT",
-	"DZZN06untjXcD66FKxRm84yLkjaBXONIcyXN0C7mtnkxyrbJgDMkPSwqqaFiA1RgHoQFXFtrLoT279Xy",
-	"opdmQWMd7FwwSDARWgPoZZGbFFXKYuiRX+AKBHFJq7phadJyoSeMCJU17EhCBRDW6FpJ1V5h0bfI/kY8",
-	"HFHRi8VbVOgD8ryYvXN2zp4+fecB+fQp6ZazuxJKW4fo5riecARV5KzuT++RY//KlF4EZeesulzSHepW",
-	"XFimdkh+xOWQ5SSy1SPofPF8BHQKXhHTc5Yq4zfQyohW/oY32zjutvE2lJ6vI9ML6ycQYCMuYpAEbmis",
-	"srmX5xsRyY2HeJRmegKrCrFsTmYZje3MZhMTiDMqIOmRYbXSXZmlSYzfyJ4Lxk133IQPeaZBMPGjYokj",
-	"rs0TeahbbJOnT9+JRGukIxJPIL6UT58e2lqs3bLyxhZWK/dA0AN1hwf9XVKvwWeaWuwRbLRPAn4a086V",
-	"8MVFWPofa3NJNaoVYyn8esViPcXwYHefBKp04gS1gvHmO2c56A9VH5GNnRnMoPdOPn2KWzFsq5c4NHe3",
-	"Xhw8e77l1PzQlcOUubpRGmit8KuyhvETSU5eYZPSgza0YNSWoDeoqJHLHRczZglXExCEcbZdXENUhOIW",
-	"yohMOOO57YVUoQExXdCH0iO/aPKf0RgOSbcsuoa1lszVw4gInisgCqazjCrY6pFjrOo/N0sv7rxdgj6r",
-	"iZ6h+M5ttuF+slb2HwtnE61zIFvAP0x90gIBavsDPhgAySHRwnp4VBlfz2k3IElHI8Aq0G7SVJLhQf8F",
-	"aan/3CMvOXOVo50qpEfHATmzo9NUmaAssg2NuqPijOtGcAMxasLknT7QWIFIylGeFSvEg60HNis/JNQV",
-	"DHP1w2xtJ8K4mmANTckNirUdmapiDkJHAuTEhZsLFGpeU0wgTZVNjTVJqHu3I6YC32EY+rRlH/8Yki5V",
-	"JAMqFdk7IGjO27xQjelRKiQOb8DQzOGosYYnsgTHxacjgskjbllYHM368i2d22OpCRzpEWudWkcAJAUv",
-	"kMiRydC1PyTnHcPcbVvD3c87w5ImXQAhowZ4ATQhXf3L8PUZHQ+NKPvp9dnW3Z518AqdEi4M9hc/8hDZ",
-	"KD7WHC72o16K16JGq9CaEeUSSJwLyfHJgpRZgTcs3igYku5ur6cN48J7tdvvbyFzGPpvCui1azArjwo8",
-	"kc3XByLCZ/T3HLZ651gzMI2BSdRCbYbbe8FnIgVlL05YD3mnrhZoPcBz8bliQqZoHaOztHPY2e/1e/vG",
-	"1zFBxdDpDKV6JHdocfdvxmWgZmKt6q3Z5XKAJ9Ld07OSNxaAd9NpZtAkqIJtV8N3BqJWj7ZHXlqGqztr",
-	"FY90uSBZymz1c4wZafrB3ywFUkVQQ97ShHJpOk+LTC5na1fCUgiL5ZQ0oGTiHTpyzHzdMZWlxueeQNDt",
-	"jlzN3aiouMuFufrBGcoOeQ1CU2rfHprV64wTG6pqVBrv+QXtThJMhtQ/eXfGioDRjzyZL6hPvF5d4sY9",
-	"0duqyWKjzZXHGvb6u/c2PyRtFbzN7ltdIBXFzcquLK5JmprWB/1+26zFMna8Byewy/7yLuWbAdjjYHmP",
-	"onK87rC7AlRYRx8brwBPvQC87rf3Ynm/es1vxLZ9oWVZX/OAg2+adg4/fY460t2QsXRbHtfUp2BFx7K4",
-	"IYbOkIqJ0Dm0NdBwhroRtINBq22s5op0OIYAS/sFrrUKg6JXaxau/KvmTlbiQkKmueUCaCaRKhc09TGb",
-	"R1JLlrKUo+xUn8T6FMZd2WSneF3nNlqprTHxdePQCyxN59Rdn/1Z6kMIlhP2qwm3vRKDtTrrwPnlXapj",
-	"/rcZ7r8Vv6wk8G8FX0tqBRsXVry35lQh9yJVs8BrK/h+idHg+0AYZvKjDcfb/0sD/V0LwMFJyoqlK+1f",
-	"taZsEw2oTJtDouUaF4VCqoV4Om19fMjkK6//5NwiAIp6l0vmzpkyVRDWm/tzQzL1NyaZaiVgQ4/LoCKI",
-	"6rBua9d8dxm0u7xL/ZmCu8muB5QShVzQSPRVXB9lnmTAr0OCwctYCAqHpFLANSgaGsnNZfXNiBjBQz5+",
-	"eBsRr/Zm5NxUzirSCogLhxtlVU7oDMi1/tNBo/VmaAqQn0C98jMG7412vVlatCnPcfgPIL5XuP4LqPlM",
-	"PbrzvgwQXz39J0iBleQfjwibSsS7SsuHUyMCfLoCtIkim5dxVLuccNcj11Y3isvHQVAaVp21BzU8WT5u",
-	"Bcfk7q0Gjb2feJ9yo3GxcKHkqOA/IjxLSu31UZC0ChJeO0GFYVH5PnCSA2l7WG1aBo7qy9BTAOud1fpb",
-	"qp/vx4oPXCl+YDu+ev21SfEGqqT2iJN7zTk0sm22g22qpea2vbeXF3UNvNZceyF5Ue+iHS7n2z6I/RUO",
-	"YvH05F/EwVCceEM79dtkdz/1Jgl2uQzf+bNmY9+2SvWfQNX4xIPIl1ZfmdfmzkfuL0D16/rgvgb1/gRq",
-	"c6RbCKy1pFDd5fMZnRat73ln+Zik0suxJL9gWL+IIrUEizBS1LR6TF2ALxOj9v3xFTTelkfXH0Ly2gII",
-	"K0neh+UHtiLJZvjCxkTx35DBrC+H91aQw83XU79IhP+w3pTFg6ZfTf6b8n7N2+Q2gY7YggsPrg7suKop",
-	"xStBLWW1K2ZtkdLBbVaHVm5SRSY0Id2y0lI60l9eU7nVIy8piyHLMBVgAvjYsV9zqXxuCGs1YR5Fj7xj",
-	"sSlKhZflMYMAiz9HJrmj+mJ3k22bOX3u8sqt9susoBpP/qurSY/scIPs8KuwFyT04KtdX8xUNqGpBTM3",
-	"GlzlAmI+BRkoWWeTFLzSZUPy/+P14O+al+rxVSliXpU6spGjVEVegTsBU37lciVNelLDc8evmeyRU4NP",
-	"c7unuCcceBut5FroXr8EmMkygYokQJMsZQGHup0B/jFcKiqRZrf3kW/9U/mWI/6QYrQp/nUXpchLQFsY",
-	"BTnx2n3dVIr1IhrNQv/3ySFqNcgXBhM8zEeE+YkwnUdfzsZiD83jVs908iMS/rcP6N4JKg0uG5M64eHn",
-	"Q3bN5YjnJKFzadI7f88ht/e7pzTN7CVTk0CONQVMunyPnLWnjXKbDSJcbz3SkbZgiqxnl9Gbqh45DoE2",
-	"8l+IAQOKLLIz7U0fBteYVt7FzG1gyVbApkEEVJIqv8l4TuPVhK+WlbkglnNUbKfZZ6STazqvaSSPcZuv",
-	"62D6CwV6kOzKop36ZLu7kndip5tRYnb+9DK2bRCozdkTZF/ONHMMS7PWmKIXJ+NsrBcKRS56j3zQzdBo",
-	"cj0il5KO2Xwuab2ay+4bUOZWjCyuj3QpC3aTCm+62F8C/BJB2Ry/fBibajHzqoqq++FVj5GzjbADQ31L",
-	"UsnvwhCi1iBu7b7FN0ChpGtuJ2vharSqrUdtfrOR2Q0R12aU9xUinAVQqOzfRbrZ+xer5ii+M80fyEi/",
-	"V39bUXl7cVYeLjhyJgvHa99YV/w3njJIHk/g/dvT8qtnSdzlZM2KWuhtIsZWS79HIrcztIiWohS2uRZz",
-	"ROgFvrWGJSylK9fcXm73MZ/om8snKguru131zo6rNhm8bVepTLkRx1Me8DthJYLYXgO+nvAMfPIzlLdy",
-	"wXDSbVSCL7tKr56zcQylDjdbzTSmHjkuyugObTlex/PxrnkqSepq6HnZT66KHvk1VZNE0GsXBBsuecd7",
-	"WClvn6SSXmTQVt+NFN3s/WYTd8OLJqkkF5oKbRLBtLxoBYVfrWnOvc9L7vN3ScDya2s/cObVYj5rq3U4",
-	"Qn+M093HnerH7KkVrGhTKmnjMuMLvGtm5h0YjcA8RrVAX3rtGt2/4lSfKnCyyxcuogov964FmnwLLcCw",
-	"iJX5CetiPJoNm1OBVKnKphghiiEymL/Gh2Gw6pDZAON9dWUGv4JadJcjIkDmpoLhPQUDP+gJXG4OUn01",
-	"h2exT7lH/P6BF3fC+Ykx5lo51c62UJyTbqr0Ps1AaRXHZZebjCPuhR0Fv0b17siUA1w1vTHo29YI3uDt",
-	"rm81Y8hs7qP+8U/NEzKETqj3iuvXvke1Y0G5R/Z2oooi2ZcAM7ybojnFRa7IGBTBWosFRoaayZhCakco",
-	"us2DOqGWPWLrg5sQXRipSyNyxlCjsojClemOnMGWZq8jrDnVNZX4bDFHzFQabtm3d4M8NpAlaUC8P1a3",
-	"eauuVoL9G7xSU+WxBRU8stl/bDqmIYFv4ZrqTu5eLQrWQXnHjB41A0E+nr0kCZ2jdkyG+v9DojgZKj4k",
-	"KYuzXGrFsOsK5B30+yY/LCJ/gODStElCXKd2JdY8prsu28Feb7TmvoLnydYzfzj9y6wpwCBe0TSbaxzL",
-	"R5NvM6fruJnjjDjOLVm5M5a757fqZ8t7QOl+DDpTT3xHQjZa5M7AIOepbnSfRFopEt8iwWJqbpTZyuBt",
-	"aQZ3pMOvXuansjyPQsw+hUtMVRaxZJN3THJWe3FVjWODW6n4TJJrLkxal6kzGnkv1rrCy6aelLZZpV+1",
-	"jWuGbW4NuiCGK15OLmDOtdSp1Btvy+Tyie++TN2DkKsB09j+HslWXzET6t7IerG+8IYLEtMZjVOFdfcZ",
-	"QweQeTkEC77LfOo9guNkH+m650/cozfY2HsOR2sgCZ3j9TKmR5lCstUjlfpY6A3iuTKs3oXnhLkSLKAI",
-	"/oXrdT6k2hH9FTNi6o/PLMyLmYHYrpi5CjtG5KL26vbJq8fqVcGTjOi2aEPyr96bxHdILHHzEara6yo3",
-	"/vkW4x1q3wNrPd2/apnj6ugHK2tfTzhJ0gTvgRp938W7KwkiZfHDLlVKpBe5AhegrhWUNU846LEZnQKR",
-	"jM7khKutlpq7bgl/gwQ0t5blZ618yO3xIIWqTv9ZvjP06fNtpQb1WTOfwmGzei9upZLU5l3v+rmaLgxa",
-	"/gz3qd7/DK2FXiSIKHyKXQn+J5IInoF5pKf3SCmFRoVvEJT15ducOGvSif+aeWtVWvfgalmrunwhpqw1",
-	"WwQ8Mx5fSg9Um++E0U4Z9MQU7+jeI1WWb/W2JMTY378wgfCRq5VcrfFA7zqEukqyXp0wbfZet5G013gJ",
-	"eKtHLEGQRr6e4oQyWzviIlfYzafh4gEi22FgfhwGMvhCOW4esf9dstyqLzo/cDhk6cE2mW5ffL7/SSGQ",
-	"xzphD8s8XRac2jATbUBQe5/TwoE15A0PykXWOezsIKuw0ywuVO8e2ivrVXjFypu1tH2Vpmp1eSNYb1Gg",
-	"EnfF9TLh0ntL068ZH3yGJDhgvTaC19e/XrUYlHquoj9KkcnVHMJY26Og/8p7fMKEcaIl22BeLMi439U8",
-	"VxDuWtHAu0gvW+YZ0srropF50Dz4qKmHZkOIt59v/18AAAD//w==",
+	"7H3rcts41uCroLRTFblHluVLbnZNfevOpds96U7Wdmrq2zifCJFHEmMKUBOgbXU+/90H2EfcJ9nCAUCC",
+	"JKiLLdtJxjVV0zGF68HBwbmfr62QT6acAZOitf+1NQYaQYr/fHNKR+q/EYgwjacy5qy13zodAxEy5WxE",
+	"gMlYzoikow6RYyARD7MJMPlEkAtIRcwZiRn5M+MSRLfVaYlwDBOqhoQrOpkm0NpvnbV2z1qtTkvOpupP",
+	"IdOYjVrX153WUQSTKZfAwtmbq2mcgqgv5l9jYDi1kDyFiKQgskQSPiRyHAtyDjP8+GcGQpLLOEnIAMiQ",
+	"pyMuJTDSPn77iuzu7r7cKC9vyNMJla39VkQlbMp4At4VvuMh1QvxASlMgUq9Jp6lITwR5OPxOzKlclye",
+	"rTrwdac1pSmdgDQH4UDinzCrz7ZNJCc7T5+SaRozSQcJkMOTV0dHJBzTlIZqmANC9UFE6vCyUGYpRJvD",
+	"GBL8ELMRmQBlQgOTToBQQWIpSMiZBCa75PdYCNXs//2f/0uCvV6PxMWq+ucw6yswxylEgdpdrNalcanV",
+	"aTE6UTt09rGpNtJp2T6tfZlm4ALlbykMW/ut/7FVoOeW/lVsVeBRQZZ/wuw9QoYmdVDZXw7IpUKdUXwB",
+	"rENSkGkMglzGckxiSVKYJnRWR6wVdnbznQx/pzIcz7146maShAq1Uhp1CHRHXRKctZ6ftYLipHhKgp8C",
+	"c2A7L8g0hZCzKFbjFad1QC6BnqvGQtIETPPtHXuF+5NYTNSK5pzrcFOved6Bei44UzMmeIWOItUGR1cX",
+	"pBg7dhr14+jmOFOeTM8v6Tn8E2aNkyu0XjDnlEoJqer6X6r1p97mS7r51+evO8+u/+Yna+wilov2bJus",
+	"MHvMLpaY/Tc+aJz2Cx+sMJ9qvXi+9+mIsviv+fvlTqPbnHFlMjX/BzqCk/gvqF+nIwkTQaaQkikdQY7b",
+	"f2aQzoqlqd/6Qg3gLiKCIc0S2drf7vU6rQm9iifZpLX/FP+Kmf5rO4dHzCSMIM0XdMrPoeHRCBhcyT7O",
+	"KlWrQL9loC7vRcwzsXi12K+03Am9egdsJMet/R2zRPv3tu/QPgo6grcpn9TX+DZOhSQfT1+RiM46JGZh",
+	"kon4onFFQzXKvPMsPbWtxtWc8vpa3lHvUg4IlWTChSTqlYroTBA6lJCSQC0maFqp5Lda57XqLKacCc2n",
+	"/EyjY813qL/MK6r+SafTJNZ8w9Y05YMEJn//IjQTsRyaf9C99KR1FLLsTsRBEMYlQeqtGSLLoZF2ELML",
+	"msRR3zQPOiRofNHVb6a5g5ob3dZ1p/WKs2EShw+2zdDMb17vMEtTtUEhqQTSDkSSjfqKzjP/DjNR3h/2",
+	"Ux+mWaquvqSp1C0ESBmzUT/h4TlEZvdv0pSn97n1Q0YyBldTCBUvB2p6XMhbng7iKNJ05T7PAXGBJDQ8",
+	"N8xjyKeA+CWy4TAOY2Cyjx+Djj6iwOKV+bzRIb+enn44IbEg9ifSDsZSTkWBgxtaxnDfCtVBZGIKLIJI",
+	"cTADUHxPBAlIHCL/UfXmKaEkiSex1BPRcIyN8FMfrkKAKD/XXziD+4Zk8eyTkDLCOEk4G4HaFlFoqi+t",
+	"5QwAZSKLu/ZrChf8vPaVhiFMZb65P7h8yzMW3ecG/+BEZOE4l4ZIO2Bc9odqHWZZH+gs4TQ65fwdTUf3",
+	"Dv4Bj2ZEo4Eg2+T3+GfSDqZ6TX3JeT9Rq7JrdXjptzROILrv5VqmuxC1hebgOzlDP6GJerYQc2rcvL2M",
+	"hmD2TQPP/o7zR/H+dpjvLhZkUpZn2oFfkNELP+X8d8pm5u0V97nmY/XiIDVBiKdUQt/8GWwcEAFAgmOQ",
+	"6WzzUPEjyIk46hbnpzqvc4I7FkrQv6Sx9CoQCjYT2SZGMzkGJtV+7/fwjADaKRCwQzJ2zvgl6xBDt9Rp",
+	"GmKlnxBDoA11oFGUgtAvin5hcnaGJgm/JO0gK28w6BDOgIQ8go6ineOYSXI5jsOxQoxrCy8E9WEo44tY",
+	"oiplmvIppDLWbBsNpX7P523ddj/ExtedVjimbARRH/UpOE6spAuP2JszjjRN6Uz9HUfeZmpRuXKpUJeZ",
+	"F82VdOrMqOZjQch+w+Co0Vpez1VwxZ9aKJ6Zls4sHQM5d+E1uHzOB+eDLxBKtZQyLGvn0bCBmF0Y3ZvZ",
+	"IsuShA4UiDTjXuuhuPy+YHQqxlzOOZivLWBKevtkNsLTXKBKeEiTvv2sbuBMSFDiTSZQHRKjQkExls5W",
+	"G+CIv3Y0OMtrmweld7GWJypAssiW/2MZ7PUhY0X6XAKyVfTAFdQH8m5qBEz+xgf1DYV8MqHMf/RGrdqn",
+	"clkMbrhjPsS2E5emmbf2tRyIhUPtQLzAbVzOOtbiqskeHkGyKJZzCUOTOHL0ukMCvK+b9r4G+MAE+s4G",
+	"pD2g4fkoVewnueTpueZOqX5xUPZDm8BiylPRj6g5yoQi0ILL0WuryjFIRoqh1EyrU7CGzT8RRDXVCm41",
+	"H1wogXhMp1NgEHl3dWPat246p078zYVhUm7yNBco432X85f0U0sk2ajVaUWxmCZ01kc10OfOCi83WNm/",
+	"fhCGpXoiSICtAuRLiiOhUsJkKskQRQeFmJdUkAhYrA9oITJo3Cv4AriQ/d72l3D36uVke/w83bt4yl78",
+	"uXP5DHry5cx35A0MhqZ7i/gLnsmQax5i4Wm8N20XsyWa9+sb3q+8rp3ebrfX3d7e7T73LUhIKjPhP4xf",
+	"T08/EN1A3z+aJKC4zxDiCw3vfJ6dnkdt22lJJfpJsdR+T03be+Sz7PKKg8khUrsENTDPv4dreeCKW/1N",
+	"PCnvC+y1BE9kodb/tDotfSkVacD76KFxZpzTAivK4KkaNJZhUEt9arR+YXfc8nJzXXvg8rMStg+NmshH",
+	"e4tfKgbVgYD0AlctSKyp20AN5rwzzkWKMi13gv+qYk8yphEZADBipyUDGPIUDpT8N47ZiDC4RIqprbPO",
+	"VAPOE6CshiP5Btwl+BDkNUwTPpt4XyBULKrjGaU0hP4U0ph7QPIrv0TNnZJmwzFEmSLxti+K78JsqGA2",
+	"SPsXTqJM3+iNEklqPd/pjXuTnvDRPWAXccqZXa9F52nKoyw01CGCC0j4FNt89r4lSogextDwmEU5SEjR",
+	"lGhhh5zDTJCQpumMtIPjN3/8cth//ebDu/f/+fubP077R6+N5lWhZHlXkG0v89BNeRKHs76xuC0kNR+w",
+	"+WvbWg2QDZI47GdpUn5QUL28v7WVAhvRrvneDdFcVVuFUY41GOUhvYC0cHop77PX3e72liD3+RmUllw+",
+	"4WIhnQZkrAPMi+Sa5/mDGiKYL/YwnAB5xdMpz9+W+cZDxyD86b/Ozq56vc2zs6vtt2dnV8/ffv7733zA",
+	"fDMcgpJB4WdzWWsXTb9Qy531iW6rDokmGTiMRRMt0O3sO+gFUL7EI0O61r3EnCOImXy21/Kaim+6Zj1p",
+	"fcnorpXAxLp6lX/9wgcLb1ft5KrvlkZjOetPU34RW83mykNeMkj7cDXlqVy9fwVyi9bX0TuvzOoDMOpy",
+	"PZAzap/BTIJQ97Af0dnSyz4q3sYJverTkT2dm/RWO7ntCjKxyqk5nXnBCfRTkArQnKmV3GC0yhk6kHEX",
+	"2fGDfu5SPIDynbWHg1vF86TTMtZiD7qg/hqiPkxonPQjPqExWx5EJ0hGRauAUH8ypDe5Zba7EPwm3QUI",
+	"bVDSZ9Mf8yy9/Um7iyrvsGnGTgNA66c6nzC08gveKVNK5yznkl17Mut+KpZVSNzgxVAAKzMASAT/Jw0n",
+	"YFkiJRDZxwohXOEJnu75nnjV8DWeRHn8ysilgXbnMBftT3Tzr97my8/2H5ufv/Y6z7av7feN/zg76278",
+	"/ZN2R+s827328x6VN5BG2oxIkw/OmQ1pIqBq1XpDwzFxMIMkMJSEZ5LEbAyp4uplmVs2PJjiB/1vbZVR",
+	"Weo19XSqvJce/qd+9mnK01c8giZHU3QjntBwHBurGuFDQq1mC3lcI2xUPImQLFedhVAF6Pcu8v6UCfyh",
+	"YuPDoatuJa1Oq+wqosQK61qgcAzkmEd99clQCnUeVbs+TiayqYIhRP0JRDHtG+Wl195cMOO5TV3dttzd",
+	"yAED+hTpvyveG+WPxh5a/uhIrmoLBgENKArXWOsGpaimY3hWS7JOMAoW/AJySpf7vBQkzjg3oQziuD9p",
+	"BEYU7ANTmKGdNGnU5yyZaf3wOc/02as7SxOvqPmrUbuUr8PYfJ0nej4RRItF5OPxu7KEZSU5yLa7S0hz",
+	"FTqJk/uo4xq87lH0dT3qFzrhY0TCi5d72xsdMgYWAsmmep7nzriEa0XLZZxCGRZPh73wGX0Bm7vhdrS5",
+	"F+6+2Hw5fAqbO4Pn0fZgG/bodq9Kd5/PE+rOzq52UKZ7/qZBnCuZjDxnKyQzcqbHmFJ27l7Rh7vTSqiQ",
+	"fQHA5pkDV1O93YTZ4/732cjx5xp7PEb6USwkpCsZM6t6g5p7fJ2tcZbRKc4DV11dRAWi3mtR89ovX4tX",
+	"Yy6AkYEOn0CuXds9YmlCYnRgiX3cyCY5U9von7UIZRHZeUZSyiI+KeH7kGhXc7KJjc5hKsmQpzhSEg9B",
+	"Aat8E9SQcy0iJd95sciXvbzxYwO1hSxE82VYmvVZWq9y69vEKzaXJGbZVZlaPNtbx0rLF8PnCVks7Ykg",
+	"b6Kdp0+3X9oH4BxmHbK7Q1DqIzFTzAqLaBqRARXwbK9bPtxPh5v/WzOJf9/6/HVv9/off7vBtZpzify3",
+	"xMSWeJwbbuzAUJyMYpJWM/fdTMlro+hQwxuDyHW5pB0LkeWa+SrnO6YR4Uyb0JcybDcQSOSHbkHbfUY1",
+	"c3AljatzJqVp5x7tK+y0IglgNZ1rRCUNQXFNm7R82bbXoW+tgMCauZu35bf4FYfbX4RKDv6gdcBgCuOX",
+	"1lDgsROUzQSL7d8rerXY23gX9kc/aDor2SXzFZ5AmII0eqL3w9b+p+W3Vj2zRvp6OeYJaDoqxvyS6XvO",
+	"WVh5Q5Gb7hslG2Tb/ckwHY3+ioaTv+TlnzvJOWOXo51dOeWD2RXs7Wb8YnfMn0V/Tb/8eQk70XDyNLsa",
+	"LcTJssOcBcrnUrBcs03yVqzfTYgxWLXJXE0XNlKtdezyrch9zC5W9e64LUt7e9qrXRBg8d20R3yCzb00",
+	"u87UWlWUla1LFNyBeaeEJ0sQd7sabQxfkbqXnIkWbNw1wlkDfhM7lAeGCCQPZJjyCb65CgodEtiLehFL",
+	"6J9lvd5uqFvivwFdzVeNAix5cRkdTtVZaiH8vM4E09jP+h2SKaRCAZocfjhCvkPx+MEWncZbF9tbPB0F",
+	"+WYzAal3q+QESZqlZnOvxhL34iSbTGiKLwW6+S7o8VF4tNrGP5iXvaosHObDcUkuIycWXy198ulyr6sI",
+	"uwotq2xKd52/+PW4pOZvwEN7D1VpletxASxSw3dcV5NCoWf1fT6l2Oou0Fwd5kM8fREk8cUijcXKzotf",
+	"+GBVaea2oq7O57A8m/UbHxzrLtefqzt0XzqLDn9mkBkfMgMx1MTWnMw+LyWy1MXRwlHd+wCWzqmCMPnm",
+	"fRj+Gx/cSKxx0LU412xqMMJ5evZ6L58teHtufbwLhXm72gYIrINqef3575lcFUi72mHCVSz7obEN1X34",
+	"eCanmazosJ49fbr7bK5j7hxXy4W3wIzi2+Q7tFicOOb2VW16xvZBpikI1H8Ios0gRHIix1QStKUeEHxQ",
+	"BQkpY1wS7VdLYo99r9HEvxTquMZT7ZRxpLuhPqCKURUvgLp1sGLnrzdotOTXnJTyTBfPdxZnuqid1O8w",
+	"31N2NWYs5Uk5ZEEdjvd9XTPbhhP7MNFxha1vFD1bmxzfIyrdwyuGbAx/u+Xzdx43sBbac2ZFrsB60t/C",
+	"jOF/5XKglRdWntHsxkBxwcH8bHMrrUAO3aNbaOvokIzFf2aAmWWw5wGhmGBqRgRgCK+1B3IGFblse+fF",
+	"Ilvc9lxbnOP4tDy9ccBzVKc4+qLbvxc4ndQOzCxlwakcsVXlbHNh6rKyMy2JpYBk6AiBxeT2AjhWZC5k",
+	"d0hD62O2nMVDGxb63c25B3Kbq1FG/BVQfR1cjEvSHpqbeW+Cz/LsSf43V/s7eUKBXh29PnYDyid0lmfW",
+	"GKZ8ckBgMpUzkwePslm35eiZC0TZ7nXxf1svmiPpChDdSMG4WGW4sowl+fmKMlbdUiEhTalazuY0RV/z",
+	"OrcX8iksj14n6L+zMOzVsdqYCebq+yqI4MWlgpWoWzoqOrwG0K7oDppko4XQUG2WVZu6U8xRnPqCHO0M",
+	"DYAp8WO3N13eQiV6E0BrvyXqz6KB6UKDPHLC6GxMgK7agMkUhmkjnOAcRSrQFarrekOupgu/BwRwfL36",
+	"KVDhC1j513hGdAakInNSmyaCa5+Ky3GcAHpV5AFLsSAGUMuZc7NptDKSOPE1ObnZ7qwcJbEQ5T0QKqOM",
+	"G2FTIjHOrhbdm9U1tuU74ovC0eiD7rN1Je4trtjyaFmVyP3R03MBc1R5k3g6WtpFR7Vd6KLjTrYW9sel",
+	"hg/O/9QuvCP9UnRBr3h7VgmdwXX9L+0K+nkBFD8i2t8Wl49Y2F0j2lbt76vgIGaT9Dz6JkxlKbTAMV5T",
+	"rzfB0KTNXJAvcg0WWsmXy585P+bBJOjE7JcIBC8AUbeyOqe0mqVcxCyE5hzfilsP0Y+WaU1c42Ps1QD1",
+	"l0kCYxsW9uXqM4JrbITRWogOAvuhqc2yQYRzT9ZtWwqgWxwI8063vdau5YqddzS887pX9MHruGlr4k7m",
+	"BBxV91gLQbJLaD6q106E9AJHehsbbB2xPrx/d/TqP/uv37w9/Pju9ITwC9Bu64MsTuRmzAhnIDa0Llzd",
+	"PmcjTwTREcfYK40jEF3y5gLSmcm1SVlUipoZoxu80ahTq2m3OvgxpOAo4Ic8JYCDlfJ+Xo65ADtvnhhO",
+	"9UHeNlf7fOeoW8GfZbGlGUfe5btY1Uaiz/LmEU9NMbLFfeo9332+t/1iZ6/nuVm5qaHnSypRDpzNh8R0",
+	"3DcYqhpF66yxd8Mh86BaZ3HzBvImoZkfYJuP/NI7srXc7D57egPTTSk4sUZgAvdyBvvGm9BHJA6U9G2x",
+	"BVuuRpo6BBIBZdpkumwckADZgmA/pwYQmaTBaLh7ov5LwjGPjZ+jtRyV7TvFemxQuJdL1iD5Vxqv6JxT",
+	"IUI6FNC4ERRUxkXppybJvMWipz0/aSkZ+nDE6873/3o3pt44GjGeQnRQZMKNIMT3p7Xc21zHcpPStO6Y",
+	"xsjx21fk5d7T5zYAUmfPPQY2ok8EgSsJDLPwTmAygFTUKWAlz25D6jhPml6FwDbHL+OXTs6bhZtUyCxr",
+	"Mb6HrPKaqp0oeZ6coYLhrEVokgLFdMixkMLrRpdnP5uLQ3mUqe3h4U/wgTGxkgSj4Tra76+aor6kkC9D",
+	"F7tVUqVqDUVt4RMQVgaczy7rMYsOvnfVZ40vMpy5ntR/rqh+LydJb0AXb5L1Igs70j6bJ4wwgMh/lo6T",
+	"hl3xXu+lNxGaIgnlrZ0ozLEhr82ZBRsS70RwYRMQi61S9OxSeQX1epxsZxotfUd1YuFo6X5B6PcVtlcs",
+	"/cL/8RIJvkmzE0PeKv87b2BjtvMW+QfbJFNoZX82scfVP21bmVImhs5wxQfbhGZRbPr7HqyT1TNSLJ8L",
+	"0cQNr0zd79N7pY7NDi1eVZhbX6KKHHjzpTwLteU4Do9h3PBAAsIsjeXMilzigABy+Ja3V/dPGBMAclak",
+	"rQcl5j87ex1CmRK81AY2Htb9qUA8L3dA2uo+bHKWzDa8jgDfpvvUvbI9J8YGUKmuwy8hDakAkoDUwexR",
+	"PFJooST68Ww6BiY6ZJdITvZ6paB3NJUpaV7L/pH6JzIZ1IxFeKoH65KP2lsG8+FOJhnG0ZeDkNDm4fO6",
+	"+FykAtnu7L7IU4F4TQMnWi/u1ORZlmO3lrTWRzalsU7bG4dAdno7zza3t+t67Tmmtw6JGbnkqXEDqshI",
+	"xr8Q6xQKAJNOMU6JTdldcRd6umoYh1mZj7zkOm2fanwphbYr4i9Jf02X1CnWsEQvlM+NcW7JLhLSScxo",
+	"0p/ELJNe7xDOmK6pI0ypBZOtWWeUqs2BmaMhMukZzLDd1j7LkmTh46HHrO6+AsLKRj2baDzHUy5psiBT",
+	"2bd2RB4tbZ3r8Bzj7bWwd30OfqPA0oai1awH7vmvxYZwM0OTa1ZaxezwUdyDoakqnGUiXUk483kdeO1F",
+	"3hxklgE7Ucuy97LwfD2JR4zKLPWIfFqtrlNq2PJn2mFFZ/FIi6pY8YhBpB9dOSehQhpfUAln7BxmJvVM",
+	"b3enQ6ZZCrbRRpecjlMAYkrV7J+xM7ZJAlR9bLquxUaf585Fjl53ndan8QSEpJNpsF/kQs/L81K7bnwl",
+	"FVczoYliEK4sTXbHyuEU7JMA9Fr/EZAh18yndcqt5IYgwEKODEkbgTNVXAAbbRA+PGMEezzb21QXH9eC",
+	"E9iXwKTokRx/6io4nNY+K+jLMQjV/4okMQNBvvCY6RVRImI2SoAEZ2csIG3GiUxpnJicxqr5Bu7+4+nb",
+	"zRcI6u2uiXjcNIDavNgOzthOF9eEuc11hqsOyaZTSAnybO3gw/uT02DjjO12S1DWqcIJXNFQJjOiYI4x",
+	"D+WzUAvZx1LFijPrkHioOP4OCf4jQFZNjkGBi2ANRdLOIzQRN7dc11+1hD29hBoSaCvQGXta+r2EUrbJ",
+	"M90kyZnSMVyRk18PN3eePrPnYxePhbzsxtrmR+3bac7K4l6qdxELwjh228gPFXP6mgTUglD0DsNV46WK",
+	"Gdnt9VxWQTHGqF5WAkmXHLpVq/IySGdMX6JOaUCeSRFHYDI6sYhfKvnKVkwq3SdbJClHTTTJRRzEGcak",
+	"XEAaD2eN975I9uPkUlHbD/Z626RaUKl7xpoq/lauYEEi6TQ2aRZiNwNKTZ1a4XyLZNJOMDO+wZ90iK83",
+	"PYmO+O1/9kQBaw2i3a86BxcUgiiBsEuOJHG3LCzRqCBWni7hQAPVTYJtnOkYoM00zYTUull8dFBSBJoi",
+	"6AyExlJOi/oLjjtzHUamha2PZQCT1+bwbnui+B6kNbp5Psqm9nrWbEyw1BIzAek/lwvUXhiWjUW2s1TR",
+	"Qc5CUAt0wtr1PaMshC75A4qbV9DxHBiHH4466naXoSMITcGcgtu1FDu+xKavEXOH3G9FV5vFLIiI/47l",
+	"Ch+Dn3567yzyp58cupjXgtnYR8S8HHNcapqxqg21Sw7dW4ivBjtj5e2SdqBa8dRcoX3yM26HLEaRjS5B",
+	"hbujF6YTcGp3nrFYal2xRm9BgqtN/QJpDXNh7dD3wdBKYEOehiDyt6UInesQwbVVcBgnagIj/rJkRqYJ",
+	"Dc3M+hAjCBOaQtQlQZkeFZ75RNsKzL1gXHfHQzjOErUE7TOQb1FzBZZ3+emn92kEqTrKcAzhufjpp31T",
+	"grRdZM7fwFLozhLUQG0vpdRNDfQINtolHt28bmffKdyEwf8RVfSpVqQX6+xXC/WqKYK97V3iKU6JE1Sq",
+	"0etvVluk/ijbBYy/hIYMWmzETz/hUQRNZQIDzS2+3Hv6fMOqdnwpQ2NmC+CoRRvOwQLgiSBHr7FJYTUJ",
+	"zDIqW1AHlJeG5SxPJKdG5OohJ4yzzTyNqCQUj1B0yJgznpleiBVqIboL6s275A+F/lMawj5pF9WjSoxV",
+	"yjMJRMJkmlAJG+p51xFd+UOLAV3qMaUssowkfrOHramfuWZowSO2XjQmMkOygP/QZTlzAMjNY1ASBUT7",
+	"6n2B4KA0vprTHEAUD4eQusKBftlfkoayx13yijNbMNmKv2p0HJAzMzqNda49VBMj6A7yO64awRWEqP0g",
+	"79WFxvheIYZZku8QL7YaWO98n1Bb+cgWQjJFamyBDyQYCGJ8umU+B6HDFMTYuhjlIFS0Jp9A6OKSCmoC",
+	"g+9ElkibwswBbTjbfKMjRwLSppIkQIUkO3sEVbhGtFKQHsapwOH1MhRxOKjtAfkrsxzrk9Qh6DCY1y1x",
+	"apYYPDfXUiE44iOW+DTKX4hyWiCQIpPAtt8nZy1N3E1bTd3PWkGBk9ZonFC9+BRoRNrIab85paNAP2W/",
+	"vDnd6JLfyzVWFZEI9nZeEH+p1QMsMevU9yQ81dCnCZjO2zvEV3MWPbeQQ8/Po1qB1oDmXSykIkSZABJm",
+	"qeBYqT9m5sEL8tL8AWlvd7tPe71ObrHY7vU2kDgEbin9thFbSrX0n4h60f0O4VP6ZwYbmgVO4hCYgCJ9",
+	"W+tDyqdpDNLEIhuraKvKFig+wDHr2GIgmvtjdBq39lu73V53V+u3x6gMKMtSNjfuCDw13yo1XnHHKZWw",
+	"aavQKnmwXFFV0S6XmRa55KJm2ifosScuIdU/hJwN41HmSAwfj9/llV4+fPz53dGr/sfjd8EGuRxTiUyN",
+	"6+KjJmij7JWXgEURhmkS7Pr+bHRw/faqGIlUL0YNE0EaX5hYPfcZ0dRY8AR5P0kouYQk2dRz2Tqydk81",
+	"ujxE+YzNnKUI9bi9Jju7aDHK38mjqLXf+gXkr9zYI1I6AYkeOZ+Wz6iIlzDfAp5xRf5RlFYBrGuFLxSy",
+	"C9mr5J9U1Oot5ROtZ2K4/ox5PzQ5Vu13er05NYFXqwWMIGmoU63QCp3/9/SEvnHyhW39THMTjeqy83Jx",
+	"l2rFZ1wFkoHFfXX5flcr19r/9LnTEjY4sPUv9EjVfJnrqKadszCk2xhpHP2xpCOBURkj65BZ4qBb+yad",
+	"KM5cvu8lMRU1oVx4bn7BHijGJqiEzgf7JdEXucsKr+LI//Zu7PR6fs3BQX5fnV5D1ETUVRQF0+FLT448",
+	"R6YgZ1neoHB1CwznXKvIT6ouSyhazK/+b3eFI+btggNkWbA/RsA47bZ7+lNQv/Y2328p13Xu7fMzj2Zr",
+	"u0veNMPXZZ2zcRe8s/tcrgJbv9eHxj3M0ScZxImFgyN47Xd62/e2ruN8PTemOHq187tUS6tjv93F/d7y",
+	"dBBHETDdYwna9spm9VcdtpfYzS+cgW68xHo+aPnxlPN3WALhwSjuV1db+OnzdYkC20MllBnbR4ncaOGH",
+	"OU/oUgQYf/HQX1uaw8tv/cYHOtRgBpLkSbU6hCcR8hJKTDggSSzQ+2FC03PkOCYkz8dVJy2KzbUVoHVC",
+	"9ju61KWS1Q2PtQkUJAoK3Xu+Dyuh94OhqddQV0VZBUoFQqLTwOFbibQxLr8ft0PTra9f+KAfR9dbRTa7",
+	"Clfq22TRZOs3PjiKMKOdn8s4MejgcM0oSmuGAt9flPUPKtoHbKQZhPyWKIA4vIFTGcXz3p5kg0ksi/xl",
+	"d/PUOkn97vd9xeRw/hv4hQ86BdC+h2dsb3GPP7h8i9V4Ht+9mxGUY5jyVIm2X/hA65n0rbg5AalmivIT",
+	"gNeQV8tFDWq7bIwMbL6nYAOv+26PRHQm9k3GqxgiU9E3tmovFPFDJQFYQ5D6oHlwiEiw09shX8+KGr1n",
+	"La31vC4EB/PQW3ELB8hLQaBL9UERwVixMwa+OLSgQ4K9nZdVscMoYo9BprPNw6GENDDmDm30xeSAQBhc",
+	"SfLx9BWZxBGLR2NJ2laFYcyHFRAcaKExtmRUXcGNJhLolle+IypYy462FDHcWdv85dLTPmnD2vPa6kUx",
+	"ooc18m18ByTykYAhJ0GouQp8SHgZr29CxwrzsdiiebJ2Px2rKkrbspRW/YmwidWNZTJMAVV2NNlYTqn6",
+	"yhikVOdMQIq4msRMCwA6jkqRBPzNyMpUEvQa2+iQCfrco6hgsxtY6lHSe+BajCWJeozwmPScHDLXth6L",
+	"wiKOWg8hsd0BMUmpO8TkqSY81enQOAOrMkW9iKWF9QJ2inbWK9gFxIRvVYvYeVg9fbudJN93pVapJPZf",
+	"ispt39n8flKXB2pYW2mc5qnw2yLPa38Lonf3/N2PS+1KFE0fY3FdYxeDLT3THv1LKoCt18YWBnJtwoWN",
+	"0vXqIv6Ay1zn0CXvGRDsgNTJWCQhIpPMUAF0IyFlKhjSJNFpVDwqCbWGNxcm/cRqYuUHOoKT+C/AkjRL",
+	"tNUuUKqxz95Rd9hekq+p5PFQ4y/wsULLf5DwkCabucsO0jIxExImQZNNhoaSp9XFueVry2P+tx7uvyU/",
+	"LyW12vDWb2pcNm5MvxOO20iHQHfUJYH2kXCh0Lj8fLgmixKGXtVrqjUUnGo4x0yG3CRxXEpfpTDwvenk",
+	"AQM6G+hLot41xRsag716xE09QN9CdA4fdxnLpWWdt4C8DNqCuTMmddma1ea+S+NdcdObNIOHaChHdwHV",
+	"1uz5O2C87/GVyN8FBUTX9uuCzOV01Wcvo1tE8XofB8f82/Q01BL+FPbnjmPG7xBgF3HKmaYaxo3Peo0o",
+	"BsSGiGpmVYzpFNDMn5NNxTeD10r+2rVS3xnuOrM0cFOOY+W/AfK9xv0PqvUYHbxzPnqQrxoS78XAUkC8",
+	"g4R1JuJ9qeX9sREeOl1atHYuQY0Mlc3vhE0ZujK7kSfk9S6lJtUVtlORZKPG5eh8FsutxuTsvMt3o5Zs",
+	"c+7LUYJ/2WL2+JA0PyS8coNywaL03XOTPaksrgszT/mqvqpxiivf1UqxdI14d6CrrKfZvWc5vpwSto7x",
+	"elVo5zUBc2rEN6e0Mc2uabaFbcp156176qKuThfbQ1fGmVtXxfbO2+F2fjSniW9fwZDfeI071QyLN7/1",
+	"OjHM4jd862tFxr5ufNV/AVmhE/fyvjTqypw2N75y1z+ejfUhsPcXkOtD3fzBWukVqqp8PqPSQhf8qSMP",
+	"pjyLhZN3hPyBYU+5l32DMz068dalHp0r+3bP6PB3bYLrrPjivp/qVCb38vKapOD37DSxDD0wWfrXQxfW",
+	"9hRfPzpx7G3vLPEOO8Emb3VlwFs94S9Wm/LYovKDvf+6omA9w7JJKkFMEvJ7Zwe2bCUBTUgTkNBQfcsV",
+	"a/OQN24zMUggsSRjGpF24bkdD9XHSyo2uuQVZSEkSR6jz3ipDokiBVGWqE6571mXvGehLtSCCaQxwoqm",
+	"6JeJvma6vIf55jFA6jld6vLa7vZ2UlCFJn/vbNIjOVwjOXwQ8oKITqhzjaIC029HVNbBqXk9N2pUZQAh",
+	"n4DwlHEyTgpOOZ+A/ANT5v69nmh6lNIQizTGPDowlqNYdpyiTylM+IWNJdcOXTXNHb9koktONDx1xrvc",
+	"Q6kOZYdqoXr9HGAqigBTEgGNkph5FOpmBvi3oVKdAmjmeB/p1r8r3bLI72OM1kW/bsIUOQ5oc60gR067",
+	"h3WlWM2iUazb2jM+32nMmZ1tsTHBgXyHMNcRpvWoy1mb7aF+3aqeTq5Fwv16j+odL9NgvTFpHtDk+EO2",
+	"dfKY5+iqrt07MUxHB7xPaJzY2HMMecE82zqdSJecNruNcuMNktreaqQDJcHkWSFsxoMYY9Y9S9NxQmZi",
+	"0EsRuXemyYTE4BJjWNuY2QJY5HEe1wAoOVV+k/acYoUPY81xINRsyznIj1OfM+LJJZ1VOJJHu83DKpi+",
+	"I0MPol1RyE7dbJs/9EbkdD1MzNZXx2PbGIGalD1e8mVFM0uwMNaHohYn4WykNgq5L3qXHKtmKDTZHh3r",
+	"ko7efNZpvezL7gpQOmuQyHOGtCnzdhMSMwEVISP1+H41/9ro5f3IVPOJV/mpuhta9Wg5Wws50Ni3wJX8",
+	"JgSh02jErcRbfAMYSto6e2MsLVe18cjNr9cyuybkWg/zvoSFM18UMvs3ed1M/MWyPorvdfN7EtLvVN+W",
+	"V6Od75WHG+5YkYVjWkystatzVj/ewLuXp8WDe0nc5GZN8/rATU+MqSB8h0huZmjKZWLLw+qwmANCB5gR",
+	"HMu6CVvCtLkE5aM/0TfnT1QUG7an6twdW4HNG21Xqta2FsVT5tE7YabW0IQB66zhDvppzFu6iC5p16oj",
+	"F12FU+NUK4ZiC5uNuhtTlxzmpSUDU6LS0nzMxRkLEtu6Uo73k60sRf4Vy3GU0ktrBAsq9ADris76eYm7",
+	"oFTyOYoFHSTQVPOI5N1MfLO2u12aHG8DhYXGiWBSBFpBrleri3MfsoL6/CgOWG692Xv2vJpPZ01iD4vo",
+	"j3a6u4ipfvSeWkKK1qnk1/5m3EK7pmfeguEQQhlfwDx+6Y1tdPeMU3Uqz80uqr53SrTcCQvU/hbqAcMk",
+	"//onzIvxKDasjwWSBSsbo4UohI6G/CWmpsWs7PoAtPbVlt56ALboJlckBZHpFNd3ZAw8VhNY3xzE+rIP",
+	"z3ydcpe4/cthe5jL3O+fGKKvlWXtTAvJOWnHOnMkSMXiWO9y7XHEHbNjyi+RvTvQWbKWdW/06rYVgNcY",
+	"3fWtegzpw33kP/5d/YQ0ohNaygr9sHFUW2Ypd0jejmReOPYcYIqxKYpSDDJJRiCr+a8VkdGFJg7w6TZ5",
+	"zD0tu8TUzNUmOj9QF1rktKBGRW6FK9wdOYMNRV6HmHOq7UkMukEux3HSQGN9KfNwiXdH6tYv1VXKEn+D",
+	"ITVlGptjwSOZ/bd1x9Qo8C2EqW5hus/GPCjvmeajppBihs6IznTpjUD9f0AkJ4HkAYlZmGRCMYZtmyBv",
+	"r6dTmW50yF+QcqHbRD6qUwmJxQK8K5Md7PVWce5LaJ5Mjd/747/0njwE4jWNk5mCsXgU+dZzu+q1MSOE",
+	"cWbQyt4x/bfnbuEPdynQ6XqLWwKS4Tx1Bho5T1Sju0TSUhHNhhcspDqizFRObHIzuCEePnian9L2HAzR",
+	"5+RPMVXaxIJD3tLOWc3JVRWMNWyF5FNBLnmq3bp0nlFdihVMvTZThRjzSSmZVbhZ27gi2Dpq0BoxbHFH",
+	"MoAZV69OqR5jkyeXi3x3Jeru+VQN6Mb2YzhbPaAn1J2h9Xx+4S1PSUinNIwl1iVlDBVAupo+FsQU2UTY",
+	"xLxR/vaRtoR0EjOakEnMdJnCVLEeGcpL2RQ5kIjOMLyMqVEmEG10SSk/FmqDeCY1qc8rcuuQ4BRy458/",
+	"X+d9sh2d79EjxqxeHeViv5gppJvlglPYsUMG5Uxi5Oj1Y/Yq701GcBuwIfqX4yaxVp9Bbj5EVntV5sa9",
+	"3+loC7V/mKe34Xb/S705ts6oN7P25ZiTKI4wDlTz+9beXXIQKZIftqmUaTzIJFgDdSWhrC5xi2UN6QSI",
+	"YHQqxlxuNOTctVv4ARzQ7F4W3zXb8vEiNeXYz+uw++oMVaQFC81yXNxSKanxl/q9GlXSUDeUr/oh3CZx",
+	"J8vEHzpFGtF7UlfCMwW10Y3yEZ1XRmf0kvT4CBkddan4jNi4NU5vfa2UzbyuVcVp9hou16/4/v2Fi/0s",
+	"4TXsbP5R73NP98JWP1QMiAP/m9P5lSVj57LUlEPpaEuXVto8h1lz0YLDBOu6T3lad3t0iiQzuCRqHIyY",
+	"nXXJIRbAiIXIIHI9AJ3eY4oa6VKlZT0N4wx0aWltgEIDk58BO7JVKH+IO53vZpkHzRbP/P4C6r+XV8yB",
+	"sVVC6gIvWg252oM2L12OviskwI59U/HsLOv1dsPieuDf9rNegf4U6MxbteslyterQyAR4J2kNNqBrZlm",
+	"wuR3d5TUF/FJUbMt4ZeQhlQAGVABuztdkqfJPvn1cHPn6TOrctEu1WZ/2u+0OfbdFpT9ZkPfzQIfKvLd",
+	"TH+CR9OkO8eqUrmfnzlGo6sN4TEC/rHc83qJZ5ECuSCXpcpXt+D6HQZl6+s5zBbFuFtaqq0aruGBjUoC",
+	"n7CmDl9Me06ubLpCl48SebYwp5Q6uvHopwGL65voiuao9fVQuvsKWrerbaY4j8Hqd1Fq7Vu76kXUu7d0",
+	"+x3ILwbzFggvOW3YSjnmvVrZd68809zMhklOH9ykGdQm+ekULsLoFYxaZFMasKyUDrM0LUtRHT2qzFJm",
+	"au12ybHakZc8LVWWG7uvm7V6WAbHiJqPTM6PWAz82yN5eYiSw94MZsWFXxev84UP5iswf1MNfgAlx298",
+	"sFi9oaDxqMlYmyZDgfNWekfve6j9fTC6WE1QDiFuo3M647JvvkbBRlFLXuhS6kKSYEKv+qp7Xtxdda0X",
+	"d+94CrvXKrlvmJrzmEzKuGWgciQsivz4dA+/8cG3qnX4jQ8eRt+gYNLwBGP2xUhh1eNT+90+tT+KAuJ/",
+	"KWQkVGEj+i1as8st3uLJ3LDf3+EuHWR/h8ZSKUKJCF4/GFvE/okgKU/QFS3+kctnLu1rYX0SsYp/UaG9",
+	"KQxiRTyx1Vbn1nXVgz5xqj0XEmJRrTUPGU54eC6cpZqMIRgvLLyxDCd2FXeIlfkcTSklzO+3TMHz6BdU",
+	"8Gy2Yw7bFVm2heluqohpjDXtWtobJffoXMtm/xtdYhCC1DLeSE4oM9UXBpnEbi4O56oL06Gvfww8OXB8",
+	"WWIcZP9R8sTYLT1IppiFF1vnirn1/f53CiJ8rLT1MEoauWYiWlsBLwUv2XVgFXZNg7I0ae23tpBUmGnm",
+	"l3pX5BGSYbeo+OCU+65Xo3ZZmrLfsjOCibfw1LIuBS+MuZBFjnq36no+Ujks1DNgtbqA09dNUDp/KdVs",
+	"P+4oeS6U+hDaX33ojQApBtCO6X5I1mr+J9ztqgv++7uWOPA24ssGOfxw1CGBwyAG2ovJSZmrM1pTo6S2",
+	"YNaI6J8JZZnK0Pgt2CdjPsGkajzJdLC3a+PsGI1lxyjTin1p59/rz9f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -20,6 +20,7 @@ import (
 
 // Defines values for ActivityActorType.
 const (
+	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
 	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
 	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
 	ActivityActorTypeSystem        ActivityActorType = "system"
@@ -29,6 +30,8 @@ const (
 // Valid indicates whether the value is a known member of the ActivityActorType enum.
 func (e ActivityActorType) Valid() bool {
 	switch e {
+	case ActivityActorTypeIntakeKey:
+		return true
 	case ActivityActorTypeLocalOperator:
 		return true
 	case ActivityActorTypeOperatorToken:
@@ -65,19 +68,19 @@ func (e AuditActorType) Valid() bool {
 
 // Defines values for AuditOutcome.
 const (
-	Denied    AuditOutcome = "denied"
-	Failed    AuditOutcome = "failed"
-	Succeeded AuditOutcome = "succeeded"
+	AuditOutcomeDenied    AuditOutcome = "denied"
+	AuditOutcomeFailed    AuditOutcome = "failed"
+	AuditOutcomeSucceeded AuditOutcome = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the AuditOutcome enum.
 func (e AuditOutcome) Valid() bool {
 	switch e {
-	case Denied:
+	case AuditOutcomeDenied:
 		return true
-	case Failed:
+	case AuditOutcomeFailed:
 		return true
-	case Succeeded:
+	case AuditOutcomeSucceeded:
 		return true
 	default:
 		return false
@@ -86,16 +89,16 @@ func (e AuditOutcome) Valid() bool {
 
 // Defines values for DeploymentEnvironment.
 const (
-	Development DeploymentEnvironment = "development"
-	Production  DeploymentEnvironment = "production"
+	DeploymentEnvironmentDevelopment DeploymentEnvironment = "development"
+	DeploymentEnvironmentProduction  DeploymentEnvironment = "production"
 )
 
 // Valid indicates whether the value is a known member of the DeploymentEnvironment enum.
 func (e DeploymentEnvironment) Valid() bool {
 	switch e {
-	case Development:
+	case DeploymentEnvironmentDevelopment:
 		return true
-	case Production:
+	case DeploymentEnvironmentProduction:
 		return true
 	default:
 		return false
@@ -107,6 +110,7 @@ const (
 	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
 	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict   ErrorCode = "installation_conflict"
 	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
@@ -119,6 +123,7 @@ const (
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                  ErrorCode = "moved"
+	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
 	ErrorCodeNotFound               ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
 	ErrorCodePreconditionRequired   ErrorCode = "precondition_required"
@@ -143,6 +148,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeIdempotencyKeyReused:
 		return true
+	case ErrorCodeInstallationConflict:
+		return true
 	case ErrorCodeInsufficientScope:
 		return true
 	case ErrorCodeInternal:
@@ -166,6 +173,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeNotEntitled:
 		return true
 	case ErrorCodeNotFound:
 		return true
@@ -200,22 +209,64 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for InvitationState.
 const (
-	Accepted InvitationState = "accepted"
-	Expired  InvitationState = "expired"
-	Pending  InvitationState = "pending"
-	Revoked  InvitationState = "revoked"
+	InvitationStateAccepted InvitationState = "accepted"
+	InvitationStateExpired  InvitationState = "expired"
+	InvitationStatePending  InvitationState = "pending"
+	InvitationStateRevoked  InvitationState = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the InvitationState enum.
 func (e InvitationState) Valid() bool {
 	switch e {
-	case Accepted:
+	case InvitationStateAccepted:
 		return true
-	case Expired:
+	case InvitationStateExpired:
 		return true
-	case Pending:
+	case InvitationStatePending:
 		return true
-	case Revoked:
+	case InvitationStateRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobState.
+const (
+	JobStateDelivered JobState = "delivered"
+	JobStateFailed    JobState = "failed"
+	JobStateQueued    JobState = "queued"
+	JobStateSucceeded JobState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the JobState enum.
+func (e JobState) Valid() bool {
+	switch e {
+	case JobStateDelivered:
+		return true
+	case JobStateFailed:
+		return true
+	case JobStateQueued:
+		return true
+	case JobStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobResultStatus.
+const (
+	JobResultStatusFailed    JobResultStatus = "failed"
+	JobResultStatusSucceeded JobResultStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the JobResultStatus enum.
+func (e JobResultStatus) Valid() bool {
+	switch e {
+	case JobResultStatusFailed:
+		return true
+	case JobResultStatusSucceeded:
 		return true
 	default:
 		return false
@@ -287,49 +338,49 @@ func (e PolicySource) Valid() bool {
 
 // Defines values for Scope.
 const (
-	AuditRead          Scope = "audit:read"
-	DeploymentRead     Scope = "deployment:read"
-	OrganizationsRead  Scope = "organizations:read"
-	OrganizationsWrite Scope = "organizations:write"
-	PoliciesRead       Scope = "policies:read"
-	PoliciesWrite      Scope = "policies:write"
-	ProvidersRead      Scope = "providers:read"
-	ProvidersWrite     Scope = "providers:write"
-	SupportRead        Scope = "support:read"
-	SupportWrite       Scope = "support:write"
-	TransfersRead      Scope = "transfers:read"
-	TransfersWrite     Scope = "transfers:write"
-	UsageRead          Scope = "usage:read"
+	ScopeAuditRead          Scope = "audit:read"
+	ScopeDeploymentRead     Scope = "deployment:read"
+	ScopeOrganizationsRead  Scope = "organizations:read"
+	ScopeOrganizationsWrite Scope = "organizations:write"
+	ScopePoliciesRead       Scope = "policies:read"
+	ScopePoliciesWrite      Scope = "policies:write"
+	ScopeProvidersRead      Scope = "providers:read"
+	ScopeProvidersWrite     Scope = "providers:write"
+	ScopeSupportRead        Scope = "support:read"
+	ScopeSupportWrite       Scope = "support:write"
+	ScopeTransfersRead      Scope = "transfers:read"
+	ScopeTransfersWrite     Scope = "transfers:write"
+	ScopeUsageRead          Scope = "usage:read"
 )
 
 // Valid indicates whether the value is a known member of the Scope enum.
 func (e Scope) Valid() bool {
 	switch e {
-	case AuditRead:
+	case ScopeAuditRead:
 		return true
-	case DeploymentRead:
+	case ScopeDeploymentRead:
 		return true
-	case OrganizationsRead:
+	case ScopeOrganizationsRead:
 		return true
-	case OrganizationsWrite:
+	case ScopeOrganizationsWrite:
 		return true
-	case PoliciesRead:
+	case ScopePoliciesRead:
 		return true
-	case PoliciesWrite:
+	case ScopePoliciesWrite:
 		return true
-	case ProvidersRead:
+	case ScopeProvidersRead:
 		return true
-	case ProvidersWrite:
+	case ScopeProvidersWrite:
 		return true
-	case SupportRead:
+	case ScopeSupportRead:
 		return true
-	case SupportWrite:
+	case ScopeSupportWrite:
 		return true
-	case TransfersRead:
+	case ScopeTransfersRead:
 		return true
-	case TransfersWrite:
+	case ScopeTransfersWrite:
 		return true
-	case UsageRead:
+	case ScopeUsageRead:
 		return true
 	default:
 		return false
@@ -363,6 +414,24 @@ type ActivityActorType string
 type ActivityList struct {
 	Items         []Activity `json:"items"`
 	NextPageToken *string    `json:"next_page_token"`
+}
+
+// AgentJob defines model for AgentJob.
+type AgentJob struct {
+	Command   string    `json:"command"`
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+}
+
+// AgentJobList defines model for AgentJobList.
+type AgentJobList struct {
+	Items []AgentJob `json:"items"`
+}
+
+// AgentList defines model for AgentList.
+type AgentList struct {
+	Items         []Installation `json:"items"`
+	NextPageToken *string        `json:"next_page_token"`
 }
 
 // AuditActor defines model for AuditActor.
@@ -424,6 +493,15 @@ type AuditTargets struct {
 	OrganizationId           *string `json:"organization_id,omitempty"`
 	OrganizationNameSnapshot *string `json:"organization_name_snapshot,omitempty"`
 	TokenId                  *string `json:"token_id,omitempty"`
+}
+
+// BatchAccepted defines model for BatchAccepted.
+type BatchAccepted struct {
+	// Accepted Observations in the batch.
+	Accepted int `json:"accepted"`
+
+	// Duplicate The batch had been accepted before; nothing new was stored.
+	Duplicate bool `json:"duplicate"`
 }
 
 // Deployment defines model for Deployment.
@@ -519,10 +597,101 @@ type Entitlements struct {
 // ErrorCode The stable machine code of a problem.
 type ErrorCode string
 
+// Home defines model for Home.
+type Home struct {
+	// Home The deployment's public URL.
+	//
+	// Example: https://eu1.renga.example.com
+	Home string `json:"home"`
+}
+
 // IdempotencyKey 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
+
+// Installation defines model for Installation.
+type Installation struct {
+	Hostname string `json:"hostname"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	LastSeenAt     *time.Time     `json:"last_seen_at"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Os             string         `json:"os"`
+	PublicKey      string         `json:"public_key"`
+	RegisteredAt   time.Time      `json:"registered_at"`
+}
+
+// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+//
+// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+type InstallationId = string
+
+// InstallationRegister defines model for InstallationRegister.
+type InstallationRegister struct {
+	Hostname string `json:"hostname"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+
+	// Os Example: linux
+	Os string `json:"os"`
+
+	// PublicKey The installation's Ed25519 public key, 32 bytes in standard base64.
+	PublicKey string `json:"public_key"`
+}
+
+// IntakeKey defines model for IntakeKey.
+type IntakeKey struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Id Example: key_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Identifier The deployment identifier this key carries, or null (issued before the deployment had one).
+	Identifier *string    `json:"identifier"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+}
+
+// IntakeKeyCreate defines model for IntakeKeyCreate.
+type IntakeKeyCreate struct {
+	// Name Example: datacenter-a
+	Name string `json:"name"`
+}
+
+// IntakeKeyList defines model for IntakeKeyList.
+type IntakeKeyList struct {
+	// DeploymentIdentifier The identifier keys issued now carry (RENGA_DEPLOYMENT_ID), or null.
+	DeploymentIdentifier *string     `json:"deployment_identifier"`
+	Items                []IntakeKey `json:"items"`
+	NextPageToken        *string     `json:"next_page_token"`
+}
+
+// IntakeKeySecret defines model for IntakeKeySecret.
+type IntakeKeySecret struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Id Example: key_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Identifier The deployment identifier this key carries, or null (issued before the deployment had one).
+	Identifier *string `json:"identifier"`
+
+	// Key The whole key, shown this once.
+	//
+	// Example: renga_intake_eu1_mfrggzdfmztwq2lknnwg23tpobyxe43uov3ho6dzpjqwe2dfm5uxg
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
 
 // Invitation defines model for Invitation.
 type Invitation struct {
@@ -574,6 +743,54 @@ type InvitationList struct {
 // InvitationState defines model for InvitationState.
 type InvitationState string
 
+// Job defines model for Job.
+type Job struct {
+	Command     string     `json:"command"`
+	CompletedAt *time.Time `json:"completed_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeliveredAt *time.Time `json:"delivered_at"`
+
+	// Id Example: job_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	Result         *JobResult     `json:"result"`
+	State          JobState       `json:"state"`
+}
+
+// JobState defines model for Job.State.
+type JobState string
+
+// JobCreate defines model for JobCreate.
+type JobCreate struct {
+	// Command Example: uptime
+	Command string `json:"command"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+}
+
+// JobList defines model for JobList.
+type JobList struct {
+	Items         []Job   `json:"items"`
+	NextPageToken *string `json:"next_page_token"`
+}
+
+// JobResult defines model for JobResult.
+type JobResult struct {
+	ExitCode *int            `json:"exit_code,omitempty"`
+	Output   *string         `json:"output,omitempty"`
+	Status   JobResultStatus `json:"status"`
+}
+
+// JobResultStatus defines model for JobResult.Status.
+type JobResultStatus string
+
 // LockedSettings Each setting present is locked to that value; owners cannot change it.
 type LockedSettings struct {
 	AllowedEmailDomains *[]EmailDomain `json:"allowed_email_domains,omitempty"`
@@ -591,6 +808,44 @@ type Me struct {
 
 // MeRole defines model for Me.Role.
 type MeRole string
+
+// Observation defines model for Observation.
+type Observation struct {
+	BatchId string                 `json:"batch_id"`
+	Data    map[string]interface{} `json:"data"`
+	Id      string                 `json:"id"`
+
+	// InstallationId Chosen by the agent when it creates its identity - "ins_" and 26 random characters of 0-9a-z - and kept for its lifetime.
+	//
+	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
+	InstallationId InstallationId `json:"installation_id"`
+	Kind           string         `json:"kind"`
+	ObservedAt     time.Time      `json:"observed_at"`
+	ReceivedAt     time.Time      `json:"received_at"`
+}
+
+// ObservationBatch defines model for ObservationBatch.
+type ObservationBatch struct {
+	// BatchId Chosen by the agent, unique per batch; a retry sends the same one.
+	BatchId      string          `json:"batch_id"`
+	Observations []ObservationIn `json:"observations"`
+}
+
+// ObservationIn defines model for ObservationIn.
+type ObservationIn struct {
+	// Data The observation itself.
+	Data map[string]interface{} `json:"data"`
+
+	// Kind Example: host.facts
+	Kind       string    `json:"kind"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// ObservationList defines model for ObservationList.
+type ObservationList struct {
+	Items         []Observation `json:"items"`
+	NextPageToken *string       `json:"next_page_token"`
+}
 
 // OperatorToken defines model for OperatorToken.
 type OperatorToken struct {
@@ -892,8 +1147,14 @@ type IdempotencyKeyOptional = IdempotencyKey
 // IfMatch defines model for IfMatch.
 type IfMatch = string
 
+// IntakeKeyId defines model for IntakeKeyId.
+type IntakeKeyId = string
+
 // InvitationId defines model for InvitationId.
 type InvitationId = string
+
+// JobId defines model for JobId.
+type JobId = string
 
 // PageSize defines model for PageSize.
 type PageSize = int
@@ -939,6 +1200,12 @@ type TooManyRequests = Problem
 
 // Unauthenticated An RFC 9457 problem with Renga's extension members.
 type Unauthenticated = Problem
+
+// GetHomeParams defines parameters for GetHome.
+type GetHomeParams struct {
+	// Deployment The deployment identifier read from the agent's intake key, or empty.
+	Deployment *string `form:"deployment,omitempty" json:"deployment,omitempty"`
+}
 
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
@@ -1096,6 +1363,66 @@ type ListActivityParams struct {
 	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// ListAgentsParams defines parameters for ListAgents.
+type ListAgentsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// ListObservationsParams defines parameters for ListObservations.
+type ListObservationsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// ListIntakeKeysParams defines parameters for ListIntakeKeys.
+type ListIntakeKeysParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateIntakeKeyParams defines parameters for CreateIntakeKey.
+type CreateIntakeKeyParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeIntakeKeyParams defines parameters for RevokeIntakeKey.
+type RevokeIntakeKeyParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateIntakeKeyParams defines parameters for RotateIntakeKey.
+type RotateIntakeKeyParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// ListJobsParams defines parameters for ListJobs.
+type ListJobsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateJobParams defines parameters for CreateJob.
+type CreateJobParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // PutSettingsParams defines parameters for PutSettings.
 type PutSettingsParams struct {
 	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
@@ -1104,6 +1431,15 @@ type PutSettingsParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
+
+// RegisterInstallationJSONRequestBody defines body for RegisterInstallation for application/json ContentType.
+type RegisterInstallationJSONRequestBody = InstallationRegister
+
+// SubmitJobResultJSONRequestBody defines body for SubmitJobResult for application/json ContentType.
+type SubmitJobResultJSONRequestBody = JobResult
+
+// SubmitObservationsJSONRequestBody defines body for SubmitObservations for application/json ContentType.
+type SubmitObservationsJSONRequestBody = ObservationBatch
 
 // AcceptInvitationJSONRequestBody defines body for AcceptInvitation for application/json ContentType.
 type AcceptInvitationJSONRequestBody = InvitationAccept
@@ -1122,6 +1458,12 @@ type PutPolicyJSONRequestBody = PolicyWrite
 
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
+
+// CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
+type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
+
+// CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
+type CreateJobJSONRequestBody = JobCreate
 
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = SettingsWrite
@@ -1199,6 +1541,74 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// GetHome Where this deployment's agents send their requests
+	//
+	// Unauthenticated and rate-limited per source address. A deployment is its own home: it answers its configured public URL (`RENGA_PUBLIC_URL`) whatever `deployment` is (empty, unknown or another deployment's), and nothing in the answer is derived from the request. A resolver at a well-known address answers the same request for many deployments (RFD 23).
+	//
+	// Corresponds with GET /api/v1/agent/home (the `GetHome` operationId).
+	GetHome(ctx context.Context, params *GetHomeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterInstallationWithBody Register an agent installation with an intake key
+	//
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+	RegisterInstallationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterInstallation Register an agent installation with an intake key
+	//
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+	RegisterInstallation(ctx context.Context, body RegisterInstallationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAgentJobs The jobs queued for this installation
+	//
+	// Jobs not yet completed, oldest first; listing marks them delivered.
+	//
+	// Corresponds with GET /api/v1/agent/jobs (the `ListAgentJobs` operationId).
+	ListAgentJobs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitJobResultWithBody Report a job's result
+	//
+	// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+	SubmitJobResultWithBody(ctx context.Context, jobId JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitJobResult Report a job's result
+	//
+	// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+	SubmitJobResult(ctx context.Context, jobId JobId, body SubmitJobResultJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitObservationsWithBody Send a batch of observations
+	//
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+	SubmitObservationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitObservations Send a batch of observations
+	//
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+	SubmitObservations(ctx context.Context, body SubmitObservationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AcceptInvitationWithBody Accept an owner invitation
 	//
@@ -1414,6 +1824,78 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/org/activity (the `ListActivity` operationId).
 	ListActivity(ctx context.Context, params *ListActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAgents List the organization's agents (installations)
+	//
+	// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
+	ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListObservations List an agent's observations, newest first
+	//
+	// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
+	ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListIntakeKeys List the organization's intake keys (never their secrets)
+	//
+	// Also reports the deployment identifier new keys carry. A key issued before the deployment had an identifier reports none, and stays valid.
+	//
+	// Corresponds with GET /api/v1/org/intake-keys (the `ListIntakeKeys` operationId).
+	ListIntakeKeys(ctx context.Context, params *ListIntakeKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateIntakeKeyWithBody Create an intake key (shown once)
+	//
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+	CreateIntakeKeyWithBody(ctx context.Context, params *CreateIntakeKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateIntakeKey Create an intake key (shown once)
+	//
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+	CreateIntakeKey(ctx context.Context, params *CreateIntakeKeyParams, body CreateIntakeKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeIntakeKey Revoke an intake key
+	//
+	// The key stops authenticating registrations at once. Revoking a revoked key is success. Installations already registered keep their own identity.
+	//
+	// Corresponds with DELETE /api/v1/org/intake-keys/{key_id} (the `RevokeIntakeKey` operationId).
+	RevokeIntakeKey(ctx context.Context, keyId IntakeKeyId, params *RevokeIntakeKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateIntakeKey Replace an intake key by a new one (shown once)
+	//
+	// The old key is revoked and a new one, with the same name and the deployment's current identifier, is returned once. Rotating a revoked key is `409 invalid_state`.
+	//
+	// Corresponds with POST /api/v1/org/intake-keys/{key_id}/rotate (the `RotateIntakeKey` operationId).
+	RotateIntakeKey(ctx context.Context, keyId IntakeKeyId, params *RotateIntakeKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobs List the organization's jobs, newest first
+	//
+	// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
+	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateJobWithBody Queue a job for an agent
+	//
+	// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+	CreateJobWithBody(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateJob Queue a job for an agent
+	//
+	// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+	CreateJob(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMe The calling user and their organization
 	//
 	// Corresponds with GET /api/v1/org/me (the `GetMe` operationId).
@@ -1443,6 +1925,154 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/org/settings (the `PutSettings` operationId).
 	PutSettings(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetHome Where this deployment's agents send their requests
+//
+// Unauthenticated and rate-limited per source address. A deployment is its own home: it answers its configured public URL (`RENGA_PUBLIC_URL`) whatever `deployment` is (empty, unknown or another deployment's), and nothing in the answer is derived from the request. A resolver at a well-known address answers the same request for many deployments (RFD 23).
+//
+// Corresponds with GET /api/v1/agent/home (the `GetHome` operationId).
+func (c *Client) GetHome(ctx context.Context, params *GetHomeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHomeRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterInstallationWithBody Register an agent installation with an intake key
+//
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+func (c *Client) RegisterInstallationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterInstallationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterInstallation Register an agent installation with an intake key
+//
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+func (c *Client) RegisterInstallation(ctx context.Context, body RegisterInstallationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterInstallationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAgentJobs The jobs queued for this installation
+//
+// Jobs not yet completed, oldest first; listing marks them delivered.
+//
+// Corresponds with GET /api/v1/agent/jobs (the `ListAgentJobs` operationId).
+func (c *Client) ListAgentJobs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAgentJobsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitJobResultWithBody Report a job's result
+//
+// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+func (c *Client) SubmitJobResultWithBody(ctx context.Context, jobId JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitJobResultRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitJobResult Report a job's result
+//
+// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+func (c *Client) SubmitJobResult(ctx context.Context, jobId JobId, body SubmitJobResultJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitJobResultRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitObservationsWithBody Send a batch of observations
+//
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+func (c *Client) SubmitObservationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitObservationsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitObservations Send a batch of observations
+//
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+func (c *Client) SubmitObservations(ctx context.Context, body SubmitObservationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitObservationsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // AcceptInvitationWithBody Accept an owner invitation
@@ -1959,6 +2589,178 @@ func (c *Client) ListActivity(ctx context.Context, params *ListActivityParams, r
 	return c.Client.Do(req)
 }
 
+// ListAgents List the organization's agents (installations)
+//
+// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
+func (c *Client) ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAgentsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListObservations List an agent's observations, newest first
+//
+// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
+func (c *Client) ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListObservationsRequest(c.Server, installationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListIntakeKeys List the organization's intake keys (never their secrets)
+//
+// Also reports the deployment identifier new keys carry. A key issued before the deployment had an identifier reports none, and stays valid.
+//
+// Corresponds with GET /api/v1/org/intake-keys (the `ListIntakeKeys` operationId).
+func (c *Client) ListIntakeKeys(ctx context.Context, params *ListIntakeKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListIntakeKeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateIntakeKeyWithBody Create an intake key (shown once)
+//
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+func (c *Client) CreateIntakeKeyWithBody(ctx context.Context, params *CreateIntakeKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateIntakeKeyRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateIntakeKey Create an intake key (shown once)
+//
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+func (c *Client) CreateIntakeKey(ctx context.Context, params *CreateIntakeKeyParams, body CreateIntakeKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateIntakeKeyRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeIntakeKey Revoke an intake key
+//
+// The key stops authenticating registrations at once. Revoking a revoked key is success. Installations already registered keep their own identity.
+//
+// Corresponds with DELETE /api/v1/org/intake-keys/{key_id} (the `RevokeIntakeKey` operationId).
+func (c *Client) RevokeIntakeKey(ctx context.Context, keyId IntakeKeyId, params *RevokeIntakeKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeIntakeKeyRequest(c.Server, keyId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateIntakeKey Replace an intake key by a new one (shown once)
+//
+// The old key is revoked and a new one, with the same name and the deployment's current identifier, is returned once. Rotating a revoked key is `409 invalid_state`.
+//
+// Corresponds with POST /api/v1/org/intake-keys/{key_id}/rotate (the `RotateIntakeKey` operationId).
+func (c *Client) RotateIntakeKey(ctx context.Context, keyId IntakeKeyId, params *RotateIntakeKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateIntakeKeyRequest(c.Server, keyId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobs List the organization's jobs, newest first
+//
+// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
+func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateJobWithBody Queue a job for an agent
+//
+// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+func (c *Client) CreateJobWithBody(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateJob Queue a job for an agent
+//
+// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+func (c *Client) CreateJob(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMe The calling user and their organization
 //
 // Corresponds with GET /api/v1/org/me (the `GetMe` operationId).
@@ -2027,6 +2829,214 @@ func (c *Client) PutSettings(ctx context.Context, params *PutSettingsParams, bod
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetHomeRequest constructs an http.Request for the GetHome method
+func NewGetHomeRequest(server string, params *GetHomeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/home")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Deployment != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "deployment", *params.Deployment, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegisterInstallationRequest calls the generic RegisterInstallation builder with application/json body
+func NewRegisterInstallationRequest(server string, body RegisterInstallationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterInstallationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRegisterInstallationRequestWithBody constructs an http.Request for the RegisterInstallation method, with any body, and a specified content type
+func NewRegisterInstallationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/installations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListAgentJobsRequest constructs an http.Request for the ListAgentJobs method
+func NewListAgentJobsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/jobs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSubmitJobResultRequest calls the generic SubmitJobResult builder with application/json body
+func NewSubmitJobResultRequest(server string, jobId JobId, body SubmitJobResultJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSubmitJobResultRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewSubmitJobResultRequestWithBody constructs an http.Request for the SubmitJobResult method, with any body, and a specified content type
+func NewSubmitJobResultRequestWithBody(server string, jobId JobId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job_id", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/jobs/%s/result", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSubmitObservationsRequest calls the generic SubmitObservations builder with application/json body
+func NewSubmitObservationsRequest(server string, body SubmitObservationsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSubmitObservationsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSubmitObservationsRequestWithBody constructs an http.Request for the SubmitObservations method, with any body, and a specified content type
+func NewSubmitObservationsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/agent/observations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewAcceptInvitationRequest calls the generic AcceptInvitation builder with application/json body
@@ -3427,6 +4437,479 @@ func NewListActivityRequest(server string, params *ListActivityParams) (*http.Re
 	return req, nil
 }
 
+// NewListAgentsRequest constructs an http.Request for the ListAgents method
+func NewListAgentsRequest(server string, params *ListAgentsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/agents")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListObservationsRequest constructs an http.Request for the ListObservations method
+func NewListObservationsRequest(server string, installationId InstallationId, params *ListObservationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "installation_id", installationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/agents/%s/observations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListIntakeKeysRequest constructs an http.Request for the ListIntakeKeys method
+func NewListIntakeKeysRequest(server string, params *ListIntakeKeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/intake-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateIntakeKeyRequest calls the generic CreateIntakeKey builder with application/json body
+func NewCreateIntakeKeyRequest(server string, params *CreateIntakeKeyParams, body CreateIntakeKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateIntakeKeyRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateIntakeKeyRequestWithBody constructs an http.Request for the CreateIntakeKey method, with any body, and a specified content type
+func NewCreateIntakeKeyRequestWithBody(server string, params *CreateIntakeKeyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/intake-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewRevokeIntakeKeyRequest constructs an http.Request for the RevokeIntakeKey method
+func NewRevokeIntakeKeyRequest(server string, keyId IntakeKeyId, params *RevokeIntakeKeyParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key_id", keyId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/intake-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRotateIntakeKeyRequest constructs an http.Request for the RotateIntakeKey method
+func NewRotateIntakeKeyRequest(server string, keyId IntakeKeyId, params *RotateIntakeKeyParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key_id", keyId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/intake-keys/%s/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewListJobsRequest constructs an http.Request for the ListJobs method
+func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/jobs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateJobRequest calls the generic CreateJob builder with application/json body
+func NewCreateJobRequest(server string, params *CreateJobParams, body CreateJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateJobRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateJobRequestWithBody constructs an http.Request for the CreateJob method, with any body, and a specified content type
+func NewCreateJobRequestWithBody(server string, params *CreateJobParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/jobs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewGetMeRequest constructs an http.Request for the GetMe method
 func NewGetMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -3588,6 +5071,78 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// GetHomeWithResponse Where this deployment's agents send their requests
+	//
+	// Unauthenticated and rate-limited per source address. A deployment is its own home: it answers its configured public URL (`RENGA_PUBLIC_URL`) whatever `deployment` is (empty, unknown or another deployment's), and nothing in the answer is derived from the request. A resolver at a well-known address answers the same request for many deployments (RFD 23).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/agent/home (the `GetHome` operationId).
+	GetHomeWithResponse(ctx context.Context, params *GetHomeParams, reqEditors ...RequestEditorFn) (*GetHomeResponse, error)
+
+	// RegisterInstallationWithBodyWithResponse Register an agent installation with an intake key
+	//
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+	RegisterInstallationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterInstallationResponse, error)
+
+	// RegisterInstallationWithResponse Register an agent installation with an intake key
+	//
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+	RegisterInstallationWithResponse(ctx context.Context, body RegisterInstallationJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterInstallationResponse, error)
+
+	// ListAgentJobsWithResponse The jobs queued for this installation
+	//
+	// Jobs not yet completed, oldest first; listing marks them delivered.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/agent/jobs (the `ListAgentJobs` operationId).
+	ListAgentJobsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentJobsResponse, error)
+
+	// SubmitJobResultWithBodyWithResponse Report a job's result
+	//
+	// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+	SubmitJobResultWithBodyWithResponse(ctx context.Context, jobId JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResultResponse, error)
+
+	// SubmitJobResultWithResponse Report a job's result
+	//
+	// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+	SubmitJobResultWithResponse(ctx context.Context, jobId JobId, body SubmitJobResultJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResultResponse, error)
+
+	// SubmitObservationsWithBodyWithResponse Send a batch of observations
+	//
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+	SubmitObservationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitObservationsResponse, error)
+
+	// SubmitObservationsWithResponse Send a batch of observations
+	//
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+	SubmitObservationsWithResponse(ctx context.Context, body SubmitObservationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitObservationsResponse, error)
 
 	// AcceptInvitationWithBodyWithResponse Accept an owner invitation
 	//
@@ -3839,6 +5394,90 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/org/activity (the `ListActivity` operationId).
 	ListActivityWithResponse(ctx context.Context, params *ListActivityParams, reqEditors ...RequestEditorFn) (*ListActivityResponse, error)
 
+	// ListAgentsWithResponse List the organization's agents (installations)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
+	ListAgentsWithResponse(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
+
+	// ListObservationsWithResponse List an agent's observations, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
+	ListObservationsWithResponse(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*ListObservationsResponse, error)
+
+	// ListIntakeKeysWithResponse List the organization's intake keys (never their secrets)
+	//
+	// Also reports the deployment identifier new keys carry. A key issued before the deployment had an identifier reports none, and stays valid.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/intake-keys (the `ListIntakeKeys` operationId).
+	ListIntakeKeysWithResponse(ctx context.Context, params *ListIntakeKeysParams, reqEditors ...RequestEditorFn) (*ListIntakeKeysResponse, error)
+
+	// CreateIntakeKeyWithBodyWithResponse Create an intake key (shown once)
+	//
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+	CreateIntakeKeyWithBodyWithResponse(ctx context.Context, params *CreateIntakeKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateIntakeKeyResponse, error)
+
+	// CreateIntakeKeyWithResponse Create an intake key (shown once)
+	//
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+	CreateIntakeKeyWithResponse(ctx context.Context, params *CreateIntakeKeyParams, body CreateIntakeKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateIntakeKeyResponse, error)
+
+	// RevokeIntakeKeyWithResponse Revoke an intake key
+	//
+	// The key stops authenticating registrations at once. Revoking a revoked key is success. Installations already registered keep their own identity.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/org/intake-keys/{key_id} (the `RevokeIntakeKey` operationId).
+	RevokeIntakeKeyWithResponse(ctx context.Context, keyId IntakeKeyId, params *RevokeIntakeKeyParams, reqEditors ...RequestEditorFn) (*RevokeIntakeKeyResponse, error)
+
+	// RotateIntakeKeyWithResponse Replace an intake key by a new one (shown once)
+	//
+	// The old key is revoked and a new one, with the same name and the deployment's current identifier, is returned once. Rotating a revoked key is `409 invalid_state`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/intake-keys/{key_id}/rotate (the `RotateIntakeKey` operationId).
+	RotateIntakeKeyWithResponse(ctx context.Context, keyId IntakeKeyId, params *RotateIntakeKeyParams, reqEditors ...RequestEditorFn) (*RotateIntakeKeyResponse, error)
+
+	// ListJobsWithResponse List the organization's jobs, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
+	ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error)
+
+	// CreateJobWithBodyWithResponse Queue a job for an agent
+	//
+	// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+	CreateJobWithBodyWithResponse(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
+
+	// CreateJobWithResponse Queue a job for an agent
+	//
+	// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+	CreateJobWithResponse(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
+
 	// GetMeWithResponse The calling user and their organization
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3872,6 +5511,477 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/org/settings (the `PutSettings` operationId).
 	PutSettingsWithResponse(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSettingsResponse, error)
+}
+
+// GetHomeResponse429Headers the declared response headers of an HTTP 429 response for GetHome
+type GetHomeResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetHomeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Home
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetHomeResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHomeResponse) GetJSON200() *Home {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetHomeResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetHomeResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetHomeResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHomeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHomeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHomeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHomeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegisterInstallationResponse429Headers the declared response headers of an HTTP 429 response for RegisterInstallation
+type RegisterInstallationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RegisterInstallationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Installation
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Installation
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegisterInstallationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RegisterInstallationResponse) GetJSON200() *Installation {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterInstallationResponse) GetJSON201() *Installation {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RegisterInstallationResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterInstallationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterInstallationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterInstallationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterInstallationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAgentJobsResponse429Headers the declared response headers of an HTTP 429 response for ListAgentJobs
+type ListAgentJobsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListAgentJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentJobList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentJobsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAgentJobsResponse) GetJSON200() *AgentJobList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAgentJobsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAgentJobsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListAgentJobsResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAgentJobsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAgentJobsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAgentJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAgentJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAgentJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAgentJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SubmitJobResultResponse429Headers the declared response headers of an HTTP 429 response for SubmitJobResult
+type SubmitJobResultResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SubmitJobResultResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Job
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SubmitJobResultResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SubmitJobResultResponse) GetJSON200() *Job {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SubmitJobResultResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SubmitJobResultResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubmitJobResultResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubmitJobResultResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubmitJobResultResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SubmitObservationsResponse429Headers the declared response headers of an HTTP 429 response for SubmitObservations
+type SubmitObservationsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SubmitObservationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *BatchAccepted
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SubmitObservationsResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SubmitObservationsResponse) GetJSON202() *BatchAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SubmitObservationsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SubmitObservationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubmitObservationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubmitObservationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubmitObservationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // AcceptInvitationResponse429Headers the declared response headers of an HTTP 429 response for AcceptInvitation
@@ -6148,6 +8258,792 @@ func (r ListActivityResponse) ContentType() string {
 	return ""
 }
 
+// ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
+type ListAgentsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListAgentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAgentsResponse) GetJSON200() *AgentList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAgentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAgentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAgentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAgentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListObservationsResponse429Headers the declared response headers of an HTTP 429 response for ListObservations
+type ListObservationsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListObservationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ObservationList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListObservationsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListObservationsResponse) GetJSON200() *ObservationList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListObservationsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListObservationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListObservationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListObservationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListObservationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListIntakeKeysResponse429Headers the declared response headers of an HTTP 429 response for ListIntakeKeys
+type ListIntakeKeysResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListIntakeKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IntakeKeyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListIntakeKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListIntakeKeysResponse) GetJSON200() *IntakeKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListIntakeKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListIntakeKeysResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListIntakeKeysResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListIntakeKeysResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListIntakeKeysResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListIntakeKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListIntakeKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListIntakeKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListIntakeKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateIntakeKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateIntakeKey
+type CreateIntakeKeyResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+// CreateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateIntakeKey
+type CreateIntakeKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CreateIntakeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *IntakeKeySecret
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateIntakeKeyResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateIntakeKeyResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateIntakeKeyResponse) GetJSON201() *IntakeKeySecret {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateIntakeKeyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateIntakeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateIntakeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateIntakeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateIntakeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeIntakeKeyResponse200Headers the declared response headers of an HTTP 200 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse200Headers struct {
+	IdempotencyExpires *time.Time
+}
+
+// RevokeIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RevokeIntakeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IntakeKey
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokeIntakeKeyResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeIntakeKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeIntakeKeyResponse) GetJSON200() *IntakeKey {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeIntakeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeIntakeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeIntakeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeIntakeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateIntakeKeyResponse201Headers the declared response headers of an HTTP 201 response for RotateIntakeKey
+type RotateIntakeKeyResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+// RotateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateIntakeKey
+type RotateIntakeKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RotateIntakeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *IntakeKeySecret
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RotateIntakeKeyResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateIntakeKeyResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RotateIntakeKeyResponse) GetJSON201() *IntakeKeySecret {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RotateIntakeKeyResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateIntakeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateIntakeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateIntakeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateIntakeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListJobsResponse429Headers the declared response headers of an HTTP 429 response for ListJobs
+type ListJobsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListJobsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobsResponse) GetJSON200() *JobList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListJobsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJobsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListJobsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListJobsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListJobsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateJobResponse201Headers the declared response headers of an HTTP 201 response for CreateJob
+type CreateJobResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+// CreateJobResponse429Headers the declared response headers of an HTTP 429 response for CreateJob
+type CreateJobResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CreateJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateJobResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateJobResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateJobResponse) GetJSON201() *Job {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetMeResponse429Headers the declared response headers of an HTTP 429 response for GetMe
 type GetMeResponse429Headers struct {
 	RetryAfter *int
@@ -6424,6 +9320,126 @@ func (r PutSettingsResponse) ContentType() string {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
 	return ""
+}
+
+// GetHomeWithResponse Where this deployment's agents send their requests
+//
+// Unauthenticated and rate-limited per source address. A deployment is its own home: it answers its configured public URL (`RENGA_PUBLIC_URL`) whatever `deployment` is (empty, unknown or another deployment's), and nothing in the answer is derived from the request. A resolver at a well-known address answers the same request for many deployments (RFD 23).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/agent/home (the `GetHome` operationId).
+func (c *ClientWithResponses) GetHomeWithResponse(ctx context.Context, params *GetHomeParams, reqEditors ...RequestEditorFn) (*GetHomeResponse, error) {
+	rsp, err := c.GetHome(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHomeResponse(rsp)
+}
+
+// RegisterInstallationWithBodyWithResponse Register an agent installation with an intake key
+//
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+func (c *ClientWithResponses) RegisterInstallationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterInstallationResponse, error) {
+	rsp, err := c.RegisterInstallationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterInstallationResponse(rsp)
+}
+
+// RegisterInstallationWithResponse Register an agent installation with an intake key
+//
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/installations (the `RegisterInstallation` operationId).
+func (c *ClientWithResponses) RegisterInstallationWithResponse(ctx context.Context, body RegisterInstallationJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterInstallationResponse, error) {
+	rsp, err := c.RegisterInstallation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterInstallationResponse(rsp)
+}
+
+// ListAgentJobsWithResponse The jobs queued for this installation
+//
+// Jobs not yet completed, oldest first; listing marks them delivered.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/agent/jobs (the `ListAgentJobs` operationId).
+func (c *ClientWithResponses) ListAgentJobsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentJobsResponse, error) {
+	rsp, err := c.ListAgentJobs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAgentJobsResponse(rsp)
+}
+
+// SubmitJobResultWithBodyWithResponse Report a job's result
+//
+// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+func (c *ClientWithResponses) SubmitJobResultWithBodyWithResponse(ctx context.Context, jobId JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitJobResultResponse, error) {
+	rsp, err := c.SubmitJobResultWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitJobResultResponse(rsp)
+}
+
+// SubmitJobResultWithResponse Report a job's result
+//
+// Sending the same result again is success; a different result for a completed job is `409 invalid_state`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/jobs/{job_id}/result (the `SubmitJobResult` operationId).
+func (c *ClientWithResponses) SubmitJobResultWithResponse(ctx context.Context, jobId JobId, body SubmitJobResultJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitJobResultResponse, error) {
+	rsp, err := c.SubmitJobResult(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitJobResultResponse(rsp)
+}
+
+// SubmitObservationsWithBodyWithResponse Send a batch of observations
+//
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+func (c *ClientWithResponses) SubmitObservationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitObservationsResponse, error) {
+	rsp, err := c.SubmitObservationsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitObservationsResponse(rsp)
+}
+
+// SubmitObservationsWithResponse Send a batch of observations
+//
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/agent/observations (the `SubmitObservations` operationId).
+func (c *ClientWithResponses) SubmitObservationsWithResponse(ctx context.Context, body SubmitObservationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitObservationsResponse, error) {
+	rsp, err := c.SubmitObservations(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitObservationsResponse(rsp)
 }
 
 // AcceptInvitationWithBodyWithResponse Accept an owner invitation
@@ -6856,6 +9872,150 @@ func (c *ClientWithResponses) ListActivityWithResponse(ctx context.Context, para
 	return ParseListActivityResponse(rsp)
 }
 
+// ListAgentsWithResponse List the organization's agents (installations)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
+func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error) {
+	rsp, err := c.ListAgents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAgentsResponse(rsp)
+}
+
+// ListObservationsWithResponse List an agent's observations, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
+func (c *ClientWithResponses) ListObservationsWithResponse(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*ListObservationsResponse, error) {
+	rsp, err := c.ListObservations(ctx, installationId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListObservationsResponse(rsp)
+}
+
+// ListIntakeKeysWithResponse List the organization's intake keys (never their secrets)
+//
+// Also reports the deployment identifier new keys carry. A key issued before the deployment had an identifier reports none, and stays valid.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/intake-keys (the `ListIntakeKeys` operationId).
+func (c *ClientWithResponses) ListIntakeKeysWithResponse(ctx context.Context, params *ListIntakeKeysParams, reqEditors ...RequestEditorFn) (*ListIntakeKeysResponse, error) {
+	rsp, err := c.ListIntakeKeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListIntakeKeysResponse(rsp)
+}
+
+// CreateIntakeKeyWithBodyWithResponse Create an intake key (shown once)
+//
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+func (c *ClientWithResponses) CreateIntakeKeyWithBodyWithResponse(ctx context.Context, params *CreateIntakeKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateIntakeKeyResponse, error) {
+	rsp, err := c.CreateIntakeKeyWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateIntakeKeyResponse(rsp)
+}
+
+// CreateIntakeKeyWithResponse Create an intake key (shown once)
+//
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/intake-keys (the `CreateIntakeKey` operationId).
+func (c *ClientWithResponses) CreateIntakeKeyWithResponse(ctx context.Context, params *CreateIntakeKeyParams, body CreateIntakeKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateIntakeKeyResponse, error) {
+	rsp, err := c.CreateIntakeKey(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateIntakeKeyResponse(rsp)
+}
+
+// RevokeIntakeKeyWithResponse Revoke an intake key
+//
+// The key stops authenticating registrations at once. Revoking a revoked key is success. Installations already registered keep their own identity.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/org/intake-keys/{key_id} (the `RevokeIntakeKey` operationId).
+func (c *ClientWithResponses) RevokeIntakeKeyWithResponse(ctx context.Context, keyId IntakeKeyId, params *RevokeIntakeKeyParams, reqEditors ...RequestEditorFn) (*RevokeIntakeKeyResponse, error) {
+	rsp, err := c.RevokeIntakeKey(ctx, keyId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeIntakeKeyResponse(rsp)
+}
+
+// RotateIntakeKeyWithResponse Replace an intake key by a new one (shown once)
+//
+// The old key is revoked and a new one, with the same name and the deployment's current identifier, is returned once. Rotating a revoked key is `409 invalid_state`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/intake-keys/{key_id}/rotate (the `RotateIntakeKey` operationId).
+func (c *ClientWithResponses) RotateIntakeKeyWithResponse(ctx context.Context, keyId IntakeKeyId, params *RotateIntakeKeyParams, reqEditors ...RequestEditorFn) (*RotateIntakeKeyResponse, error) {
+	rsp, err := c.RotateIntakeKey(ctx, keyId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateIntakeKeyResponse(rsp)
+}
+
+// ListJobsWithResponse List the organization's jobs, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
+func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error) {
+	rsp, err := c.ListJobs(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobsResponse(rsp)
+}
+
+// CreateJobWithBodyWithResponse Queue a job for an agent
+//
+// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
+	rsp, err := c.CreateJobWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateJobResponse(rsp)
+}
+
+// CreateJobWithResponse Queue a job for an agent
+//
+// Needs the `jobs` entitlement (`403 not_entitled`) and counts against `max_jobs_per_day` (`429 limit_exceeded`, `Retry-After` the next UTC midnight). Counted in usage when created.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/jobs (the `CreateJob` operationId).
+func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
+	rsp, err := c.CreateJob(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateJobResponse(rsp)
+}
+
 // GetMeWithResponse The calling user and their organization
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6912,6 +10072,432 @@ func (c *ClientWithResponses) PutSettingsWithResponse(ctx context.Context, param
 		return nil, err
 	}
 	return ParsePutSettingsResponse(rsp)
+}
+
+// ParseGetHomeResponse parses an HTTP response from a GetHomeWithResponse call
+func ParseGetHomeResponse(rsp *http.Response) (*GetHomeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHomeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Home
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetHomeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegisterInstallationResponse parses an HTTP response from a RegisterInstallationWithResponse call
+func ParseRegisterInstallationResponse(rsp *http.Response) (*RegisterInstallationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterInstallationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Installation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Installation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RegisterInstallationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListAgentJobsResponse parses an HTTP response from a ListAgentJobsWithResponse call
+func ParseListAgentJobsResponse(rsp *http.Response) (*ListAgentJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAgentJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentJobList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAgentJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSubmitJobResultResponse parses an HTTP response from a SubmitJobResultWithResponse call
+func ParseSubmitJobResultResponse(rsp *http.Response) (*SubmitJobResultResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubmitJobResultResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SubmitJobResultResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSubmitObservationsResponse parses an HTTP response from a SubmitObservationsWithResponse call
+func ParseSubmitObservationsResponse(rsp *http.Response) (*SubmitObservationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubmitObservationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest BatchAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SubmitObservationsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseAcceptInvitationResponse parses an HTTP response from a AcceptInvitationWithResponse call
@@ -9052,6 +12638,750 @@ func ParseListActivityResponse(rsp *http.Response) (*ListActivityResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListActivityResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListAgentsResponse parses an HTTP response from a ListAgentsWithResponse call
+func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAgentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAgentsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListObservationsResponse parses an HTTP response from a ListObservationsWithResponse call
+func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListObservationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ObservationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListObservationsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListIntakeKeysResponse parses an HTTP response from a ListIntakeKeysWithResponse call
+func ParseListIntakeKeysResponse(rsp *http.Response) (*ListIntakeKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListIntakeKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IntakeKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListIntakeKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateIntakeKeyResponse parses an HTTP response from a CreateIntakeKeyWithResponse call
+func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateIntakeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest IntakeKeySecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateIntakeKeyResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateIntakeKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeIntakeKeyResponse parses an HTTP response from a RevokeIntakeKeyWithResponse call
+func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeIntakeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IntakeKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokeIntakeKeyResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeIntakeKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateIntakeKeyResponse parses an HTTP response from a RotateIntakeKeyWithResponse call
+func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateIntakeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest IntakeKeySecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers RotateIntakeKeyResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateIntakeKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListJobsResponse parses an HTTP response from a ListJobsWithResponse call
+func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListJobsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateJobResponse parses an HTTP response from a CreateJobWithResponse call
+func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateJobResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateJobResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

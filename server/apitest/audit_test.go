@@ -230,9 +230,9 @@ func TestAuditListFiltersAndPages(t *testing.T) {
 		{"operation", client.ListAuditEventsParams{Operation: ptr("updateOrganization")},
 			`operation = $1`, "updateOrganization",
 			func(e client.AuditEvent) bool { return e.Operation == "updateOrganization" }},
-		{"outcome", client.ListAuditEventsParams{Outcome: outcome(client.Failed)},
+		{"outcome", client.ListAuditEventsParams{Outcome: outcome(client.AuditOutcomeFailed)},
 			`outcome = $1`, "failed",
-			func(e client.AuditEvent) bool { return e.Outcome == client.Failed }},
+			func(e client.AuditEvent) bool { return e.Outcome == client.AuditOutcomeFailed }},
 		{"actor_id", client.ListAuditEventsParams{ActorId: ptr(bID)},
 			`actor_id = $1`, bID,
 			func(e client.AuditEvent) bool { return e.Actor.Id == bID }},
@@ -256,7 +256,7 @@ func TestAuditListFiltersAndPages(t *testing.T) {
 	}
 
 	t.Run("combined filters and event fields", func(t *testing.T) {
-		items := list(t, client.ListAuditEventsParams{ActorId: ptr(aID), Outcome: outcome(client.Succeeded)})
+		items := list(t, client.ListAuditEventsParams{ActorId: ptr(aID), Outcome: outcome(client.AuditOutcomeSucceeded)})
 		if len(items) != 2 {
 			t.Fatalf("%d succeeded events by token a, want 2", len(items))
 		}

@@ -94,6 +94,19 @@ var designScopes = map[string]string{
 	"listActivity":                 "owner",
 	"getSettings":                  "owner",
 	"putSettings":                  "owner",
+	"listIntakeKeys":               "owner",
+	"createIntakeKey":              "owner",
+	"revokeIntakeKey":              "owner",
+	"rotateIntakeKey":              "owner",
+	"listAgents":                   "owner",
+	"listObservations":             "owner",
+	"listJobs":                     "owner",
+	"createJob":                    "owner",
+	"getHome":                      "public",
+	"registerInstallation":         "agent",
+	"submitObservations":           "agent",
+	"listAgentJobs":                "agent",
+	"submitJobResult":              "agent",
 }
 
 // nonexistentIDs fill path parameters: syntactically valid, never stored. A new path parameter
@@ -101,6 +114,9 @@ var designScopes = map[string]string{
 var nonexistentIDs = map[string]string{
 	"organization_id": "org_" + strings.Repeat("0", 26),
 	"invitation_id":   "inv_" + strings.Repeat("0", 26),
+	"key_id":          "key_" + strings.Repeat("0", 26),
+	"installation_id": "ins_" + strings.Repeat("0", 26),
+	"job_id":          "job_" + strings.Repeat("0", 26),
 }
 
 // minimalQueries are the required query parameters per operationId.
@@ -120,6 +136,17 @@ var minimalBodies = map[string]func() []byte{
 	"createInvitation":    func() []byte { return jsonBody(map[string]string{"email": newSlug() + "@example.com"}) },
 	"putPolicy":           func() []byte { return []byte(`{}`) },
 	"putSettings":         func() []byte { return []byte(`{}`) },
+	"createIntakeKey":     func() []byte { return []byte(`{"name": "k"}`) },
+	"createJob": func() []byte {
+		return []byte(`{"installation_id": "ins_` + strings.Repeat("0", 26) + `", "command": "uptime"}`)
+	},
+	"registerInstallation": func() []byte {
+		return []byte(`{"installation_id": "ins_` + strings.Repeat("0", 26) + `", "public_key": "` + strings.Repeat("A", 43) + `=", "hostname": "h", "os": "linux"}`)
+	},
+	"submitObservations": func() []byte {
+		return []byte(`{"batch_id": "b1", "observations": [{"observed_at": "2026-11-30T00:00:00Z", "kind": "host.facts", "data": {}}]}`)
+	},
+	"submitJobResult": func() []byte { return []byte(`{"status": "succeeded"}`) },
 	"acceptInvitation": func() []byte {
 		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
 	},
@@ -369,6 +396,16 @@ func TestCredentialPaths(t *testing.T) {
 				}
 				if rep := send(t, env, r); rep.Status == http.StatusUnauthorized || rep.Status >= 500 {
 					t.Errorf("%s without credentials: %d %s", op.ID, rep.Status, rep.Body)
+				}
+			case "intake", "installation":
+				// Agent operations take neither operator tokens nor personal API keys (their own
+				// credentials are agent_test.go's concern).
+				for _, bad := range []string{"", operator, owner} {
+					r, ok := minimalRequest(t, op, bad)
+					if !ok {
+						return
+					}
+					send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
 				}
 			default:
 				t.Errorf("%s: unknown credential path %q", op.ID, op.Auth)

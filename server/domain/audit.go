@@ -15,6 +15,8 @@ const (
 	ActorLocalOperator = "local_operator"
 	ActorSystem        = "system"
 	ActorUser          = "user"
+	ActorIntakeKey     = "intake_key"
+	ActorInstallation  = "installation"
 	// LocalOperatorID is the actor ID of release commands; the invocation ID tells runs apart.
 	LocalOperatorID = "local-operator"
 )

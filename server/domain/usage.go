@@ -33,9 +33,7 @@ const (
 // a rolled-back event is not counted either. Concurrent events of one organization and day
 // spread over a few counter rows instead of updating one hot row.
 func CountUsage(ctx context.Context, q db.DBTX, orgID, eventID string, at time.Time, d UsageDelta) (bool, error) {
-	h := fnv.New32a()
-	h.Write([]byte(eventID))
-	shard := int16(h.Sum32() % usageShards)
+	shard := usageShard(eventID)
 	tag, err := q.Exec(ctx, `WITH event AS (
 			INSERT INTO usage_events (organization_id, event_id) VALUES ($1, $2)
 			ON CONFLICT DO NOTHING RETURNING 1)
@@ -51,6 +49,13 @@ func CountUsage(ctx context.Context, q db.DBTX, orgID, eventID string, at time.T
 		return false, err
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// usageShard spreads one organization's events of a day over a few counter rows.
+func usageShard(eventID string) int16 {
+	h := fnv.New32a()
+	h.Write([]byte(eventID))
+	return int16(h.Sum32() % usageShards)
 }
 
 // UsageDay is one organization's usage on one UTC day.
