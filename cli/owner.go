@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -37,15 +38,30 @@ func newOwnerCommand(f *Factory) *cobra.Command {
 	cmd := group("owner", "The organization API, as an owner (RENGA_URL and RENGA_API_KEY)")
 	var name string
 	accept := &cobra.Command{
-		Use:   "accept INVITATION_TOKEN --display-name NAME",
+		Use:   "accept [INVITATION_TOKEN] --display-name NAME",
 		Short: "Accept an owner invitation and print your personal API key (once)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Accept an owner invitation and print your personal API key (once). Without INVITATION_TOKEN,
+the token is read from stdin (preferred: an argument shows in ps and in the shell's history).`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			token := ""
+			if len(args) == 1 {
+				token = args[0]
+			} else {
+				b, err := io.ReadAll(io.LimitReader(f.Stdin, 1024))
+				if err != nil {
+					return err
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			if token == "" {
+				return usageError("give the invitation token as an argument or on stdin")
+			}
 			c, err := f.OwnerClient(false)
 			if err != nil {
 				return err
 			}
-			r, err := c.AcceptInvitationWithResponse(cmd.Context(), client.InvitationAccept{Token: args[0], DisplayName: name})
+			r, err := c.AcceptInvitationWithResponse(cmd.Context(), client.InvitationAccept{Token: token, DisplayName: name})
 			if err := check(r, err); err != nil {
 				return err
 			}

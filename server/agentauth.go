@@ -42,7 +42,7 @@ func (s *Server) authenticateIntakeKey(ctx context.Context, r *http.Request) (Ac
 		return Actor{}, false
 	}
 	return Actor{Type: domain.ActorIntakeKey, ID: keyID, Name: "intake key " + keyID, CredentialID: keyID,
-		OrganizationID: org.ID, OrganizationState: org.State}, true
+		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, true
 }
 
 var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
@@ -96,5 +96,5 @@ func (s *Server) authenticateInstallation(ctx context.Context, r *http.Request, 
 	}
 	st.Installation = &h
 	return Actor{Type: domain.ActorInstallation, ID: id, Name: h.Installation.Hostname, CredentialID: id,
-		OrganizationID: h.Org.ID, OrganizationState: h.Org.State}, true
+		OrganizationID: h.Org.ID, OrganizationName: h.Org.Name, OrganizationState: h.Org.State}, true
 }

@@ -60,8 +60,7 @@ func (s *Server) CreateIntakeKey(ctx context.Context, req api.CreateIntakeKeyReq
 	if err != nil {
 		return nil, err
 	}
-	st.Audit.OrganizationID = st.Actor.OrganizationID
-	st.Audit.ChangedFields = []string{"intake_keys"}
+	st.Audit.OwnOrganization(st.Actor, []string{"intake_keys"})
 	loc := "/api/v1/org/intake-keys/" + k.ID
 	return api.CreateIntakeKey201JSONResponse{Body: intakeKeySecretJSON(k, secret),
 		Headers: api.CreateIntakeKey201ResponseHeaders{Location: &loc}}, nil
@@ -74,8 +73,7 @@ func (s *Server) RevokeIntakeKey(ctx context.Context, req api.RevokeIntakeKeyReq
 	if err != nil {
 		return nil, err
 	}
-	st.Audit.OrganizationID = st.Actor.OrganizationID
-	st.Audit.ChangedFields = changed
+	st.Audit.OwnOrganization(st.Actor, changed)
 	return api.RevokeIntakeKey200JSONResponse{Body: intakeKeyJSON(k)}, nil
 }
 
@@ -86,8 +84,7 @@ func (s *Server) RotateIntakeKey(ctx context.Context, req api.RotateIntakeKeyReq
 	if err != nil {
 		return nil, err
 	}
-	st.Audit.OrganizationID = st.Actor.OrganizationID
-	st.Audit.ChangedFields = []string{"intake_keys"}
+	st.Audit.OwnOrganization(st.Actor, []string{"intake_keys"})
 	loc := "/api/v1/org/intake-keys/" + k.ID
 	return api.RotateIntakeKey201JSONResponse{Body: intakeKeySecretJSON(k, secret),
 		Headers: api.RotateIntakeKey201ResponseHeaders{Location: &loc}}, nil
@@ -197,8 +194,7 @@ func (s *Server) CreateJob(ctx context.Context, req api.CreateJobRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	st.Audit.OrganizationID = st.Actor.OrganizationID
-	st.Audit.ChangedFields = []string{"jobs"}
+	st.Audit.OwnOrganization(st.Actor, []string{"jobs"})
 	out, err := jobJSON(j)
 	if err != nil {
 		return nil, err
@@ -224,8 +220,7 @@ func (s *Server) RegisterInstallation(ctx context.Context, req api.RegisterInsta
 	if !created {
 		return api.RegisterInstallation200JSONResponse(installationJSON(inst)), nil
 	}
-	st.Audit.OrganizationID = st.Actor.OrganizationID
-	st.Audit.ChangedFields = []string{"agents"}
+	st.Audit.OwnOrganization(st.Actor, []string{"agents"})
 	return api.RegisterInstallation201JSONResponse(installationJSON(inst)), nil
 }
 

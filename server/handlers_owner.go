@@ -10,7 +10,8 @@ import (
 )
 
 func orgSummary(o domain.Organization) api.OrgSummary {
-	return api.OrgSummary{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: api.OrganizationState(o.State)}
+	return api.OrgSummary{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: api.OrganizationState(o.State),
+		SuspendedReason: o.SuspendedReason}
 }
 
 func userJSON(u domain.User) api.User {
@@ -120,8 +121,7 @@ func (s *Server) PutSettings(ctx context.Context, req api.PutSettingsRequestObje
 	if err != nil {
 		return nil, err
 	}
-	st.Audit.OrganizationID = orgID
-	st.Audit.ChangedFields = changed
+	st.Audit.OwnOrganization(st.Actor, changed)
 	out, err := s.settingsJSON(ctx, orgID, d)
 	if err != nil {
 		return nil, err

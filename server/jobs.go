@@ -73,6 +73,11 @@ func (w *mailWorker) Work(ctx context.Context, job *river.Job[MailArgs]) error {
 		return err
 	}
 	if err := deliver(w.cfg, w.log, m); err != nil {
+		if job.Attempt >= job.MaxAttempts {
+			// The last attempt: the mail will never go, and its body (a secret) must not stay.
+			w.log.Error("mail abandoned after its last attempt", "mail_id", m.ID, "to", m.Recipient, "error", err)
+			return errors.Join(err, domain.AbandonMail(ctx, w.pool, m.ID))
+		}
 		return err
 	}
 	return domain.MarkMailSent(ctx, w.pool, m.ID)

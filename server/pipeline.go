@@ -46,7 +46,10 @@ type operation struct {
 	KeyRequired bool // Idempotency-Key declared required
 	KeyAccepted bool // Idempotency-Key declared
 	IfMatch     bool // If-Match declared
-	spec        *openapi3.Operation
+	// SecretFields are top-level response fields shown once (x-renga-secret-fields): never
+	// stored with the idempotent result.
+	SecretFields []string
+	spec         *openapi3.Operation
 }
 
 // Credential paths, from an operation's security requirement.
@@ -136,6 +139,13 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 				errs = append(errs, fmt.Errorf("%s %s: only %s operations live under %s", method, path, first, apiPrefix[first]))
 			}
 			o.Scope = scope
+			if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
+				for _, f := range fields {
+					if name, ok := f.(string); ok {
+						o.SecretFields = append(o.SecretFields, name)
+					}
+				}
+			}
 			if o.ID == "" {
 				errs = append(errs, fmt.Errorf("%s %s: no operationId", method, path))
 			}
@@ -259,7 +269,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An organization that is not active is read-only for its members, and closed to its agents.
 	if (st.Actor.Type == domain.ActorUser && op.Mutation) || st.Actor.Type == domain.ActorIntakeKey || st.Actor.Type == domain.ActorInstallation {
 		if pe := orgWriteProblem(st.Actor.OrganizationState); pe != nil {
-			fail(pe)
+			reject(pe, domain.OutcomeDenied)
 			return
 		}
 	}
@@ -302,6 +312,17 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("If-Match", ifMatch)
 	}
 	p.mutate(w, r, st, pathParams, body, key)
+}
+
+// audited reports whether an actor's attempted mutations go to the deployment audit log: every
+// caller's but an installation's, whose intake and job results are the agent's routine traffic
+// (counted in usage, not audited; its registration is audited as the intake key's).
+func audited(a Actor) bool {
+	switch a.Type {
+	case domain.ActorOperatorToken, domain.ActorLocalOperator, domain.ActorUser, domain.ActorIntakeKey:
+		return true
+	}
+	return false
 }
 
 // orgWriteProblem is why an organization in state refuses its members' writes, or nil.
@@ -406,6 +427,7 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	}
 	rec := newRecorder()
 	var replay *storedResponse
+	var closed *problem.Error
 	err := db.WithTx(ctx, p.s.pool, func(tx pgx.Tx) error {
 		stored, err := begin(ctx, tx, st.Actor, k)
 		if err != nil {
@@ -427,22 +449,19 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 		if k != nil {
 			expires := time.Now().Add(p.s.cfg.IdempotencyRetention).UTC().Truncate(time.Second)
 			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
-			sql, args, err := k.storeStatement(status, rec.header, rec.body.Bytes(), expires)
+			stored, err := withoutSecrets(rec.body.Bytes(), op.SecretFields)
+			if err != nil {
+				return err
+			}
+			sql, args, err := k.storeStatement(status, rec.header, stored, expires)
 			if err != nil {
 				return err
 			}
 			batch.Queue(sql, args...)
 		}
-		switch st.Actor.Type {
-		case domain.ActorOperatorToken, domain.ActorLocalOperator:
+		if audited(st.Actor) {
 			sql, args := domain.AuditStatement(p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
 			batch.Queue(sql, args...)
-		case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
-			// Members' and agents' changes are their organization's Activity, not the deployment's audit.
-			if st.Audit.OrganizationID != "" && len(st.Audit.ChangedFields) > 0 {
-				sql, args := domain.ActivityStatement(st.Audit.OrganizationID, p.auditEvent(st, domain.OutcomeSucceeded, status, ""))
-				batch.Queue(sql, args...)
-			}
 		}
 		if batch.Len() == 0 {
 			return nil
@@ -454,6 +473,9 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 		rec.flush(w)
 	case errors.Is(err, errCredentialGone):
 		problem.Write(w, st.ID, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."))
+	case errors.As(err, &closed):
+		p.auditFailure(ctx, st, pathParams, domain.OutcomeDenied, closed.Status, closed.Code)
+		problem.Write(w, st.ID, closed)
 	case errors.Is(err, errReplay):
 		if !bytes.Equal(replay.digest, k.digest) {
 			pe := problem.New(http.StatusConflict, api.ErrorCodeIdempotencyKeyReused,
@@ -536,11 +558,14 @@ func sourceString(st *requestState) string {
 // auditFailure records a failed or denied attempt in its own transaction, after the attempt's
 // own transaction (if any) rolled back. The organization named in the path is the target.
 func (p *pipeline) auditFailure(ctx context.Context, st *requestState, pathParams map[string]string, outcome string, status int, code api.ErrorCode) {
-	if st.Actor.Type != domain.ActorOperatorToken && st.Actor.Type != domain.ActorLocalOperator {
-		return // the deployment audit log records operators' attempts
+	if !audited(st.Actor) {
+		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	st.Audit.ChangedFields = nil
+	if st.Audit.OrganizationID == "" && st.Actor.OrganizationID != "" {
+		st.Audit.OrganizationID, st.Audit.OrganizationName = st.Actor.OrganizationID, st.Actor.OrganizationName
+	}
 	if id := pathParams["organization_id"]; id != "" && st.Audit.OrganizationID == "" {
 		st.Audit.OrganizationID = id
 		if o, err := domain.GetOrganization(ctx, p.s.pool, id); err == nil {
@@ -794,6 +819,9 @@ func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedRe
 			AND (expires_at IS NULL OR expires_at > now()) FOR SHARE) t`, actor.CredentialID)
 	case domain.ActorUser:
 		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, actor.CredentialID)
+		// A member's write needs the organization active until commit: holding its row (SHARE)
+		// makes a suspension, deletion or purge wait for the write, or the write see it.
+		batch.Queue(`SELECT state FROM organizations WHERE id = $1 FOR SHARE`, actor.OrganizationID)
 	default:
 		checked = false // the local operator, or an unauthenticated operation
 	}
@@ -823,6 +851,15 @@ func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedRe
 			return nil, errCredentialGone
 		}
 	}
+	if actor.Type == domain.ActorUser {
+		var state string
+		if err := br.QueryRow().Scan(&state); err != nil {
+			return nil, db.Translate(err)
+		}
+		if pe := orgWriteProblem(state); pe != nil {
+			return nil, pe
+		}
+	}
 	if k == nil {
 		return nil, br.Close()
 	}
@@ -842,6 +879,25 @@ func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedRe
 		return nil, err
 	}
 	return &s, br.Close()
+}
+
+// withoutSecrets removes the fields shown once from a JSON body before it is stored.
+func withoutSecrets(body []byte, fields []string) ([]byte, error) {
+	if len(fields) == 0 {
+		return body, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		delete(m, f)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }
 
 // storedHeaders are the response headers a replay repeats.

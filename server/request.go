@@ -24,6 +24,7 @@ type Actor struct {
 	CredentialID string
 	// For a user: their organization, its state when the request started, and their role.
 	OrganizationID    string
+	OrganizationName  string
 	OrganizationState string
 	Role              string
 }
@@ -51,6 +52,11 @@ type auditNote struct {
 	OrganizationName string
 	TokenID          string
 	ChangedFields    []string
+}
+
+// OwnOrganization names the actor's own organization (a member's or an agent's) as the target.
+func (n *auditNote) OwnOrganization(a Actor, changed []string) {
+	n.OrganizationID, n.OrganizationName, n.ChangedFields = a.OrganizationID, a.OrganizationName, changed
 }
 
 // Target names the organization a mutation concerns.

@@ -155,7 +155,8 @@ func (s *Server) authenticateUser(ctx context.Context, r *http.Request) (Actor, 
 		return Actor{}, false
 	}
 	return Actor{Type: domain.ActorUser, ID: h.User.ID, Name: h.User.DisplayName, CredentialID: h.KeyID,
-		OrganizationID: h.Organization.ID, OrganizationState: h.Organization.State, Role: h.Role}, true
+		OrganizationID: h.Organization.ID, OrganizationName: h.Organization.DisplayName, OrganizationState: h.Organization.State,
+		Role: h.Role}, true
 }
 
 // writeError renders a handler's error: domain errors map to their problems here, in one place;

@@ -47,19 +47,25 @@ func (e ActivityActorType) Valid() bool {
 
 // Defines values for AuditActorType.
 const (
+	AuditActorTypeIntakeKey     AuditActorType = "intake_key"
 	AuditActorTypeLocalOperator AuditActorType = "local_operator"
 	AuditActorTypeOperatorToken AuditActorType = "operator_token"
 	AuditActorTypeSystem        AuditActorType = "system"
+	AuditActorTypeUser          AuditActorType = "user"
 )
 
 // Valid indicates whether the value is a known member of the AuditActorType enum.
 func (e AuditActorType) Valid() bool {
 	switch e {
+	case AuditActorTypeIntakeKey:
+		return true
 	case AuditActorTypeLocalOperator:
 		return true
 	case AuditActorTypeOperatorToken:
 		return true
 	case AuditActorTypeSystem:
+		return true
+	case AuditActorTypeUser:
 		return true
 	default:
 		return false
@@ -436,7 +442,7 @@ type AgentList struct {
 
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, `local-operator`, or `system` (background work such as the purge).
+	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), or an intake key ID (an agent's registration).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.
@@ -874,6 +880,9 @@ type OrgSummary struct {
 	// Example: acme
 	Slug  Slug              `json:"slug"`
 	State OrganizationState `json:"state"`
+
+	// SuspendedReason Why the operator suspended it, when suspended.
+	SuspendedReason *string `json:"suspended_reason,omitempty"`
 }
 
 // Organization defines model for Organization.
@@ -1096,7 +1105,7 @@ type Slug = string
 
 // SuspendRequest Example: {"reason":"Unpaid invoice 2026-11"}
 type SuspendRequest struct {
-	// Reason Why, in words the organization's owners will see in their Activity.
+	// Reason Why, in words the organization's owners will see (GET /api/v1/org/me).
 	Reason string `json:"reason"`
 }
 
@@ -1216,7 +1225,7 @@ type ListAuditEventsParams struct {
 	PageToken      *PageToken      `form:"page_token,omitempty" json:"page_token,omitempty"`
 	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
 
-	// ActorId An operator token ID, `local-operator` or `system`.
+	// ActorId An operator token ID, `local-operator`, `system`, a user ID or an intake key ID.
 	ActorId *string `form:"actor_id,omitempty" json:"actor_id,omitempty"`
 
 	// Operation An operationId of this document, e.g. `createOrganization`.

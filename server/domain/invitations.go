@@ -116,6 +116,9 @@ func ListInvitations(ctx context.Context, q db.DBTX, orgID, state, before string
 
 // RevokeInvitation revokes a pending invitation; any other state is left as it is.
 func RevokeInvitation(ctx context.Context, q db.DBTX, orgID, id string) (Invitation, []string, error) {
+	if _, err := lockOrganization(ctx, q, orgID); err != nil {
+		return Invitation{}, nil, err
+	}
 	tag, err := q.Exec(ctx, `UPDATE invitations SET state = 'revoked', revoked_at = now()
 		WHERE organization_id = $1 AND id = $2 AND state = 'pending' AND expires_at > now()`, orgID, id)
 	if err != nil {
@@ -151,12 +154,21 @@ type Accepted struct {
 // acceptances neither redeem one invitation twice nor exceed max_users together.
 func AcceptInvitation(ctx context.Context, q db.DBTX, secret, displayName string, defaults PolicyDocument) (Accepted, error) {
 	var a Accepted
-	var inv Invitation
-	rows, err := q.Query(ctx, `SELECT `+invitationColumns+` FROM invitations WHERE token_hash = $1 FOR UPDATE`, HashSecret(secret))
+	hash := HashSecret(secret)
+	// Lock order: the organization, then the invitation (as every writer does).
+	var orgID string
+	if err := q.QueryRow(ctx, `SELECT organization_id FROM invitations WHERE token_hash = $1`, hash).Scan(&orgID); err != nil {
+		return a, db.Translate(err)
+	}
+	o, err := lockOrganization(ctx, q, orgID)
 	if err != nil {
 		return a, err
 	}
-	inv, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Invitation])
+	rows, err := q.Query(ctx, `SELECT `+invitationColumns+` FROM invitations WHERE token_hash = $1 FOR UPDATE`, hash)
+	if err != nil {
+		return a, err
+	}
+	inv, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Invitation])
 	if err != nil {
 		return a, db.Translate(err)
 	}
@@ -167,10 +179,6 @@ func AcceptInvitation(ctx context.Context, q db.DBTX, secret, displayName string
 		return a, ErrInvitationRevoked
 	case InvitationAccepted:
 		return a, ErrInvitationAccepted
-	}
-	o, err := lockOrganization(ctx, q, inv.OrganizationID)
-	if err != nil {
-		return a, err
 	}
 	switch o.State {
 	case StateActive:
@@ -297,17 +305,6 @@ func ListActivity(ctx context.Context, q db.DBTX, orgID, before string, limit in
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[Activity])
-}
-
-// ActivityStatement writes an organization's Activity for a change its own members made (the
-// deployment audit log is for operators; AuditStatement writes Activity for their changes).
-func ActivityStatement(orgID string, e AuditEvent) (string, []any) {
-	if e.ChangedFields == nil {
-		e.ChangedFields = []string{}
-	}
-	return `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type,
-		actor_id, actor_name, invocation_id, operation, changed_fields) VALUES ($1, $2, now(), $3, $4, $5, $6, $7, $8, $9)`,
-		[]any{db.NewID("act"), orgID, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation, e.ChangedFields}
 }
 
 // GetUser reads a user.

@@ -18,9 +18,11 @@ var (
 )
 
 // lockOrganization reads the organization and locks its row for the rest of the transaction.
-// Every state change takes this lock, so a state change and the purge never both win.
+// Every state change takes this lock, so a state change and the purge never both win. Lock
+// order, everywhere: the organization's row first, then rows that belong to it. (NO KEY UPDATE:
+// inserts of its children, which check the foreign key with KEY SHARE, do not wait for it.)
 func lockOrganization(ctx context.Context, q db.DBTX, id string) (Organization, error) {
-	rows, err := q.Query(ctx, `SELECT `+orgColumns+` FROM organizations WHERE id = $1 FOR UPDATE`, id)
+	rows, err := q.Query(ctx, `SELECT `+orgColumns+` FROM organizations WHERE id = $1 FOR NO KEY UPDATE`, id)
 	if err != nil {
 		return Organization{}, err
 	}

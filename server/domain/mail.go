@@ -39,3 +39,9 @@ func MarkMailSent(ctx context.Context, q db.DBTX, id string) error {
 	_, err := q.Exec(ctx, `UPDATE outbound_mail SET sent_at = now(), body = NULL WHERE id = $1`, id)
 	return err
 }
+
+// AbandonMail forgets the body of a message that will never be sent.
+func AbandonMail(ctx context.Context, q db.DBTX, id string) error {
+	_, err := q.Exec(ctx, `UPDATE outbound_mail SET body = NULL WHERE id = $1`, id)
+	return err
+}

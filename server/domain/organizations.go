@@ -92,9 +92,9 @@ func ListOrganizations(ctx context.Context, q db.DBTX, f OrganizationFilter) ([]
 // organization and the names of the fields that changed.
 func UpdateOrganization(ctx context.Context, q db.DBTX, id string, expected int64, displayName string) (Organization, []string, error) {
 	// Compare and update in one statement; the CTE reads the old value for changed_fields.
-	rows, err := q.Query(ctx, `WITH old AS (SELECT display_name FROM organizations WHERE id = $1 AND version = $2 FOR UPDATE)
+	rows, err := q.Query(ctx, `WITH old AS (SELECT display_name FROM organizations WHERE id = $1 AND version = $2 AND state <> 'purging' FOR NO KEY UPDATE)
 		UPDATE organizations o SET display_name = $3, version = o.version + 1, updated_at = now()
-		FROM old WHERE o.id = $1 AND o.version = $2
+		FROM old WHERE o.id = $1 AND o.version = $2 AND o.state <> 'purging'
 		RETURNING o.id, o.slug, o.display_name, o.state, o.suspended_reason, o.purge_after, o.version, o.created_at,
 		  o.updated_at, old.display_name AS old_display_name`,
 		id, expected, displayName)
@@ -110,6 +110,9 @@ func UpdateOrganization(ctx context.Context, q db.DBTX, id string, expected int6
 		cur, err := GetOrganization(ctx, q, id)
 		if err != nil {
 			return Organization{}, nil, err
+		}
+		if cur.State == StatePurging {
+			return Organization{}, nil, ErrPurgeStarted
 		}
 		return Organization{}, nil, &VersionMismatchError{Current: cur.Version}
 	}

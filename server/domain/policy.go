@@ -164,6 +164,13 @@ func PutPolicy(ctx context.Context, q db.DBTX, orgID string, expected int64, doc
 	if err := doc.Validate(); err != nil {
 		return Policy{}, nil, err
 	}
+	o, err := lockOrganization(ctx, q, orgID)
+	if err != nil {
+		return Policy{}, nil, err
+	}
+	if o.State == StatePurging {
+		return Policy{}, nil, ErrPurgeStarted
+	}
 	old, err := lockPolicy(ctx, q, orgID)
 	if err != nil {
 		return Policy{}, nil, err

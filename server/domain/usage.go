@@ -21,9 +21,9 @@ type UsageDelta struct {
 // Usage retention.
 const (
 	UsageRetentionDays = 400
-	// UsageDedupWindow is how long an event's ID is remembered: a retry of the same event
-	// within it is never counted twice.
-	UsageDedupWindow = 30 * 24 * time.Hour
+	// UsageDedupWindow is how long an event's ID is remembered: as long as the daily rows it
+	// counts in, so a retry is never counted twice.
+	UsageDedupWindow = UsageRetentionDays * 24 * time.Hour
 	usageShards      = 8
 )
 
@@ -115,7 +115,8 @@ func UsageTotals(ctx context.Context, q db.DBTX, from, to time.Time, after strin
 // deduplication window, in small batches.
 func PurgeOldUsage(ctx context.Context, q db.DBTX, now time.Time) (int64, error) {
 	var total int64
-	cutoffDay := now.UTC().AddDate(0, 0, -UsageRetentionDays).Format(time.DateOnly)
+	// Kept: today and the 399 days before it.
+	cutoffDay := now.UTC().AddDate(0, 0, -(UsageRetentionDays - 1)).Format(time.DateOnly)
 	for _, stmt := range []struct {
 		sql string
 		arg any

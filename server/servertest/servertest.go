@@ -211,8 +211,14 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 	ctx := context.Background()
 	var dump strings.Builder
 	dump.WriteString(e.Logs.String())
-	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens", "user_api_keys", "invitations"} {
-		rows, err := e.Pool.Query(ctx, `SELECT row_to_json(t)::text FROM `+table+` t`)
+	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens",
+		"user_api_keys", "invitations", "intake_keys", "installations"} {
+		query := `SELECT row_to_json(t)::text FROM ` + table + ` t`
+		if table == "idempotency_keys" {
+			// Stored responses are bytea: read them as the text they are.
+			query = `SELECT row_to_json(t)::text || convert_from(t.body, 'UTF8') FROM idempotency_keys t`
+		}
+		rows, err := e.Pool.Query(ctx, query)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", table, err)
 		}
