@@ -266,7 +266,7 @@ func TestUsageRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	for _, ago := range []int{401, 450, 399, 10} {
+	for _, ago := range []int{400, 401, 450, 399, 10} {
 		if _, err := env.Pool.Exec(ctx, `INSERT INTO usage_counters (organization_id, day, shard, intake_requests)
 			VALUES ($1, $2::date, 0, 1)`, o.ID, day(now.AddDate(0, 0, -ago))); err != nil {
 			t.Fatal(err)
