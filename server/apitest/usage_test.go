@@ -280,8 +280,8 @@ func TestUsageRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if removed != 3 {
-		t.Errorf("PurgeOldUsage removed %d rows, want 3 (two days, one event)", removed)
+	if removed != 4 {
+		t.Errorf("PurgeOldUsage removed %d rows, want 4 (three days, one event)", removed)
 	}
 	rows, err := env.Pool.Query(ctx, `SELECT to_char(day, 'YYYY-MM-DD') FROM usage_counters WHERE organization_id = $1 ORDER BY day`, o.ID)
 	if err != nil {
