@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -151,4 +152,11 @@ func createOrganizations(b *testing.B, clients int) {
 func BenchmarkCreateOrganization(b *testing.B) {
 	b.Run("clients=1", func(b *testing.B) { createOrganizations(b, 1) })
 	b.Run("clients=8", func(b *testing.B) { createOrganizations(b, 8) })
+}
+
+func newConstantServer(body []byte) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the operator API beside PostgreSQL's own ceiling on the same machine, in the same run
-# (../shared/baselines): pgbench scripts B (authenticated read) and C (keyed, audited create),
-# then the Go benchmarks against the same PostgreSQL, then the ratios.
+# (../shared/baselines): pgbench scripts A (intake), B (authenticated read) and C (keyed, audited
+# create), then the Go benchmarks against the same PostgreSQL, then the ratios.
 #
 #   bench/run.sh [seconds-per-pgbench-run]      (needs PostgreSQL at 127.0.0.1:5432, user postgres)
 set -euo pipefail
@@ -17,17 +17,22 @@ psql -q "$pg/renga_baseline" -f "$baselines/schema.sql" >/dev/null
 tps() { sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$1" | head -1; }
 lat() { sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$1"; }
 
+pgbench -n -M prepared -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/A" 2>&1
 pgbench -n -M prepared -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/B" 2>&1
 pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/C8" 2>&1
 pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs" "$pg/renga_baseline" >"$out/C1" 2>&1
 
 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -run '^$' -bench . -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
+  go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
 
 metric() { # benchmark-name unit
   awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
 }
-B=$(tps "$out/B"); C8=$(tps "$out/C8"); C1=$(lat "$out/C1")
+A=$(tps "$out/A"); B=$(tps "$out/B"); C8=$(tps "$out/C8"); C1=$(lat "$out/C1")
+intake=$(metric BenchmarkIntake batches/s)
+intake99=$(metric BenchmarkIntake p99-ms)
+home=$(metric BenchmarkHome req/s)
+bare=$(metric BenchmarkBareHandler req/s)
 get=$(metric BenchmarkGetOrganization req/s)
 health=$(metric BenchmarkHealthz req/s)
 c8=$(metric BenchmarkCreateOrganization/clients=8 req/s)
@@ -39,4 +44,7 @@ printf '%-46s %10.0f %12.0f %8.2f %8s\n' "POST /organizations req/s, 8 clients (
 printf '%-46s %10.2f %12.2f %8.2f %8s\n' "POST /organizations p50 ms, 1 client (vs C)" "$p50" "$C1" "$(echo "$p50 / $C1" | bc -l)" "<=1.5"
 printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$p99"
 printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$health"
+printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A tps)" "$intake" "$A" "$(echo "$intake / $A" | bc -l)" ">=0.8"
+printf '%-46s %10.2f\n' "intake p99 ms at full load" "$intake99"
+printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.8"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// agent is one registered installation that signs its requests.
+type agent struct {
+	id  string
+	key ed25519.PrivateKey
+}
+
+func registerAgents(b *testing.B, env *servertest.Env, n int) []agent {
+	ctx := context.Background()
+	o, err := domain.CreateOrganization(ctx, env.Pool, "intake", "Intake")
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc := domain.PolicyDocument{}
+	unlimited := int64(1 << 50)
+	doc.Limits.IntakeBytesPerDay = &unlimited
+	if _, _, err := domain.PutPolicy(ctx, env.Pool, o.ID, 1, doc, domain.BuiltinDefaults); err != nil {
+		b.Fatal(err)
+	}
+	agents := make([]agent, n)
+	for i := range agents {
+		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+		id := fmt.Sprintf("ins_%026d", i)
+		if _, _, err := domain.RegisterInstallation(ctx, env.Pool, o.ID, "", domain.Installation{ID: id, PublicKey: pub, Hostname: "h", OS: "linux"},
+			domain.BuiltinDefaults); err != nil {
+			b.Fatal(err)
+		}
+		agents[i] = agent{id: id, key: priv}
+	}
+	return agents
+}
+
+// batchBody is a ~1 KB signed batch of one observation (the baseline's payload).
+func batchBody(b *testing.B, batchID string) []byte {
+	payload, err := os.ReadFile("../../shared/baselines/payload.json")
+	if err != nil {
+		payload = bytes.Repeat([]byte("x"), 900)
+		payload = []byte(`{"blob":"` + string(payload) + `"}`)
+	}
+	body, err := json.Marshal(map[string]any{"batch_id": batchID, "observations": []any{
+		map[string]any{"observed_at": time.Now().UTC().Format(time.RFC3339), "kind": "host.facts", "data": json.RawMessage(payload)},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+func (a agent) signed(url, path string, body []byte) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	sig := ed25519.Sign(a.key, []byte(server.StringToSign(http.MethodPost, path, ts, a.id, body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Renga-Installation", a.id)
+	req.Header.Set("Renga-Timestamp", ts)
+	req.Header.Set("Renga-Signature", "ed25519="+base64.StdEncoding.EncodeToString(sig))
+	return req
+}
+
+// BenchmarkIntake sends signed ~1 KB batches from 16 concurrent agents (each batch new), as
+// fast as the server accepts them; it reports accepted batches/s and p50/p99 latency.
+func BenchmarkIntake(b *testing.B) {
+	env := servertest.Start(b)
+	agents := registerAgents(b, env, 16)
+	c := httpClient()
+	var n atomic.Int64
+	var lat latencies
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := n.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				req := a.signed(env.URL, "/api/v1/agent/observations", batchBody(b, fmt.Sprint("b-", i)))
+				t0 := time.Now()
+				do(b, c, req, http.StatusAccepted)
+				lat.add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "batches/s")
+	lat.report(b)
+}
+
+// BenchmarkHome is the unauthenticated home request through the whole pipeline.
+func BenchmarkHome(b *testing.B) {
+	env := servertest.Start(b)
+	c := httpClient()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, env.URL+"/api/v1/agent/home?deployment=eu1", nil)
+			do(b, c, req, http.StatusOK)
+		}
+	})
+	reportRate(b, start)
+}
+
+// BenchmarkBareHandler is the ceiling for the home request: net/http answering a constant.
+func BenchmarkBareHandler(b *testing.B) {
+	body := []byte(`{"home":"http://renga.test"}` + "\n")
+	ts := newConstantServer(body)
+	defer ts.Close()
+	c := httpClient()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/agent/home?deployment=eu1", nil)
+			do(b, c, req, http.StatusOK)
+		}
+	})
+	reportRate(b, start)
+}
