@@ -1,5 +1,6 @@
 # The whole set-up on a fresh machine is `make run` (a development deployment) and `make test`.
 GO      ?= go
+TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
@@ -15,18 +16,23 @@ run: build
 	./bin/renga serve --dev
 
 # Tests use RENGA_TEST_DATABASE_URL when set, else start a private PostgreSQL per test process.
+# The provider's acceptance tests run the machine's terraform, offline, against a real server.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+	TF_ACC=1 TF_ACC_TERRAFORM_PATH="$$(command -v $(TERRAFORM))" $(GO) test -count=1 -timeout 15m ./...
 
-# Regenerates everything generated from openapi.yaml.
+# Regenerates everything generated: gen/ from openapi.yaml, then the Terraform provider's docs/
+# from its schema and examples/ (tfplugindocs builds the provider; terraform must be on PATH).
 generate:
 	$(GO) generate ./...
+	$(TERRAFORM) fmt -recursive examples/
+	$(GO) tool tfplugindocs generate --provider-dir provider --provider-name renga \
+		--examples-dir ../examples --rendered-website-dir ../docs
 
 # CI: regenerating must change nothing.
 check-generated: generate
-	@git diff --exit-code -- gen/ || (echo "generated code is stale: run make generate and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain -- gen/)" || (git status --porcelain -- gen/; echo "untracked generated files" >&2; exit 1)
+	@git diff --exit-code -- gen/ docs/ examples/ || (echo "generated code or docs are stale: run make generate and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- gen/ docs/ examples/)" || (git status --porcelain -- gen/ docs/ examples/; echo "untracked generated files" >&2; exit 1)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./bench/...

@@ -1,0 +1,4 @@
+resource "renga_organization" "acme" {
+  slug         = "acme"
+  display_name = "Acme Corporation"
+}

@@ -1,0 +1,136 @@
+// Package deployment is the renga_deployment data source.
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"renga.dev/renga/provider/internal/apiclient"
+	"renga.dev/renga/provider/internal/policydoc"
+)
+
+var (
+	_ datasource.DataSource              = (*DataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*DataSource)(nil)
+)
+
+// DataSource is the renga_deployment data source.
+type DataSource struct {
+	client *apiclient.Client
+}
+
+// NewDataSource returns the renga_deployment data source.
+func NewDataSource() datasource.DataSource { return &DataSource{} }
+
+type defaultsModel struct {
+	Limits         *policydoc.Limits         `tfsdk:"limits"`
+	LockedSettings *policydoc.LockedSettings `tfsdk:"locked_settings"`
+	Entitlements   *policydoc.Entitlements   `tfsdk:"entitlements"`
+}
+
+type model struct {
+	Identifier          types.String   `tfsdk:"identifier"`
+	PublicURL           types.String   `tfsdk:"public_url"`
+	Environment         types.String   `tfsdk:"environment"`
+	Version             types.String   `tfsdk:"version"`
+	DeletionGracePeriod types.String   `tfsdk:"deletion_grace_period"`
+	PolicyDefaults      *defaultsModel `tfsdk:"policy_defaults"`
+}
+
+func (d *DataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_deployment"
+}
+
+// PolicyAttributes are a policy document's three parts as computed data source attributes.
+func PolicyAttributes() map[string]schema.Attribute {
+	desc := policydoc.Descriptions
+	i64 := func(name string) schema.Attribute {
+		return schema.Int64Attribute{MarkdownDescription: desc[name], Computed: true}
+	}
+	boolean := func(name string) schema.Attribute {
+		return schema.BoolAttribute{MarkdownDescription: desc[name], Computed: true}
+	}
+	return map[string]schema.Attribute{
+		"limits": schema.SingleNestedAttribute{
+			MarkdownDescription: desc["limits"], Computed: true,
+			Attributes: map[string]schema.Attribute{
+				"max_agents": i64("max_agents"), "max_users": i64("max_users"),
+				"intake_bytes_per_day": i64("intake_bytes_per_day"), "observation_retention_days": i64("observation_retention_days"),
+				"max_jobs_per_day": i64("max_jobs_per_day"),
+			},
+		},
+		"locked_settings": schema.SingleNestedAttribute{
+			MarkdownDescription: desc["locked_settings"], Computed: true,
+			Attributes: map[string]schema.Attribute{
+				"require_sso": boolean("require_sso"), "require_mfa": boolean("require_mfa"),
+				"session_max_age_hours": i64("session_max_age_hours"),
+				"allowed_email_domains": schema.SetAttribute{MarkdownDescription: desc["allowed_email_domains"], ElementType: types.StringType, Computed: true},
+			},
+		},
+		"entitlements": schema.SingleNestedAttribute{
+			MarkdownDescription: desc["entitlements"], Computed: true,
+			Attributes: map[string]schema.Attribute{
+				"organization_identity_providers": boolean("organization_identity_providers"),
+				"jobs":                            boolean("jobs"), "owner_export": boolean("owner_export"),
+			},
+		},
+	}
+}
+
+func (d *DataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The deployment the provider talks to: its identifier, public URL, environment, server version, deletion grace period and policy defaults. Needs the `deployment:read` scope.",
+		Attributes: map[string]schema.Attribute{
+			"identifier":            schema.StringAttribute{MarkdownDescription: "The deployment identifier intake keys carry (`RENGA_DEPLOYMENT_ID`), or null.", Computed: true},
+			"public_url":            schema.StringAttribute{MarkdownDescription: "The URL the deployment is reached at (`RENGA_PUBLIC_URL`).", Computed: true},
+			"environment":           schema.StringAttribute{MarkdownDescription: "`production` or `development`.", Computed: true},
+			"version":               schema.StringAttribute{MarkdownDescription: "The server's version.", Computed: true},
+			"deletion_grace_period": schema.StringAttribute{MarkdownDescription: "How long a scheduled deletion waits before the purge (a Go duration, e.g. `720h0m0s`); destroying a `renga_organization` starts it.", Computed: true},
+			"policy_defaults": schema.SingleNestedAttribute{
+				MarkdownDescription: "The defaults an organization's policy overrides (`RENGA_POLICY_DEFAULTS` over the built-in ones). Every limit and entitlement has a value; a locked setting here is locked for every organization whose policy does not lock it.",
+				Computed:            true,
+				Attributes:          PolicyAttributes(),
+			},
+		},
+	}
+}
+
+func (d *DataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	c, ok := req.ProviderData.(*apiclient.Client)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("Expected *apiclient.Client, got %T. This is a bug in the provider.", req.ProviderData))
+		return
+	}
+	d.client = c
+}
+
+func (d *DataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
+	res, err := d.client.API.GetDeploymentWithResponse(ctx)
+	if err != nil || res.StatusCode() != http.StatusOK || res.JSON200 == nil {
+		apiclient.AddError(&resp.Diagnostics, "read the deployment", res, err)
+		return
+	}
+	dep := res.JSON200
+	defaults := dep.PolicyDefaults
+	// Show all three parts even when the deployment sets nothing in one.
+	doc, diags := policydoc.FromAPI(ctx, defaults.Limits, defaults.LockedSettings, defaults.Entitlements,
+		policydoc.Document{Limits: &policydoc.Limits{}, LockedSettings: &policydoc.LockedSettings{}, Entitlements: &policydoc.Entitlements{}})
+	resp.Diagnostics.Append(diags...)
+	m := model{
+		Identifier:          types.StringPointerValue(dep.Identifier),
+		PublicURL:           types.StringValue(dep.PublicUrl),
+		Environment:         types.StringValue(string(dep.Environment)),
+		Version:             types.StringValue(dep.Version),
+		DeletionGracePeriod: types.StringValue(dep.DeletionGracePeriod),
+		PolicyDefaults:      &defaultsModel{Limits: doc.Limits, LockedSettings: doc.LockedSettings, Entitlements: doc.Entitlements},
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}

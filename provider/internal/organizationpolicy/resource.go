@@ -1,0 +1,396 @@
+// Package organizationpolicy is the renga_organization_policy resource.
+package organizationpolicy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"renga.dev/renga/gen/client"
+	"renga.dev/renga/provider/internal/apiclient"
+	"renga.dev/renga/provider/internal/organization"
+	"renga.dev/renga/provider/internal/policydoc"
+)
+
+var (
+	_ resource.Resource                = (*Resource)(nil)
+	_ resource.ResourceWithConfigure   = (*Resource)(nil)
+	_ resource.ResourceWithImportState = (*Resource)(nil)
+)
+
+// emailDomainPattern is the API's EmailDomain.
+var emailDomainPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+
+// Resource is renga_organization_policy.
+type Resource struct {
+	client *apiclient.Client
+}
+
+// NewResource returns the renga_organization_policy resource.
+func NewResource() resource.Resource { return &Resource{} }
+
+type resourceModel struct {
+	ID                types.String              `tfsdk:"id"`
+	OrganizationID    types.String              `tfsdk:"organization_id"`
+	Limits            *policydoc.Limits         `tfsdk:"limits"`
+	LockedSettings    *policydoc.LockedSettings `tfsdk:"locked_settings"`
+	Entitlements      *policydoc.Entitlements   `tfsdk:"entitlements"`
+	OverwriteExisting types.Bool                `tfsdk:"overwrite_existing"`
+	Version           types.Int64               `tfsdk:"version"`
+}
+
+func (m resourceModel) document() policydoc.Document {
+	return policydoc.Document{Limits: m.Limits, LockedSettings: m.LockedSettings, Entitlements: m.Entitlements}
+}
+
+func (r *Resource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_organization_policy"
+}
+
+func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	desc := policydoc.Descriptions
+	limit := func(name string, min, max int64) schema.Attribute {
+		return schema.Int64Attribute{
+			MarkdownDescription: desc[name], Optional: true,
+			Validators: []validator.Int64{int64validator.Between(min, max)},
+		}
+	}
+	const huge = 1 << 62
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "An organization's policy document: its limits, locked settings and entitlements (one per organization). " +
+			"The document is replaced whole on every change; anything left out inherits the deployment default " +
+			"(see `policy_defaults` of the `renga_deployment` data source) or is not locked.\n\n" +
+			"Every organization has a policy document from the start, empty. **Creating** this resource over a " +
+			"document that is not empty fails, so Terraform never overwrites a policy someone set by other means: " +
+			"import it (`terraform import`, by organization ID), or set `overwrite_existing = true`.\n\n" +
+			"**Updates** send the version held in state as `If-Match`, once. If the policy changed outside Terraform " +
+			"since it was last read, the server refuses (`412`) and the apply fails with an error saying so; nothing " +
+			"is overwritten and the write is not retried. Run `terraform plan` (or `terraform apply -refresh-only`) " +
+			"to see the change, then apply again.\n\n" +
+			"**Destroying** this resource resets the organization's policy to an empty document (`{}`): every limit " +
+			"and entitlement inherits the deployment default again and nothing is locked.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The organization's ID (a policy has no ID of its own).",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"organization_id": schema.StringAttribute{
+				MarkdownDescription: "The organization whose policy this is. Changing it moves the policy: the old organization's is reset to empty.",
+				Required:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:          organization.IDValidators(),
+			},
+			"limits": schema.SingleNestedAttribute{
+				MarkdownDescription: desc["limits"],
+				Optional:            true,
+				Attributes: map[string]schema.Attribute{
+					"max_agents":                 limit("max_agents", 0, huge),
+					"max_users":                  limit("max_users", 1, huge),
+					"intake_bytes_per_day":       limit("intake_bytes_per_day", 0, huge),
+					"observation_retention_days": limit("observation_retention_days", 1, 3650),
+					"max_jobs_per_day":           limit("max_jobs_per_day", 0, huge),
+				},
+			},
+			"locked_settings": schema.SingleNestedAttribute{
+				MarkdownDescription: desc["locked_settings"],
+				Optional:            true,
+				Attributes: map[string]schema.Attribute{
+					"require_sso":           schema.BoolAttribute{MarkdownDescription: desc["require_sso"], Optional: true},
+					"require_mfa":           schema.BoolAttribute{MarkdownDescription: desc["require_mfa"], Optional: true},
+					"session_max_age_hours": limit("session_max_age_hours", 1, 720),
+					"allowed_email_domains": schema.SetAttribute{
+						MarkdownDescription: desc["allowed_email_domains"],
+						ElementType:         types.StringType,
+						Optional:            true,
+						Validators: []validator.Set{
+							setvalidator.SizeAtMost(100),
+							setvalidator.ValueStringsAre(
+								stringvalidator.LengthBetween(1, 253),
+								stringvalidator.RegexMatches(emailDomainPattern, "must be a lowercase domain name, e.g. acme.example"),
+							),
+						},
+					},
+				},
+			},
+			"entitlements": schema.SingleNestedAttribute{
+				MarkdownDescription: desc["entitlements"],
+				Optional:            true,
+				Attributes: map[string]schema.Attribute{
+					"organization_identity_providers": schema.BoolAttribute{MarkdownDescription: desc["organization_identity_providers"], Optional: true},
+					"jobs":                            schema.BoolAttribute{MarkdownDescription: desc["jobs"], Optional: true},
+					"owner_export":                    schema.BoolAttribute{MarkdownDescription: desc["owner_export"], Optional: true},
+				},
+			},
+			"overwrite_existing": schema.BoolAttribute{
+				MarkdownDescription: "Only at creation: replace a policy document that is not empty instead of failing. Default `false`. " +
+					"(A document that already equals this configuration is adopted either way.)",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+			},
+			"version": schema.Int64Attribute{
+				MarkdownDescription: "The policy's version on the server; each change increments it. Sent as `If-Match` on updates and on destroy.",
+				Computed:            true,
+			},
+		},
+	}
+}
+
+func (r *Resource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	c, ok := req.ProviderData.(*apiclient.Client)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("Expected *apiclient.Client, got %T. This is a bug in the provider.", req.ProviderData))
+		return
+	}
+	r.client = c
+}
+
+func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan resourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	orgID := plan.OrganizationID.ValueString()
+	body, diags := plan.document().ToAPI(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	cur, err := r.client.API.GetPolicyWithResponse(ctx, orgID)
+	if err != nil || cur.StatusCode() != http.StatusOK || cur.JSON200 == nil {
+		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, cur, err)
+		return
+	}
+	stored := *cur.JSON200
+	if !policydoc.Empty(stored) {
+		same, err := sameDocument(stored, body)
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot compare policy documents", err.Error())
+			return
+		}
+		switch {
+		case same:
+			// Already what the configuration says (for instance written by an earlier apply
+			// whose response was lost): adopt it without a write.
+			resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, stored)...)
+			return
+		case !plan.OverwriteExisting.ValueBool():
+			resp.Diagnostics.AddError("Organization already has a policy",
+				fmt.Sprintf("Organization %s already has a policy document that is not empty (version %d), set outside this Terraform configuration. Terraform does not overwrite it silently.\n\n"+
+					"To manage it from here, import it first:\n  terraform import <address of this resource> %s\n"+
+					"then make the configuration match (or change it deliberately). Or set overwrite_existing = true in this resource to replace the existing document with the configured one.",
+					orgID, stored.Version, orgID))
+			return
+		}
+	}
+	p, diags := r.put(ctx, orgID, stored.Version, body, "create")
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, *p)...)
+}
+
+// put replaces the document, sending version as If-Match once. A 412 is an error for the user to
+// resolve with a refresh, never a reason to read the new version and write again.
+func (r *Resource) put(ctx context.Context, orgID string, version int64, body client.PolicyWrite, verb string) (*client.Policy, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	key, err := apiclient.WriteKey("renga_organization_policy", "/api/v1/operator/organizations/"+orgID+"/policy", version, body)
+	if err != nil {
+		diags.AddError("Cannot build the policy request", err.Error())
+		return nil, diags
+	}
+	action := verb + " the policy of organization " + orgID
+	res, err := r.client.API.PutPolicyWithResponse(ctx, orgID, &client.PutPolicyParams{IfMatch: apiclient.IfMatch(version), IdempotencyKey: &key}, body)
+	if err != nil {
+		apiclient.AddError(&diags, action, res, err)
+		return nil, diags
+	}
+	switch res.StatusCode() {
+	case http.StatusOK:
+		if res.JSON200 != nil {
+			return res.JSON200, diags
+		}
+	case http.StatusPreconditionFailed:
+		diags.AddError("Policy changed outside Terraform",
+			fmt.Sprintf("Could not %s: the policy changed outside Terraform. The server holds version %d, but Terraform last read version %d: someone changed the policy since. "+
+				"Nothing was overwritten and the write was not retried.\n\n"+
+				"Run `terraform plan` (or `terraform apply -refresh-only`) to refresh and review the change, then apply again.",
+				action, apiclient.CurrentVersion(res), version))
+		return nil, diags
+	}
+	apiclient.AddError(&diags, action, res, nil)
+	return nil, diags
+}
+
+// sameDocument compares a stored document with a body about to be written, as the server would
+// store it (email domains sorted, without duplicates).
+func sameDocument(stored client.Policy, body client.PolicyWrite) (bool, error) {
+	return sameWrite(client.PolicyWrite{Limits: &stored.Limits, LockedSettings: &stored.LockedSettings, Entitlements: &stored.Entitlements}, body)
+}
+
+// sameWrite says whether two bodies store the same document.
+func sameWrite(a, b client.PolicyWrite) (bool, error) {
+	normal := func(w client.PolicyWrite) client.PolicyWrite {
+		out := client.PolicyWrite{Limits: &client.PolicyLimits{}, LockedSettings: &client.LockedSettings{}, Entitlements: &client.Entitlements{}}
+		if w.Limits != nil {
+			*out.Limits = *w.Limits
+		}
+		if w.LockedSettings != nil {
+			*out.LockedSettings = *w.LockedSettings
+			if d := w.LockedSettings.AllowedEmailDomains; d != nil {
+				sorted := slices.Compact(slices.Sorted(slices.Values(*d)))
+				out.LockedSettings.AllowedEmailDomains = &sorted
+			}
+		}
+		if w.Entitlements != nil {
+			*out.Entitlements = *w.Entitlements
+		}
+		return out
+	}
+	x, err := apiclient.CanonicalJSON(normal(a))
+	if err != nil {
+		return false, err
+	}
+	y, err := apiclient.CanonicalJSON(normal(b))
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(x, y), nil
+}
+
+// setState writes what the server holds, keeping prior's choice between null and an empty
+// object for each part.
+func (r *Resource) setState(ctx context.Context, st interface {
+	Set(context.Context, any) diag.Diagnostics
+}, prior resourceModel, p client.Policy) diag.Diagnostics {
+	doc, diags := policydoc.FromAPI(ctx, p.Limits, p.LockedSettings, p.Entitlements, prior.document())
+	overwrite := prior.OverwriteExisting
+	if overwrite.IsNull() || overwrite.IsUnknown() {
+		overwrite = types.BoolValue(false)
+	}
+	m := resourceModel{
+		ID:                types.StringValue(p.OrganizationId),
+		OrganizationID:    types.StringValue(p.OrganizationId),
+		Limits:            doc.Limits,
+		LockedSettings:    doc.LockedSettings,
+		Entitlements:      doc.Entitlements,
+		OverwriteExisting: overwrite,
+		Version:           types.Int64Value(p.Version),
+	}
+	diags.Append(st.Set(ctx, &m)...)
+	return diags
+}
+
+func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state resourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	orgID := state.OrganizationID.ValueString()
+	res, err := r.client.API.GetPolicyWithResponse(ctx, orgID)
+	if err != nil {
+		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, res, err)
+		return
+	}
+	switch {
+	case res.StatusCode() == http.StatusOK && res.JSON200 != nil:
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, *res.JSON200)...)
+	case res.StatusCode() == http.StatusNotFound:
+		resp.State.RemoveResource(ctx)
+	default:
+		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, res, nil)
+	}
+}
+
+func (r *Resource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state resourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	body, diags := plan.document().ToAPI(ctx)
+	resp.Diagnostics.Append(diags...)
+	current, diags := state.document().ToAPI(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	// Only overwrite_existing changed (or a part went from null to empty): nothing to write.
+	if same, err := sameWrite(current, body); err == nil && same {
+		state.OverwriteExisting = plan.OverwriteExisting
+		state.Limits, state.LockedSettings, state.Entitlements = plan.Limits, plan.LockedSettings, plan.Entitlements
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		return
+	}
+	p, diags := r.put(ctx, state.OrganizationID.ValueString(), state.Version.ValueInt64(), body, "update")
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, *p)...)
+}
+
+func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state resourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	orgID := state.OrganizationID.ValueString()
+	// Resetting is a write like any other: If-Match with the version in state, so a change made
+	// outside Terraform since the last refresh is not wiped out unseen.
+	key, err := apiclient.WriteKey("renga_organization_policy", "/api/v1/operator/organizations/"+orgID+"/policy", state.Version.ValueInt64(), client.PolicyWrite{})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot build the policy request", err.Error())
+		return
+	}
+	res, err := r.client.API.PutPolicyWithResponse(ctx, orgID,
+		&client.PutPolicyParams{IfMatch: apiclient.IfMatch(state.Version.ValueInt64()), IdempotencyKey: &key}, client.PolicyWrite{})
+	if err != nil {
+		apiclient.AddError(&resp.Diagnostics, "reset the policy of organization "+orgID, res, err)
+		return
+	}
+	switch res.StatusCode() {
+	case http.StatusOK, http.StatusNotFound:
+	case http.StatusPreconditionFailed:
+		resp.Diagnostics.AddError("Policy changed outside Terraform",
+			fmt.Sprintf("Could not reset the policy of organization %s to empty: the policy changed outside Terraform (the server holds version %d, Terraform's state holds version %d). "+
+				"Nothing was overwritten. Run `terraform plan` (or `terraform apply -refresh-only`) to refresh, then destroy again.",
+				orgID, apiclient.CurrentVersion(res), state.Version.ValueInt64()))
+	default:
+		apiclient.AddError(&resp.Diagnostics, "reset the policy of organization "+orgID, res, nil)
+	}
+}
+
+func (r *Resource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !organization.IDPattern.MatchString(req.ID) {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("Expected the organization's ID (org_...), got %q.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("organization_id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}
