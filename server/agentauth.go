@@ -30,7 +30,7 @@ func (s *Server) authenticateIntakeKey(ctx context.Context, r *http.Request) (Ac
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !domain.LooksLikeIntakeKey(key) {
 		return Actor{}, false
 	}
-	hash := domain.HashSecret(key)
+	hash := domain.HashIntakeKey(key)
 	keyID, stored, org, err := domain.IntakeKeyHolder(ctx, s.pool, hash)
 	if err != nil {
 		if !errors.Is(err, db.ErrNotFound) {

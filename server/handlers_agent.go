@@ -240,7 +240,19 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	}
 	bytes := int64(len(st.Body))
 	limit := domain.Effective(h.Policy, s.cfg.PolicyDefaults, domain.Settings{}).Limits.IntakeBytesPerDay.Value
-	if h.IntakeToday+bytes > limit {
+	today := h.IntakeToday
+	// Far from the limit, batches go in parallel. Near it (within what many batches in flight
+	// could add), they serialize on the organization and check the committed total exactly.
+	if today+bytes > limit-intakeExactMargin {
+		if st.Tx == nil {
+			return nil, fmt.Errorf("submitObservations outside the mutation transaction")
+		}
+		var err error
+		if today, err = domain.IntakeTodayLocked(ctx, st.Tx, h.Org.ID); err != nil {
+			return nil, err
+		}
+	}
+	if today+bytes > limit {
 		// A retry of a batch accepted before the limit was reached is still a duplicate.
 		if dup, err := domain.BatchSeen(ctx, s.q(ctx), h.Installation.ID, req.Body.BatchId); err != nil || dup {
 			return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: true}, err
@@ -282,6 +294,10 @@ func (s *Server) SubmitJobResult(ctx context.Context, req api.SubmitJobResultReq
 	}
 	return api.SubmitJobResult200JSONResponse(out), nil
 }
+
+// intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes
+// to check the limit exactly: 64 batches of the largest size in flight at once.
+const intakeExactMargin = 64 * MaxBodyBytes
 
 // untilNextUTCMidnight is the Retry-After of a daily limit.
 func untilNextUTCMidnight(now time.Time) int {

@@ -1852,7 +1852,7 @@ type ClientInterface interface {
 
 	// CreateIntakeKeyWithBody Create an intake key (shown once)
 	//
-	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1861,7 +1861,7 @@ type ClientInterface interface {
 
 	// CreateIntakeKey Create an intake key (shown once)
 	//
-	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2647,7 +2647,7 @@ func (c *Client) ListIntakeKeys(ctx context.Context, params *ListIntakeKeysParam
 
 // CreateIntakeKeyWithBody Create an intake key (shown once)
 //
-// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2666,7 +2666,7 @@ func (c *Client) CreateIntakeKeyWithBody(ctx context.Context, params *CreateInta
 
 // CreateIntakeKey Create an intake key (shown once)
 //
-// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5428,7 +5428,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateIntakeKeyWithBodyWithResponse Create an intake key (shown once)
 	//
-	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5437,7 +5437,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateIntakeKeyWithResponse Create an intake key (shown once)
 	//
-	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+	// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9924,7 +9924,7 @@ func (c *ClientWithResponses) ListIntakeKeysWithResponse(ctx context.Context, pa
 
 // CreateIntakeKeyWithBodyWithResponse Create an intake key (shown once)
 //
-// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9939,7 +9939,7 @@ func (c *ClientWithResponses) CreateIntakeKeyWithBodyWithResponse(ctx context.Co
 
 // CreateIntakeKeyWithResponse Create an intake key (shown once)
 //
-// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only the SHA-256 of the whole key is stored.
+// The key is `renga_intake_<identifier>_<secret>` when the deployment has an identifier, else `renga_intake_<secret>`; the secret is 32 random bytes in lowercase base32. Only a SHA-256 is stored: of the key without its identifier (`renga_intake_<secret>`), so that a wrong or missing identifier with the right secret authenticates and the identifier is never part of authentication.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

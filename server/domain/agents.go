@@ -50,6 +50,18 @@ func LooksLikeIntakeKey(s string) bool {
 	return err == nil
 }
 
+// HashIntakeKey is the stored form of an intake key: the SHA-256 of the key without its
+// deployment identifier (renga_intake_<secret>). The identifier is an annotation for resolvers,
+// never part of authentication: a key with a wrong or missing identifier and the right secret
+// hashes the same, and a wrong secret never does.
+func HashIntakeKey(key string) []byte {
+	rest := strings.TrimPrefix(key, IntakeKeyPrefix)
+	if i := strings.LastIndexByte(rest, '_'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return HashSecret(IntakeKeyPrefix + rest)
+}
+
 // NewIntakeKeySecret returns a new key carrying identifier ("" for none).
 func NewIntakeKeySecret(identifier string) string {
 	if identifier == "" {
@@ -66,7 +78,7 @@ func CreateIntakeKey(ctx context.Context, q db.DBTX, orgID, name, identifier str
 		ident = &identifier
 	}
 	rows, err := q.Query(ctx, `INSERT INTO intake_keys (id, organization_id, name, identifier, key_hash)
-		VALUES ($1, $2, $3, $4, $5) RETURNING `+intakeKeyColumns, db.NewID("key"), orgID, name, ident, HashSecret(secret))
+		VALUES ($1, $2, $3, $4, $5) RETURNING `+intakeKeyColumns, db.NewID("key"), orgID, name, ident, HashIntakeKey(secret))
 	if err != nil {
 		return IntakeKey{}, "", err
 	}
@@ -371,6 +383,26 @@ func PurgeOldObservations(ctx context.Context, q db.DBTX, defaults PolicyDocumen
 	err = deleteAll(`DELETE FROM observation_batches WHERE ctid = ANY (ARRAY(
 		SELECT ctid FROM observation_batches WHERE received_at < $1 LIMIT 5000))`, now.Add(-ObservationBatchDedupWindow))
 	return total, err
+}
+
+// IntakeTodayLocked serializes the organization's intake for the rest of the transaction and
+// returns its intake bytes so far today, as committed by every batch before: the exact check
+// of intake_bytes_per_day near the limit. The read is its own statement after the lock.
+func IntakeTodayLocked(ctx context.Context, tx pgx.Tx, orgID string) (int64, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('intake:' || $1, 0))`, orgID)
+	batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
+		WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, orgID)
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := br.QueryRow().Scan(&n); err != nil {
+		return 0, err
+	}
+	return n, br.Close()
 }
 
 // BatchSeen reports whether a batch was accepted before.
