@@ -27,7 +27,7 @@ type agent struct {
 	key ed25519.PrivateKey
 }
 
-func registerAgents(b *testing.B, env *servertest.Env, n int) []agent {
+func registerAgents(b testing.TB, env *servertest.Env, n int) []agent {
 	ctx := context.Background()
 	o, err := domain.CreateOrganization(ctx, env.Pool, "intake", "Intake")
 	if err != nil {
@@ -53,7 +53,7 @@ func registerAgents(b *testing.B, env *servertest.Env, n int) []agent {
 }
 
 // batchBody is a ~1 KB signed batch of one observation (the baseline's payload).
-func batchBody(b *testing.B, batchID string) []byte {
+func batchBody(b testing.TB, batchID string) []byte {
 	payload, err := os.ReadFile("../../shared/baselines/payload.json")
 	if err != nil {
 		payload = bytes.Repeat([]byte("x"), 900)

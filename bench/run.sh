@@ -25,6 +25,9 @@ pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs" "$
 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
   go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
 
+RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
+  go test -count=1 -run TestIntakeLoad -v ./bench/ | grep intake-load | tee "$out/load"
+
 metric() { # benchmark-name unit
   awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
 }
@@ -46,5 +49,6 @@ printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$p99"
 printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$health"
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A tps)" "$intake" "$A" "$(echo "$intake / $A" | bc -l)" ">=0.8"
 printf '%-46s %10.2f\n' "intake p99 ms at full load" "$intake99"
+printf '%s (target: p99 < 25 ms at half the maximum rate)\n' "$(cat "$out/load")"
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.8"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

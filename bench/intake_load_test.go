@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/servertest"
+)
+
+// TestIntakeLoad is the intake load script: two server processes' worth of handlers (two HTTP
+// servers on one database), 16 agents split between them. It finds the maximum rate of signed
+// ~1 KB batches, then sends at half that rate and reports p50/p99. Run with RENGA_LOAD=1
+// (bench/run.sh does).
+func TestIntakeLoad(t *testing.T) {
+	if os.Getenv("RENGA_LOAD") == "" {
+		t.Skip("load script: set RENGA_LOAD=1")
+	}
+	env := servertest.Start(t)
+	second, err := server.New(env.Config, env.Pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts2 := httptest.NewServer(second.Handler())
+	defer ts2.Close()
+	urls := []string{env.URL, ts2.URL}
+	agents := registerAgents(t, env, 16)
+	c := httpClient()
+	var seq atomic.Int64
+	send := func(i int) time.Duration {
+		a := agents[i%len(agents)]
+		req := a.signed(urls[i%2], "/api/v1/agent/observations", batchBody(t, fmt.Sprint("load-", seq.Add(1))))
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+
+	// Maximum: 16 agents as fast as accepted, for 10 s.
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(10 * time.Second)
+	start := time.Now()
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				send(w)
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	maxRate := float64(n.Load()) / time.Since(start).Seconds()
+
+	// Half the maximum, paced, for 10 s.
+	rate := maxRate / 2
+	interval := time.Duration(float64(time.Second) / rate)
+	var mu sync.Mutex
+	var lat []time.Duration
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	stop := time.After(10 * time.Second)
+	i := 0
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		case <-tick.C:
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				d := send(i)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}(i)
+			i++
+		}
+	}
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p := func(q int) float64 { return float64(lat[len(lat)*q/100].Microseconds()) / 1000 }
+	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)\n", maxRate, rate, p(50), p(99), len(lat))
+}
