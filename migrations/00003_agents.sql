@@ -1,6 +1,6 @@
 -- +goose Up
--- Intake keys: only the SHA-256 of the whole key is stored; the identifier it carries is an
--- annotation for resolvers, never part of authentication.
+-- Intake keys: only the SHA-256 of the key without its identifier is stored; the identifier it
+-- carries is an annotation for resolvers, never part of authentication.
 CREATE TABLE intake_keys (
     id              text PRIMARY KEY,
     organization_id text NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,

@@ -18,13 +18,19 @@ import (
 	"renga.dev/renga/server/domain"
 )
 
+// singleHeader reports whether the request carries exactly one value of header name.
+func singleHeader(r *http.Request, name string) bool { return len(r.Header.Values(name)) == 1 }
+
 // SignatureSkew is how far a signed request's timestamp may be from the server's clock.
 const SignatureSkew = 5 * time.Minute
 
-// authenticateIntakeKey checks an intake key by the SHA-256 of the whole key. The deployment
-// identifier in the key is never consulted: a wrong or missing one still authenticates, and the
-// right one with a wrong secret does not.
+// authenticateIntakeKey checks an intake key by the SHA-256 of the key without its deployment
+// identifier: the identifier is never consulted, so a wrong or missing one still authenticates,
+// and the right one with a wrong secret does not.
 func (s *Server) authenticateIntakeKey(ctx context.Context, r *http.Request) (Actor, bool) {
+	if !singleHeader(r, "Authorization") {
+		return Actor{}, false
+	}
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	key = strings.TrimSpace(key)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !domain.LooksLikeIntakeKey(key) {
@@ -38,7 +44,7 @@ func (s *Server) authenticateIntakeKey(ctx context.Context, r *http.Request) (Ac
 		}
 		return Actor{}, false
 	}
-	if subtle.ConstantTimeCompare(stored, hash) != 1 || org.State == domain.StatePurging {
+	if subtle.ConstantTimeCompare(stored, hash) != 1 {
 		return Actor{}, false
 	}
 	return Actor{Type: domain.ActorIntakeKey, ID: keyID, Name: "intake key " + keyID, CredentialID: keyID,
@@ -58,6 +64,10 @@ func StringToSign(method, requestTarget, timestamp, installationID string, body 
 // installation known, and the Ed25519 signature over method, target, timestamp, installation
 // and body digest valid under its registered public key.
 func (s *Server) authenticateInstallation(ctx context.Context, r *http.Request, st *requestState, body []byte) (Actor, bool) {
+	// One of each header: with two, which one a signature covers would be ambiguous.
+	if !singleHeader(r, "Renga-Installation") || !singleHeader(r, "Renga-Timestamp") || !singleHeader(r, "Renga-Signature") {
+		return Actor{}, false
+	}
 	id, ts, sig := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp"), r.Header.Get("Renga-Signature")
 	if !installationIDPattern.MatchString(id) || len(ts) == 0 || len(ts) > 12 {
 		return Actor{}, false
@@ -89,9 +99,6 @@ func (s *Server) authenticateInstallation(ctx context.Context, r *http.Request, 
 		target = r.URL.RequestURI()
 	}
 	if !ed25519.Verify(ed25519.PublicKey(h.Installation.PublicKey), []byte(StringToSign(r.Method, target, ts, id, body)), signature) {
-		return Actor{}, false
-	}
-	if h.Org.State == domain.StatePurging {
 		return Actor{}, false
 	}
 	st.Installation = &h

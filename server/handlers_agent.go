@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -140,8 +141,11 @@ func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsR
 		out.NextPageToken = &tok
 	}
 	for _, o := range obs {
+		// UseNumber: numbers go back with the digits they were stored with.
 		var data map[string]any
-		if err := json.Unmarshal(o.Data, &data); err != nil {
+		dec := json.NewDecoder(bytesReader(o.Data))
+		dec.UseNumber()
+		if err := dec.Decode(&data); err != nil {
 			return nil, err
 		}
 		out.Items = append(out.Items, api.Observation{Id: domain.FormatObservationID(o.ID), InstallationId: o.InstallationID,
@@ -232,18 +236,16 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if h == nil {
 		return nil, fmt.Errorf("submitObservations without an authenticated installation")
 	}
-	var raw struct {
-		Observations json.RawMessage `json:"observations"`
-	}
-	if err := json.Unmarshal(st.Body, &raw); err != nil {
-		return nil, err
+	observations, pe := storableObservations(st.Body)
+	if pe != nil {
+		return nil, pe
 	}
 	bytes := int64(len(st.Body))
 	limit := domain.Effective(h.Policy, s.cfg.PolicyDefaults, domain.Settings{}).Limits.IntakeBytesPerDay.Value
 	today := h.IntakeToday
 	// Far from the limit, batches go in parallel. Near it (within what many batches in flight
-	// could add), they serialize on the organization and check the committed total exactly.
-	if today+bytes > limit-intakeExactMargin {
+	// could add), they serialize on the organization and read the committed total afresh.
+	if today+bytes > limit-s.intakeExactMargin() {
 		if st.Tx == nil {
 			return nil, fmt.Errorf("submitObservations outside the mutation transaction")
 		}
@@ -259,7 +261,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 		}
 		return nil, &domain.DailyLimitError{Limit: "intake_bytes_per_day", Value: limit}
 	}
-	fresh, err := domain.AcceptBatch(ctx, s.q(ctx), h.Org.ID, h.Installation.ID, req.Body.BatchId, raw.Observations, bytes)
+	fresh, err := domain.AcceptBatch(ctx, s.q(ctx), h.Org.ID, h.Installation.ID, req.Body.BatchId, observations, bytes)
 	if err != nil {
 		return nil, err
 	}
@@ -295,9 +297,40 @@ func (s *Server) SubmitJobResult(ctx context.Context, req api.SubmitJobResultReq
 	return api.SubmitJobResult200JSONResponse(out), nil
 }
 
-// intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes
-// to check the limit exactly: 64 batches of the largest size in flight at once.
-const intakeExactMargin = 64 * MaxBodyBytes
+// storableObservations re-encodes a batch's observations for PostgreSQL's jsonb: numbers keep
+// their digits (json.Number), a lone surrogate escape becomes U+FFFD instead of an error, and
+// timestamps PostgreSQL cannot hold (years outside 1..9999) are refused.
+func storableObservations(body []byte) (json.RawMessage, *problem.Error) {
+	var batch struct {
+		Observations []map[string]any `json:"observations"`
+	}
+	dec := json.NewDecoder(bytesReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&batch); err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	}
+	for i, o := range batch.Observations {
+		s, _ := o["observed_at"].(string)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "observed_at must be an RFC 3339 time between years 1 and 9999.")
+			pe.Errors = []problem.FieldError{{Field: fmt.Sprintf("observations.%d.observed_at", i), Message: "RFC 3339, years 1 to 9999"}}
+			return nil, pe
+		}
+	}
+	out, err := json.Marshal(batch.Observations)
+	if err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The observations cannot be stored.")
+	}
+	return out, nil
+}
+
+// intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes:
+// what the batches this server can have in flight at once (one per database connection, at
+// least 64) could add to the total read at the start of a batch's transaction.
+func (s *Server) intakeExactMargin() int64 {
+	return int64(max(64, s.pool.Config().MaxConns)) * MaxBodyBytes
+}
 
 // untilNextUTCMidnight is the Retry-After of a daily limit.
 func untilNextUTCMidnight(now time.Time) int {
@@ -305,3 +338,5 @@ func untilNextUTCMidnight(now time.Time) int {
 	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
 	return max(1, int(next.Sub(now).Seconds()+0.999))
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

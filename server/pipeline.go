@@ -314,6 +314,16 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mutate(w, r, st, pathParams, body, key)
 }
 
+// sourceBucket is the rate-limit key of a source address: the address for IPv4, its /64 for
+// IPv6 (one host commonly holds a whole /64).
+func sourceBucket(a netip.Addr) string {
+	if a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
 // audited reports whether an actor's attempted mutations go to the deployment audit log: every
 // caller's but an installation's, whose intake and job results are the agent's routine traffic
 // (counted in usage, not audited; its registration is audited as the intake key's).
@@ -359,7 +369,7 @@ func (p *pipeline) authenticate(r *http.Request, st *requestState, auth string, 
 		return nil
 	}
 	anonymousLimit := func() *problem.Error {
-		if p.s.anon.allow(sourceString(st)) {
+		if p.s.anon.allow(sourceBucket(st.Source)) {
 			return nil
 		}
 		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
@@ -429,7 +439,7 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	var replay *storedResponse
 	var closed *problem.Error
 	err := db.WithTx(ctx, p.s.pool, func(tx pgx.Tx) error {
-		stored, err := begin(ctx, tx, st.Actor, k)
+		stored, err := begin(ctx, tx, st, k)
 		if err != nil {
 			return err
 		}
@@ -719,10 +729,41 @@ func unstorable(r *http.Request, pathParams map[string]string, body []byte) *pro
 			}
 		}
 	}
-	if !utf8.Valid(body) || bytes.Contains(body, []byte(`\u0000`)) {
+	if !utf8.Valid(body) {
 		return bad("body")
 	}
+	// In JSON, NUL and lone surrogates hide behind escapes: decode, then look at every string
+	// (keys too). A lone surrogate decodes to U+FFFD, which is storable; a handler that passes
+	// raw JSON to PostgreSQL re-encodes it (see SubmitObservations).
+	if len(body) > 0 && bytes.Contains(body, []byte(`\u`)) {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if dec.Decode(&v) == nil && !storableJSON(v) {
+			return bad("body")
+		}
+	}
 	return nil
+}
+
+func storableJSON(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return storable(t)
+	case []any:
+		for _, e := range t {
+			if !storableJSON(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range t {
+			if !storable(k) || !storableJSON(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validate checks the request against the spec and lists each bad field.
@@ -810,18 +851,37 @@ type storedResponse struct {
 // the stored result. The read is its own statement after the lock: a statement's snapshot is
 // taken when it starts, so reading in the locking statement would miss a row committed while
 // it waited.
-func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedResponse, error) {
+func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*storedResponse, error) {
+	actor := st.Actor
 	batch := &pgx.Batch{}
 	checked := true
 	switch actor.Type {
 	case domain.ActorOperatorToken:
 		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
 			AND (expires_at IS NULL OR expires_at > now()) FOR SHARE) t`, actor.CredentialID)
-	case domain.ActorUser:
-		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, actor.CredentialID)
-		// A member's write needs the organization active until commit: holding its row (SHARE)
-		// makes a suspension, deletion or purge wait for the write, or the write see it.
-		batch.Queue(`SELECT state FROM organizations WHERE id = $1 FOR SHARE`, actor.OrganizationID)
+	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
+		// A member's or agent's write needs the organization active until commit: holding its
+		// row, first, makes a suspension, deletion or purge wait for the write, or the write see
+		// it (and keeps the lock order: organization, then what belongs to it). Members' writes
+		// and registrations are few and some lock the row for update themselves (limits): they
+		// take that lock now, since upgrading a shared lock would deadlock. Intake, the bulk,
+		// shares it.
+		mode := "FOR NO KEY UPDATE"
+		if actor.Type == domain.ActorInstallation {
+			mode = "FOR SHARE"
+		}
+		batch.Queue(`SELECT state FROM organizations WHERE id = $1 `+mode, actor.OrganizationID)
+		switch actor.Type {
+		case domain.ActorUser:
+			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, actor.CredentialID)
+		case domain.ActorIntakeKey:
+			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM intake_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, actor.CredentialID)
+		default:
+			checked = false // an installation's identity cannot be revoked
+			// Intake checks intake_bytes_per_day against the total as of this transaction.
+			batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
+				WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, actor.OrganizationID)
+		}
 	default:
 		checked = false // the local operator, or an unauthenticated operation
 	}
@@ -842,6 +902,20 @@ func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedRe
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
+	var closed *problem.Error
+	switch actor.Type {
+	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
+		var state string
+		if err := br.QueryRow().Scan(&state); err != nil {
+			return nil, db.Translate(err)
+		}
+		closed = orgWriteProblem(state)
+	}
+	if actor.Type == domain.ActorInstallation && st.Installation != nil {
+		if err := br.QueryRow().Scan(&st.Installation.IntakeToday); err != nil {
+			return nil, err
+		}
+	}
 	if checked {
 		var n int
 		if err := br.QueryRow().Scan(&n); err != nil {
@@ -851,14 +925,8 @@ func begin(ctx context.Context, tx pgx.Tx, actor Actor, k *storedKey) (*storedRe
 			return nil, errCredentialGone
 		}
 	}
-	if actor.Type == domain.ActorUser {
-		var state string
-		if err := br.QueryRow().Scan(&state); err != nil {
-			return nil, db.Translate(err)
-		}
-		if pe := orgWriteProblem(state); pe != nil {
-			return nil, pe
-		}
+	if closed != nil {
+		return nil, closed
 	}
 	if k == nil {
 		return nil, br.Close()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sort"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -112,6 +113,9 @@ func (s *Server) q(ctx context.Context) db.DBTX {
 // authenticate checks the bearer token: hash, expiry, revocation and source address, on every
 // request, against the database (no cache can let a revoked token through).
 func (s *Server) authenticate(ctx context.Context, r *http.Request, source netip.Addr) (Actor, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return Actor{}, false
+	}
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -138,6 +142,9 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, source netip
 // authenticateUser checks a personal API key: one query for the key, the membership, the user
 // and the organization.
 func (s *Server) authenticateUser(ctx context.Context, r *http.Request) (Actor, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return Actor{}, false
+	}
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	key = strings.TrimSpace(key)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !domain.LooksLikeUserKey(key) {
@@ -257,7 +264,8 @@ func (l *limiters) allow(key string) bool {
 const maxLimiters = 10000
 
 // sweep forgets buckets that have refilled: forgetting them changes nothing for their callers.
-// If every bucket is busy, it forgets them all rather than grow without bound.
+// If too many are still busy, it forgets the fullest half (the least active callers), so that
+// a flood of new addresses cannot reset the buckets of the busiest ones.
 func (l *limiters) sweep() {
 	now := time.Now()
 	for k, lim := range l.m {
@@ -265,7 +273,19 @@ func (l *limiters) sweep() {
 			delete(l.m, k)
 		}
 	}
-	if len(l.m) >= maxLimiters {
-		clear(l.m)
+	if len(l.m) < maxLimiters {
+		return
+	}
+	type bucket struct {
+		key    string
+		tokens float64
+	}
+	all := make([]bucket, 0, len(l.m))
+	for k, lim := range l.m {
+		all = append(all, bucket{k, lim.TokensAt(now)})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].tokens > all[j].tokens })
+	for _, b := range all[:len(all)/2] {
+		delete(l.m, b.key)
 	}
 }

@@ -145,7 +145,7 @@ type AgentOrg struct {
 	State string
 }
 
-// IntakeKeyHolder authenticates an intake key by the hash of the whole key.
+// IntakeKeyHolder finds an intake key by its stored hash (HashIntakeKey).
 func IntakeKeyHolder(ctx context.Context, q db.DBTX, hash []byte) (keyID string, storedHash []byte, org AgentOrg, err error) {
 	err = q.QueryRow(ctx, `SELECT k.id, k.key_hash, o.id, o.display_name, o.state FROM intake_keys k
 		JOIN organizations o ON o.id = k.organization_id WHERE k.key_hash = $1 AND k.revoked_at IS NULL`, hash).
@@ -268,7 +268,6 @@ const ObservationBatchDedupWindow = 30 * 24 * time.Hour
 // request and its bytes in usage, in one statement: the deduplication log is what makes both
 // exactly once. It reports whether the batch was new.
 func AcceptBatch(ctx context.Context, q db.DBTX, orgID, installationID, batchID string, observations json.RawMessage, bytes int64) (bool, error) {
-	day := time.Now().UTC().Format(time.DateOnly)
 	var n int
 	err := q.QueryRow(ctx, `WITH batch AS (
 			INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($2, $3, $1)
@@ -279,14 +278,14 @@ func AcceptBatch(ctx context.Context, q db.DBTX, orgID, installationID, batchID 
 			FROM batch, jsonb_array_elements($4::jsonb) o),
 		counted AS (
 			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
-			SELECT $1, $6::date, $7, 1, $5 FROM batch
+			SELECT $1, (now() AT TIME ZONE 'UTC')::date, $6, 1, $5 FROM batch
 			ON CONFLICT (organization_id, day, shard) DO UPDATE SET
 				intake_requests = c.intake_requests + 1, intake_bytes = c.intake_bytes + excluded.intake_bytes),
 		seen AS (
 			UPDATE installations SET last_seen_at = now()
 			WHERE id = $2 AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
 		SELECT count(*) FROM batch`,
-		orgID, installationID, batchID, observations, bytes, day, usageShard(installationID+"\x00"+batchID)).Scan(&n)
+		orgID, installationID, batchID, observations, bytes, usageShard(installationID+"\x00"+batchID)).Scan(&n)
 	return n == 1, err
 }
 

@@ -60,7 +60,8 @@ const purgeBatch = 5000
 // keeps the organization's ID and name snapshot. Safe to run twice: it reports whether this
 // run removed the organization.
 func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) (bool, error) {
-	for _, table := range []string{"organization_activity", "usage_counters", "usage_events"} {
+	for _, table := range []string{"organization_activity", "usage_counters", "usage_events", "observations",
+		"observation_batches", "jobs"} {
 		for {
 			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(
 				SELECT ctid FROM `+table+` WHERE organization_id = $1 LIMIT $2))`, o.ID, purgeBatch)

@@ -167,6 +167,10 @@ func (r *Resource) create(ctx context.Context, body client.OrganizationCreate) (
 			switch {
 			case cur.StatusCode() == http.StatusOK && cur.JSON200 != nil:
 				if live(cur.JSON200.State) {
+					diags.AddWarning("Adopted an organization created earlier",
+						fmt.Sprintf("The deployment had already created organization %s for an identical create request from this token in the last %s "+
+							"(an interrupted apply, or another resource with the same slug and display name): this resource now manages it. "+
+							"If another resource manages it too, remove one of them.", cur.JSON200.Id, apiclient.KeyRetention))
 					return cur.JSON200, diags
 				}
 			case cur.StatusCode() == http.StatusNotFound:
@@ -298,6 +302,13 @@ func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 	}
 	switch res.StatusCode() {
 	case http.StatusOK, http.StatusNotFound:
+	case http.StatusConflict:
+		// Already being purged (purge_started), or in a state that is gone to Terraform
+		// (invalid_state: moved): either way, nothing is left to destroy.
+		if p, ok := apiclient.Problem(res); ok && (p.Error == client.ErrorCodePurgeStarted || p.Error == client.ErrorCodeInvalidState) {
+			return
+		}
+		apiclient.AddError(&resp.Diagnostics, "schedule the deletion of organization "+id, res, nil)
 	default:
 		apiclient.AddError(&resp.Diagnostics, "schedule the deletion of organization "+id, res, nil)
 	}

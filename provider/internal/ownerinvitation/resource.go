@@ -33,7 +33,9 @@ var (
 var (
 	// The server stores addresses trimmed and in lowercase; asking for that form keeps state
 	// and configuration equal (a required argument cannot be normalised in the plan).
-	emailPattern = regexp.MustCompile(`^[^@\sA-Z]+@[^@\sA-Z]+\.[^@\sA-Z]+$`)
+	// Lowercase only (any script): the server stores addresses lowercased, and a required
+	// argument cannot be normalised in the plan.
+	emailPattern = regexp.MustCompile(`^[^@\s\p{Lu}\p{Lt}]+@[^@\s\p{Lu}\p{Lt}]+\.[^@\s\p{Lu}\p{Lt}]+$`)
 	idPattern    = regexp.MustCompile(`^inv_[0-9a-z]{26}$`)
 )
 
@@ -174,6 +176,9 @@ func (r *Resource) create(ctx context.Context, orgID, email string) (*client.Inv
 		switch {
 		case cur.StatusCode() == http.StatusOK && cur.JSON200 != nil:
 			if s := cur.JSON200.State; s == statePending || s == stateAccepted {
+				diags.AddWarning("Adopted an invitation created earlier",
+					fmt.Sprintf("The deployment had already created invitation %s for an identical request from this token in the last %s "+
+						"(an interrupted apply, or another resource inviting the same address): this resource now manages it.", cur.JSON200.Id, apiclient.KeyRetention))
 				return cur.JSON200, diags
 			}
 		case cur.StatusCode() == http.StatusNotFound:

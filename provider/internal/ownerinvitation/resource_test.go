@@ -83,6 +83,10 @@ func TestAccOwnerInvitation(t *testing.T) {
 				ExpectError: regexp.MustCompile(`must be an email address in lowercase`),
 			},
 			{
+				Config:      env.Config(config(slug, "Émile@example.com")),
+				ExpectError: regexp.MustCompile(`must be an email address in lowercase`),
+			},
+			{
 				Config: env.Config(config(slug, "olivia@example.com")),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(address, tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^inv_`))),
@@ -146,6 +150,14 @@ func TestAccOwnerInvitation(t *testing.T) {
 				ExpectNonEmptyPlan: true,
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionCreate)},
+				},
+			},
+			{
+				// Applying invites again: a pending invitation that the destroy at the end must
+				// revoke (CheckDestroy asks the API).
+				Config: env.Config(config(slug, "peter@example.com")),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("state"), knownvalue.StringExact("pending")),
 				},
 			},
 		},

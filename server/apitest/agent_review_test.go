@@ -1,0 +1,88 @@
+package apitest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server/servertest"
+)
+
+// agentWithKey makes an organization with an owner, an intake key and a registered agent.
+func agentWithKey(t *testing.T, env *servertest.Env) (orgID, owner, key string, a *specAgent) {
+	t.Helper()
+	orgID, owner = agentOwner(t, env)
+	key = createIntakeKey(t, env, env, owner, "k").Key
+	return orgID, owner, key, register(t, env, env, key)
+}
+
+// TestPurgingOrganizationAnswersSuspendedToAgents: while purging, registration and intake get
+// 403 suspended (not 401).
+func TestPurgingOrganizationAnswersSuspendedToAgents(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	orgID, _, key, a := agentWithKey(t, env)
+	if _, err := env.Pool.Exec(context.Background(), `UPDATE organizations SET state = 'purging', purge_after = NULL WHERE id = $1`, orgID); err != nil {
+		t.Fatal(err)
+	}
+	send(t, env, registerReq(key, newSpecAgent(env))).expectProblem(t, http.StatusForbidden, "suspended")
+	a.submit(t, batchBody("purging", 1, 0)).expectProblem(t, http.StatusForbidden, "suspended")
+}
+
+// TestDuplicateCredentialHeaders: two values of a credential header never authenticate.
+func TestDuplicateCredentialHeaders(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, _, key, a := agentWithKey(t, env)
+	r := registerReq(key, newSpecAgent(env))
+	r.Header = http.Header{"Authorization": {"Bearer " + key, "Bearer " + key}}
+	r.Token = ""
+	send(t, env, r).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	body := batchBody("dup-headers", 1, 0)
+	h := a.sign(http.MethodPost, "/api/v1/agent/observations", body, nowish())
+	h.Add("Renga-Timestamp", h.Get("Renga-Timestamp"))
+	send(t, env, req{Method: http.MethodPost, Path: "/api/v1/agent/observations", Body: body, Header: h}).
+		expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	_, token := scopedToken(t, env, "organizations:read")
+	send(t, env, req{Method: http.MethodGet, Path: orgsPath, Header: http.Header{"Authorization": {"Bearer " + token, "Bearer " + token}}}).
+		expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+}
+
+// TestObservationsAreStoredFaithfully: numbers keep their digits, a lone surrogate is not a
+// 500, NUL is a 400, and a year PostgreSQL cannot hold is a 400.
+func TestObservationsAreStoredFaithfully(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, owner, _, a := agentWithKey(t, env)
+	obs := func(batch, observedAt, data string) []byte {
+		return []byte(`{"batch_id":"` + batch + `","observations":[{"observed_at":"` + observedAt + `","kind":"k","data":` + data + `}]}`)
+	}
+	a.submit(t, obs("precise", "2026-11-30T00:00:00Z", `{"big":123456789012345678901234567890123,"tiny":1e-400,"s":"\ud800x"}`)).accepted(t)
+	var list struct {
+		Items []struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"items"`
+	}
+	send(t, env, req{Method: http.MethodGet, Path: "/api/v1/org/agents/" + a.ID + "/observations", Token: owner}).decode(t, &list)
+	if len(list.Items) != 1 {
+		t.Fatalf("observations: %+v", list)
+	}
+	got := string(list.Items[0].Data)
+	// jsonb keeps numbers exactly (1e-400 comes back written out in full, not as 0).
+	for _, want := range []string{"123456789012345678901234567890123", `"tiny":0.000000000`, `"s":"` + "\ufffd" + `x"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stored data %s lacks %s", got, want)
+		}
+	}
+	if !strings.Contains(got, strings.Repeat("0", 399)+"1") {
+		t.Errorf("1e-400 was not kept exactly: %s", got)
+	}
+	a.submit(t, obs("nul", "2026-11-30T00:00:00Z", `{"s":"a\u0000b"}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
+	a.submit(t, obs("escaped", "2026-11-30T00:00:00Z", `{"s":"a\\u0000b"}`)).accepted(t) // a backslash, then text
+	a.submit(t, obs("year0", "0000-01-01T00:00:00Z", `{}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
+}
+
+func nowish() time.Time { return time.Now() }
