@@ -18,6 +18,7 @@ run: build
 # Tests use RENGA_TEST_DATABASE_URL when set, else start a private PostgreSQL per test process.
 # The provider's acceptance tests run the machine's terraform, offline, against a real server.
 test:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); echo "run gofmt -w" >&2; exit 1)
 	$(GO) vet ./...
 	TF_ACC=1 TF_ACC_TERRAFORM_PATH="$$(command -v $(TERRAFORM))" $(GO) test -count=1 -timeout 15m ./...
 
