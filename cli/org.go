@@ -163,7 +163,7 @@ type orgUpdateOptions struct {
 func newOrgUpdateCommand(f *Factory) *cobra.Command {
 	o := &orgUpdateOptions{}
 	cmd := &cobra.Command{
-		Use:   "update ORGANIZATION_ID --display-name NAME [--if-match VERSION]",
+		Use:   "update ORGANIZATION_ID --display-name NAME --if-match VERSION",
 		Short: "Change an organization's display name",
 		Long: `Change an organization's display name. --if-match names the version you last read (org get);
 pass --if-match current to use whatever version is stored now, overwriting changes you have not

@@ -358,7 +358,7 @@ func (f *Factory) idempotencyKey(flag string) string {
 
 // reportKey says on stderr which Idempotency-Key a mutating command sends.
 func (f *Factory) reportKey(key string) {
-	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (rerun with --idempotency-key %s to recover this operation)\n", key, key)
+	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (rerun with --idempotency-key %s to recover this operation; a secret shown once is not shown again)\n", key, key)
 }
 
 func relTime(t time.Time) string {

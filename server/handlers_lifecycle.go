@@ -166,6 +166,8 @@ func invitationMail(publicURL string, o domain.Organization, inv domain.Invitati
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are invited to be an owner of the organization %q (%s) on the Renga deployment at %s.\r\n\r\n", o.DisplayName, o.Slug, publicURL)
 	fmt.Fprintf(&b, "Accept the invitation before %s:\r\n\r\n    %s/invitations/accept#token=%s\r\n\r\n", inv.ExpiresAt.UTC().Format(time.RFC1123), publicURL, secret)
+	fmt.Fprintf(&b, "or with the renga command (it reads the token from stdin):\r\n\r\n")
+	fmt.Fprintf(&b, "    echo %s | RENGA_URL=%s renga owner accept --display-name \"Your Name\"\r\n\r\n", secret, publicURL)
 	fmt.Fprintf(&b, "or with the API:\r\n\r\n    curl -X POST %s/api/v1/invitations/accept -H 'Content-Type: application/json' \\\r\n", publicURL)
 	fmt.Fprintf(&b, "      -d '{\"token\": \"%s\", \"display_name\": \"Your Name\"}'\r\n\r\n", secret)
 	b.WriteString("Accepting gives you a personal API key for the organization's API, shown once.\r\n")

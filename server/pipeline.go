@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,6 +96,11 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 			// records them as openapi.yaml spells them (lowerCamelCase).
 			o := &operation{ID: lowerFirst(op.OperationID), Method: method, Route: path, spec: op,
 				Mutation: method != http.MethodGet && method != http.MethodHead}
+			// A GET that changes state (an agent fetching its jobs marks them delivered) says so,
+			// and takes the mutation path.
+			if m, ok := op.Extensions["x-renga-mutation"].(bool); ok && m {
+				o.Mutation = true
+			}
 			security := spec.Security
 			if op.Security != nil {
 				security = *op.Security
@@ -314,6 +320,8 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mutate(w, r, st, pathParams, body, key)
 }
 
+var organizationIDPattern = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+
 // sourceBucket is the rate-limit key of a source address: the address for IPv4, its /64 for
 // IPv6 (one host commonly holds a whole /64).
 func sourceBucket(a netip.Addr) string {
@@ -482,7 +490,10 @@ func (p *pipeline) mutate(w http.ResponseWriter, r *http.Request, st *requestSta
 	case err == nil:
 		rec.flush(w)
 	case errors.Is(err, errCredentialGone):
-		problem.Write(w, st.ID, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."))
+		// Authenticated when it arrived: its failed attempt is audited.
+		pe := problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired.")
+		p.auditFailure(ctx, st, pathParams, domain.OutcomeDenied, pe.Status, pe.Code)
+		problem.Write(w, st.ID, pe)
 	case errors.As(err, &closed):
 		p.auditFailure(ctx, st, pathParams, domain.OutcomeDenied, closed.Status, closed.Code)
 		problem.Write(w, st.ID, closed)
@@ -576,10 +587,10 @@ func (p *pipeline) auditFailure(ctx context.Context, st *requestState, pathParam
 	if st.Audit.OrganizationID == "" && st.Actor.OrganizationID != "" {
 		st.Audit.OrganizationID, st.Audit.OrganizationName = st.Actor.OrganizationID, st.Actor.OrganizationName
 	}
-	if id := pathParams["organization_id"]; id != "" && st.Audit.OrganizationID == "" {
-		st.Audit.OrganizationID = id
+	// The organization named in the path is the target, if it is one (never a rejected value).
+	if id := pathParams["organization_id"]; id != "" && st.Audit.OrganizationID == "" && organizationIDPattern.MatchString(id) {
 		if o, err := domain.GetOrganization(ctx, p.s.pool, id); err == nil {
-			st.Audit.OrganizationName = o.DisplayName
+			st.Audit.OrganizationID, st.Audit.OrganizationName = id, o.DisplayName
 		}
 	}
 	e := p.auditEvent(st, outcome, status, code)
@@ -857,8 +868,14 @@ func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*sto
 	checked := true
 	switch actor.Type {
 	case domain.ActorOperatorToken:
+		// Revoking the calling token updates the row this check holds: take it for update at
+		// once, since two concurrent upgrades of a shared lock would deadlock.
+		mode := "FOR SHARE"
+		if st.Op != nil && st.Op.ID == "revokeTokenSelf" {
+			mode = "FOR NO KEY UPDATE"
+		}
 		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
-			AND (expires_at IS NULL OR expires_at > now()) FOR SHARE) t`, actor.CredentialID)
+			AND (expires_at IS NULL OR expires_at > now()) `+mode+`) t`, actor.CredentialID)
 	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
 		// A member's or agent's write needs the organization active until commit: holding its
 		// row, first, makes a suspension, deletion or purge wait for the write, or the write see
