@@ -868,14 +868,17 @@ func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*sto
 	checked := true
 	switch actor.Type {
 	case domain.ActorOperatorToken:
-		// Revoking the calling token updates the row this check holds: take it for update at
-		// once, since two concurrent upgrades of a shared lock would deadlock.
-		mode := "FOR SHARE"
+		// A write holds its token's advisory lock, shared, until it commits; a revocation takes
+		// it exclusively (domain.RevokeToken), so it waits for writes in flight and writes after
+		// it see it. (An advisory lock, not a row lock: many writes of one token would otherwise
+		// each write a row lock to the token's row.) The check reads after the lock.
+		lock := `SELECT pg_advisory_xact_lock_shared($1)`
 		if st.Op != nil && st.Op.ID == "revokeTokenSelf" {
-			mode = "FOR NO KEY UPDATE"
+			lock = `SELECT pg_advisory_xact_lock($1)` // it will revoke: exclusive at once, no upgrade
 		}
-		batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
-			AND (expires_at IS NULL OR expires_at > now()) `+mode+`) t`, actor.CredentialID)
+		batch.Queue(lock, domain.TokenLockKey(actor.CredentialID))
+		batch.Queue(`SELECT count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
+			AND (expires_at IS NULL OR expires_at > now())`, actor.CredentialID)
 	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
 		// A member's or agent's write needs the organization active until commit: holding its
 		// row, first, makes a suspension, deletion or purge wait for the write, or the write see
@@ -919,6 +922,11 @@ func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*sto
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
+	if actor.Type == domain.ActorOperatorToken {
+		if _, err := br.Exec(); err != nil { // the token's advisory lock
+			return nil, err
+		}
+	}
 	var closed *problem.Error
 	switch actor.Type {
 	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -24,7 +25,8 @@ func TestRevocationDuringAWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM operator_tokens WHERE id = $1 FOR UPDATE`, tokenID); err != nil {
+	// The revocation (as a release command or another request would make it), not yet committed.
+	if _, err := domain.RevokeToken(ctx, tx, tokenID); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan reply, 1)
@@ -36,9 +38,6 @@ func TestRevocationDuringAWrite(t *testing.T) {
 	case r := <-done:
 		t.Fatalf("the write did not wait for the revocation in progress: %d %s", r.Status, r.Body)
 	case <-time.After(300 * time.Millisecond):
-	}
-	if _, err := tx.Exec(ctx, `UPDATE operator_tokens SET revoked_at = now() WHERE id = $1`, tokenID); err != nil {
-		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -173,8 +174,19 @@ func ListTokens(ctx context.Context, q db.DBTX) ([]Token, error) {
 	return pgx.CollectRows(rows, pgx.RowToStructByName[Token])
 }
 
-// RevokeToken revokes a token; revoking a revoked token is success (target state).
+// TokenLockKey is the advisory lock a token's writes share and its revocation takes alone.
+func TokenLockKey(id string) int64 {
+	h := sha256.Sum256([]byte("operator-token:" + id))
+	return int64(binary.BigEndian.Uint64(h[:8]))
+}
+
+// RevokeToken revokes a token; revoking a revoked token is success (target state). Call it in a
+// transaction: it waits, on the token's advisory lock, for the token's writes in flight, and
+// writes that start after it see the token revoked.
 func RevokeToken(ctx context.Context, q db.DBTX, id string) (Token, error) {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, TokenLockKey(id)); err != nil {
+		return Token{}, err
+	}
 	rows, err := q.Query(ctx, `UPDATE operator_tokens SET revoked_at = coalesce(revoked_at, now())
 		WHERE id = $1 RETURNING `+tokenColumns, id)
 	if err != nil {
