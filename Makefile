@@ -4,7 +4,7 @@ TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
-.PHONY: all build run test generate check-generated vet bench clean
+.PHONY: all build run test generate check-generated lint bench clean
 
 all: build
 
@@ -34,6 +34,11 @@ generate:
 check-generated: generate
 	@git diff --exit-code -- gen/ docs/ examples/ || (echo "generated code or docs are stale: run make generate and commit" >&2; exit 1)
 	@test -z "$$(git status --porcelain -- gen/ docs/ examples/)" || (git status --porcelain -- gen/ docs/ examples/; echo "untracked generated files" >&2; exit 1)
+
+# golangci-lint (errcheck, staticcheck, forcetypeassert, errorlint; .golangci.yml), pinned.
+GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+lint:
+	$(GO) run $(GOLANGCI_LINT) run ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./bench/...

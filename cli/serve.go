@@ -68,7 +68,7 @@ func (o *serveOptions) run(ctx context.Context, f *Factory) error {
 	if err != nil {
 		return fmt.Errorf("RENGA_LISTEN: %w", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	if o.dev && cfg.DatabaseURL == "" {
 		dir := filepath.Join(cfg.DataDir, "postgres")
 		log.Info("starting the embedded PostgreSQL", "dir", dir)

@@ -299,7 +299,7 @@ func (s *Server) GetEffectivePolicy(ctx context.Context, req api.GetEffectivePol
 
 // usageRange checks a from..to range of days.
 func usageRange(from, to openapi_types.Date) (time.Time, time.Time, error) {
-	f, t := from.Time.UTC(), to.Time.UTC()
+	f, t := from.UTC(), to.UTC()
 	if f.Year() < 1 || t.Year() > 9999 {
 		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "Dates must be between 0001-01-01 and 9999-12-31.")
 		pe.Errors = []problem.FieldError{{Field: "from", Message: "a date from year 1 to 9999"}}

@@ -801,7 +801,7 @@ func validate(ctx context.Context, r *http.Request, route *routers.Route, pathPa
 func fieldErrors(err error, field string) []problem.FieldError {
 	// Walk the concrete error tree (not errors.As, which would skip past the RequestError that
 	// names the parameter to the errors inside it).
-	switch e := err.(type) {
+	switch e := err.(type) { //nolint:errorlint // walking the concrete tree is the point (see above)
 	case openapi3.MultiError:
 		var out []problem.FieldError
 		for _, inner := range e {
@@ -921,7 +921,7 @@ func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*sto
 		return nil, nil
 	}
 	br := tx.SendBatch(ctx, batch)
-	defer br.Close()
+	defer func() { _ = br.Close() }()
 	if actor.Type == domain.ActorOperatorToken {
 		if _, err := br.Exec(); err != nil { // the token's advisory lock
 			return nil, err

@@ -67,7 +67,8 @@ type agentSecretList struct {
 
 func agentSecretsOf(env *servertest.Env) *agentSecretList {
 	v, _ := agentSecrets.LoadOrStore(env, &agentSecretList{})
-	return v.(*agentSecretList)
+	list, _ := v.(*agentSecretList)
+	return list
 }
 
 func agentTrack(env *servertest.Env, secrets ...string) {

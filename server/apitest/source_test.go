@@ -146,8 +146,7 @@ func configVariables(err error) []string {
 		if err == nil {
 			return
 		}
-		var ce *server.ConfigError
-		if errors.As(err, &ce) && ce == err {
+		if ce, ok := err.(*server.ConfigError); ok { //nolint:errorlint // the walk visits each error of the join
 			out = append(out, ce.Variable)
 		}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {

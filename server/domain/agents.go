@@ -393,7 +393,7 @@ func IntakeTodayLocked(ctx context.Context, tx pgx.Tx, orgID string) (int64, err
 	batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
 		WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, orgID)
 	br := tx.SendBatch(ctx, batch)
-	defer br.Close()
+	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
 		return 0, err
 	}

@@ -52,7 +52,7 @@ func run(m *testing.M) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		c, err := pgembed.Start(ctx, dir, pgembed.Options{Fast: true})
 		if err != nil {
 			return 0, fmt.Errorf("start a private PostgreSQL (set RENGA_TEST_DATABASE_URL to use another): %w", err)
@@ -87,7 +87,7 @@ func ensureTemplate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to the test cluster: %w", err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7226351)`); err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func NewDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	for attempt := 0; ; attempt++ {
 		_, err = conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+templateName+` STRATEGY FILE_COPY`)
 		// Another process cloning the template at the same instant is "being accessed": retry.
@@ -160,7 +160,7 @@ func NewDatabase(t testing.TB) string {
 		if err != nil {
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 	})
 	return withDatabase(adminURL, name)

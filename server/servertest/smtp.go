@@ -73,7 +73,7 @@ func (c *SMTPCapture) serve() {
 }
 
 func (c *SMTPCapture) session(conn net.Conn) {
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(time.Minute))
 	r := bufio.NewReader(conn)
 	reply := func(format string, args ...any) { fmt.Fprintf(conn, format+"\r\n", args...) }

@@ -52,7 +52,7 @@ func Main(m *testing.M) {
 		if os.WriteFile(cfg, nil, 0o600) == nil {
 			_ = os.Setenv("TF_CLI_CONFIG_FILE", cfg)
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	servertest.Main(m)
 }
