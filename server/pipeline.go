@@ -47,6 +47,9 @@ type operation struct {
 	KeyRequired bool // Idempotency-Key declared required
 	KeyAccepted bool // Idempotency-Key declared
 	IfMatch     bool // If-Match declared
+	// ChangesOwnCredential (x-renga-changes-own-credential): the operation changes the calling
+	// credential, so its write takes the credential's lock exclusively from the start.
+	ChangesOwnCredential bool
 	// SecretFields are top-level response fields shown once (x-renga-secret-fields): never
 	// stored with the idempotent result.
 	SecretFields []string
@@ -101,6 +104,7 @@ func Operations(spec *openapi3.T) (map[*openapi3.Operation]*operation, error) {
 			if m, ok := op.Extensions["x-renga-mutation"].(bool); ok && m {
 				o.Mutation = true
 			}
+			o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 			security := spec.Security
 			if op.Security != nil {
 				security = *op.Security
@@ -873,7 +877,7 @@ func begin(ctx context.Context, tx pgx.Tx, st *requestState, k *storedKey) (*sto
 		// it see it. (An advisory lock, not a row lock: many writes of one token would otherwise
 		// each write a row lock to the token's row.) The check reads after the lock.
 		lock := `SELECT pg_advisory_xact_lock_shared($1)`
-		if st.Op != nil && st.Op.ID == "revokeTokenSelf" {
+		if st.Op != nil && st.Op.ChangesOwnCredential {
 			lock = `SELECT pg_advisory_xact_lock($1)` // it will revoke: exclusive at once, no upgrade
 		}
 		batch.Queue(lock, domain.TokenLockKey(actor.CredentialID))
