@@ -297,3 +297,61 @@ func TestAccOrganization_interruptedApplyConverges(t *testing.T) {
 		},
 	})
 }
+
+// The organization is renamed through the API after Terraform planned a rename and before it
+// applies: the update fails with the 412 diagnostic and overwrites nothing; the next plan
+// refreshes and the apply converges.
+func TestAccOrganization_renamedOutsideTerraform(t *testing.T) {
+	env := acctest.Start(t)
+	slug := acctest.Name("renamed")
+	var orgID string
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.Factories(),
+		CheckDestroy:             checkDestroyed(env),
+		Steps: []resource.TestStep{
+			{
+				Config: env.Config(orgConfig(slug, "First")),
+				Check: func(s *terraform.State) error {
+					orgID = s.RootModule().Resources[address].Primary.ID
+					return nil
+				},
+			},
+			{
+				Config: env.Config(orgConfig(slug, "Second")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate),
+						acctest.Before(func() error {
+							res, err := env.API.UpdateOrganizationWithResponse(context.Background(), orgID,
+								&client.UpdateOrganizationParams{IfMatch: `"1"`}, client.OrganizationUpdate{DisplayName: "By hand"})
+							if err != nil {
+								return err
+							}
+							if res.StatusCode() != http.StatusOK {
+								return fmt.Errorf("rename by hand: %d %s", res.StatusCode(), res.Body)
+							}
+							return nil
+						}),
+					},
+				},
+				ExpectError: acctest.ErrorText("Organization changed outside Terraform", "Nothing was overwritten", "Run `terraform plan`"),
+			},
+			{
+				PreConfig: func() {
+					res, err := env.API.GetOrganizationWithResponse(context.Background(), orgID)
+					if err != nil || res.JSON200 == nil || res.JSON200.DisplayName != "By hand" {
+						t.Errorf("after the 412 the server holds %v (%v), want the name given by hand", res, err)
+					}
+				},
+				Config: env.Config(orgConfig(slug, "Second")),
+				Check: func(s *terraform.State) error {
+					res, err := env.API.GetOrganizationWithResponse(context.Background(), orgID)
+					if err != nil || res.JSON200 == nil || res.JSON200.DisplayName != "Second" || res.JSON200.Version != 3 {
+						return fmt.Errorf("after converging the server holds %s (%v)", res.Body, err)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}

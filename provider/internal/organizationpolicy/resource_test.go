@@ -150,6 +150,14 @@ func TestAccOrganizationPolicy(t *testing.T) {
 				},
 				Check: policyIs(env, client.Policy{}),
 			},
+			{
+				// End on a non-empty policy, so that CheckDestroy proves destroy resets it.
+				Config: env.Config(config(slug, secondPolicy)),
+				Check: policyIs(env, client.Policy{
+					Limits:       client.PolicyLimits{MaxAgents: ptr[int64](20), MaxJobsPerDay: ptr[int64](0)},
+					Entitlements: client.Entitlements{Jobs: ptr(false), OwnerExport: ptr(true)},
+				}),
+			},
 		},
 	})
 }
