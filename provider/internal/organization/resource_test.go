@@ -340,14 +340,17 @@ func TestAccOrganization_renamedOutsideTerraform(t *testing.T) {
 				PreConfig: func() {
 					res, err := env.API.GetOrganizationWithResponse(context.Background(), orgID)
 					if err != nil || res.JSON200 == nil || res.JSON200.DisplayName != "By hand" {
-						t.Errorf("after the 412 the server holds %v (%v), want the name given by hand", res, err)
+						t.Errorf("after the 412 the server does not hold the name given by hand (%v)", err)
 					}
 				},
 				Config: env.Config(orgConfig(slug, "Second")),
 				Check: func(s *terraform.State) error {
 					res, err := env.API.GetOrganizationWithResponse(context.Background(), orgID)
-					if err != nil || res.JSON200 == nil || res.JSON200.DisplayName != "Second" || res.JSON200.Version != 3 {
-						return fmt.Errorf("after converging the server holds %s (%v)", res.Body, err)
+					if err != nil {
+						return fmt.Errorf("read the organization: %w", err)
+					}
+					if res.JSON200 == nil || res.JSON200.DisplayName != "Second" || res.JSON200.Version != 3 {
+						return fmt.Errorf("after converging the server holds %s", res.Body)
 					}
 					return nil
 				},
