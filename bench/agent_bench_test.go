@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
@@ -71,7 +70,7 @@ func batchBody(b testing.TB, batchID string) []byte {
 func (a agent) signed(url, path string, body []byte) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	sig := ed25519.Sign(a.key, []byte(server.StringToSign(http.MethodPost, path, ts, a.id, body)))
+	sig := ed25519.Sign(a.key, []byte(domain.StringToSign(http.MethodPost, path, ts, a.id, body)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Renga-Installation", a.id)
 	req.Header.Set("Renga-Timestamp", ts)

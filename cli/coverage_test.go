@@ -8,7 +8,7 @@ import (
 
 	"renga.dev/renga/cli"
 	"renga.dev/renga/gen/api"
-	"renga.dev/renga/server"
+	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -63,7 +63,7 @@ func TestEveryOperationHasACommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := server.Operations(spec)
+	ops, err := pipeline.Operations(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

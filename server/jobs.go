@@ -28,7 +28,7 @@ type idempotencyRetentionWorker struct {
 }
 
 func (w *idempotencyRetentionWorker) Work(ctx context.Context, _ *river.Job[IdempotencyRetentionArgs]) error {
-	_, err := PurgeExpiredIdempotencyKeys(ctx, w.pool)
+	_, err := domain.PurgeExpiredIdempotencyKeys(ctx, w.pool)
 	return err
 }
 

@@ -113,6 +113,7 @@ func (e DeploymentEnvironment) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
+	ErrorCodeConflict               ErrorCode = "conflict"
 	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
 	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
@@ -148,6 +149,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeConflict:
+		return true
 	case ErrorCodeHttpsRequired:
 		return true
 	case ErrorCodeIdempotencyKeyRequired:

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
@@ -262,7 +261,7 @@ func TestIdempotencyKeyRules(t *testing.T) {
 		if err != nil || tag.RowsAffected() != 1 {
 			t.Fatalf("expire the key: %v (%d rows)", err, tag.RowsAffected())
 		}
-		n, err := server.PurgeExpiredIdempotencyKeys(ctx, env.Pool)
+		n, err := domain.PurgeExpiredIdempotencyKeys(ctx, env.Pool)
 		if err != nil {
 			t.Fatal(err)
 		}

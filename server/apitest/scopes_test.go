@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"renga.dev/renga/gen/api"
-	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -29,7 +29,7 @@ type specOp struct {
 	HasBody     bool
 }
 
-// specOps lists the operations of the embedded spec through server.Operations, the same reading
+// specOps lists the operations of the embedded spec through pipeline.Operations, the same reading
 // the pipeline enforces, sorted for stable subtest names.
 func specOps(t testing.TB) []specOp {
 	t.Helper()
@@ -37,12 +37,13 @@ func specOps(t testing.TB) []specOp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := server.Operations(spec)
+	ops, err := pipeline.Operations(spec)
 	if err != nil {
-		t.Fatalf("server.Operations refuses the embedded spec: %v", err)
+		t.Fatalf("pipeline.Operations refuses the embedded spec: %v", err)
 	}
 	var out []specOp
-	for o, op := range ops {
+	for _, op := range ops {
+		o := op.Spec()
 		id := op.ID
 		if id != "" {
 			id = strings.ToLower(id[:1]) + id[1:]

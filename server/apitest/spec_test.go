@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"renga.dev/renga/gen/api"
-	"renga.dev/renga/server"
+	"renga.dev/renga/server/pipeline"
 )
 
 // TestSpecDeclaresTheContract checks what every operation of openapi.yaml must say, so that a
@@ -16,12 +16,13 @@ func TestSpecDeclaresTheContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := server.Operations(spec)
+	ops, err := pipeline.Operations(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	for o, op := range ops {
+	for _, op := range ops {
+		o := op.Spec()
 		name := op.Method + " " + op.Route
 		if seen[op.ID] {
 			t.Errorf("%s: operationId %s is not unique", name, op.ID)

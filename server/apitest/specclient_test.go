@@ -2,7 +2,7 @@ package apitest
 
 // A minimal agent client written from openapi.yaml alone: the description of the
 // installationSignature security scheme. It deliberately imports nothing of the server's code
-// (no server.StringToSign): if the server and the spec disagree, these tests say so.
+// (no domain.StringToSign): if the server and the spec disagree, these tests say so.
 
 import (
 	"crypto/ed25519"

@@ -83,15 +83,6 @@ func Translate(err error) error {
 	return err
 }
 
-// ConstraintOf returns the violated constraint's name of a unique violation, or "".
-func ConstraintOf(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
-		return pgErr.ConstraintName
-	}
-	return ""
-}
-
 // crockford is lowercase and in ascending ASCII order, so IDs sort by creation time.
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 

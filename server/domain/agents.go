@@ -3,6 +3,8 @@ package domain
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -165,14 +167,6 @@ type Installation struct {
 }
 
 const installationColumns = `id, organization_id, public_key, hostname, os, registered_at, last_seen_at`
-
-// ErrInstallationConflict is a registration of a known installation ID with another key.
-var ErrInstallationConflict = errors.New("installation registered with another public key")
-
-// NotEntitledError names the entitlement a feature needs.
-type NotEntitledError struct{ Entitlement string }
-
-func (e *NotEntitledError) Error() string { return "not entitled to " + e.Entitlement }
 
 // RegisterInstallation registers an installation, idempotently on its ID: the same ID and key
 // return the existing installation (created false). It enforces max_agents, serialized on the
@@ -410,4 +404,14 @@ func BatchSeen(ctx context.Context, q db.DBTX, installationID, batchID string) (
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM observation_batches WHERE installation_id = $1 AND batch_id = $2)`,
 		installationID, batchID).Scan(&seen)
 	return seen, err
+}
+
+// SignatureSkew is how far a signed request's timestamp may be from the server's clock.
+const SignatureSkew = 5 * time.Minute
+
+// StringToSign is what an installation signs (see the installationSignature security scheme in
+// openapi.yaml): six lines joined by "\n".
+func StringToSign(method, requestTarget, timestamp, installationID string, body []byte) string {
+	digest := sha256.Sum256(body)
+	return strings.Join([]string{"renga-request-v1", method, requestTarget, timestamp, installationID, hex.EncodeToString(digest[:])}, "\n")
 }

@@ -2,8 +2,6 @@ package domain
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -44,25 +42,6 @@ const (
 const invitationColumns = `id, organization_id, email,
 	CASE WHEN state = 'pending' AND expires_at <= now() THEN 'expired' ELSE state END AS state,
 	created_at, expires_at, accepted_at, revoked_at`
-
-// Errors of invitation acceptance.
-var (
-	ErrInvitationExpired  = errors.New("invitation expired")
-	ErrInvitationRevoked  = errors.New("invitation revoked")
-	ErrInvitationAccepted = errors.New("invitation already accepted")
-	ErrLimitExceeded      = errors.New("limit exceeded")
-	ErrSuspended          = errors.New("organization suspended")
-	ErrMoved              = errors.New("organization moved")
-)
-
-// LimitError names the limit that blocked an action.
-type LimitError struct {
-	Limit string
-	Value int64
-}
-
-func (e *LimitError) Error() string { return fmt.Sprintf("%s (%d) reached", e.Limit, e.Value) }
-func (e *LimitError) Unwrap() error { return ErrLimitExceeded }
 
 // NormalizeEmail is the stored form of an address: trimmed and lowercased.
 func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }

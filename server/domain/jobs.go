@@ -26,15 +26,6 @@ type Job struct {
 
 const jobColumns = `id, organization_id, installation_id, command, state, created_at, delivered_at, completed_at, result`
 
-// DailyLimitError is a daily quota reached: retry after the next UTC midnight.
-type DailyLimitError struct {
-	Limit string
-	Value int64
-}
-
-func (e *DailyLimitError) Error() string { return e.Limit + " reached for today" }
-func (e *DailyLimitError) Unwrap() error { return ErrLimitExceeded }
-
 // CreateJob queues a job for one of the organization's installations, if the organization is
 // entitled to jobs and below max_jobs_per_day (serialized on the organization's row), and
 // counts it in usage.

@@ -2,19 +2,11 @@ package domain
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
-)
-
-var (
-	// ErrInvalidState means the organization's state does not allow the change.
-	ErrInvalidState = errors.New("invalid state")
-	// ErrPurgeStarted means the organization is being purged: nothing can stop it.
-	ErrPurgeStarted = errors.New("purge started")
 )
 
 // lockOrganization reads the organization and locks its row for the rest of the transaction.

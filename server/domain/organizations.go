@@ -34,14 +34,6 @@ const (
 
 const orgColumns = `id, slug, display_name, state, suspended_reason, purge_after, version, created_at, updated_at`
 
-// ErrSlugTaken means another organization has the slug.
-var ErrSlugTaken = errors.New("slug taken")
-
-// VersionMismatchError is a stale or unusable If-Match; Current is the stored version.
-type VersionMismatchError struct{ Current int64 }
-
-func (e *VersionMismatchError) Error() string { return "version mismatch" }
-
 // CreateOrganization creates an active organization with an empty policy and default settings.
 func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string) (Organization, error) {
 	rows, err := q.Query(ctx, `WITH o AS (

@@ -95,11 +95,6 @@ func ParsePolicyDefaults(s string) (PolicyDocument, error) {
 	return d, nil
 }
 
-// ValidationError is a value the domain refuses.
-type ValidationError struct{ Field, Message string }
-
-func (e *ValidationError) Error() string { return e.Field + " " + e.Message }
-
 // Validate checks what the API's schema checks, for documents that do not come through it.
 func (p PolicyDocument) Validate() error {
 	l := p.Limits

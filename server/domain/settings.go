@@ -38,11 +38,6 @@ type SettingsWrite struct {
 	AllowedEmailDomains *[]string
 }
 
-// SettingLockedError names a setting the policy locks to another value.
-type SettingLockedError struct{ Field string }
-
-func (e *SettingLockedError) Error() string { return e.Field + " is locked" }
-
 // GetSettings reads the owners' settings document.
 func GetSettings(ctx context.Context, q db.DBTX, orgID string) (SettingsDocument, error) {
 	return readSettings(ctx, q, orgID, "")

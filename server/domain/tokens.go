@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -105,9 +104,6 @@ func (t Token) Usable(now time.Time, addr netip.Addr) bool {
 	return false
 }
 
-// ErrInvalidToken is a token request that cannot be honoured.
-var ErrInvalidToken = errors.New("invalid token request")
-
 // NewToken describes a token to mint.
 type NewToken struct {
 	Name           string
@@ -154,16 +150,6 @@ func CreateToken(ctx context.Context, q db.DBTX, n NewToken) (Token, string, err
 }
 
 const tokenColumns = `id, name, scopes, allowed_sources, created_at, expires_at, revoked_at`
-
-// TokenByHash finds a token by the hash of its secret.
-func TokenByHash(ctx context.Context, q db.DBTX, hash []byte) (Token, error) {
-	rows, err := q.Query(ctx, `SELECT `+tokenColumns+` FROM operator_tokens WHERE token_hash = $1`, hash)
-	if err != nil {
-		return Token{}, err
-	}
-	t, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Token])
-	return t, db.Translate(err)
-}
 
 // ListTokens lists every token, newest first.
 func ListTokens(ctx context.Context, q db.DBTX) ([]Token, error) {

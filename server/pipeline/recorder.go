@@ -1,12 +1,13 @@
-package server
+package pipeline
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 )
 
-// recorder buffers a response so the pipeline can store it (idempotency) and decide the
+// recorder buffers a response so that a write can store it (idempotency) and decide its
 // transaction's fate before anything reaches the caller.
 type recorder struct {
 	header http.Header
@@ -61,4 +62,21 @@ func (r *recorder) response(req *http.Request) *http.Response {
 		ContentLength: int64(r.body.Len()),
 		Request:       req,
 	}
+}
+
+// LocalTransport is an http.RoundTripper that serves requests with Handler in this process, as
+// the local operator with one invocation ID: how release commands use the generated client. It
+// is the only way a request's state can say Local: nothing on the wire can.
+type LocalTransport struct {
+	Handler      http.Handler
+	InvocationID string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *LocalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	st := &State{Local: true, Invocation: t.InvocationID}
+	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	rec := newRecorder()
+	t.Handler.ServeHTTP(rec, r)
+	return rec.response(r), nil
 }

@@ -1,0 +1,227 @@
+package domain
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/db"
+)
+
+// Every write through the API starts with BeginWrite and ends with FinishWrite, in one
+// transaction around the handler; each is one pipelined round trip.
+
+// Writer is who writes: what BeginWrite re-checks and holds until commit.
+type Writer struct {
+	ActorType      string // ActorOperatorToken, ActorUser, ActorIntakeKey, ActorInstallation, ...
+	CredentialID   string // the token or key the request authenticated with
+	OrganizationID string // a member's or agent's own organization
+	// ChangesOwnCredential: the write revokes its own credential, so it takes the credential's
+	// lock exclusively from the start (upgrading a shared lock would deadlock).
+	ChangesOwnCredential bool
+}
+
+// IdempotencyKey is one stored result's identity: the namespace (credential, method, route),
+// the key's hash and the digest of the normalized request.
+type IdempotencyKey struct {
+	ActorID, Method, Route string
+	KeyHash, Digest        []byte
+}
+
+// StoredResult is a completed response kept under an Idempotency-Key.
+type StoredResult struct {
+	Digest  []byte
+	Status  int
+	Headers map[string]string
+	Body    []byte
+	Expires time.Time
+}
+
+// WriteStart is what BeginWrite learned.
+type WriteStart struct {
+	// Stored is the result stored under the request's key, if any: the caller replays it (same
+	// digest) or refuses the request (another digest), and changes nothing.
+	Stored *StoredResult
+	// IntakeToday is an installation's organization's intake bytes today, as of this
+	// transaction (intake checks intake_bytes_per_day against it).
+	IntakeToday int64
+}
+
+// BeginWrite opens a write in tx, in one round trip. It re-checks the caller's credential and
+// holds it until commit, so a revocation cannot commit in between and the write still land
+// (ErrCredentialGone). For a member or an agent it holds the organization's row and refuses the
+// write unless the organization is active (ErrSuspended, ErrMoved). For a keyed request it takes
+// the key's transaction-scoped advisory lock (a concurrent duplicate waits for the first to
+// commit or roll back) and then reads the stored result. The read is its own statement after
+// the lock: a statement's snapshot is taken when it starts, so reading in the locking statement
+// would miss a row committed while it waited.
+func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (WriteStart, error) {
+	var start WriteStart
+	batch := &pgx.Batch{}
+	checked := true
+	switch w.ActorType {
+	case ActorOperatorToken:
+		// A write holds its token's advisory lock, shared, until it commits; a revocation takes
+		// it exclusively (RevokeToken), so it waits for writes in flight and writes after it see
+		// it. (An advisory lock, not a row lock: many writes of one token would otherwise each
+		// write a row lock to the token's row.) The check reads after the lock.
+		lock := `SELECT pg_advisory_xact_lock_shared($1)`
+		if w.ChangesOwnCredential {
+			lock = `SELECT pg_advisory_xact_lock($1)`
+		}
+		batch.Queue(lock, TokenLockKey(w.CredentialID))
+		batch.Queue(`SELECT count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
+			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
+	case ActorUser, ActorIntakeKey, ActorInstallation:
+		// A member's or agent's write needs the organization active until commit: holding its
+		// row, first, makes a suspension, deletion or purge wait for the write, or the write see
+		// it (and keeps the lock order: organization, then what belongs to it). Members' writes
+		// and registrations are few and some lock the row for update themselves (limits): they
+		// take that lock now, since upgrading a shared lock would deadlock. Intake, the bulk,
+		// shares it.
+		mode := "FOR NO KEY UPDATE"
+		if w.ActorType == ActorInstallation {
+			mode = "FOR SHARE"
+		}
+		batch.Queue(`SELECT state FROM organizations WHERE id = $1 `+mode, w.OrganizationID)
+		switch w.ActorType {
+		case ActorUser:
+			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
+		case ActorIntakeKey:
+			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM intake_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
+		default:
+			checked = false // an installation's identity cannot be revoked
+			batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
+				WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, w.OrganizationID)
+		}
+	default:
+		checked = false // the local operator, or an unauthenticated operation
+	}
+	if k != nil {
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
+		batch.Queue(`SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
+			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
+			k.ActorID, k.Method, k.Route, k.KeyHash)
+	}
+	if batch.Len() == 0 {
+		return start, nil
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	if w.ActorType == ActorOperatorToken {
+		if _, err := br.Exec(); err != nil { // the token's advisory lock
+			return start, err
+		}
+	}
+	var closed error
+	switch w.ActorType {
+	case ActorUser, ActorIntakeKey, ActorInstallation:
+		var state string
+		if err := br.QueryRow().Scan(&state); err != nil {
+			return start, db.Translate(err)
+		}
+		closed = OrganizationWritable(state)
+	}
+	if w.ActorType == ActorInstallation {
+		if err := br.QueryRow().Scan(&start.IntakeToday); err != nil {
+			return start, err
+		}
+	}
+	if checked {
+		var n int
+		if err := br.QueryRow().Scan(&n); err != nil {
+			return start, err
+		}
+		if n == 0 {
+			return start, ErrCredentialGone
+		}
+	}
+	if closed != nil {
+		return start, closed
+	}
+	if k == nil {
+		return start, br.Close()
+	}
+	if _, err := br.Exec(); err != nil {
+		return start, err
+	}
+	var s StoredResult
+	var headers []byte
+	err := br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return start, br.Close()
+	}
+	if err != nil {
+		return start, err
+	}
+	if err := json.Unmarshal(headers, &s.Headers); err != nil {
+		return start, err
+	}
+	start.Stored = &s
+	return start, br.Close()
+}
+
+// lockKey is the key's advisory lock: a hash of the namespace and the key's hash.
+func (k *IdempotencyKey) lockKey() int64 {
+	h := sha256.New()
+	for _, part := range []string{k.ActorID, k.Method, k.Route} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(k.KeyHash)
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
+}
+
+// FinishWrite stores the result under the request's key (when there is one) and records the
+// audit event (when there is one), in one round trip, in the write's transaction.
+func FinishWrite(ctx context.Context, tx pgx.Tx, k *IdempotencyKey, result *StoredResult, event *AuditEvent) error {
+	batch := &pgx.Batch{}
+	if k != nil && result != nil {
+		body := result.Body
+		if body == nil {
+			body = []byte{} // a bodiless response (204) is stored as an empty body, not NULL
+		}
+		headers, err := json.Marshal(result.Headers)
+		if err != nil {
+			return err
+		}
+		// An expired record with the same key may still be there until the retention job runs.
+		batch.Queue(`INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (actor_id, method, route, key_hash) DO UPDATE SET request_digest = excluded.request_digest,
+			  status = excluded.status, headers = excluded.headers, body = excluded.body,
+			  created_at = now(), expires_at = excluded.expires_at`,
+			k.ActorID, k.Method, k.Route, k.KeyHash, k.Digest, result.Status, headers, body, result.Expires)
+	}
+	if event != nil {
+		sql, args := AuditStatement(*event)
+		batch.Queue(sql, args...)
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, batch).Close()
+}
+
+// PurgeExpiredIdempotencyKeys deletes expired idempotency records in small batches, so it never
+// holds long locks; it returns how many it removed.
+func PurgeExpiredIdempotencyKeys(ctx context.Context, q db.DBTX) (int64, error) {
+	var total int64
+	for {
+		tag, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT 1000))`)
+		if err != nil {
+			return total, fmt.Errorf("purge expired idempotency keys: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < 1000 {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pipeline"
+	"renga.dev/renga/server/problem"
+)
+
+// ListObservations pages through an installation's observations.
+func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsRequestObject) (api.ListObservationsResponseObject, error) {
+	st := pipeline.From(ctx)
+	var before int64
+	if req.Params.PageToken != nil {
+		b, err := base64.RawURLEncoding.DecodeString(*req.Params.PageToken)
+		n, perr := strconv.ParseInt(strings.TrimPrefix(string(b), "v1:obs_"), 10, 64)
+		if err != nil || perr != nil || !strings.HasPrefix(string(b), "v1:obs_") || n <= 0 {
+			return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidPageToken, "page_token is not one this list returned; start again without it.")
+		}
+		before = n
+	}
+	size := pageSize(req.Params.PageSize)
+	obs, err := domain.ListObservations(ctx, s.q(ctx), st.Actor.OrganizationID, req.InstallationId, before, size+1)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ObservationList{Items: []api.Observation{}}
+	if len(obs) > size {
+		obs = obs[:size]
+		tok := base64.RawURLEncoding.EncodeToString([]byte("v1:" + domain.FormatObservationID(obs[len(obs)-1].ID)))
+		out.NextPageToken = &tok
+	}
+	for _, o := range obs {
+		// UseNumber: numbers go back with the digits they were stored with.
+		var data map[string]any
+		dec := json.NewDecoder(bytes.NewReader(o.Data))
+		dec.UseNumber()
+		if err := dec.Decode(&data); err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, api.Observation{Id: domain.FormatObservationID(o.ID), InstallationId: o.InstallationID,
+			BatchId: o.BatchID, ObservedAt: o.ObservedAt.UTC(), ReceivedAt: o.ReceivedAt.UTC(), Kind: o.Kind, Data: data})
+	}
+	return api.ListObservations200JSONResponse(out), nil
+}
+
+// SubmitObservations accepts a batch once per (installation, batch_id), within the
+// organization's intake_bytes_per_day.
+func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservationsRequestObject) (api.SubmitObservationsResponseObject, error) {
+	st := pipeline.From(ctx)
+	h := st.Installation
+	if h == nil {
+		return nil, fmt.Errorf("submitObservations without an authenticated installation")
+	}
+	observations, pe := storableObservations(st.Body)
+	if pe != nil {
+		return nil, pe
+	}
+	bytes := int64(len(st.Body))
+	limit := domain.Effective(h.Policy, s.cfg.PolicyDefaults, domain.Settings{}).Limits.IntakeBytesPerDay.Value
+	today := h.IntakeToday
+	// Far from the limit, batches go in parallel. Near it (within what many batches in flight
+	// could add), they serialize on the organization and read the committed total afresh.
+	if today+bytes > limit-s.intakeExactMargin() {
+		if st.Tx == nil {
+			return nil, fmt.Errorf("submitObservations outside the mutation transaction")
+		}
+		var err error
+		if today, err = domain.IntakeTodayLocked(ctx, st.Tx, h.Org.ID); err != nil {
+			return nil, err
+		}
+	}
+	if today+bytes > limit {
+		// A retry of a batch accepted before the limit was reached is still a duplicate.
+		if dup, err := domain.BatchSeen(ctx, s.q(ctx), h.Installation.ID, req.Body.BatchId); err != nil || dup {
+			return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: true}, err
+		}
+		return nil, &domain.DailyLimitError{Limit: "intake_bytes_per_day", Value: limit}
+	}
+	fresh, err := domain.AcceptBatch(ctx, s.q(ctx), h.Org.ID, h.Installation.ID, req.Body.BatchId, observations, bytes)
+	if err != nil {
+		return nil, err
+	}
+	return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: !fresh}, nil
+}
+
+// storableObservations re-encodes a batch's observations for PostgreSQL's jsonb: numbers keep
+// their digits (json.Number), a lone surrogate escape becomes U+FFFD instead of an error, and
+// timestamps PostgreSQL cannot hold (years outside 1..9999) are refused.
+func storableObservations(body []byte) (json.RawMessage, *problem.Error) {
+	var batch struct {
+		Observations []map[string]any `json:"observations"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&batch); err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	}
+	for i, o := range batch.Observations {
+		s, _ := o["observed_at"].(string)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "observed_at must be an RFC 3339 time between years 1 and 9999.")
+			pe.Errors = []problem.FieldError{{Field: fmt.Sprintf("observations.%d.observed_at", i), Message: "RFC 3339, years 1 to 9999"}}
+			return nil, pe
+		}
+	}
+	out, err := json.Marshal(batch.Observations)
+	if err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The observations cannot be stored.")
+	}
+	return out, nil
+}
+
+// intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes:
+// what the batches this server can have in flight at once (one per database connection, at
+// least 64) could add to the total read at the start of a batch's transaction.
+func (s *Server) intakeExactMargin() int64 {
+	return int64(max(64, s.pool.Config().MaxConns)) * pipeline.MaxBodyBytes
+}

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pipeline"
+)
+
+func policyJSON(p domain.Policy) (api.Policy, error) {
+	out, err := convert[api.Policy](p.Document)
+	out.OrganizationId, out.Version = p.OrganizationID, p.Version
+	return out, err
+}
+
+// GetPolicy reads an organization's policy document.
+func (s *Server) GetPolicy(ctx context.Context, req api.GetPolicyRequestObject) (api.GetPolicyResponseObject, error) {
+	p, err := domain.GetPolicy(ctx, s.q(ctx), req.OrganizationId)
+	if err != nil {
+		return nil, err
+	}
+	out, err := policyJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetPolicy200JSONResponse{Body: out, Headers: api.GetPolicy200ResponseHeaders{ETag: etag(p.Version)}}, nil
+}
+
+// PutPolicy replaces an organization's policy document, guarded by If-Match.
+func (s *Server) PutPolicy(ctx context.Context, req api.PutPolicyRequestObject) (api.PutPolicyResponseObject, error) {
+	q := s.q(ctx)
+	o, err := domain.GetOrganization(ctx, q, req.OrganizationId)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := convert[domain.PolicyDocument](req.Body)
+	if err != nil {
+		return nil, err
+	}
+	st := pipeline.From(ctx)
+	p, changed, err := domain.PutPolicy(ctx, q, o.ID, st.IfMatch, doc, s.cfg.PolicyDefaults)
+	if err != nil {
+		return nil, err
+	}
+	pipeline.From(ctx).Audit.Target(o, changed)
+	out, err := policyJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	return api.PutPolicy200JSONResponse{Body: out, Headers: api.PutPolicy200ResponseHeaders{ETag: etag(p.Version)}}, nil
+}
+
+// effective computes what is in force for an organization.
+func (s *Server) effective(ctx context.Context, orgID string) (domain.EffectivePolicy, error) {
+	q := s.q(ctx)
+	p, err := domain.GetPolicy(ctx, q, orgID)
+	if err != nil {
+		return domain.EffectivePolicy{}, err
+	}
+	set, err := domain.GetSettings(ctx, q, orgID)
+	if err != nil {
+		return domain.EffectivePolicy{}, err
+	}
+	return domain.Effective(p.Document, s.cfg.PolicyDefaults, set.Settings), nil
+}
+
+// GetEffectivePolicy reports each value in force and its source.
+func (s *Server) GetEffectivePolicy(ctx context.Context, req api.GetEffectivePolicyRequestObject) (api.GetEffectivePolicyResponseObject, error) {
+	e, err := s.effective(ctx, req.OrganizationId)
+	if err != nil {
+		return nil, err
+	}
+	i := func(v domain.Value[int64]) api.EffectiveInteger {
+		return api.EffectiveInteger{Value: v.Value, Source: api.PolicySource(v.Source)}
+	}
+	b := func(v domain.Value[bool]) api.EffectiveBoolean {
+		return api.EffectiveBoolean{Value: v.Value, Source: api.PolicySource(v.Source)}
+	}
+	out := api.EffectivePolicy{OrganizationId: req.OrganizationId}
+	out.Limits.MaxAgents = i(e.Limits.MaxAgents)
+	out.Limits.MaxUsers = i(e.Limits.MaxUsers)
+	out.Limits.IntakeBytesPerDay = i(e.Limits.IntakeBytesPerDay)
+	out.Limits.ObservationRetentionDays = i(e.Limits.ObservationRetentionDays)
+	out.Limits.MaxJobsPerDay = i(e.Limits.MaxJobsPerDay)
+	out.Entitlements.OrganizationIdentityProviders = b(e.Entitlements.OrganizationIdentityProviders)
+	out.Entitlements.Jobs = b(e.Entitlements.Jobs)
+	out.Entitlements.OwnerExport = b(e.Entitlements.OwnerExport)
+	out.Settings.RequireSso = b(e.Settings.RequireSSO)
+	out.Settings.RequireMfa = b(e.Settings.RequireMFA)
+	out.Settings.SessionMaxAgeHours = i(e.Settings.SessionMaxAgeHours)
+	out.Settings.AllowedEmailDomains = api.EffectiveStrings{Value: e.Settings.AllowedEmailDomains.Value,
+		Source: api.PolicySource(e.Settings.AllowedEmailDomains.Source)}
+	if out.Settings.AllowedEmailDomains.Value == nil {
+		out.Settings.AllowedEmailDomains.Value = []string{}
+	}
+	return api.GetEffectivePolicy200JSONResponse(out), nil
+}

@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// accessLog is the first stage: it makes the request's state (ID, source address), and when the
+// request is done writes one log line (never headers, bodies or credentials) and its metrics.
+func (p *Pipeline) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		// Only the in-process transport (LocalTransport) makes a state before this stage.
+		st, ok := r.Context().Value(stateKey{}).(*State)
+		if !ok {
+			st = &State{}
+			r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+		}
+		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
+		w.Header().Set("X-Request-Id", st.ID)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		opID, route := "", ""
+		if st.Op != nil {
+			opID, route = st.Op.ID, st.Op.Route
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		p.metrics.observe(opID, status, time.Since(start))
+		p.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", st.ID),
+			slog.String("method", r.Method), slog.String("route", route), slog.String("operation", opID),
+			slog.Int("status", status), slog.Duration("duration", time.Since(start)),
+			slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renga_http_requests_total", Help: "HTTP requests by operation and status.",
+		}, []string{"operation", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "renga_http_request_duration_seconds", Help: "HTTP request latency by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"operation"}),
+	}
+	m.reg.MustRegister(m.requests, m.duration, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(operation string, status int, d time.Duration) {
+	if operation == "" {
+		operation = "none"
+	}
+	m.requests.WithLabelValues(operation, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,232 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/problem"
+)
+
+// authenticate establishes the actor for credential path auth, or returns the problem to answer:
+// 401 for a bad credential (one code, no hint which part), 429 over a rate limit. A release
+// command is the local operator on the operator path.
+func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *problem.Error {
+	if st.Local && (auth == AuthOperator || auth == AuthPublic) {
+		st.Actor = Actor{Type: domain.ActorLocalOperator, ID: domain.LocalOperatorID, Name: domain.LocalOperatorID,
+			CredentialID: domain.LocalOperatorID, InvocationID: st.Invocation}
+		return nil
+	}
+	if auth == AuthPublic {
+		return p.anonymousLimit(st)
+	}
+	var (
+		actor  Actor
+		ok     bool
+		detail string
+	)
+	if !st.Local {
+		ctx := r.Context()
+		switch auth {
+		case AuthOperator:
+			actor, ok = p.operatorToken(ctx, r, st)
+			detail = "Send a valid operator token: Authorization: Bearer renga_operator_..."
+		case AuthUser:
+			actor, ok = p.userKey(ctx, r)
+			detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
+		case AuthIntake:
+			actor, ok = p.intakeKey(ctx, r)
+			detail = "Send a valid intake key: Authorization: Bearer renga_intake_..."
+		case AuthInstallation:
+			// The signature covers the body: read it (bounded) first.
+			body, pe := readAll(r)
+			if pe != nil {
+				return pe
+			}
+			actor, ok = p.installationSignature(ctx, r, st, body)
+			detail = "Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature)."
+		}
+	}
+	if !ok {
+		// A request that fails authentication is an unauthenticated request: limited per
+		// source address, so guessing credentials is slow.
+		if pe := p.anonymousLimit(st); pe != nil {
+			return pe
+		}
+		return problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail)
+	}
+	st.Actor = actor
+	if !p.limits.allow(actor.CredentialID) {
+		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
+		pe.RetryAfter = p.limits.retryAfter()
+		return pe
+	}
+	return nil
+}
+
+func (p *Pipeline) anonymousLimit(st *State) *problem.Error {
+	if p.anon.allow(sourceBucket(st.Source)) {
+		return nil
+	}
+	pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")
+	pe.RetryAfter = p.anon.retryAfter()
+	return pe
+}
+
+// bearer is the one Authorization header's bearer credential, if it passes check (a cheap
+// syntax check before any database work).
+func bearer(r *http.Request, check func(string) bool) (string, bool) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", false
+	}
+	scheme, credential, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	credential = strings.TrimSpace(credential)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !check(credential) {
+		return "", false
+	}
+	return credential, true
+}
+
+// lookupFailed logs a credential lookup that failed for another reason than "no such
+// credential".
+func (p *Pipeline) lookupFailed(ctx context.Context, what string, err error) {
+	if !errors.Is(err, domain.ErrNotFound) {
+		p.log.ErrorContext(ctx, what+" lookup failed", "error", err)
+	}
+}
+
+// operatorToken checks the bearer token: hash, expiry, revocation and source address, on every
+// request, against the database (no cache can let a revoked token through).
+func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State) (Actor, bool) {
+	token, ok := bearer(r, domain.LooksLikeToken)
+	if !ok {
+		return Actor{}, false
+	}
+	hash := domain.HashSecret(token)
+	t, storedHash, err := domain.TokenByHashForAuth(ctx, p.pool, hash)
+	if err != nil {
+		p.lookupFailed(ctx, "token", err)
+		return Actor{}, false
+	}
+	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(time.Now(), st.Source) {
+		return Actor{}, false
+	}
+	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}, true
+}
+
+// userKey checks a personal API key: one query for the key, the membership, the user and the
+// organization.
+func (p *Pipeline) userKey(ctx context.Context, r *http.Request) (Actor, bool) {
+	key, ok := bearer(r, domain.LooksLikeUserKey)
+	if !ok {
+		return Actor{}, false
+	}
+	hash := domain.HashSecret(key)
+	h, err := domain.KeyHolderByHash(ctx, p.pool, hash)
+	if err != nil {
+		p.lookupFailed(ctx, "API key", err)
+		return Actor{}, false
+	}
+	if subtle.ConstantTimeCompare(h.KeyHash, hash) != 1 || h.Organization.State == domain.StatePurging {
+		return Actor{}, false
+	}
+	return Actor{Type: domain.ActorUser, ID: h.User.ID, Name: h.User.DisplayName, CredentialID: h.KeyID,
+		OrganizationID: h.Organization.ID, OrganizationName: h.Organization.DisplayName, OrganizationState: h.Organization.State,
+		Role: h.Role}, true
+}
+
+// intakeKey checks an intake key by the SHA-256 of the key without its deployment identifier:
+// the identifier is never consulted, so a wrong or missing one still authenticates, and the
+// right one with a wrong secret does not.
+func (p *Pipeline) intakeKey(ctx context.Context, r *http.Request) (Actor, bool) {
+	key, ok := bearer(r, domain.LooksLikeIntakeKey)
+	if !ok {
+		return Actor{}, false
+	}
+	hash := domain.HashIntakeKey(key)
+	keyID, stored, org, err := domain.IntakeKeyHolder(ctx, p.pool, hash)
+	if err != nil {
+		p.lookupFailed(ctx, "intake key", err)
+		return Actor{}, false
+	}
+	if subtle.ConstantTimeCompare(stored, hash) != 1 {
+		return Actor{}, false
+	}
+	return Actor{Type: domain.ActorIntakeKey, ID: keyID, Name: "intake key " + keyID, CredentialID: keyID,
+		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, true
+}
+
+var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
+
+// installationSignature verifies a signed agent request: the timestamp within the skew, the
+// installation known, and the Ed25519 signature over method, target, timestamp, installation
+// and body digest valid under its registered public key.
+func (p *Pipeline) installationSignature(ctx context.Context, r *http.Request, st *State, body []byte) (Actor, bool) {
+	// One of each header: with two, which one a signature covers would be ambiguous.
+	for _, h := range []string{"Renga-Installation", "Renga-Timestamp", "Renga-Signature"} {
+		if len(r.Header.Values(h)) != 1 {
+			return Actor{}, false
+		}
+	}
+	id, ts, sig := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp"), r.Header.Get("Renga-Signature")
+	if !installationIDPattern.MatchString(id) || len(ts) == 0 || len(ts) > 12 {
+		return Actor{}, false
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || strconv.FormatInt(unix, 10) != ts {
+		return Actor{}, false
+	}
+	if d := time.Since(time.Unix(unix, 0)); d > domain.SignatureSkew || d < -domain.SignatureSkew {
+		return Actor{}, false
+	}
+	encoded, ok := strings.CutPrefix(sig, "ed25519=")
+	if !ok {
+		return Actor{}, false
+	}
+	signature, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil || len(signature) != ed25519.SignatureSize {
+		return Actor{}, false
+	}
+	h, err := domain.InstallationForAuth(ctx, p.pool, id)
+	if err != nil {
+		p.lookupFailed(ctx, "installation", err)
+		return Actor{}, false
+	}
+	target := r.RequestURI
+	if target == "" {
+		target = r.URL.RequestURI()
+	}
+	if !ed25519.Verify(ed25519.PublicKey(h.Installation.PublicKey), []byte(domain.StringToSign(r.Method, target, ts, id, body)), signature) {
+		return Actor{}, false
+	}
+	st.Installation = &h
+	st.Body, st.bodyRead = body, true
+	return Actor{Type: domain.ActorInstallation, ID: id, Name: h.Installation.Hostname, CredentialID: id,
+		OrganizationID: h.Org.ID, OrganizationName: h.Org.Name, OrganizationState: h.Org.State}, true
+}
+
+// readAll reads the body, at most MaxBodyBytes.
+func readAll(r *http.Request) ([]byte, *problem.Error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, problem.Newf(http.StatusRequestEntityTooLarge, api.ErrorCodePayloadTooLarge, "The body exceeds %d bytes.", MaxBodyBytes)
+		}
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body could not be read.")
+	}
+	return body, nil
+}

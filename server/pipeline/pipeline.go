@@ -1,0 +1,314 @@
+// Package pipeline is the one path every API request takes, as a sequence of stages (one file
+// each): the operation table read from the spec (spec.go), authentication and rate limits
+// (authn.go), body reading and validation (validate.go), Idempotency-Key (idempotency.go),
+// If-Match (ifmatch.go), and for a write one transaction around its handler with its stored
+// result and audit event (audit.go); the access log (accesslog.go) wraps it all. Serve lists the
+// order. Handlers read what the stages established with From.
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/problem"
+)
+
+// Options is what the pipeline needs of the deployment's configuration.
+type Options struct {
+	Development          bool // HTTPS is not required
+	TrustedProxies       []netip.Prefix
+	IdempotencyRetention time.Duration
+	// Per-credential limit on authenticated requests (requests/s and burst); 0 disables.
+	RateLimitAuthenticated      float64
+	RateLimitAuthenticatedBurst int
+	// Per-source-address limit on unauthenticated requests and failed authentications.
+	RateLimitAnonymous      float64
+	RateLimitAnonymousBurst int
+}
+
+// Pipeline routes API requests (once, with a net/http ServeMux) and runs each through the stages.
+// It is the router the generated code mounts its per-operation handlers on (api.ServeMux).
+type Pipeline struct {
+	opts    Options
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	limits  *limiters // per credential
+	anon    *limiters // per source address, for unauthenticated requests
+	metrics *metrics
+	ops     map[string]*Operation // by ServeMux pattern
+	mux     *http.ServeMux
+	errs    []error
+}
+
+var _ api.ServeMux = (*Pipeline)(nil)
+
+// New reads the operations of the embedded spec and makes an empty router; mount the generated
+// handlers on it (api.HandlerWithOptions with BaseRouter), then check Err.
+func New(opts Options, pool *pgxpool.Pool, log *slog.Logger) (*Pipeline, error) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded spec: %w", err)
+	}
+	spec.Servers = nil // match on path only, never on Host
+	ops, err := Operations(spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), metrics: newMetrics(),
+		limits: newLimiters(opts.RateLimitAuthenticated, opts.RateLimitAuthenticatedBurst),
+		anon:   newLimiters(opts.RateLimitAnonymous, opts.RateLimitAnonymousBurst)}
+	p.mux.HandleFunc("/api/", p.unrouted)
+	return p, nil
+}
+
+// HandleFunc mounts the generated handler of the operation at pattern ("METHOD /path") behind
+// the stages.
+func (p *Pipeline) HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request)) {
+	op := p.ops[pattern]
+	if op == nil {
+		p.errs = append(p.errs, fmt.Errorf("no operation of the spec at %q", pattern))
+		return
+	}
+	p.mux.Handle(pattern, p.serve(op, http.HandlerFunc(handler)))
+}
+
+// Err reports operations mounted that the spec does not have, and operations of the spec
+// nothing was mounted for.
+func (p *Pipeline) Err() error {
+	errs := p.errs
+	for pattern := range p.ops {
+		if _, got := p.mux.Handler(probe(pattern)); got != pattern {
+			errs = append(errs, fmt.Errorf("no handler for %s", pattern))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func probe(pattern string) *http.Request {
+	method, path, _ := strings.Cut(pattern, " ")
+	r, _ := http.NewRequest(method, pathParamPattern.ReplaceAllString(path, "x"), nil)
+	return r
+}
+
+// ServeHTTP routes an API request.
+func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+
+// MetricsHandler serves the request metrics (Prometheus).
+func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
+
+// serve runs a routed request through the stages, in this order:
+//
+//  1. HTTPS, outside development (403 https_required).
+//  2. Authentication by the operation's credential path, then the per-credential rate limit
+//     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited.
+//  3. Scope (403 insufficient_scope).
+//  4. For members' writes and agents: the organization is active (403 suspended, 410 moved).
+//  5. Body: size and media type (413, 415, 400).
+//  6. Idempotency-Key (400 idempotency_key_required).
+//  7. Validation against the spec, leaving out the headers the pipeline checks itself (400).
+//  8. A read runs its handler now. A write goes on:
+//  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
+//  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
+//     409 idempotency_key_reused), the handler, then the stored result and the audit event.
+//     A failed attempt is audited afterwards, in its own transaction.
+func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != op.Method { // ServeMux routes HEAD to GET patterns; the API has no HEAD
+			p.unrouted(w, r)
+			return
+		}
+		st := From(r.Context())
+		st.Op = op
+		if pe := p.secure(r, st); pe != nil {
+			Fail(w, r, pe)
+			return
+		}
+		if pe := p.authenticate(r, st, op.Auth); pe != nil {
+			Fail(w, r, pe)
+			return
+		}
+		pathParams := make(map[string]string, len(op.pathParams))
+		for _, name := range op.pathParams {
+			pathParams[name] = r.PathValue(name)
+		}
+		key, pe := p.admit(r, st, pathParams)
+		if pe != nil {
+			if op.Mutation {
+				p.auditFailure(r.Context(), st, pathParams, pe)
+			}
+			Fail(w, r, pe)
+			return
+		}
+		if !op.Mutation {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p.write(w, r, next, storedKey(st, key, r, pathParams), pathParams)
+	})
+}
+
+// admit runs stages 3 to 9 and returns the request's Idempotency-Key, or the problem to answer.
+func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]string) (string, *problem.Error) {
+	op := st.Op
+	if !st.Actor.HasScope(op.Scope) {
+		pe := problem.Newf(http.StatusForbidden, api.ErrorCodeInsufficientScope, "This operation needs the %s scope.", op.Scope)
+		pe.RequiredScope = op.Scope
+		return "", pe
+	}
+	// An organization that is not active is read-only for its members, and closed to its agents.
+	switch st.Actor.Type {
+	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
+		if st.Actor.Type != domain.ActorUser || op.Mutation {
+			if pe := problem.FromError(domain.OrganizationWritable(st.Actor.OrganizationState)); pe != nil {
+				return "", pe
+			}
+		}
+	}
+	if pe := readBody(r, st); pe != nil {
+		return "", pe
+	}
+	key, pe := idempotencyKey(r, op)
+	if pe != nil {
+		return "", pe
+	}
+	if pe := validate(r.Context(), r, st, pathParams); pe != nil {
+		return "", pe
+	}
+	if op.Mutation && op.IfMatch {
+		if st.IfMatch, pe = parseIfMatch(r); pe != nil {
+			return "", pe
+		}
+	}
+	return key, nil
+}
+
+// secure is stage 1: outside development, only HTTPS (directly, or from a trusted proxy).
+func (p *Pipeline) secure(r *http.Request, st *State) *problem.Error {
+	if st.Local || p.opts.Development || secureRequest(r, p.opts.TrustedProxies) {
+		return nil
+	}
+	return problem.New(http.StatusForbidden, api.ErrorCodeHttpsRequired, "This deployment accepts API requests over HTTPS only.")
+}
+
+// unrouted answers a request no operation matches: 404, or 405 with Allow when the path has
+// other methods. Under the operator and owner prefixes the caller is authenticated first, so an
+// anonymous caller learns nothing of the API's shape.
+func (p *Pipeline) unrouted(w http.ResponseWriter, r *http.Request) {
+	st := From(r.Context())
+	if pe := p.secure(r, st); pe != nil {
+		Fail(w, r, pe)
+		return
+	}
+	if auth := authFirst(r.URL.Path); auth != "" {
+		if pe := p.authenticate(r, st, auth); pe != nil {
+			Fail(w, r, pe)
+			return
+		}
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := p.mux.Handler(probe); p.ops[pattern] != nil {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		Fail(w, r, problem.Newf(http.StatusMethodNotAllowed, api.ErrorCodeMethodNotAllowed, "%s is not allowed on %s.", r.Method, r.URL.Path))
+		return
+	}
+	Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "No operation at %s.", r.URL.Path))
+}
+
+// Sentinels of write's transaction function: not errors of the request.
+var (
+	errReplay        = errors.New("stored response")
+	errHandlerFailed = errors.New("handler answered with an error")
+)
+
+// write is stage 10: the write's one transaction. The credential check, the stored result and
+// the change and its audit event commit together, or nothing does.
+func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handler, k *domain.IdempotencyKey, pathParams map[string]string) {
+	ctx := r.Context()
+	st := From(ctx)
+	rec := newRecorder()
+	var stored *domain.StoredResult
+	err := db.WithTx(ctx, p.pool, func(tx pgx.Tx) error {
+		start, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
+			OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}, k)
+		if err != nil {
+			return err
+		}
+		if start.Stored != nil {
+			stored = start.Stored
+			return errReplay
+		}
+		if st.Installation != nil {
+			st.Installation.IntakeToday = start.IntakeToday
+		}
+		st.Tx = tx
+		defer func() { st.Tx = nil }()
+		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		next.ServeHTTP(rec, r)
+		status := rec.code()
+		if status >= 400 {
+			return errHandlerFailed
+		}
+		var result *domain.StoredResult
+		if k != nil {
+			expires := time.Now().Add(p.opts.IdempotencyRetention).UTC().Truncate(time.Second)
+			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
+			if result, err = storedResult(status, rec.header, rec.body.Bytes(), st.Op.SecretFields); err != nil {
+				return err
+			}
+			result.Expires = expires
+		}
+		return domain.FinishWrite(ctx, tx, k, result, succeeded(st, status))
+	})
+	switch {
+	case err == nil:
+		rec.flush(w)
+	case errors.Is(err, errReplay):
+		if !bytes.Equal(stored.Digest, k.Digest) {
+			pe := problem.New(http.StatusConflict, api.ErrorCodeIdempotencyKeyReused,
+				"This Idempotency-Key was used for a different request; use a new key for a new request.")
+			w.Header().Set("Idempotency-Expires", stored.Expires.UTC().Format(time.RFC3339))
+			p.auditFailure(ctx, st, pathParams, pe)
+			Fail(w, r, pe)
+			return
+		}
+		replay(w, stored)
+	case errors.Is(err, errHandlerFailed):
+		pe := st.Problem
+		if pe == nil { // a handler that wrote an error without Fail: audit its status
+			pe = &problem.Error{Status: rec.code()}
+		}
+		p.auditFailure(ctx, st, pathParams, pe)
+		rec.flush(w)
+	default:
+		pe := problem.FromError(err)
+		if pe == nil {
+			p.log.ErrorContext(ctx, "write failed", "request_id", st.ID, "operation", st.Op.ID, "error", err)
+			pe = problem.Internal()
+		}
+		p.auditFailure(ctx, st, pathParams, pe)
+		Fail(w, r, pe)
+	}
+}
+
+// AccessLog wraps the deployment's whole HTTP surface in the access log stage.
+func (p *Pipeline) AccessLog(h http.Handler) http.Handler { return p.accessLog(h) }

@@ -1,0 +1,229 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/routers"
+
+	"renga.dev/renga/server/domain"
+)
+
+// Operation is what the pipeline knows of one operation of the spec, read once at start-up
+// from openapi.yaml and its x-renga extensions.
+type Operation struct {
+	ID          string
+	Method      string
+	Route       string // the path template, e.g. /api/v1/operator/organizations/{organization_id}
+	Scope       string // x-renga-scope
+	Auth        string // the credential path (AuthOperator, ...), from the operation's security
+	Mutation    bool
+	KeyRequired bool // Idempotency-Key declared required
+	KeyAccepted bool // Idempotency-Key declared
+	IfMatch     bool // If-Match declared
+	// ChangesOwnCredential (x-renga-changes-own-credential): the operation changes the calling
+	// credential, so its write takes the credential's lock exclusively from the start.
+	ChangesOwnCredential bool
+	// SecretFields are top-level response fields shown once (x-renga-secret-fields): never
+	// stored with the idempotent result.
+	SecretFields []string
+
+	spec       *openapi3.Operation
+	pathParams []string       // the names in Route, in order
+	validation *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
+}
+
+// Credential paths, from an operation's security requirement.
+const (
+	AuthOperator     = "operator"     // operatorToken: /api/v1/operator
+	AuthUser         = "user"         // userKey: /api/v1/org
+	AuthIntake       = "intake"       // intakeKey: agent registration
+	AuthInstallation = "installation" // installationSignature: the other agent requests
+	AuthPublic       = "public"       // none: rate-limited per source address
+)
+
+// Scopes of the credential paths other than the operator's (whose scopes are domain.Scopes).
+const (
+	ScopeOwner  = "owner"
+	ScopeAgent  = "agent"
+	ScopePublic = "public"
+)
+
+// apiPrefix is where each credential path's operations live. Under the operator and owner
+// prefixes, a request is authenticated before anything about its route is revealed.
+var apiPrefix = map[string]string{AuthOperator: "/api/v1/operator/", AuthUser: "/api/v1/org/",
+	AuthIntake: "/api/v1/agent/", AuthInstallation: "/api/v1/agent/"}
+
+// authFirst reports the credential path a request's path demands before routing, or "".
+func authFirst(path string) string {
+	for _, a := range []string{AuthOperator, AuthUser} {
+		if strings.HasPrefix(path, apiPrefix[a]) {
+			return a
+		}
+	}
+	return ""
+}
+
+// headersThePipelineChecks are header parameters the pipeline reads and checks itself (with its
+// own codes: 400 idempotency_key_required, 428, 412), so request validation leaves them out.
+var headersThePipelineChecks = []string{"Idempotency-Key", "If-Match"}
+
+var pathParamPattern = regexp.MustCompile(`\{([^}]+)\}`)
+
+// Operations reads the operations of the spec and checks each declares what the pipeline
+// needs: an operationId, a known scope for its credential path, a path under that credential
+// path's prefix, and an Idempotency-Key parameter on every authenticated write. It returns them
+// keyed by ServeMux pattern ("GET /api/v1/...").
+func Operations(spec *openapi3.T) (map[string]*Operation, error) {
+	ops := map[string]*Operation{}
+	var errs []error
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			o, err := readOperation(spec, path, item, method, op)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", method, path, err))
+				continue
+			}
+			ops[method+" "+path] = o
+		}
+	}
+	return ops, errors.Join(errs...)
+}
+
+func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, method string, op *openapi3.Operation) (*Operation, error) {
+	// The generated package embeds the spec with operationIds capitalized; audit records them as
+	// openapi.yaml spells them (lowerCamelCase).
+	o := &Operation{ID: lowerFirst(op.OperationID), Method: method, Route: path, spec: op,
+		Mutation: method != http.MethodGet && method != http.MethodHead}
+	if o.ID == "" {
+		return nil, errors.New("no operationId")
+	}
+	// A GET that changes state (an agent fetching its jobs marks them delivered) says so, and
+	// takes the mutation path.
+	if m, ok := op.Extensions["x-renga-mutation"].(bool); ok && m {
+		o.Mutation = true
+	}
+	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
+	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
+		for _, f := range fields {
+			if name, ok := f.(string); ok {
+				o.SecretFields = append(o.SecretFields, name)
+			}
+		}
+	}
+	var err error
+	if o.Auth, err = credentialPath(spec, op); err != nil {
+		return nil, err
+	}
+	o.Scope, _ = op.Extensions["x-renga-scope"].(string)
+	if err := checkScope(o.Auth, o.Scope); err != nil {
+		return nil, err
+	}
+	if prefix := apiPrefix[o.Auth]; prefix != "" && !strings.HasPrefix(path, prefix) {
+		return nil, fmt.Errorf("%s operations live under %s", o.Auth, prefix)
+	}
+	if first := authFirst(path); first != "" && first != o.Auth {
+		return nil, fmt.Errorf("only %s operations live under %s", first, apiPrefix[first])
+	}
+	for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
+			continue
+		}
+		switch http.CanonicalHeaderKey(p.Value.Name) {
+		case "Idempotency-Key":
+			o.KeyAccepted, o.KeyRequired = true, p.Value.Required
+		case "If-Match":
+			o.IfMatch = true
+		}
+	}
+	// Agents' writes are idempotent by their own IDs (installation, batch, job).
+	if o.Mutation && (o.Auth == AuthOperator || o.Auth == AuthUser) && !o.KeyAccepted {
+		return nil, errors.New("a write must declare the Idempotency-Key header")
+	}
+	for _, m := range pathParamPattern.FindAllStringSubmatch(path, -1) {
+		o.pathParams = append(o.pathParams, m[1])
+	}
+	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
+		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
+	return o, nil
+}
+
+func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {
+	security := spec.Security
+	if op.Security != nil {
+		security = *op.Security
+	}
+	if len(security) == 0 {
+		return AuthPublic, nil
+	}
+	if len(security) == 1 && len(security[0]) == 1 {
+		for scheme, path := range map[string]string{"operatorToken": AuthOperator, "userKey": AuthUser,
+			"intakeKey": AuthIntake, "installationSignature": AuthInstallation} {
+			if security[0][scheme] != nil {
+				return path, nil
+			}
+		}
+	}
+	return "", errors.New("security must be one of operatorToken, userKey, intakeKey, installationSignature or none")
+}
+
+func checkScope(auth, scope string) error {
+	switch auth {
+	case AuthOperator:
+		if scope != domain.ScopeAuthenticated && !slices.Contains(domain.Scopes, scope) {
+			return fmt.Errorf("x-renga-scope %q is not a known operator scope", scope)
+		}
+	case AuthUser:
+		if scope != ScopeOwner {
+			return fmt.Errorf("x-renga-scope of an owner operation must be %q", ScopeOwner)
+		}
+	case AuthIntake, AuthInstallation:
+		if scope != ScopeAgent {
+			return fmt.Errorf("x-renga-scope of an agent operation must be %q", ScopeAgent)
+		}
+	case AuthPublic:
+		if scope != ScopePublic {
+			return fmt.Errorf("x-renga-scope of an unauthenticated operation must be %q", ScopePublic)
+		}
+	}
+	return nil
+}
+
+// withoutPipelineHeaders copies an operation or path item without the header parameters the
+// pipeline checks itself.
+func withoutPipelineHeaders[T openapi3.Operation | openapi3.PathItem](v *T) *T {
+	c := *v
+	params := func(ps openapi3.Parameters) openapi3.Parameters {
+		out := openapi3.Parameters{}
+		for _, p := range ps {
+			if p.Value != nil && p.Value.In == openapi3.ParameterInHeader &&
+				slices.Contains(headersThePipelineChecks, http.CanonicalHeaderKey(p.Value.Name)) {
+				continue
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	switch x := any(&c).(type) {
+	case *openapi3.Operation:
+		x.Parameters = params(x.Parameters)
+	case *openapi3.PathItem:
+		x.Parameters = params(x.Parameters)
+	}
+	return &c
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// Spec is the operation as openapi.yaml declares it.
+func (o *Operation) Spec() *openapi3.Operation { return o.spec }

@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/problem"
+)
+
+// State is what one request carries through the stages and into its handler: made by the access
+// log stage, filled by each stage in turn, read with From.
+type State struct {
+	ID     string     // the request ID (X-Request-Id, logs, problem bodies, audit)
+	Source netip.Addr // the caller's address (source.go)
+	// Local is set for a release command's request (LocalTransport), with its invocation ID.
+	Local      bool
+	Invocation string
+
+	Op    *Operation // the routed operation
+	Actor Actor      // who, once authenticated
+	// For a signed agent request: the installation, its organization's policy and intake today.
+	Installation *domain.InstallationHolder
+	Body         []byte // the raw body, for handlers that need its bytes (intake)
+	bodyRead     bool
+
+	// Set for a write, for its handler.
+	Tx      pgx.Tx // the one transaction of the write
+	IfMatch int64  // the version If-Match names; -1 when the tag can never match
+	Audit   AuditNote
+
+	// Problem is the problem the response carries, once one was written: the audit records its
+	// code.
+	Problem *problem.Error
+}
+
+// Actor is who makes a request.
+type Actor struct {
+	Type         string // domain.ActorOperatorToken, domain.ActorLocalOperator, domain.ActorUser, ...
+	ID           string
+	Name         string
+	InvocationID string
+	Scopes       []string // nil for the local operator, who holds every scope
+	// CredentialID is the token or key the request authenticated with (the idempotency
+	// namespace and the rate-limit bucket); "local-operator" for release commands.
+	CredentialID string
+	// For a member or an agent: their organization, its state when the request started, and a
+	// member's role.
+	OrganizationID    string
+	OrganizationName  string
+	OrganizationState string
+	Role              string
+}
+
+// HasScope reports whether the actor may use an operation needing scope.
+func (a Actor) HasScope(scope string) bool {
+	switch {
+	case scope == ScopePublic:
+		return true
+	case scope == ScopeOwner:
+		return a.Type == domain.ActorUser && a.Role == "owner"
+	case scope == ScopeAgent:
+		return a.Type == domain.ActorIntakeKey || a.Type == domain.ActorInstallation
+	case a.Type == domain.ActorUser || a.Type == domain.ActorIntakeKey || a.Type == domain.ActorInstallation:
+		return false
+	case scope == domain.ScopeAuthenticated || a.Type == domain.ActorLocalOperator:
+		return true
+	}
+	return domain.HasScope(a.Scopes, scope)
+}
+
+// AuditNote is what a handler tells the pipeline about its write, for the audit event.
+type AuditNote struct {
+	OrganizationID   string
+	OrganizationName string
+	TokenID          string
+	ChangedFields    []string
+}
+
+// OwnOrganization names the actor's own organization (a member's or an agent's) as the target.
+func (n *AuditNote) OwnOrganization(a Actor, changed []string) {
+	n.OrganizationID, n.OrganizationName, n.ChangedFields = a.OrganizationID, a.OrganizationName, changed
+}
+
+// Target names the organization a write concerns and the fields it changed.
+func (n *AuditNote) Target(o domain.Organization, changed []string) {
+	n.OrganizationID, n.OrganizationName, n.ChangedFields = o.ID, o.DisplayName, changed
+}
+
+type stateKey struct{}
+
+// From is the request's state. Outside the pipeline (a test calling a handler) it is empty.
+func From(ctx context.Context) *State {
+	if s, ok := ctx.Value(stateKey{}).(*State); ok {
+		return s
+	}
+	return &State{}
+}
+
+// Fail writes p as the response and keeps it on the request's state, for the audit.
+func Fail(w http.ResponseWriter, r *http.Request, p *problem.Error) {
+	st := From(r.Context())
+	st.Problem = p
+	problem.Write(w, st.ID, p)
+}
+
+// NewInvocationID identifies one run of a release command.
+func NewInvocationID() string { return db.NewID("inv") }
+
+func newRequestID() string { return db.NewID("req") }

@@ -1,0 +1,186 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/problem"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// readBody reads the body (at most MaxBodyBytes; once: a signed request's was read to check its
+// signature) and checks its media type against the operation's.
+func readBody(r *http.Request, st *State) *problem.Error {
+	if !st.bodyRead {
+		body, pe := readAll(r)
+		if pe != nil {
+			return pe
+		}
+		st.Body, st.bodyRead = body, true
+	}
+	rb := st.Op.spec.RequestBody
+	if len(st.Body) == 0 || rb == nil || rb.Value == nil {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || rb.Value.Content[mt] == nil {
+		return problem.Newf(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
+			"Send the body as %s.", strings.Join(mediaTypes(rb.Value.Content), " or "))
+	}
+	// The validator decodes the first JSON value only; anything after it must not be ignored.
+	if mt == "application/json" && !json.Valid(st.Body) {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not one valid JSON document.")
+		pe.Errors = []problem.FieldError{{Field: "body", Message: "malformed JSON"}}
+		return pe
+	}
+	return nil
+}
+
+func mediaTypes(c openapi3.Content) []string {
+	var out []string
+	for k := range c {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// validate checks the request against the spec (leaving out the headers the pipeline checks
+// itself) and lists each bad field.
+func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
+	if pe := unstorable(r, pathParams, st.Body); pe != nil {
+		return pe
+	}
+	r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
+		Request: r, PathParams: pathParams, Route: st.Op.validation,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	})
+	r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	if err == nil {
+		return nil
+	}
+	pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
+	pe.Errors = fieldErrors(err, "")
+	if len(pe.Errors) == 0 {
+		pe.Errors = []problem.FieldError{{Field: "", Message: "invalid request"}}
+	}
+	return pe
+}
+
+// storable reports whether text can be stored as PostgreSQL text: valid UTF-8 without NUL
+// (which no schema of the spec can express, and which would otherwise fail in the database).
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// unstorable finds request text PostgreSQL could not store, naming where it is.
+func unstorable(r *http.Request, pathParams map[string]string, body []byte) *problem.Error {
+	bad := func(field string) *problem.Error {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request contains text that is not valid UTF-8 or contains NUL.")
+		pe.Errors = []problem.FieldError{{Field: field, Message: "must be valid UTF-8 without NUL characters"}}
+		return pe
+	}
+	for name, v := range pathParams {
+		if !storable(v) {
+			return bad(name)
+		}
+	}
+	for name, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if !storable(name) || !storable(v) {
+				return bad(name)
+			}
+		}
+	}
+	if !utf8.Valid(body) {
+		return bad("body")
+	}
+	// In JSON, NUL and lone surrogates hide behind escapes: decode, then look at every string
+	// (keys too). A lone surrogate decodes to U+FFFD, which is storable; a handler that passes
+	// raw JSON to PostgreSQL re-encodes it (see SubmitObservations).
+	if len(body) > 0 && bytes.Contains(body, []byte(`\u`)) {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if dec.Decode(&v) == nil && !storableJSON(v) {
+			return bad("body")
+		}
+	}
+	return nil
+}
+
+func storableJSON(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return storable(t)
+	case []any:
+		for _, e := range t {
+			if !storableJSON(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range t {
+			if !storable(k) || !storableJSON(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldErrors lists the fields a validation error names.
+func fieldErrors(err error, field string) []problem.FieldError {
+	// Walk the concrete error tree (not errors.As, which would skip past the RequestError that
+	// names the parameter to the errors inside it).
+	switch e := err.(type) { //nolint:errorlint // walking the concrete tree is the point (see above)
+	case openapi3.MultiError:
+		var out []problem.FieldError
+		for _, inner := range e {
+			out = append(out, fieldErrors(inner, field)...)
+		}
+		return out
+	case *openapi3filter.RequestError:
+		switch {
+		case e.Parameter != nil:
+			field = e.Parameter.Name
+		case e.RequestBody != nil:
+			field = "body"
+		}
+		if e.Err != nil {
+			if inner := fieldErrors(e.Err, field); len(inner) > 0 {
+				return inner
+			}
+		}
+		return []problem.FieldError{{Field: field, Message: e.Reason}}
+	case *openapi3.SchemaError:
+		f := field
+		if ptr := e.JSONPointer(); len(ptr) > 0 {
+			if f == "body" {
+				f = ""
+			} else if f != "" {
+				f += "."
+			}
+			f += strings.Join(ptr, ".")
+		}
+		return []problem.FieldError{{Field: f, Message: e.Reason}}
+	case *openapi3filter.ParseError:
+		return []problem.FieldError{{Field: field, Message: "malformed value"}}
+	}
+	if u, ok := err.(interface{ Unwrap() error }); ok && u.Unwrap() != nil {
+		return fieldErrors(u.Unwrap(), field)
+	}
+	return []problem.FieldError{{Field: field, Message: "invalid value"}}
+}

@@ -1,0 +1,87 @@
+package problem
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+)
+
+// sentinels maps each of the domain's sentinel errors (server/domain/errors.go) to its problem.
+// It is the one place a domain error meets HTTP; typed errors, which carry values, follow in
+// FromError.
+var sentinels = []struct {
+	err    error
+	status int
+	code   api.ErrorCode
+	detail string
+}{
+	{domain.ErrNotFound, http.StatusNotFound, api.ErrorCodeNotFound, "No such resource."},
+	{domain.ErrSlugTaken, http.StatusConflict, api.ErrorCodeSlugTaken, "Another organization has this slug."},
+	{domain.ErrConflict, http.StatusConflict, api.ErrorCodeConflict, "The change collides with another made at the same moment; read the resource again and retry."},
+	{domain.ErrInvalidState, http.StatusConflict, api.ErrorCodeInvalidState, "The organization's state does not allow this change."},
+	{domain.ErrPurgeStarted, http.StatusConflict, api.ErrorCodePurgeStarted, "The organization is being purged; nothing can stop or change that."},
+	{domain.ErrSuspended, http.StatusForbidden, api.ErrorCodeSuspended, "This organization is suspended or being deleted: it can be read, not changed."},
+	{domain.ErrMoved, http.StatusGone, api.ErrorCodeMoved, "This organization has moved to another deployment."},
+	{domain.ErrInvitationExpired, http.StatusGone, api.ErrorCodeInvitationExpired, "The invitation has expired; ask for a new one."},
+	{domain.ErrInvitationRevoked, http.StatusGone, api.ErrorCodeInvitationRevoked, "The invitation was revoked; ask for a new one."},
+	{domain.ErrInvitationAccepted, http.StatusGone, api.ErrorCodeInvitationAccepted, "The invitation was already accepted."},
+	{domain.ErrInstallationConflict, http.StatusConflict, api.ErrorCodeInstallationConflict, "This installation ID is registered with another public key."},
+	{domain.ErrCredentialGone, http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."},
+}
+
+// FromError is the problem a domain error answers, or nil for an unexpected error. Driver
+// errors that escaped the store boundary are translated first, so a unique violation anywhere
+// is a 409, never a 500.
+func FromError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	err = db.Translate(err)
+	var (
+		vm *domain.VersionMismatchError
+		ve *domain.ValidationError
+		dl *domain.DailyLimitError
+		le *domain.LimitError
+		ne *domain.NotEntitledError
+		sl *domain.SettingLockedError
+	)
+	switch {
+	case errors.As(err, &vm):
+		pe = Newf(http.StatusPreconditionFailed, api.ErrorCodeVersionMismatch,
+			"The If-Match version is not the current one (%d); read it again and reapply your change.", vm.Current)
+		pe.CurrentVersion = &vm.Current
+	case errors.As(err, &ve):
+		pe = New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
+		pe.Errors = []FieldError{{Field: ve.Field, Message: ve.Message}}
+	case errors.As(err, &dl):
+		pe = Newf(http.StatusTooManyRequests, api.ErrorCodeLimitExceeded, "The organization's %s (%d) is used up for today (UTC).", dl.Limit, dl.Value)
+		pe.RetryAfter = UntilNextUTCMidnight(time.Now())
+	case errors.As(err, &le):
+		pe = Newf(http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's %s limit (%d) is reached.", le.Limit, le.Value)
+	case errors.As(err, &ne):
+		pe = Newf(http.StatusForbidden, api.ErrorCodeNotEntitled, "The organization is not entitled to %s.", ne.Entitlement)
+	case errors.As(err, &sl):
+		pe = Newf(http.StatusConflict, api.ErrorCodeSettingLocked, "%s is locked by the deployment's policy for this organization.", sl.Field)
+		pe.Errors = []FieldError{{Field: sl.Field, Message: "locked"}}
+	default:
+		for _, s := range sentinels {
+			if errors.Is(err, s.err) {
+				return New(s.status, s.code, s.detail)
+			}
+		}
+		return nil
+	}
+	return pe
+}
+
+// UntilNextUTCMidnight is the Retry-After of a daily limit.
+func UntilNextUTCMidnight(now time.Time) int {
+	now = now.UTC()
+	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	return max(1, int(next.Sub(now).Seconds()+0.999))
+}
