@@ -79,13 +79,10 @@ const (
 	ModeRelease
 )
 
-// LoadConfig reads the environment through getenv for mode.
+// LoadConfig reads the environment through getenv for mode. Every bad variable is reported,
+// each by name.
 func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
-	dev := mode == ModeDev
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &ConfigError{Variable: name, Problem: fmt.Sprintf(format, args...)})
-	}
+	l := &loader{getenv: getenv, mode: mode}
 	c := Config{
 		Environment:                 EnvProduction,
 		Listen:                      ":8080",
@@ -95,38 +92,77 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		RateLimitAuthenticatedBurst: 2000,
 		RateLimitAnonymous:          10,
 		RateLimitAnonymousBurst:     50,
+		PurgeInterval:               time.Minute,
 	}
-	if dev {
+	if mode == ModeDev {
 		c.Environment = EnvDevelopment
 		c.Listen = "127.0.0.1:8080"
 		c.DataDir = ".renga"
 	}
-	if v := getenv("RENGA_ENV"); v != "" {
+	l.environment(&c)
+	l.addresses(&c)
+	l.tls(&c)
+	l.duration("RENGA_DELETION_GRACE_PERIOD", &c.DeletionGracePeriod, 0)
+	l.duration("RENGA_IDEMPOTENCY_RETENTION", &c.IdempotencyRetention, 24*time.Hour)
+	l.number("RENGA_RATE_LIMIT_AUTHENTICATED", &c.RateLimitAuthenticated)
+	l.integer("RENGA_RATE_LIMIT_AUTHENTICATED_BURST", &c.RateLimitAuthenticatedBurst)
+	l.number("RENGA_RATE_LIMIT_ANONYMOUS", &c.RateLimitAnonymous)
+	l.integer("RENGA_RATE_LIMIT_ANONYMOUS_BURST", &c.RateLimitAnonymousBurst)
+	var err error
+	if c.PolicyDefaults, err = domain.ParsePolicyDefaults(getenv("RENGA_POLICY_DEFAULTS")); err != nil {
+		l.bad("RENGA_POLICY_DEFAULTS", "%v", err)
+	}
+	l.mail(&c)
+	l.duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
+	var maxConns int
+	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
+	c.DatabaseMaxConns = int32(min(maxConns, 1000))
+	return c, errors.Join(l.errs...)
+}
+
+// loader reads variables and collects what is wrong with them.
+type loader struct {
+	getenv func(string) string
+	mode   Mode
+	errs   []error
+}
+
+func (l *loader) bad(name, format string, args ...any) {
+	l.errs = append(l.errs, &ConfigError{Variable: name, Problem: fmt.Sprintf(format, args...)})
+}
+
+// environment reads RENGA_ENV, RENGA_LISTEN, RENGA_DATA_DIR and RENGA_DATABASE_URL.
+func (l *loader) environment(c *Config) {
+	if v := l.getenv("RENGA_ENV"); v != "" {
 		switch v {
 		case EnvProduction, EnvDevelopment:
 			c.Environment = v
 		default:
-			bad("RENGA_ENV", "must be %q or %q, not %q", EnvProduction, EnvDevelopment, v)
+			l.bad("RENGA_ENV", "must be %q or %q, not %q", EnvProduction, EnvDevelopment, v)
 		}
-		if dev && v == EnvProduction {
-			bad("RENGA_ENV", "is production, but --dev runs a development deployment")
+		if l.mode == ModeDev && v == EnvProduction {
+			l.bad("RENGA_ENV", "is production, but --dev runs a development deployment")
 		}
 	}
-	if v := getenv("RENGA_LISTEN"); v != "" {
+	if v := l.getenv("RENGA_LISTEN"); v != "" {
 		c.Listen = v
 	}
-	if v := getenv("RENGA_DATA_DIR"); v != "" {
+	if v := l.getenv("RENGA_DATA_DIR"); v != "" {
 		c.DataDir = v
 	}
-	c.DatabaseURL = getenv("RENGA_DATABASE_URL")
-	if c.DatabaseURL == "" && mode == ModeServe {
-		bad("RENGA_DATABASE_URL", "is required (a PostgreSQL URL); `renga serve --dev` starts a private database instead")
+	c.DatabaseURL = l.getenv("RENGA_DATABASE_URL")
+	if c.DatabaseURL == "" && l.mode == ModeServe {
+		l.bad("RENGA_DATABASE_URL", "is required (a PostgreSQL URL); `renga serve --dev` starts a private database instead")
 	} else if c.DatabaseURL != "" {
 		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			bad("RENGA_DATABASE_URL", "must be a postgres:// URL")
+			l.bad("RENGA_DATABASE_URL", "must be a postgres:// URL")
 		}
 	}
-	c.PublicURL = getenv("RENGA_PUBLIC_URL")
+}
+
+// addresses reads RENGA_PUBLIC_URL, RENGA_DEPLOYMENT_ID and RENGA_TRUSTED_PROXIES.
+func (l *loader) addresses(c *Config) {
+	c.PublicURL = l.getenv("RENGA_PUBLIC_URL")
 	if c.PublicURL == "" {
 		if c.Development() {
 			host := c.Listen
@@ -134,33 +170,24 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 				host = "127.0.0.1" + host
 			}
 			c.PublicURL = "http://" + host
-		} else if mode == ModeServe {
-			bad("RENGA_PUBLIC_URL", "is required: the https URL agents and operators reach this deployment at")
+		} else if l.mode == ModeServe {
+			l.bad("RENGA_PUBLIC_URL", "is required: the https URL agents and operators reach this deployment at")
 		}
 	} else if u, err := url.Parse(c.PublicURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") ||
 		u.RawQuery != "" || u.Fragment != "" {
-		bad("RENGA_PUBLIC_URL", "must be an absolute http(s) URL without query or fragment, got %q", c.PublicURL)
+		l.bad("RENGA_PUBLIC_URL", "must be an absolute http(s) URL without query or fragment, got %q", c.PublicURL)
 	} else if u.Scheme != "https" && !c.Development() {
-		bad("RENGA_PUBLIC_URL", "must be https in production, got %q", c.PublicURL)
+		l.bad("RENGA_PUBLIC_URL", "must be https in production, got %q", c.PublicURL)
 	} else {
 		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
 	}
-	if v := getenv("RENGA_DEPLOYMENT_ID"); v != "" {
+	if v := l.getenv("RENGA_DEPLOYMENT_ID"); v != "" {
 		if !deploymentIDPattern.MatchString(v) {
-			bad("RENGA_DEPLOYMENT_ID", "must be 1 to 16 lowercase letters, digits or hyphens, got %q", v)
+			l.bad("RENGA_DEPLOYMENT_ID", "must be 1 to 16 lowercase letters, digits or hyphens, got %q", v)
 		}
 		c.DeploymentID = v
 	}
-	c.TLSCertFile, c.TLSKeyFile = getenv("RENGA_TLS_CERT_FILE"), getenv("RENGA_TLS_KEY_FILE")
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be set together")
-	}
-	if c.TLSCertFile != "" && c.TLSKeyFile != "" {
-		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
-			bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be a PEM certificate and its key: %v", err)
-		}
-	}
-	if v := getenv("RENGA_TRUSTED_PROXIES"); v != "" {
+	if v := l.getenv("RENGA_TRUSTED_PROXIES"); v != "" {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
 			if s == "" {
@@ -168,68 +195,44 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 			}
 			p, err := ParsePrefix(s)
 			if err != nil {
-				bad("RENGA_TRUSTED_PROXIES", "%q is not a CIDR or address", s)
+				l.bad("RENGA_TRUSTED_PROXIES", "%q is not a CIDR or address", s)
 				continue
 			}
 			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
 	}
-	if mode == ModeServe && !c.Development() && c.TLSCertFile == "" && len(c.TrustedProxies) == 0 {
-		bad("RENGA_TLS_CERT_FILE", "production needs HTTPS: set RENGA_TLS_CERT_FILE and RENGA_TLS_KEY_FILE, or RENGA_TRUSTED_PROXIES naming the TLS-terminating proxies")
+}
+
+// tls reads RENGA_TLS_CERT_FILE and RENGA_TLS_KEY_FILE: production serves HTTPS itself or behind
+// trusted proxies.
+func (l *loader) tls(c *Config) {
+	c.TLSCertFile, c.TLSKeyFile = l.getenv("RENGA_TLS_CERT_FILE"), l.getenv("RENGA_TLS_KEY_FILE")
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		l.bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be set together")
 	}
-	duration := func(name string, dst *time.Duration, min time.Duration) {
-		v := getenv(name)
-		if v == "" {
-			return
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < min {
-			bad(name, "must be a duration of at least %s (e.g. 720h), got %q", min, v)
-			return
-		}
-		*dst = d
-	}
-	duration("RENGA_DELETION_GRACE_PERIOD", &c.DeletionGracePeriod, 0)
-	duration("RENGA_IDEMPOTENCY_RETENTION", &c.IdempotencyRetention, 24*time.Hour)
-	number := func(name string, dst *float64) {
-		if v := getenv(name); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 {
-				bad(name, "must be a non-negative number, got %q", v)
-				return
-			}
-			*dst = f
+	if c.TLSCertFile != "" && c.TLSKeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			l.bad("RENGA_TLS_CERT_FILE", "and RENGA_TLS_KEY_FILE must be a PEM certificate and its key: %v", err)
 		}
 	}
-	integer := func(name string, dst *int) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				bad(name, "must be a positive integer, got %q", v)
-				return
-			}
-			*dst = n
-		}
+	if l.mode == ModeServe && !c.Development() && c.TLSCertFile == "" && len(c.TrustedProxies) == 0 {
+		l.bad("RENGA_TLS_CERT_FILE", "production needs HTTPS: set RENGA_TLS_CERT_FILE and RENGA_TLS_KEY_FILE, or RENGA_TRUSTED_PROXIES naming the TLS-terminating proxies")
 	}
-	number("RENGA_RATE_LIMIT_AUTHENTICATED", &c.RateLimitAuthenticated)
-	integer("RENGA_RATE_LIMIT_AUTHENTICATED_BURST", &c.RateLimitAuthenticatedBurst)
-	number("RENGA_RATE_LIMIT_ANONYMOUS", &c.RateLimitAnonymous)
-	integer("RENGA_RATE_LIMIT_ANONYMOUS_BURST", &c.RateLimitAnonymousBurst)
-	var err error
-	if c.PolicyDefaults, err = domain.ParsePolicyDefaults(getenv("RENGA_POLICY_DEFAULTS")); err != nil {
-		bad("RENGA_POLICY_DEFAULTS", "%v", err)
-	}
-	if v := getenv("RENGA_SMTP_URL"); v != "" {
+}
+
+// mail reads RENGA_SMTP_URL and RENGA_MAIL_FROM.
+func (l *loader) mail(c *Config) {
+	if v := l.getenv("RENGA_SMTP_URL"); v != "" {
 		u, err := url.Parse(v)
 		if err != nil || u.Scheme != "smtp" || u.Hostname() == "" || u.Port() == "" {
-			bad("RENGA_SMTP_URL", "must be smtp://[user:password@]host:port")
+			l.bad("RENGA_SMTP_URL", "must be smtp://[user:password@]host:port")
 		} else {
 			c.SMTPURL = u
 		}
-	} else if mode == ModeServe && c.DataDir == "" && !c.Development() {
-		bad("RENGA_SMTP_URL", "is required to deliver invitation mail (or set RENGA_DATA_DIR to have mail written to files)")
+	} else if l.mode == ModeServe && c.DataDir == "" && !c.Development() {
+		l.bad("RENGA_SMTP_URL", "is required to deliver invitation mail (or set RENGA_DATA_DIR to have mail written to files)")
 	}
-	c.MailFrom = getenv("RENGA_MAIL_FROM")
+	c.MailFrom = l.getenv("RENGA_MAIL_FROM")
 	if c.MailFrom == "" {
 		host := "localhost"
 		if u, err := url.Parse(c.PublicURL); err == nil && u.Hostname() != "" {
@@ -237,14 +240,43 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		}
 		c.MailFrom = "renga@" + host
 	} else if !strings.Contains(c.MailFrom, "@") || strings.ContainsAny(c.MailFrom, "\r\n<>") {
-		bad("RENGA_MAIL_FROM", "must be an email address")
+		l.bad("RENGA_MAIL_FROM", "must be an email address")
 	}
-	c.PurgeInterval = time.Minute
-	duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
-	var maxConns int
-	integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
-	c.DatabaseMaxConns = int32(min(maxConns, 1000))
-	return c, errors.Join(errs...)
+}
+
+func (l *loader) duration(name string, dst *time.Duration, min time.Duration) {
+	v := l.getenv(name)
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < min {
+		l.bad(name, "must be a duration of at least %s (e.g. 720h), got %q", min, v)
+		return
+	}
+	*dst = d
+}
+
+func (l *loader) number(name string, dst *float64) {
+	if v := l.getenv(name); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			l.bad(name, "must be a non-negative number, got %q", v)
+			return
+		}
+		*dst = f
+	}
+}
+
+func (l *loader) integer(name string, dst *int) {
+	if v := l.getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			l.bad(name, "must be a positive integer, got %q", v)
+			return
+		}
+		*dst = n
+	}
 }
 
 // ParsePrefix accepts a CIDR or a bare address (as a single-address prefix).

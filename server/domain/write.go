@@ -64,7 +64,47 @@ type WriteStart struct {
 func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (WriteStart, error) {
 	var start WriteStart
 	batch := &pgx.Batch{}
-	checked := true
+	queueWriterCheck(batch, w)
+	if k != nil {
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
+		batch.Queue(`SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
+			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
+			k.ActorID, k.Method, k.Route, k.KeyHash)
+	}
+	if batch.Len() == 0 {
+		return start, nil
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }()
+	var err error
+	if start.IntakeToday, err = readWriterCheck(br, w); err != nil {
+		return start, err
+	}
+	if k == nil {
+		return start, br.Close()
+	}
+	if _, err := br.Exec(); err != nil { // the key's lock
+		return start, err
+	}
+	var s StoredResult
+	var headers []byte
+	err = br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return start, br.Close()
+	}
+	if err != nil {
+		return start, err
+	}
+	if err := json.Unmarshal(headers, &s.Headers); err != nil {
+		return start, err
+	}
+	start.Stored = &s
+	return start, br.Close()
+}
+
+// queueWriterCheck queues the statements that re-check and hold the writer's credential and, for
+// a member or an agent, its organization; readWriterCheck reads their results in order.
+func queueWriterCheck(batch *pgx.Batch, w Writer) {
 	switch w.ActorType {
 	case ActorOperatorToken:
 		// A write holds its token's advisory lock, shared, until it commits; a revocation takes
@@ -95,76 +135,46 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
 		case ActorIntakeKey:
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM intake_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
-		default:
-			checked = false // an installation's identity cannot be revoked
+		default: // an installation's identity cannot be revoked; intake reads today's total
 			batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
 				WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, w.OrganizationID)
 		}
-	default:
-		checked = false // the local operator, or an unauthenticated operation
 	}
-	if k != nil {
-		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
-		batch.Queue(`SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
-			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
-			k.ActorID, k.Method, k.Route, k.KeyHash)
-	}
-	if batch.Len() == 0 {
-		return start, nil
-	}
-	br := tx.SendBatch(ctx, batch)
-	defer func() { _ = br.Close() }()
-	if w.ActorType == ActorOperatorToken {
-		if _, err := br.Exec(); err != nil { // the token's advisory lock
-			return start, err
-		}
-	}
+}
+
+// readWriterCheck returns an installation's organization's intake today, or why the write
+// cannot go on: ErrCredentialGone first, then the organization's state.
+func readWriterCheck(br pgx.BatchResults, w Writer) (intakeToday int64, err error) {
 	var closed error
 	switch w.ActorType {
+	case ActorOperatorToken:
+		if _, err := br.Exec(); err != nil { // the token's advisory lock
+			return 0, err
+		}
 	case ActorUser, ActorIntakeKey, ActorInstallation:
 		var state string
 		if err := br.QueryRow().Scan(&state); err != nil {
-			return start, db.Translate(err)
+			return 0, db.Translate(err)
 		}
 		closed = OrganizationWritable(state)
+	default:
+		return 0, nil // the local operator, or an unauthenticated operation: nothing to check
 	}
 	if w.ActorType == ActorInstallation {
-		if err := br.QueryRow().Scan(&start.IntakeToday); err != nil {
-			return start, err
+		err := br.QueryRow().Scan(&intakeToday)
+		if err == nil {
+			err = closed
 		}
+		return intakeToday, err
 	}
-	if checked {
-		var n int
-		if err := br.QueryRow().Scan(&n); err != nil {
-			return start, err
-		}
-		if n == 0 {
-			return start, ErrCredentialGone
-		}
+	var n int
+	if err := br.QueryRow().Scan(&n); err != nil {
+		return 0, err
 	}
-	if closed != nil {
-		return start, closed
+	if n == 0 {
+		return 0, ErrCredentialGone
 	}
-	if k == nil {
-		return start, br.Close()
-	}
-	if _, err := br.Exec(); err != nil {
-		return start, err
-	}
-	var s StoredResult
-	var headers []byte
-	err := br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return start, br.Close()
-	}
-	if err != nil {
-		return start, err
-	}
-	if err := json.Unmarshal(headers, &s.Headers); err != nil {
-		return start, err
-	}
-	start.Stored = &s
-	return start, br.Close()
+	return 0, closed
 }
 
 // lockKey is the key's advisory lock: a hash of the namespace and the key's hash.
