@@ -1,33 +1,48 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 )
 
-func newDeploymentCommand(f *Factory) *cobra.Command {
+// newCmdDeployment is `renga deployment`: the deployment itself.
+func newCmdDeployment(f *Factory) *cobra.Command {
 	cmd := group("deployment", "The deployment itself")
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(newCmdDeploymentShow(f, nil))
+	return cmd
+}
+
+type deploymentShowOptions struct {
+	f *Factory
+}
+
+func newCmdDeploymentShow(f *Factory, runF func(*deploymentShowOptions) error) *cobra.Command {
+	opts := &deploymentShowOptions{f: f}
+	return &cobra.Command{
 		Use:   "show",
 		Short: "Show the deployment's identifier, public URL, environment and version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.Client(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			resp, err := c.GetDeploymentWithResponse(cmd.Context())
-			if err := check(resp, err); err != nil {
-				return err
-			}
-			d := resp.JSON200
-			return f.print(resp.Body, []string{"IDENTIFIER", "PUBLIC URL", "ENVIRONMENT", "VERSION", "DELETION GRACE"}, func() [][]string {
-				id := deref(d.Identifier)
-				if id == "" {
-					id = "(none)"
-				}
-				return [][]string{{id, d.PublicUrl, string(d.Environment), d.Version, d.DeletionGracePeriod}}
-			})
+			return deploymentShowRun(cmd.Context(), opts)
 		},
+	}
+}
+
+func deploymentShowRun(ctx context.Context, opts *deploymentShowOptions) error {
+	c, err := opts.f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := c.GetDeploymentWithResponse(ctx)
+	if err := check(resp, err); err != nil {
+		return err
+	}
+	d := resp.JSON200
+	return opts.f.print(resp.Body, []string{"IDENTIFIER", "PUBLIC URL", "ENVIRONMENT", "VERSION", "DELETION GRACE"}, func() [][]string {
+		return [][]string{{orNone(d.Identifier), d.PublicUrl, string(d.Environment), d.Version, d.DeletionGracePeriod}}
 	})
-	return cmd
 }

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -17,55 +17,68 @@ import (
 	"renga.dev/renga/server/domain"
 )
 
-// Minting and listing operator tokens are release-only: the API never returns a credential.
-// They call domain functions directly and audit as the local operator, like the API would.
-func newOperatorTokenCommand(f *Factory) *cobra.Command {
+// newCmdOperatorToken is `renga operator-token`. Minting and listing operator tokens are
+// release-only: the API never returns a credential. They call domain functions directly and
+// audit as the local operator, like the API would.
+func newCmdOperatorToken(f *Factory) *cobra.Command {
 	cmd := group("operator-token", "Mint, list and revoke operator tokens (release commands)")
-	cmd.AddCommand(newOperatorTokenCreateCommand(f), newOperatorTokenListCommand(f), newOperatorTokenRevokeCommand(f))
+	cmd.AddCommand(newCmdOperatorTokenCreate(f, nil), newCmdOperatorTokenList(f, nil), newCmdOperatorTokenRevoke(f, nil))
 	return cmd
 }
 
+// invocationID identifies this run of the command in the audit log.
+var invocationID = server.NewInvocationID()
+
 type operatorTokenCreateOptions struct {
-	name      string
-	scopes    []string
-	expiresIn time.Duration
-	allowFrom []string
+	f *Factory
+
+	Name           string
+	Scopes         []string
+	ExpiresIn      time.Duration
+	AllowedSources []netip.Prefix
 }
 
-func newOperatorTokenCreateCommand(f *Factory) *cobra.Command {
-	o := &operatorTokenCreateOptions{}
+func newCmdOperatorTokenCreate(f *Factory, runF func(*operatorTokenCreateOptions) error) *cobra.Command {
+	opts := &operatorTokenCreateOptions{f: f}
+	var allowFrom []string
 	cmd := &cobra.Command{
 		Use:   "create --name NAME --scope SCOPE...",
 		Short: "Mint an operator token and print it once",
 		Long: "Mint an operator token. The token is printed once on stdout and never stored: only its SHA-256 is.\n\nScopes: " +
 			strings.Join(domain.Scopes, ", ") + ". A write scope includes its read scope.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.ExpiresIn < 0 {
+				return usageError("--expires-in must not be negative")
+			}
+			for _, s := range allowFrom {
+				p, err := server.ParsePrefix(strings.TrimSpace(s))
+				if err != nil {
+					return usageError("--allow-from %q is not a CIDR or address", s)
+				}
+				opts.AllowedSources = append(opts.AllowedSources, p)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return operatorTokenCreateRun(cmd.Context(), opts)
+		},
 	}
-	cmd.Flags().StringVar(&o.name, "name", "", "what the token is for (recorded in the audit log)")
-	cmd.Flags().StringSliceVar(&o.scopes, "scope", nil, "a scope to grant (repeatable or comma-separated)")
-	cmd.Flags().DurationVar(&o.expiresIn, "expires-in", 720*time.Hour, "lifetime; 0 means it never expires")
-	cmd.Flags().StringSliceVar(&o.allowFrom, "allow-from", nil, "CIDR the token may be used from (repeatable; default any)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "what the token is for (recorded in the audit log)")
+	cmd.Flags().StringSliceVar(&opts.Scopes, "scope", nil, "a scope to grant (repeatable or comma-separated)")
+	cmd.Flags().DurationVar(&opts.ExpiresIn, "expires-in", 720*time.Hour, "lifetime; 0 means it never expires")
+	cmd.Flags().StringSliceVar(&allowFrom, "allow-from", nil, "CIDR the token may be used from (repeatable; default any)")
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("scope")
 	return cmd
 }
 
-func (o *operatorTokenCreateOptions) run(ctx context.Context, f *Factory) error {
-	n := domain.NewToken{Name: o.name, Scopes: o.scopes}
-	if o.expiresIn < 0 {
-		return usageError("--expires-in must not be negative")
-	}
-	if o.expiresIn > 0 {
-		e := time.Now().Add(o.expiresIn)
+func operatorTokenCreateRun(ctx context.Context, opts *operatorTokenCreateOptions) error {
+	f := opts.f
+	n := domain.NewToken{Name: opts.Name, Scopes: opts.Scopes, AllowedSources: opts.AllowedSources}
+	if opts.ExpiresIn > 0 {
+		e := time.Now().Add(opts.ExpiresIn)
 		n.ExpiresAt = &e
-	}
-	for _, s := range o.allowFrom {
-		p, err := server.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
-			return usageError("--allow-from %q is not a CIDR or address", s)
-		}
-		n.AllowedSources = append(n.AllowedSources, p)
 	}
 	pool, err := f.Pool(ctx)
 	if err != nil {
@@ -96,10 +109,8 @@ func (o *operatorTokenCreateOptions) run(ctx context.Context, f *Factory) error 
 	return err
 }
 
-// invocationID identifies this run of the command in the audit log.
-var invocationID = server.NewInvocationID()
-
-type tokenRow struct {
+// operatorTokenRow is an operator token as the release commands print it (never its secret).
+type operatorTokenRow struct {
 	ID             string     `json:"id"`
 	Name           string     `json:"name"`
 	Scopes         []string   `json:"scopes"`
@@ -109,8 +120,8 @@ type tokenRow struct {
 	RevokedAt      *time.Time `json:"revoked_at"`
 }
 
-func toTokenRow(t domain.Token) tokenRow {
-	r := tokenRow{ID: t.ID, Name: t.Name, Scopes: t.Scopes, AllowedSources: []string{}, CreatedAt: t.CreatedAt.UTC(),
+func toOperatorTokenRow(t domain.Token) operatorTokenRow {
+	r := operatorTokenRow{ID: t.ID, Name: t.Name, Scopes: t.Scopes, AllowedSources: []string{}, CreatedAt: t.CreatedAt.UTC(),
 		ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt}
 	for _, p := range t.AllowedSources {
 		r.AllowedSources = append(r.AllowedSources, p.String())
@@ -118,94 +129,113 @@ func toTokenRow(t domain.Token) tokenRow {
 	return r
 }
 
-func newOperatorTokenListCommand(f *Factory) *cobra.Command {
+type operatorTokenListOptions struct {
+	f *Factory
+}
+
+func newCmdOperatorTokenList(f *Factory, runF func(*operatorTokenListOptions) error) *cobra.Command {
+	opts := &operatorTokenListOptions{f: f}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List operator tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := f.Pool(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			tokens, err := domain.ListTokens(cmd.Context(), pool)
-			if err != nil {
-				return err
-			}
-			rows := make([]tokenRow, 0, len(tokens))
-			for _, t := range tokens {
-				rows = append(rows, toTokenRow(t))
-			}
-			if f.JSON() {
-				return writeJSON(f, map[string]any{"items": rows})
-			}
-			var table [][]string
-			for _, r := range rows {
-				state := "active"
-				switch {
-				case r.RevokedAt != nil:
-					state = "revoked"
-				case r.ExpiresAt != nil && r.ExpiresAt.Before(time.Now()):
-					state = "expired"
-				}
-				expires := "never"
-				if r.ExpiresAt != nil {
-					expires = f.timeCell(*r.ExpiresAt)
-				}
-				table = append(table, []string{r.ID, r.Name, state, strings.Join(r.Scopes, ","), expires, strings.Join(r.AllowedSources, ",")})
-			}
-			return f.printTable([]string{"ID", "NAME", "STATE", "SCOPES", "EXPIRES", "ALLOWED FROM"}, table)
+			return operatorTokenListRun(cmd.Context(), opts)
 		},
 	}
 }
 
-func newOperatorTokenRevokeCommand(f *Factory) *cobra.Command {
+func operatorTokenListRun(ctx context.Context, opts *operatorTokenListOptions) error {
+	f := opts.f
+	pool, err := f.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	tokens, err := domain.ListTokens(ctx, pool)
+	if err != nil {
+		return err
+	}
+	rows := make([]operatorTokenRow, 0, len(tokens))
+	for _, t := range tokens {
+		rows = append(rows, toOperatorTokenRow(t))
+	}
+	if f.JSON() {
+		return writeJSON(f, map[string]any{"items": rows})
+	}
+	var table [][]string
+	for _, r := range rows {
+		state := "active"
+		switch {
+		case r.RevokedAt != nil:
+			state = "revoked"
+		case r.ExpiresAt != nil && r.ExpiresAt.Before(time.Now()):
+			state = "expired"
+		}
+		expires := "never"
+		if r.ExpiresAt != nil {
+			expires = f.timeCell(*r.ExpiresAt)
+		}
+		table = append(table, []string{r.ID, r.Name, state, strings.Join(r.Scopes, ","), expires, strings.Join(r.AllowedSources, ",")})
+	}
+	return f.printTable([]string{"ID", "NAME", "STATE", "SCOPES", "EXPIRES", "ALLOWED FROM"}, table)
+}
+
+type operatorTokenRevokeOptions struct {
+	f *Factory
+
+	TokenID string
+}
+
+func newCmdOperatorTokenRevoke(f *Factory, runF func(*operatorTokenRevokeOptions) error) *cobra.Command {
+	opts := &operatorTokenRevokeOptions{f: f}
 	return &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke an operator token at once (revoking a revoked token succeeds)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			pool, err := f.Pool(ctx)
-			if err != nil {
-				return err
+			opts.TokenID = args[0]
+			if runF != nil {
+				return runF(opts)
 			}
-			var t domain.Token
-			err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-				t, err = domain.RevokeToken(ctx, tx, args[0])
-				if err != nil {
-					return err
-				}
-				return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "revokeOperatorToken", t.ID, domain.OutcomeSucceeded,
-					[]string{"revoked_at"}))
-			})
-			if err != nil {
-				auditReleaseFailure(ctx, pool, "revokeOperatorToken", args[0])
-				if errors.Is(err, db.ErrNotFound) {
-					return fmt.Errorf("no operator token %s", args[0])
-				}
-				return err
-			}
-			if f.JSON() {
-				return writeJSON(f, toTokenRow(t))
-			}
-			fmt.Fprintf(f.Stderr, "Revoked %s (%s).\n", t.ID, t.Name)
-			return nil
+			return operatorTokenRevokeRun(cmd.Context(), opts)
 		},
 	}
+}
+
+func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOptions) error {
+	f := opts.f
+	pool, err := f.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	var t domain.Token
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		t, err = domain.RevokeToken(ctx, tx, opts.TokenID)
+		if err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "revokeOperatorToken", t.ID, domain.OutcomeSucceeded,
+			[]string{"revoked_at"}))
+	})
+	if err != nil {
+		auditReleaseFailure(ctx, pool, "revokeOperatorToken", opts.TokenID)
+		if errors.Is(err, db.ErrNotFound) {
+			return fmt.Errorf("no operator token %s", opts.TokenID)
+		}
+		return err
+	}
+	if f.JSON() {
+		return writeJSON(f, toOperatorTokenRow(t))
+	}
+	fmt.Fprintf(f.Stderr, "Revoked %s (%s).\n", t.ID, t.Name)
+	return nil
 }
 
 // auditReleaseFailure records a failed release-only command, like a failed API attempt.
 func auditReleaseFailure(ctx context.Context, pool *pgxpool.Pool, operation, tokenID string) {
 	e := domain.ReleaseAudit(invocationID, operation, tokenID, domain.OutcomeFailed, nil)
 	_ = domain.RecordAudit(context.WithoutCancel(ctx), pool, e)
-}
-
-// writeJSON prints a value the CLI itself produced (release-only commands).
-func writeJSON(f *Factory, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return f.printJSON(b)
 }

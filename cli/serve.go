@@ -30,11 +30,13 @@ func newLogger(cfg server.Config, f *Factory) *slog.Logger {
 }
 
 type serveOptions struct {
-	dev bool
+	f *Factory
+
+	Dev bool
 }
 
-func newServeCommand(f *Factory) *cobra.Command {
-	o := &serveOptions{}
+func newCmdServe(f *Factory, runF func(*serveOptions) error) *cobra.Command {
+	opts := &serveOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the deployment server",
@@ -43,15 +45,21 @@ func newServeCommand(f *Factory) *cobra.Command {
 With --dev and no RENGA_DATABASE_URL, it starts a private PostgreSQL from this machine's binaries
 in $RENGA_DATA_DIR (default .renga), migrates it, and prints a full-scope operator token.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return serveRun(cmd.Context(), opts)
+		},
 	}
-	cmd.Flags().BoolVar(&o.dev, "dev", false, "development deployment with an embedded database and a printed dev token")
+	cmd.Flags().BoolVar(&opts.Dev, "dev", false, "development deployment with an embedded database and a printed dev token")
 	return cmd
 }
 
-func (o *serveOptions) run(ctx context.Context, f *Factory) error {
+func serveRun(ctx context.Context, opts *serveOptions) error {
+	f := opts.f
 	mode := server.ModeServe
-	if o.dev {
+	if opts.Dev {
 		mode = server.ModeDev
 	}
 	cfg, err := server.LoadConfig(f.Getenv, mode)
@@ -69,7 +77,7 @@ func (o *serveOptions) run(ctx context.Context, f *Factory) error {
 		return fmt.Errorf("RENGA_LISTEN: %w", err)
 	}
 	defer func() { _ = ln.Close() }()
-	if o.dev && cfg.DatabaseURL == "" {
+	if opts.Dev && cfg.DatabaseURL == "" {
 		dir := filepath.Join(cfg.DataDir, "postgres")
 		log.Info("starting the embedded PostgreSQL", "dir", dir)
 		cluster, err := pgembed.Start(ctx, dir, pgembed.Options{})
@@ -88,7 +96,7 @@ func (o *serveOptions) run(ctx context.Context, f *Factory) error {
 		return err
 	}
 	defer pool.Close()
-	if o.dev {
+	if opts.Dev {
 		if err := db.Migrate(ctx, pool, log); err != nil {
 			return err
 		}
@@ -97,7 +105,7 @@ func (o *serveOptions) run(ctx context.Context, f *Factory) error {
 	} else if st.Pending > 0 {
 		return fmt.Errorf("the database schema is %d migration(s) behind: run `renga migrate` first", st.Pending)
 	}
-	if o.dev {
+	if opts.Dev {
 		if err := printDevToken(ctx, f, pool, cfg, ln.Addr()); err != nil {
 			return err
 		}
@@ -148,58 +156,82 @@ Then try: %[7]s org create acme --display-name "Acme Corporation" && %[7]s audit
 	return nil
 }
 
-func newMigrateCommand(f *Factory) *cobra.Command {
-	cmd := &cobra.Command{
+type migrateOptions struct {
+	f *Factory
+
+	// Action is up or status.
+	Action string
+}
+
+func newCmdMigrate(f *Factory, runF func(*migrateOptions) error) *cobra.Command {
+	opts := &migrateOptions{f: f}
+	return &cobra.Command{
 		Use:       "migrate [up|status]",
 		Short:     "Apply database migrations (release command)",
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"up", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			action := "up"
+			opts.Action = "up"
 			if len(args) == 1 {
-				action = args[0]
+				opts.Action = args[0]
 			}
-			ctx := cmd.Context()
-			pool, err := f.Pool(ctx)
-			if err != nil {
-				return err
+			if opts.Action != "up" && opts.Action != "status" {
+				return usageError("migrate takes up or status, not %q", opts.Action)
 			}
-			switch action {
-			case "up":
-				log := slog.New(slog.NewTextHandler(f.Stderr, nil))
-				if err := db.Migrate(ctx, pool, log); err != nil {
-					return err
-				}
-				fallthrough
-			case "status":
-				st, err := db.Status(ctx, pool)
-				if err != nil {
-					return err
-				}
-				if f.JSON() {
-					return writeJSON(f, st)
-				}
-				fmt.Fprintf(f.Stdout, "schema version %d, %d pending\n", st.Version, st.Pending)
-				return nil
-			default:
-				return usageError("migrate takes up or status, not %q", action)
+			if runF != nil {
+				return runF(opts)
 			}
+			return migrateRun(cmd.Context(), opts)
 		},
 	}
-	return cmd
 }
 
-func newVersionCommand(f *Factory) *cobra.Command {
+func migrateRun(ctx context.Context, opts *migrateOptions) error {
+	f := opts.f
+	pool, err := f.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Action == "up" {
+		log := slog.New(slog.NewTextHandler(f.Stderr, nil))
+		if err := db.Migrate(ctx, pool, log); err != nil {
+			return err
+		}
+	}
+	st, err := db.Status(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if f.JSON() {
+		return writeJSON(f, st)
+	}
+	fmt.Fprintf(f.Stdout, "schema version %d, %d pending\n", st.Version, st.Pending)
+	return nil
+}
+
+type versionOptions struct {
+	f *Factory
+}
+
+func newCmdVersion(f *Factory, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{f: f}
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.JSON() {
-				return writeJSON(f, map[string]string{"version": Version})
+			if runF != nil {
+				return runF(opts)
 			}
-			_, err := fmt.Fprintln(f.Stdout, Version)
-			return err
+			return versionRun(opts)
 		},
 	}
+}
+
+func versionRun(opts *versionOptions) error {
+	if opts.f.JSON() {
+		return writeJSON(opts.f, map[string]string{"version": Version})
+	}
+	_, err := fmt.Fprintln(opts.f.Stdout, Version)
+	return err
 }

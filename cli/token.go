@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,63 +10,94 @@ import (
 	"renga.dev/renga/gen/client"
 )
 
-// The calling token's own operations (RENGA_OPERATOR_TOKEN); minting is `operator-token`.
-func newTokenCommand(f *Factory) *cobra.Command {
+// newCmdToken is `renga token`: the calling token's own operations (RENGA_OPERATOR_TOKEN);
+// minting is `renga operator-token`.
+func newCmdToken(f *Factory) *cobra.Command {
 	cmd := group("token", "The operator token this command uses")
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(newCmdTokenShow(f, nil), newCmdTokenRevokeSelf(f, nil))
+	return cmd
+}
+
+type tokenShowOptions struct {
+	f *Factory
+}
+
+func newCmdTokenShow(f *Factory, runF func(*tokenShowOptions) error) *cobra.Command {
+	opts := &tokenShowOptions{f: f}
+	return &cobra.Command{
 		Use:   "show",
 		Short: "Describe the calling token",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.Client(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			resp, err := c.GetTokenSelfWithResponse(cmd.Context())
-			if err := check(resp, err); err != nil {
-				return err
-			}
-			t := resp.JSON200
-			return f.print(resp.Body, []string{"ID", "NAME", "SCOPES", "EXPIRES", "ALLOWED FROM"}, func() [][]string {
-				scopes := make([]string, len(t.Scopes))
-				for i, s := range t.Scopes {
-					scopes[i] = string(s)
-				}
-				expires := "never"
-				if t.ExpiresAt != nil {
-					expires = f.timeCell(*t.ExpiresAt)
-				}
-				return [][]string{{t.Id, t.Name, strings.Join(scopes, ","), expires, strings.Join(t.AllowedSources, ",")}}
-			})
+			return tokenShowRun(cmd.Context(), opts)
 		},
+	}
+}
+
+func tokenShowRun(ctx context.Context, opts *tokenShowOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := c.GetTokenSelfWithResponse(ctx)
+	if err := check(resp, err); err != nil {
+		return err
+	}
+	t := resp.JSON200
+	return f.print(resp.Body, []string{"ID", "NAME", "SCOPES", "EXPIRES", "ALLOWED FROM"}, func() [][]string {
+		scopes := make([]string, len(t.Scopes))
+		for i, s := range t.Scopes {
+			scopes[i] = string(s)
+		}
+		expires := "never"
+		if t.ExpiresAt != nil {
+			expires = f.timeCell(*t.ExpiresAt)
+		}
+		return [][]string{{t.Id, t.Name, strings.Join(scopes, ","), expires, strings.Join(t.AllowedSources, ",")}}
 	})
-	var key string
-	revoke := &cobra.Command{
+}
+
+type tokenRevokeSelfOptions struct {
+	f *Factory
+
+	IdempotencyKey string
+}
+
+func newCmdTokenRevokeSelf(f *Factory, runF func(*tokenRevokeSelfOptions) error) *cobra.Command {
+	opts := &tokenRevokeSelfOptions{f: f}
+	cmd := &cobra.Command{
 		Use:   "revoke-self",
 		Short: "Revoke the calling token; it stops working at once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.Client(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			params := &client.RevokeTokenSelfParams{}
-			if key != "" {
-				params.IdempotencyKey = &key
-				f.reportKey(key)
-			}
-			resp, err := c.RevokeTokenSelfWithResponse(cmd.Context(), params)
-			if err := check(resp, err); err != nil {
-				return err
-			}
-			if f.JSON() {
-				return writeJSON(f, map[string]bool{"revoked": true})
-			}
-			_, err = fmt.Fprintln(f.Stderr, "Revoked the calling token.")
-			return err
+			return tokenRevokeSelfRun(cmd.Context(), opts)
 		},
 	}
-	revoke.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key to send")
-	cmd.AddCommand(revoke)
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
 	return cmd
+}
+
+func tokenRevokeSelfRun(ctx context.Context, opts *tokenRevokeSelfOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	params := &client.RevokeTokenSelfParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	resp, err := c.RevokeTokenSelfWithResponse(ctx, params)
+	if err := check(resp, err); err != nil {
+		return err
+	}
+	if f.JSON() {
+		return writeJSON(f, map[string]bool{"revoked": true})
+	}
+	_, err = fmt.Fprintln(f.Stderr, "Revoked the calling token.")
+	return err
 }

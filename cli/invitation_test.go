@@ -1,0 +1,45 @@
+package cli
+
+import "testing"
+
+func TestInvitationCreateFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdInvitationCreate, []flagCase[invitationCreateOptions]{
+		{name: "organization and email", args: []string{"org_1", "ada@example.com"},
+			want: invitationCreateOptions{OrganizationID: "org_1", Email: "ada@example.com"}},
+		{name: "idempotency key", args: []string{"org_1", "ada@example.com", "--idempotency-key", "k"},
+			want: invitationCreateOptions{OrganizationID: "org_1", Email: "ada@example.com", IdempotencyKey: "k"}},
+		{name: "no email", args: []string{"org_1"}, wantErr: "accepts 2 arg(s), received 1"},
+		{name: "three arguments", args: []string{"org_1", "a@example.com", "b@example.com"}, wantErr: "accepts 2 arg(s), received 3"},
+	})
+}
+
+func TestInvitationListFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdInvitationList, []flagCase[invitationListOptions]{
+		{name: "organization", args: []string{"org_1"}, want: invitationListOptions{OrganizationID: "org_1"}},
+		{name: "state", args: []string{"org_1", "--state", "pending"}, want: invitationListOptions{OrganizationID: "org_1", State: "pending"}},
+		{name: "no organization", args: nil, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "state without value", args: []string{"org_1", "--state"}, wantErr: "flag needs an argument: --state"},
+	})
+}
+
+func TestInvitationGetFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdInvitationGet, []flagCase[invitationGetOptions]{
+		{name: "organization and invitation", args: []string{"org_1", "inv_1"},
+			want: invitationGetOptions{OrganizationID: "org_1", InvitationID: "inv_1"}},
+		{name: "no invitation", args: []string{"org_1"}, wantErr: "accepts 2 arg(s), received 1"},
+	})
+}
+
+func TestInvitationRevokeFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdInvitationRevoke, []flagCase[invitationRevokeOptions]{
+		{name: "organization and invitation", args: []string{"org_1", "inv_1"},
+			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1"}},
+		{name: "idempotency key", args: []string{"org_1", "inv_1", "--idempotency-key", "k"},
+			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1", IdempotencyKey: "k"}},
+		{name: "no arguments", args: nil, wantErr: "accepts 2 arg(s), received 0"},
+	})
+}

@@ -1,0 +1,24 @@
+package cli
+
+import "testing"
+
+func TestJobCreateFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdJobCreate, []flagCase[jobCreateOptions]{
+		{name: "installation and command", args: []string{"inst_1", "collect"},
+			want: jobCreateOptions{InstallationID: "inst_1", Command: "collect"}},
+		{name: "idempotency key", args: []string{"inst_1", "collect", "--idempotency-key", "k"},
+			want: jobCreateOptions{InstallationID: "inst_1", Command: "collect", IdempotencyKey: "k"}},
+		{name: "no command", args: []string{"inst_1"}, wantErr: "accepts 2 arg(s), received 1"},
+		// A command's own arguments are one argument: quote them.
+		{name: "unquoted command arguments", args: []string{"inst_1", "echo", "hi"}, wantErr: "accepts 2 arg(s), received 3"},
+	})
+}
+
+func TestJobListFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdJobList, []flagCase[jobListOptions]{
+		{name: "no arguments", args: nil, want: jobListOptions{}},
+		{name: "an argument", args: []string{"inst_1"}, wantErr: `unknown command "inst_1"`},
+	})
+}

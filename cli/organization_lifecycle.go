@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"renga.dev/renga/gen/client"
+)
+
+// The organization's lifecycle: suspend, resume, delete (schedule the deletion) and undelete
+// (cancel it). Each changes the target state of one organization and prints it.
+
+type organizationSuspendOptions struct {
+	f *Factory
+
+	OrganizationID string
+	Reason         string
+	IdempotencyKey string
+}
+
+func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions) error) *cobra.Command {
+	opts := &organizationSuspendOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "suspend ORGANIZATION_ID --reason TEXT",
+		Short: "Suspend an organization (its owners can read, not write)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.OrganizationID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return organizationSuspendRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (the owners see it in their Activity)")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}
+
+func organizationSuspendRun(ctx context.Context, opts *organizationSuspendOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	params := &client.SuspendOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.SuspendOrganizationWithResponse(ctx, opts.OrganizationID, params, client.SuspendRequest{Reason: opts.Reason})
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printOrganization(r.Body, r.JSON200)
+}
+
+type organizationResumeOptions struct {
+	f *Factory
+
+	OrganizationID string
+	IdempotencyKey string
+}
+
+func newCmdOrganizationResume(f *Factory, runF func(*organizationResumeOptions) error) *cobra.Command {
+	opts := &organizationResumeOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "resume ORGANIZATION_ID",
+		Short: "Resume a suspended organization (also cancels a scheduled deletion)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.OrganizationID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return organizationResumeRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func organizationResumeRun(ctx context.Context, opts *organizationResumeOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	params := &client.ResumeOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.ResumeOrganizationWithResponse(ctx, opts.OrganizationID, params)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printOrganization(r.Body, r.JSON200)
+}
+
+type organizationDeleteOptions struct {
+	f *Factory
+
+	OrganizationID string
+	IdempotencyKey string
+}
+
+func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) error) *cobra.Command {
+	opts := &organizationDeleteOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "delete ORGANIZATION_ID",
+		Short: "Schedule an organization's deletion (purged after the grace period)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.OrganizationID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return organizationDeleteRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func organizationDeleteRun(ctx context.Context, opts *organizationDeleteOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.ScheduleOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printOrganization(r.Body, r.JSON200)
+}
+
+type organizationUndeleteOptions struct {
+	f *Factory
+
+	OrganizationID string
+	IdempotencyKey string
+}
+
+func newCmdOrganizationUndelete(f *Factory, runF func(*organizationUndeleteOptions) error) *cobra.Command {
+	opts := &organizationUndeleteOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "undelete ORGANIZATION_ID",
+		Short: "Cancel a scheduled deletion (impossible once the purge started)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.OrganizationID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return organizationUndeleteRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func organizationUndeleteRun(ctx context.Context, opts *organizationUndeleteOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	params := &client.CancelOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.CancelOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printOrganization(r.Body, r.JSON200)
+}
