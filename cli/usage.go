@@ -32,6 +32,9 @@ today and --from to 29 days before --to.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
+				if args[0] == "" {
+					return usageError("ORGANIZATION_ID is empty; leave it out for the totals of every organization")
+				}
 				opts.OrganizationID = args[0]
 			}
 			var err error

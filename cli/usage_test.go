@@ -35,6 +35,7 @@ func TestUsageFlags(t *testing.T) {
 			want: usageOptions{From: day("2026-02-01"), To: day("2025-01-01")}},
 		{name: "bad from", args: []string{"--from", "01/02/2026"}, wantErr: "--from must be YYYY-MM-DD"},
 		{name: "bad to", args: []string{"--to", "2026-13-01"}, wantErr: "--to must be YYYY-MM-DD"},
+		{name: "empty organization", args: []string{""}, wantErr: "ORGANIZATION_ID is empty"},
 		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: "accepts at most 1 arg(s), received 2"},
 	})
 }
