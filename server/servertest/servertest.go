@@ -35,13 +35,16 @@ var (
 )
 
 // Main runs a package's tests with a database cluster ready. Use it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it returns the exit code, so that a caller can clean up first.
+func Run(m *testing.M) int {
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servertest:", err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(code)
+	return code
 }
 
 func run(m *testing.M) (int, error) {

@@ -52,9 +52,12 @@ func Main(m *testing.M) {
 		if os.WriteFile(cfg, nil, 0o600) == nil {
 			_ = os.Setenv("TF_CLI_CONFIG_FILE", cfg)
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
 	}
-	servertest.Main(m)
+	code := servertest.Run(m)
+	if dir != "" {
+		_ = os.RemoveAll(dir) // before the exit: a deferred removal would never run
+	}
+	os.Exit(code)
 }
 
 // Env is a running Renga server and what a test needs to drive it.

@@ -32,23 +32,6 @@ func (w *idempotencyRetentionWorker) Work(ctx context.Context, _ *river.Job[Idem
 	return err
 }
 
-// PurgeExpiredIdempotencyKeys deletes expired idempotency records in small batches, so it never
-// holds long locks; it returns how many it removed.
-func PurgeExpiredIdempotencyKeys(ctx context.Context, q db.DBTX) (int64, error) {
-	var total int64
-	for {
-		tag, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
-			SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT 1000))`)
-		if err != nil {
-			return total, fmt.Errorf("purge expired idempotency keys: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < 1000 {
-			return total, nil
-		}
-	}
-}
-
 // MailArgs is the job that delivers one queued mail.
 type MailArgs struct {
 	MailID string `json:"mail_id"`
