@@ -87,20 +87,25 @@ func storedKey(st *State, key string, r *http.Request, pathParams map[string]str
 		Digest:  requestDigest(op, pathParams, r.URL.Query(), r.Header.Get("If-Match"), st.Body)}
 }
 
-// requestDigest is SHA-256 over the normalized request: route, path parameters, sorted query,
-// If-Match and the body re-serialized canonically (keys sorted, insignificant space dropped).
+// requestDigest is SHA-256 over the normalized request: method, route, path parameters (sorted
+// by name), query (sorted), If-Match, each length-prefixed so that no two requests read alike,
+// then the body re-serialized canonically (keys sorted, insignificant space dropped).
 func requestDigest(op *Operation, pathParams map[string]string, query url.Values, ifMatch string, body []byte) []byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", op.Method, op.Route)
+	part := func(s string) { fmt.Fprintf(h, "%d:%s\n", len(s), s) }
+	part(op.Method)
+	part(op.Route)
 	names := make([]string, 0, len(pathParams))
 	for k := range pathParams {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		fmt.Fprintf(h, "%s=%s\n", k, pathParams[k])
+		part(k)
+		part(pathParams[k])
 	}
-	fmt.Fprintf(h, "%s\n%s\n", query.Encode(), strings.TrimSpace(ifMatch))
+	part(query.Encode())
+	part(strings.TrimSpace(ifMatch))
 	h.Write(canonicalJSON(body))
 	return h.Sum(nil)
 }

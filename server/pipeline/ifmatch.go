@@ -19,8 +19,11 @@ func parseIfMatch(r *http.Request) (int64, *problem.Error) {
 		return 0, problem.New(http.StatusPreconditionRequired, api.ErrorCodePreconditionRequired,
 			`Send If-Match with the version you last read, e.g. If-Match: "3" (the ETag of a GET); "*" is not accepted.`)
 	}
+	// Strong comparison is byte for byte: only the spelling the ETag uses ("3", not "03" or
+	// "+3") names a version.
 	if len(v) >= 3 && v[0] == '"' && v[len(v)-1] == '"' {
-		if n, err := strconv.ParseInt(v[1:len(v)-1], 10, 64); err == nil && n > 0 {
+		tag := v[1 : len(v)-1]
+		if n, err := strconv.ParseInt(tag, 10, 64); err == nil && n > 0 && strconv.FormatInt(n, 10) == tag {
 			return n, nil
 		}
 	}

@@ -141,6 +141,16 @@ func storableJSON(v any) bool {
 	return true
 }
 
+// structured reports whether err is one of the validator's own error types, which fieldErrors
+// reads field by field.
+func structured(err error) bool {
+	switch err.(type) { //nolint:errorlint // the concrete type decides, as in fieldErrors
+	case openapi3.MultiError, *openapi3filter.RequestError, *openapi3.SchemaError, *openapi3filter.ParseError:
+		return true
+	}
+	return false
+}
+
 // fieldErrors lists the fields a validation error names.
 func fieldErrors(err error, field string) []problem.FieldError {
 	// Walk the concrete error tree (not errors.As, which would skip past the RequestError that
@@ -159,7 +169,10 @@ func fieldErrors(err error, field string) []problem.FieldError {
 		case e.RequestBody != nil:
 			field = "body"
 		}
-		if e.Err != nil {
+		// The error inside names the field more precisely when it is one of the validator's own
+		// (a schema error with its JSON pointer, ...); otherwise the RequestError's reason says it
+		// best ("value is required but missing").
+		if e.Err != nil && (structured(e.Err) || e.Reason == "") {
 			if inner := fieldErrors(e.Err, field); len(inner) > 0 {
 				return inner
 			}

@@ -31,6 +31,8 @@ var sentinels = []struct {
 	{domain.ErrInvitationAccepted, http.StatusGone, api.ErrorCodeInvitationAccepted, "The invitation was already accepted."},
 	{domain.ErrInstallationConflict, http.StatusConflict, api.ErrorCodeInstallationConflict, "This installation ID is registered with another public key."},
 	{domain.ErrCredentialGone, http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."},
+	{domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's limit is reached."},
+	{domain.ErrInvalidToken, http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The token request cannot be honoured."},
 }
 
 // FromError is the problem a domain error answers, or nil for an unexpected error. Driver
@@ -83,5 +85,5 @@ func FromError(err error) *Error {
 func UntilNextUTCMidnight(now time.Time) int {
 	now = now.UTC()
 	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
-	return max(1, int(next.Sub(now).Seconds()+0.999))
+	return max(1, int((next.Sub(now)+time.Second-1)/time.Second)) // rounded up: never early
 }
