@@ -46,7 +46,7 @@ func zero(k policyfield.Kind) any {
 }
 
 // Limit is the limit in force for an organization whose policy is p, under the deployment's
-// defaults d. It costs no more than two map reads, for the paths that run on every request.
+// defaults d. It computes one field, not the whole view: intake calls it on every request.
 func Limit(p, d PolicyDocument, path policyfield.Path) int64 {
 	f, _ := policyfield.Lookup(path)
 	n, _ := inForce(p, d, f).Value.(int64)
