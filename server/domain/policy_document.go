@@ -132,42 +132,47 @@ func decodePolicy(raw []byte, strict bool) (PolicyDocument, error) {
 	if err := json.Unmarshal(raw, &sections); err != nil {
 		return nil, err
 	}
-	doc := PolicyDocument{}
-	for _, section := range slices.Sorted(maps.Keys(sections)) {
-		if !policyfield.IsSection(section) {
-			if strict {
-				return nil, fmt.Errorf("unknown section %q", section)
+	if strict {
+		for _, name := range slices.Sorted(maps.Keys(sections)) {
+			if !policyfield.IsSection(name) {
+				return nil, fmt.Errorf("unknown section %q", name)
 			}
+		}
+	}
+	doc := PolicyDocument{}
+	for _, sec := range policyfield.Sections {
+		body, ok := sections[string(sec.Name)]
+		if !ok {
 			continue
 		}
 		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(sections[section], &fields); err != nil {
-			return nil, fmt.Errorf("%s: %w", section, err)
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return nil, fmt.Errorf("%s: %w", sec.Name, err)
 		}
-		for _, name := range slices.Sorted(maps.Keys(fields)) {
-			path := policyfield.Path(section + "." + name)
-			f, ok := policyfield.Lookup(path)
-			if !ok {
-				if strict {
-					return nil, fmt.Errorf("unknown field %q", path)
+		known := policyfield.In(sec.Name)
+		if strict {
+			for _, name := range slices.Sorted(maps.Keys(fields)) {
+				if !slices.ContainsFunc(known, func(f policyfield.Field) bool { return f.Path.Name() == name }) {
+					return nil, fmt.Errorf("unknown field %q", string(sec.Name)+"."+name)
 				}
-				continue
 			}
-			v, err := decodeValue(f.Kind, fields[name])
+		}
+		for _, f := range known {
+			v, err := decodeValue(f.Kind, fields[f.Path.Name()])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+				return nil, fmt.Errorf("%s: %w", f.Path, err)
 			}
 			if v != nil {
-				doc[path] = v
+				doc[f.Path] = v
 			}
 		}
 	}
 	return doc, nil
 }
 
-// decodeValue reads a value of kind k; nil for a JSON null.
+// decodeValue reads a value of kind k; nil for a JSON null or no value.
 func decodeValue(k policyfield.Kind, raw json.RawMessage) (any, error) {
-	if bytes.Equal(raw, []byte("null")) {
+	if raw == nil || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
 	switch k {
