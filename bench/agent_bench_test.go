@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -32,10 +33,8 @@ func registerAgents(b testing.TB, env *servertest.Env, n int) []agent {
 	if err != nil {
 		b.Fatal(err)
 	}
-	doc := domain.PolicyDocument{}
-	unlimited := int64(1 << 50)
-	doc.Limits.IntakeBytesPerDay = &unlimited
-	if _, _, err := domain.PutPolicy(ctx, env.Pool, o.ID, 1, doc, domain.BuiltinDefaults); err != nil {
+	doc := domain.PolicyDocument{policyfield.IntakeBytesPerDay: int64(1 << 50)}
+	if _, _, _, err := domain.PutPolicy(ctx, env.Pool, o.ID, 1, doc, domain.BuiltinDefaults); err != nil {
 		b.Fatal(err)
 	}
 	agents := make([]agent, n)

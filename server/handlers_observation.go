@@ -13,6 +13,7 @@ import (
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/problem"
 )
@@ -67,7 +68,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 		return nil, pe
 	}
 	bytes := int64(len(st.Body))
-	limit := domain.Effective(h.Policy, s.cfg.PolicyDefaults, domain.Settings{}).Limits.IntakeBytesPerDay.Value
+	limit := domain.Limit(h.Policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
 	today := h.IntakeToday
 	// Far from the limit, batches go in parallel. Near it (within what many batches in flight
 	// could add), they serialize on the organization and read the committed total afresh.
@@ -85,7 +86,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 		if dup, err := domain.BatchSeen(ctx, s.q(ctx), h.Installation.ID, req.Body.BatchId); err != nil || dup {
 			return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: true}, err
 		}
-		return nil, &domain.DailyLimitError{Limit: "intake_bytes_per_day", Value: limit}
+		return nil, &domain.DailyLimitError{Limit: policyfield.IntakeBytesPerDay.Name(), Value: limit}
 	}
 	fresh, err := domain.AcceptBatch(ctx, s.q(ctx), h.Org.ID, h.Installation.ID, req.Body.BatchId, observations, bytes)
 	if err != nil {

@@ -29,21 +29,16 @@ func (s *Server) GetPolicy(ctx context.Context, req api.GetPolicyRequestObject) 
 
 // PutPolicy replaces an organization's policy document, guarded by If-Match.
 func (s *Server) PutPolicy(ctx context.Context, req api.PutPolicyRequestObject) (api.PutPolicyResponseObject, error) {
-	q := s.q(ctx)
-	o, err := domain.GetOrganization(ctx, q, req.OrganizationId)
-	if err != nil {
-		return nil, err
-	}
 	doc, err := convert[domain.PolicyDocument](req.Body)
 	if err != nil {
 		return nil, err
 	}
 	st := pipeline.From(ctx)
-	p, changed, err := domain.PutPolicy(ctx, q, o.ID, st.IfMatch, doc, s.cfg.PolicyDefaults)
+	p, o, changed, err := domain.PutPolicy(ctx, s.q(ctx), req.OrganizationId, st.IfMatch, doc, s.cfg.PolicyDefaults)
 	if err != nil {
 		return nil, err
 	}
-	pipeline.From(ctx).Audit.Target(o, changed)
+	st.Audit.Target(o, changed)
 	out, err := policyJSON(p)
 	if err != nil {
 		return nil, err
@@ -71,28 +66,10 @@ func (s *Server) GetEffectivePolicy(ctx context.Context, req api.GetEffectivePol
 	if err != nil {
 		return nil, err
 	}
-	i := func(v domain.Value[int64]) api.EffectiveInteger {
-		return api.EffectiveInteger{Value: v.Value, Source: api.PolicySource(v.Source)}
+	out, err := convert[api.EffectivePolicy](e)
+	if err != nil {
+		return nil, err
 	}
-	b := func(v domain.Value[bool]) api.EffectiveBoolean {
-		return api.EffectiveBoolean{Value: v.Value, Source: api.PolicySource(v.Source)}
-	}
-	out := api.EffectivePolicy{OrganizationId: req.OrganizationId}
-	out.Limits.MaxAgents = i(e.Limits.MaxAgents)
-	out.Limits.MaxUsers = i(e.Limits.MaxUsers)
-	out.Limits.IntakeBytesPerDay = i(e.Limits.IntakeBytesPerDay)
-	out.Limits.ObservationRetentionDays = i(e.Limits.ObservationRetentionDays)
-	out.Limits.MaxJobsPerDay = i(e.Limits.MaxJobsPerDay)
-	out.Entitlements.OrganizationIdentityProviders = b(e.Entitlements.OrganizationIdentityProviders)
-	out.Entitlements.Jobs = b(e.Entitlements.Jobs)
-	out.Entitlements.OwnerExport = b(e.Entitlements.OwnerExport)
-	out.Settings.RequireSso = b(e.Settings.RequireSSO)
-	out.Settings.RequireMfa = b(e.Settings.RequireMFA)
-	out.Settings.SessionMaxAgeHours = i(e.Settings.SessionMaxAgeHours)
-	out.Settings.AllowedEmailDomains = api.EffectiveStrings{Value: e.Settings.AllowedEmailDomains.Value,
-		Source: api.PolicySource(e.Settings.AllowedEmailDomains.Source)}
-	if out.Settings.AllowedEmailDomains.Value == nil {
-		out.Settings.AllowedEmailDomains.Value = []string{}
-	}
+	out.OrganizationId = req.OrganizationId
 	return api.GetEffectivePolicy200JSONResponse(out), nil
 }

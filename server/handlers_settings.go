@@ -5,6 +5,7 @@ import (
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/pipeline"
 )
 
@@ -13,7 +14,7 @@ func (s *Server) settingsJSON(ctx context.Context, orgID string, d domain.Settin
 	if err != nil {
 		return api.Settings{}, err
 	}
-	locked, err := convert[api.LockedSettings](e.Locks())
+	locked, err := convert[api.LockedSettings](e.Locks().Section(policyfield.LockedSettings))
 	return api.Settings{RequireSso: d.Settings.RequireSSO, RequireMfa: d.Settings.RequireMFA,
 		SessionMaxAgeHours: d.Settings.SessionMaxAgeHours, AllowedEmailDomains: d.Settings.AllowedEmailDomains,
 		Locked: locked, Version: d.Version}, err

@@ -9,6 +9,7 @@ import (
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -362,9 +363,8 @@ func TestPolicyDefaultsRefuseBoot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("valid configuration refused: %v", err)
 	}
-	if c.PolicyDefaults.Limits.MaxUsers == nil || *c.PolicyDefaults.Limits.MaxUsers != 5 ||
-		c.PolicyDefaults.Limits.MaxAgents == nil || *c.PolicyDefaults.Limits.MaxAgents != 1000 {
-		t.Errorf("policy defaults = %+v", c.PolicyDefaults.Limits)
+	if c.PolicyDefaults[policyfield.MaxUsers] != int64(5) || c.PolicyDefaults[policyfield.MaxAgents] != int64(1000) {
+		t.Errorf("policy defaults = %+v", c.PolicyDefaults)
 	}
 	if _, err := server.LoadConfig(getenv(""), server.ModeServe); err != nil {
 		t.Fatalf("configuration without defaults refused: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Installation is an agent's registered identity.
@@ -49,13 +50,13 @@ func RegisterInstallation(ctx context.Context, q db.DBTX, orgID, intakeKeyID str
 	if err != nil {
 		return Installation{}, false, err
 	}
-	max := Effective(policy.Document, defaults, Settings{}).Limits.MaxAgents.Value
+	max := Limit(policy.Document, defaults, policyfield.MaxAgents)
 	var count int64
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM installations WHERE organization_id = $1`, o.ID).Scan(&count); err != nil {
 		return Installation{}, false, err
 	}
 	if count >= max {
-		return Installation{}, false, &LimitError{Limit: "max_agents", Value: max}
+		return Installation{}, false, &LimitError{Limit: policyfield.MaxAgents.Name(), Value: max}
 	}
 	rows, err := q.Query(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os, intake_key_id)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING `+installationColumns,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Credential prefixes.
@@ -178,9 +179,9 @@ func AcceptInvitation(ctx context.Context, q db.DBTX, secret, displayName string
 		if err != nil {
 			return a, err
 		}
-		max := Effective(policy.Document, defaults, Settings{}).Limits.MaxUsers.Value
+		max := Limit(policy.Document, defaults, policyfield.MaxUsers)
 		if members >= max {
-			return a, &LimitError{Limit: "max_users", Value: max}
+			return a, &LimitError{Limit: policyfield.MaxUsers.Name(), Value: max}
 		}
 		if _, err := q.Exec(ctx, `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'owner')`, o.ID, a.User.ID); err != nil {
 			return a, err

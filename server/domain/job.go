@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Job is a command an owner queued for an agent.
@@ -38,9 +39,8 @@ func CreateJob(ctx context.Context, q db.DBTX, orgID, installationID, command st
 	if err != nil {
 		return Job{}, err
 	}
-	e := Effective(policy.Document, defaults, Settings{})
-	if !e.Entitlements.Jobs.Value {
-		return Job{}, &NotEntitledError{Entitlement: "jobs"}
+	if !Entitled(policy.Document, defaults, policyfield.Jobs) {
+		return Job{}, &NotEntitledError{Entitlement: policyfield.Jobs.Name()}
 	}
 	inst, err := getInstallation(ctx, q, installationID)
 	if errors.Is(err, db.ErrNotFound) || (err == nil && inst.OrganizationID != orgID) {
@@ -54,8 +54,8 @@ func CreateJob(ctx context.Context, q db.DBTX, orgID, installationID, command st
 		WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, orgID).Scan(&today); err != nil {
 		return Job{}, err
 	}
-	if max := e.Limits.MaxJobsPerDay.Value; today >= max {
-		return Job{}, &DailyLimitError{Limit: "max_jobs_per_day", Value: max}
+	if max := Limit(policy.Document, defaults, policyfield.MaxJobsPerDay); today >= max {
+		return Job{}, &DailyLimitError{Limit: policyfield.MaxJobsPerDay.Name(), Value: max}
 	}
 	rows, err := q.Query(ctx, `INSERT INTO jobs (id, organization_id, installation_id, command) VALUES ($1, $2, $3, $4)
 		RETURNING `+jobColumns, db.NewID("job"), orgID, installationID, command)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Observation is one stored observation.
@@ -139,7 +140,7 @@ func PurgeOldObservations(ctx context.Context, q db.DBTX, defaults PolicyDocumen
 		}
 	}
 	for _, o := range orgs {
-		days := Effective(o.doc, defaults, Settings{}).Limits.ObservationRetentionDays.Value
+		days := Limit(o.doc, defaults, policyfield.ObservationRetentionDays)
 		cutoff := now.Add(-time.Duration(days) * 24 * time.Hour)
 		if err := deleteAll(`DELETE FROM observations WHERE id = ANY (ARRAY(
 			SELECT id FROM observations WHERE organization_id = $1 AND received_at < $2 LIMIT 5000))`, o.id, cutoff); err != nil {

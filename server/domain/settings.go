@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Settings are an organization's security settings, the owners' choice where nothing locks them.
@@ -62,9 +63,38 @@ func readSettings(ctx context.Context, q db.DBTX, orgID, lock string) (SettingsD
 	return d, nil
 }
 
+// byField is each of the owners' settings under the locked setting of the same name.
+func (s Settings) byField() map[policyfield.Path]any {
+	return map[policyfield.Path]any{
+		policyfield.RequireSSO:          s.RequireSSO,
+		policyfield.RequireMFA:          s.RequireMFA,
+		policyfield.SessionMaxAgeHours:  s.SessionMaxAgeHours,
+		policyfield.AllowedEmailDomains: s.AllowedEmailDomains,
+	}
+}
+
+// written is each setting the write sets, under the locked setting of the same name.
+func (w SettingsWrite) written() map[policyfield.Path]any {
+	out := map[policyfield.Path]any{}
+	if w.RequireSSO != nil {
+		out[policyfield.RequireSSO] = *w.RequireSSO
+	}
+	if w.RequireMFA != nil {
+		out[policyfield.RequireMFA] = *w.RequireMFA
+	}
+	if w.SessionMaxAgeHours != nil {
+		out[policyfield.SessionMaxAgeHours] = *w.SessionMaxAgeHours
+	}
+	if w.AllowedEmailDomains != nil {
+		out[policyfield.AllowedEmailDomains] = *w.AllowedEmailDomains
+	}
+	return out
+}
+
 // PutSettings replaces the owners' settings if the stored version is expected. A locked
-// setting may only be written with its locked value.
-func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w SettingsWrite, locks LockedSettings) (SettingsDocument, []string, error) {
+// setting (locks is the locked_settings of a policy document) may only be written with its
+// locked value.
+func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w SettingsWrite, locks PolicyDocument) (SettingsDocument, []string, error) {
 	s := DefaultSettings()
 	if w.RequireSSO != nil {
 		s.RequireSSO = *w.RequireSSO
@@ -76,19 +106,10 @@ func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w
 		s.SessionMaxAgeHours = *w.SessionMaxAgeHours
 	}
 	if w.AllowedEmailDomains != nil {
-		s.AllowedEmailDomains = slices.Clone(*w.AllowedEmailDomains)
-		slices.Sort(s.AllowedEmailDomains)
-		s.AllowedEmailDomains = slices.Compact(s.AllowedEmailDomains)
+		s.AllowedEmailDomains = sortedCopy(*w.AllowedEmailDomains)
 	}
-	switch {
-	case w.RequireSSO != nil && locks.RequireSSO != nil && *w.RequireSSO != *locks.RequireSSO:
-		return SettingsDocument{}, nil, &SettingLockedError{"require_sso"}
-	case w.RequireMFA != nil && locks.RequireMFA != nil && *w.RequireMFA != *locks.RequireMFA:
-		return SettingsDocument{}, nil, &SettingLockedError{"require_mfa"}
-	case w.SessionMaxAgeHours != nil && locks.SessionMaxAgeHours != nil && *w.SessionMaxAgeHours != *locks.SessionMaxAgeHours:
-		return SettingsDocument{}, nil, &SettingLockedError{"session_max_age_hours"}
-	case w.AllowedEmailDomains != nil && locks.AllowedEmailDomains != nil && !slices.Equal(s.AllowedEmailDomains, sortedCopy(*locks.AllowedEmailDomains)):
-		return SettingsDocument{}, nil, &SettingLockedError{"allowed_email_domains"}
+	if name := lockedSetting(w, locks); name != "" {
+		return SettingsDocument{}, nil, &SettingLockedError{name}
 	}
 	old, err := readSettings(ctx, q, orgID, "FOR UPDATE")
 	if err != nil {
@@ -106,20 +127,33 @@ func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w
 		WHERE organization_id = $1 RETURNING version`, orgID, raw).Scan(&d.Version); err != nil {
 		return SettingsDocument{}, nil, err
 	}
+	return d, changedSettings(old.Settings, s), nil
+}
+
+// lockedSetting names the first setting (in the table's order) that w writes with another
+// value than the one locks holds, or "".
+func lockedSetting(w SettingsWrite, locks PolicyDocument) string {
+	written := w.written()
+	for _, f := range policyfield.In(policyfield.LockedSettings) {
+		v, set := written[f.Path]
+		lock, locked := locks[f.Path]
+		if set && locked && !sameValue(v, lock) {
+			return f.Path.Name()
+		}
+	}
+	return ""
+}
+
+// changedSettings names the settings that differ, in the table's order.
+func changedSettings(a, b Settings) []string {
+	va, vb := a.byField(), b.byField()
 	var changed []string
-	if old.Settings.RequireSSO != s.RequireSSO {
-		changed = append(changed, "require_sso")
+	for _, f := range policyfield.In(policyfield.LockedSettings) {
+		if !sameValue(va[f.Path], vb[f.Path]) {
+			changed = append(changed, f.Path.Name())
+		}
 	}
-	if old.Settings.RequireMFA != s.RequireMFA {
-		changed = append(changed, "require_mfa")
-	}
-	if old.Settings.SessionMaxAgeHours != s.SessionMaxAgeHours {
-		changed = append(changed, "session_max_age_hours")
-	}
-	if !slices.Equal(old.Settings.AllowedEmailDomains, s.AllowedEmailDomains) {
-		changed = append(changed, "allowed_email_domains")
-	}
-	return d, changed, nil
+	return changed
 }
 
 func sortedCopy(s []string) []string {

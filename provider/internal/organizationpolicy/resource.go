@@ -26,6 +26,7 @@ import (
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/policydoc"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 var (
@@ -33,9 +34,6 @@ var (
 	_ resource.ResourceWithConfigure   = (*Resource)(nil)
 	_ resource.ResourceWithImportState = (*Resource)(nil)
 )
-
-// emailDomainPattern is the API's EmailDomain.
-var emailDomainPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
 
 // Resource is renga_organization_policy.
 type Resource struct {
@@ -64,14 +62,6 @@ func (r *Resource) Metadata(_ context.Context, req resource.MetadataRequest, res
 }
 
 func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	desc := policydoc.Descriptions
-	limit := func(name string, min, max int64) schema.Attribute {
-		return schema.Int64Attribute{
-			MarkdownDescription: desc[name], Optional: true,
-			Validators: []validator.Int64{int64validator.Between(min, max)},
-		}
-	}
-	const huge = 1 << 62
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An organization's policy document: its limits, locked settings and entitlements (one per organization). " +
 			"The document is replaced whole on every change; anything left out inherits the deployment default " +
@@ -97,47 +87,6 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators:          organization.IDValidators(),
 			},
-			"limits": schema.SingleNestedAttribute{
-				MarkdownDescription: desc["limits"],
-				Optional:            true,
-				Attributes: map[string]schema.Attribute{
-					"max_agents":                 limit("max_agents", 0, huge),
-					"max_users":                  limit("max_users", 1, huge),
-					"intake_bytes_per_day":       limit("intake_bytes_per_day", 0, huge),
-					"observation_retention_days": limit("observation_retention_days", 1, 3650),
-					"max_jobs_per_day":           limit("max_jobs_per_day", 0, huge),
-				},
-			},
-			"locked_settings": schema.SingleNestedAttribute{
-				MarkdownDescription: desc["locked_settings"],
-				Optional:            true,
-				Attributes: map[string]schema.Attribute{
-					"require_sso":           schema.BoolAttribute{MarkdownDescription: desc["require_sso"], Optional: true},
-					"require_mfa":           schema.BoolAttribute{MarkdownDescription: desc["require_mfa"], Optional: true},
-					"session_max_age_hours": limit("session_max_age_hours", 1, 720),
-					"allowed_email_domains": schema.SetAttribute{
-						MarkdownDescription: desc["allowed_email_domains"],
-						ElementType:         types.StringType,
-						Optional:            true,
-						Validators: []validator.Set{
-							setvalidator.SizeAtMost(100),
-							setvalidator.ValueStringsAre(
-								stringvalidator.LengthBetween(1, 253),
-								stringvalidator.RegexMatches(emailDomainPattern, "must be a lowercase domain name, e.g. acme.example"),
-							),
-						},
-					},
-				},
-			},
-			"entitlements": schema.SingleNestedAttribute{
-				MarkdownDescription: desc["entitlements"],
-				Optional:            true,
-				Attributes: map[string]schema.Attribute{
-					"organization_identity_providers": schema.BoolAttribute{MarkdownDescription: desc["organization_identity_providers"], Optional: true},
-					"jobs":                            schema.BoolAttribute{MarkdownDescription: desc["jobs"], Optional: true},
-					"owner_export":                    schema.BoolAttribute{MarkdownDescription: desc["owner_export"], Optional: true},
-				},
-			},
 			"overwrite_existing": schema.BoolAttribute{
 				MarkdownDescription: "Only at creation: replace a policy document that is not empty instead of failing. Default `false`. " +
 					"(A document that already equals this configuration is adopted either way.)",
@@ -151,6 +100,44 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			},
 		},
 	}
+	for _, sec := range policyfield.Sections {
+		resp.Schema.Attributes[string(sec.Name)] = schema.SingleNestedAttribute{
+			MarkdownDescription: sec.Description,
+			Optional:            true,
+			Attributes:          sectionAttributes(sec.Name),
+		}
+	}
+}
+
+// sectionAttributes are the attributes of a policy document's section, from the table of
+// policy fields: the API's ranges become validators, the table's descriptions the docs.
+func sectionAttributes(s policyfield.Section) map[string]schema.Attribute {
+	out := map[string]schema.Attribute{}
+	for _, f := range policyfield.In(s) {
+		switch f.Kind {
+		case policyfield.Integer:
+			out[f.Path.Name()] = schema.Int64Attribute{
+				MarkdownDescription: f.Description, Optional: true,
+				Validators: []validator.Int64{int64validator.Between(f.Min, f.Max)},
+			}
+		case policyfield.Boolean:
+			out[f.Path.Name()] = schema.BoolAttribute{MarkdownDescription: f.Description, Optional: true}
+		case policyfield.StringSet:
+			out[f.Path.Name()] = schema.SetAttribute{
+				MarkdownDescription: f.Description,
+				ElementType:         types.StringType,
+				Optional:            true,
+				Validators: []validator.Set{
+					setvalidator.SizeAtMost(f.MaxItems),
+					setvalidator.ValueStringsAre(
+						stringvalidator.LengthBetween(f.Items.MinLength, f.Items.MaxLength),
+						stringvalidator.RegexMatches(regexp.MustCompile(f.Items.Pattern), "must be "+f.Items.Meaning),
+					),
+				},
+			}
+		}
+	}
+	return out
 }
 
 func (r *Resource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

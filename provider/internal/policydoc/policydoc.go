@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"renga.dev/renga/gen/client"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // Limits are the quantitative limits.
@@ -44,24 +45,18 @@ type Document struct {
 	Entitlements   *Entitlements
 }
 
-// Descriptions of each attribute, shared by the resource and the data sources.
-var Descriptions = map[string]string{
-	"limits":                          "Quantitative limits. A limit left out inherits the deployment default (`RENGA_POLICY_DEFAULTS`). Limits bite where the thing happens; lowering one below current use blocks new use and deletes nothing.",
-	"max_agents":                      "Most agents the organization may register (checked at agent registration). At least 0.",
-	"max_users":                       "Most users the organization may have (checked when an invitation is accepted). At least 1.",
-	"intake_bytes_per_day":            "Most observation bytes accepted per UTC day; beyond it intake answers `429 limit_exceeded` until the next UTC midnight. At least 0.",
-	"observation_retention_days":      "Days observations are kept before the retention job deletes them. 1 to 3650.",
-	"max_jobs_per_day":                "Most jobs owners may create per UTC day. At least 0.",
-	"locked_settings":                 "Owners' security settings locked to a value: owners cannot change a locked setting (`409 setting_locked`). A setting left out is not locked by this policy.",
-	"require_sso":                     "Lock whether members must sign in through single sign-on.",
-	"require_mfa":                     "Lock whether members must use multi-factor authentication.",
-	"session_max_age_hours":           "Lock the longest session, in hours. 1 to 720.",
-	"allowed_email_domains":           "Lock the email domains members may have (lowercase domain names, at most 100). The server keeps them sorted and without duplicates.",
-	"entitlements":                    "Features switched on or off. An entitlement left out inherits the deployment default. Withdrawing `organization_identity_providers` disables the organization's own identity providers and removes what is bound to them.",
-	"organization_identity_providers": "Whether the organization may configure its own identity providers.",
-	"jobs":                            "Whether owners may queue jobs for their agents.",
-	"owner_export":                    "Whether owners may export their organization.",
-}
+// Descriptions of each attribute, by section or field name, shared by the resource and the
+// data sources: the table of policy fields' descriptions.
+var Descriptions = func() map[string]string {
+	d := map[string]string{}
+	for _, s := range policyfield.Sections {
+		d[string(s.Name)] = s.Description
+	}
+	for _, f := range policyfield.Fields {
+		d[f.Path.Name()] = f.Description
+	}
+	return d
+}()
 
 func int64Value(p *int64) types.Int64 {
 	if p == nil {
