@@ -87,6 +87,12 @@ func TestLifecycleCommands(t *testing.T) {
 		!strings.Contains(r.stdout, `"source": "organization"`) {
 		t.Errorf("effective: %s", r.stdout)
 	}
+	// The table (tab-separated when piped): one row per value, max_users set above by the policy.
+	if r := run(t, remote, "policy", "effective", org.ID); r.code != 0 ||
+		!strings.Contains(r.stdout, "limits.max_users\t3\torganization\n") ||
+		!strings.Contains(r.stdout, "settings.require_mfa\ttrue\torganization\n") {
+		t.Errorf("effective table: %+v", r)
+	}
 	if r := run(t, remote, "usage", "--from", "2026-02-01", "--to", "2025-01-01"); r.code != cli.ExitUsage {
 		t.Errorf("reversed range: %+v", r)
 	}

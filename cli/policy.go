@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
-	"strconv"
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"renga.dev/renga/gen/client"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 // newCmdPolicy is `renga policy`: organizations' policy documents.
@@ -146,26 +148,48 @@ func policyEffectiveRun(ctx context.Context, opts *policyEffectiveOptions) error
 	if err := check(r, err); err != nil {
 		return err
 	}
-	return opts.f.print(r.Body, []string{"NAME", "VALUE", "SOURCE"}, func() [][]string { return effectivePolicyRows(r.JSON200) })
+	if opts.f.JSON() {
+		return opts.f.printJSON(r.Body)
+	}
+	rows, err := effectivePolicyRows(r.Body)
+	if err != nil {
+		return fmt.Errorf("read the effective policy: %w", err)
+	}
+	return opts.f.printTable([]string{"NAME", "VALUE", "SOURCE"}, rows)
 }
 
-// effectivePolicyRows is one row per value of the policy in force, with where it comes from.
-func effectivePolicyRows(e *client.EffectivePolicy) [][]string {
-	i := func(n string, v client.EffectiveInteger) []string {
-		return []string{n, strconv.FormatInt(v.Value, 10), string(v.Source)}
+// effectivePolicyRows is one row per value of the policy in force, with where it comes from, in
+// the order of the table of policy fields: limits, entitlements, then settings.
+func effectivePolicyRows(body []byte) ([][]string, error) {
+	type sourced struct {
+		Value  json.RawMessage `json:"value"`
+		Source string          `json:"source"`
 	}
-	b := func(n string, v client.EffectiveBoolean) []string {
-		return []string{n, strconv.FormatBool(v.Value), string(v.Source)}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, err
 	}
-	return [][]string{
-		i("limits.max_agents", e.Limits.MaxAgents), i("limits.max_users", e.Limits.MaxUsers),
-		i("limits.intake_bytes_per_day", e.Limits.IntakeBytesPerDay),
-		i("limits.observation_retention_days", e.Limits.ObservationRetentionDays),
-		i("limits.max_jobs_per_day", e.Limits.MaxJobsPerDay),
-		b("entitlements.organization_identity_providers", e.Entitlements.OrganizationIdentityProviders),
-		b("entitlements.jobs", e.Entitlements.Jobs), b("entitlements.owner_export", e.Entitlements.OwnerExport),
-		b("settings.require_sso", e.Settings.RequireSso), b("settings.require_mfa", e.Settings.RequireMfa),
-		i("settings.session_max_age_hours", e.Settings.SessionMaxAgeHours),
-		{"settings.allowed_email_domains", strings.Join(e.Settings.AllowedEmailDomains.Value, ","), string(e.Settings.AllowedEmailDomains.Source)},
+	var rows [][]string
+	for _, s := range []policyfield.Section{policyfield.Limits, policyfield.Entitlements, policyfield.LockedSettings} {
+		info, _ := policyfield.SectionOf(s)
+		var section map[string]sourced
+		if raw := top[info.EffectiveName]; raw != nil {
+			if err := json.Unmarshal(raw, &section); err != nil {
+				return nil, err
+			}
+		}
+		for _, f := range policyfield.In(s) {
+			v := section[f.Path.Name()]
+			value := string(v.Value)
+			if f.Kind == policyfield.StringSet {
+				var list []string
+				if err := json.Unmarshal(v.Value, &list); err != nil {
+					return nil, err
+				}
+				value = strings.Join(list, ",")
+			}
+			rows = append(rows, []string{info.EffectiveName + "." + f.Path.Name(), value, v.Source})
+		}
 	}
+	return rows, nil
 }

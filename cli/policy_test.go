@@ -1,6 +1,9 @@
 package cli
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestPolicyGetFlags(t *testing.T) {
 	t.Parallel()
@@ -29,4 +32,41 @@ func TestPolicyEffectiveFlags(t *testing.T) {
 		{name: "organization", args: []string{"org_1"}, want: policyEffectiveOptions{OrganizationID: "org_1"}},
 		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: "accepts 1 arg(s), received 2"},
 	})
+}
+
+func TestEffectivePolicyRows(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"organization_id": "org_1",
+		"limits": {"max_agents": {"value": 500, "source": "organization"}, "max_users": {"value": 100, "source": "deployment"},
+			"intake_bytes_per_day": {"value": 10737418240, "source": "deployment"},
+			"observation_retention_days": {"value": 90, "source": "deployment"}, "max_jobs_per_day": {"value": 7, "source": "organization"}},
+		"entitlements": {"organization_identity_providers": {"value": true, "source": "deployment"},
+			"jobs": {"value": false, "source": "organization"}, "owner_export": {"value": false, "source": "deployment"}},
+		"settings": {"require_sso": {"value": true, "source": "organization"}, "require_mfa": {"value": false, "source": "owner"},
+			"session_max_age_hours": {"value": 24, "source": "owner"},
+			"allowed_email_domains": {"value": ["a.example", "b.example"], "source": "deployment"}}}`)
+	got, err := effectivePolicyRows(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"limits.max_agents", "500", "organization"},
+		{"limits.max_users", "100", "deployment"},
+		{"limits.intake_bytes_per_day", "10737418240", "deployment"},
+		{"limits.observation_retention_days", "90", "deployment"},
+		{"limits.max_jobs_per_day", "7", "organization"},
+		{"entitlements.organization_identity_providers", "true", "deployment"},
+		{"entitlements.jobs", "false", "organization"},
+		{"entitlements.owner_export", "false", "deployment"},
+		{"settings.require_sso", "true", "organization"},
+		{"settings.require_mfa", "false", "owner"},
+		{"settings.session_max_age_hours", "24", "owner"},
+		{"settings.allowed_email_domains", "a.example,b.example", "deployment"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+	if _, err := effectivePolicyRows([]byte(`{"settings": {"allowed_email_domains": {"value": 3}}}`)); err == nil {
+		t.Error("a set that is not a list of strings was printed")
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/policydoc"
+	"renga.dev/renga/server/domain/policyfield"
 )
 
 var (
@@ -27,9 +28,9 @@ type DataSource struct {
 func NewDataSource() datasource.DataSource { return &DataSource{} }
 
 type defaultsModel struct {
-	Limits         *policydoc.Limits         `tfsdk:"limits"`
-	LockedSettings *policydoc.LockedSettings `tfsdk:"locked_settings"`
-	Entitlements   *policydoc.Entitlements   `tfsdk:"entitlements"`
+	Limits         types.Object `tfsdk:"limits"`
+	LockedSettings types.Object `tfsdk:"locked_settings"`
+	Entitlements   types.Object `tfsdk:"entitlements"`
 }
 
 type model struct {
@@ -45,40 +46,25 @@ func (d *DataSource) Metadata(_ context.Context, req datasource.MetadataRequest,
 	resp.TypeName = req.ProviderTypeName + "_deployment"
 }
 
-// PolicyAttributes are a policy document's three parts as computed data source attributes.
+// PolicyAttributes are a policy document's sections as computed data source attributes, from
+// the table of policy fields.
 func PolicyAttributes() map[string]schema.Attribute {
-	desc := policydoc.Descriptions
-	i64 := func(name string) schema.Attribute {
-		return schema.Int64Attribute{MarkdownDescription: desc[name], Computed: true}
+	out := map[string]schema.Attribute{}
+	for _, sec := range policyfield.Sections {
+		attrs := map[string]schema.Attribute{}
+		for _, f := range policyfield.In(sec.Name) {
+			switch f.Kind {
+			case policyfield.Integer:
+				attrs[f.Path.Name()] = schema.Int64Attribute{MarkdownDescription: f.Description, Computed: true}
+			case policyfield.Boolean:
+				attrs[f.Path.Name()] = schema.BoolAttribute{MarkdownDescription: f.Description, Computed: true}
+			case policyfield.StringSet:
+				attrs[f.Path.Name()] = schema.SetAttribute{MarkdownDescription: f.Description, ElementType: types.StringType, Computed: true}
+			}
+		}
+		out[string(sec.Name)] = schema.SingleNestedAttribute{MarkdownDescription: sec.Description, Computed: true, Attributes: attrs}
 	}
-	boolean := func(name string) schema.Attribute {
-		return schema.BoolAttribute{MarkdownDescription: desc[name], Computed: true}
-	}
-	return map[string]schema.Attribute{
-		"limits": schema.SingleNestedAttribute{
-			MarkdownDescription: desc["limits"], Computed: true,
-			Attributes: map[string]schema.Attribute{
-				"max_agents": i64("max_agents"), "max_users": i64("max_users"),
-				"intake_bytes_per_day": i64("intake_bytes_per_day"), "observation_retention_days": i64("observation_retention_days"),
-				"max_jobs_per_day": i64("max_jobs_per_day"),
-			},
-		},
-		"locked_settings": schema.SingleNestedAttribute{
-			MarkdownDescription: desc["locked_settings"], Computed: true,
-			Attributes: map[string]schema.Attribute{
-				"require_sso": boolean("require_sso"), "require_mfa": boolean("require_mfa"),
-				"session_max_age_hours": i64("session_max_age_hours"),
-				"allowed_email_domains": schema.SetAttribute{MarkdownDescription: desc["allowed_email_domains"], ElementType: types.StringType, Computed: true},
-			},
-		},
-		"entitlements": schema.SingleNestedAttribute{
-			MarkdownDescription: desc["entitlements"], Computed: true,
-			Attributes: map[string]schema.Attribute{
-				"organization_identity_providers": boolean("organization_identity_providers"),
-				"jobs":                            boolean("jobs"), "owner_export": boolean("owner_export"),
-			},
-		},
-	}
+	return out
 }
 
 func (d *DataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -110,10 +96,8 @@ func (d *DataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *d
 		return
 	}
 	dep := res.JSON200
-	defaults := dep.PolicyDefaults
-	// Show all three parts even when the deployment sets nothing in one.
-	doc, diags := policydoc.FromAPI(ctx, defaults.Limits, defaults.LockedSettings, defaults.Entitlements,
-		policydoc.Document{Limits: &policydoc.Limits{}, LockedSettings: &policydoc.LockedSettings{}, Entitlements: &policydoc.Entitlements{}})
+	// Show every section even when the deployment sets nothing in one.
+	doc, diags := policydoc.FromAPI(dep.PolicyDefaults, policydoc.All)
 	resp.Diagnostics.Append(diags...)
 	m := model{
 		Identifier:          types.StringPointerValue(dep.Identifier),
@@ -121,7 +105,8 @@ func (d *DataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *d
 		Environment:         types.StringValue(string(dep.Environment)),
 		Version:             types.StringValue(dep.Version),
 		DeletionGracePeriod: types.StringValue(dep.DeletionGracePeriod),
-		PolicyDefaults:      &defaultsModel{Limits: doc.Limits, LockedSettings: doc.LockedSettings, Entitlements: doc.Entitlements},
+		PolicyDefaults: &defaultsModel{Limits: doc.Section(policyfield.Limits), LockedSettings: doc.Section(policyfield.LockedSettings),
+			Entitlements: doc.Section(policyfield.Entitlements)},
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -2,12 +2,11 @@
 package organizationpolicy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"regexp"
-	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
@@ -44,17 +43,25 @@ type Resource struct {
 func NewResource() resource.Resource { return &Resource{} }
 
 type resourceModel struct {
-	ID                types.String              `tfsdk:"id"`
-	OrganizationID    types.String              `tfsdk:"organization_id"`
-	Limits            *policydoc.Limits         `tfsdk:"limits"`
-	LockedSettings    *policydoc.LockedSettings `tfsdk:"locked_settings"`
-	Entitlements      *policydoc.Entitlements   `tfsdk:"entitlements"`
-	OverwriteExisting types.Bool                `tfsdk:"overwrite_existing"`
-	Version           types.Int64               `tfsdk:"version"`
+	ID                types.String `tfsdk:"id"`
+	OrganizationID    types.String `tfsdk:"organization_id"`
+	Limits            types.Object `tfsdk:"limits"`
+	LockedSettings    types.Object `tfsdk:"locked_settings"`
+	Entitlements      types.Object `tfsdk:"entitlements"`
+	OverwriteExisting types.Bool   `tfsdk:"overwrite_existing"`
+	Version           types.Int64  `tfsdk:"version"`
 }
 
+// document is the model's policy document; setDocument puts one in the model.
 func (m resourceModel) document() policydoc.Document {
-	return policydoc.Document{Limits: m.Limits, LockedSettings: m.LockedSettings, Entitlements: m.Entitlements}
+	return policydoc.Document{policyfield.Limits: m.Limits, policyfield.LockedSettings: m.LockedSettings,
+		policyfield.Entitlements: m.Entitlements}
+}
+
+func (m *resourceModel) setDocument(d policydoc.Document) {
+	m.Limits = d.Section(policyfield.Limits)
+	m.LockedSettings = d.Section(policyfield.LockedSettings)
+	m.Entitlements = d.Section(policyfield.Entitlements)
 }
 
 func (r *Resource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -224,39 +231,22 @@ func (r *Resource) put(ctx context.Context, orgID string, version int64, body cl
 }
 
 // sameDocument compares a stored document with a body about to be written, as the server would
-// store it (email domains sorted, without duplicates).
+// store it (sets sorted, without duplicates).
 func sameDocument(stored client.Policy, body client.PolicyWrite) (bool, error) {
-	return sameWrite(client.PolicyWrite{Limits: &stored.Limits, LockedSettings: &stored.LockedSettings, Entitlements: &stored.Entitlements}, body)
+	return sameWrite(stored, body)
 }
 
-// sameWrite says whether two bodies store the same document.
-func sameWrite(a, b client.PolicyWrite) (bool, error) {
-	normal := func(w client.PolicyWrite) client.PolicyWrite {
-		out := client.PolicyWrite{Limits: &client.PolicyLimits{}, LockedSettings: &client.LockedSettings{}, Entitlements: &client.Entitlements{}}
-		if w.Limits != nil {
-			*out.Limits = *w.Limits
-		}
-		if w.LockedSettings != nil {
-			*out.LockedSettings = *w.LockedSettings
-			if d := w.LockedSettings.AllowedEmailDomains; d != nil {
-				sorted := slices.Compact(slices.Sorted(slices.Values(*d)))
-				out.LockedSettings.AllowedEmailDomains = &sorted
-			}
-		}
-		if w.Entitlements != nil {
-			*out.Entitlements = *w.Entitlements
-		}
-		return out
-	}
-	x, err := apiclient.CanonicalJSON(normal(a))
+// sameWrite says whether two documents (stored or about to be written) store the same policy.
+func sameWrite(a, b any) (bool, error) {
+	x, err := policydoc.Normal(a)
 	if err != nil {
 		return false, err
 	}
-	y, err := apiclient.CanonicalJSON(normal(b))
+	y, err := policydoc.Normal(b)
 	if err != nil {
 		return false, err
 	}
-	return bytes.Equal(x, y), nil
+	return reflect.DeepEqual(x, y), nil
 }
 
 // setState writes what the server holds, keeping prior's choice between null and an empty
@@ -264,7 +254,7 @@ func sameWrite(a, b client.PolicyWrite) (bool, error) {
 func (r *Resource) setState(ctx context.Context, st interface {
 	Set(context.Context, any) diag.Diagnostics
 }, prior resourceModel, p client.Policy) diag.Diagnostics {
-	doc, diags := policydoc.FromAPI(ctx, p.Limits, p.LockedSettings, p.Entitlements, prior.document())
+	doc, diags := policydoc.FromAPI(p, prior.document().Kept)
 	overwrite := prior.OverwriteExisting
 	if overwrite.IsNull() || overwrite.IsUnknown() {
 		overwrite = types.BoolValue(false)
@@ -272,12 +262,10 @@ func (r *Resource) setState(ctx context.Context, st interface {
 	m := resourceModel{
 		ID:                types.StringValue(p.OrganizationId),
 		OrganizationID:    types.StringValue(p.OrganizationId),
-		Limits:            doc.Limits,
-		LockedSettings:    doc.LockedSettings,
-		Entitlements:      doc.Entitlements,
 		OverwriteExisting: overwrite,
 		Version:           types.Int64Value(p.Version),
 	}
+	m.setDocument(doc)
 	diags.Append(st.Set(ctx, &m)...)
 	return diags
 }
@@ -321,7 +309,7 @@ func (r *Resource) Update(ctx context.Context, req resource.UpdateRequest, resp 
 	// Only overwrite_existing changed (or a part went from null to empty): nothing to write.
 	if same, err := sameWrite(current, body); err == nil && same {
 		state.OverwriteExisting = plan.OverwriteExisting
-		state.Limits, state.LockedSettings, state.Entitlements = plan.Limits, plan.LockedSettings, plan.Entitlements
+		state.setDocument(plan.document())
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		return
 	}

@@ -1,10 +1,16 @@
 // Package policydoc maps an organization policy document (DESIGN §4.1) between the API's
-// shape and Terraform values. Every field is optional: null means "not set by this document"
-// (a limit or entitlement inherits the deployment default, a setting is not locked).
+// shape and Terraform values. Its attributes come from the table of policy fields
+// (server/domain/policyfield): a field added there needs nothing here. Every field is optional:
+// null means "not set by this document" (a limit or entitlement inherits the deployment default,
+// a setting is not locked).
 package policydoc
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -14,36 +20,9 @@ import (
 	"renga.dev/renga/server/domain/policyfield"
 )
 
-// Limits are the quantitative limits.
-type Limits struct {
-	MaxAgents                types.Int64 `tfsdk:"max_agents"`
-	MaxUsers                 types.Int64 `tfsdk:"max_users"`
-	IntakeBytesPerDay        types.Int64 `tfsdk:"intake_bytes_per_day"`
-	ObservationRetentionDays types.Int64 `tfsdk:"observation_retention_days"`
-	MaxJobsPerDay            types.Int64 `tfsdk:"max_jobs_per_day"`
-}
-
-// LockedSettings are the owners' settings the document locks.
-type LockedSettings struct {
-	RequireSSO          types.Bool  `tfsdk:"require_sso"`
-	RequireMFA          types.Bool  `tfsdk:"require_mfa"`
-	SessionMaxAgeHours  types.Int64 `tfsdk:"session_max_age_hours"`
-	AllowedEmailDomains types.Set   `tfsdk:"allowed_email_domains"`
-}
-
-// Entitlements switch features on or off.
-type Entitlements struct {
-	OrganizationIdentityProviders types.Bool `tfsdk:"organization_identity_providers"`
-	Jobs                          types.Bool `tfsdk:"jobs"`
-	OwnerExport                   types.Bool `tfsdk:"owner_export"`
-}
-
-// Document is the three parts of a policy document.
-type Document struct {
-	Limits         *Limits
-	LockedSettings *LockedSettings
-	Entitlements   *Entitlements
-}
+// Document is a policy document as Terraform values: per section, an object with one attribute
+// per field of that section, or a null object (the section is left out).
+type Document map[policyfield.Section]types.Object
 
 // Descriptions of each attribute, by section or field name, shared by the resource and the
 // data sources: the table of policy fields' descriptions.
@@ -58,117 +37,225 @@ var Descriptions = func() map[string]string {
 	return d
 }()
 
-func int64Value(p *int64) types.Int64 {
-	if p == nil {
-		return types.Int64Null()
-	}
-	return types.Int64Value(*p)
-}
-
-func boolValue(p *bool) types.Bool {
-	if p == nil {
-		return types.BoolNull()
-	}
-	return types.BoolValue(*p)
-}
-
-func int64Ptr(v types.Int64) *int64 {
-	if v.IsNull() || v.IsUnknown() {
-		return nil
-	}
-	x := v.ValueInt64()
-	return &x
-}
-
-func boolPtr(v types.Bool) *bool {
-	if v.IsNull() || v.IsUnknown() {
-		return nil
-	}
-	x := v.ValueBool()
-	return &x
-}
-
-// FromAPI converts what the server holds. A part the server holds empty is null, unless prior
-// (the configuration or state it replaces) had it as an empty object: then it stays an empty
-// object, so `limits = {}` does not turn into a diff.
-func FromAPI(ctx context.Context, limits client.PolicyLimits, locked client.LockedSettings, ent client.Entitlements, prior Document) (Document, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	var d Document
-	if limits != (client.PolicyLimits{}) || prior.Limits != nil {
-		d.Limits = &Limits{
-			MaxAgents:                int64Value(limits.MaxAgents),
-			MaxUsers:                 int64Value(limits.MaxUsers),
-			IntakeBytesPerDay:        int64Value(limits.IntakeBytesPerDay),
-			ObservationRetentionDays: int64Value(limits.ObservationRetentionDays),
-			MaxJobsPerDay:            int64Value(limits.MaxJobsPerDay),
+// AttrTypes are the attribute types of a section's object.
+func AttrTypes(s policyfield.Section) map[string]attr.Type {
+	out := map[string]attr.Type{}
+	for _, f := range policyfield.In(s) {
+		switch f.Kind {
+		case policyfield.Integer:
+			out[f.Path.Name()] = types.Int64Type
+		case policyfield.Boolean:
+			out[f.Path.Name()] = types.BoolType
+		case policyfield.StringSet:
+			out[f.Path.Name()] = types.SetType{ElemType: types.StringType}
 		}
 	}
-	if locked.RequireSso != nil || locked.RequireMfa != nil || locked.SessionMaxAgeHours != nil || locked.AllowedEmailDomains != nil || prior.LockedSettings != nil {
-		domains := types.SetNull(types.StringType)
-		if locked.AllowedEmailDomains != nil {
-			elems := make([]attr.Value, 0, len(*locked.AllowedEmailDomains))
-			for _, s := range *locked.AllowedEmailDomains {
-				elems = append(elems, types.StringValue(s))
+	return out
+}
+
+// Null is the null object of a section.
+func Null(s policyfield.Section) types.Object { return types.ObjectNull(AttrTypes(s)) }
+
+// Section is d's object for s: null when d does not have it.
+func (d Document) Section(s policyfield.Section) types.Object {
+	if o, ok := d[s]; ok {
+		return o
+	}
+	return Null(s)
+}
+
+// sections reads a policy document in the API's JSON shape (client.Policy, PolicyWrite,
+// PolicyDefaults, ...): per section, the fields that are set.
+func sections(v any) (map[string]map[string]json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]json.RawMessage{}
+	for _, s := range policyfield.Sections {
+		fields := map[string]json.RawMessage{}
+		if raw, ok := m[string(s.Name)]; ok && !bytes.Equal(raw, []byte("null")) {
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.Name, err)
 			}
-			var ds diag.Diagnostics
-			domains, ds = types.SetValue(types.StringType, elems)
-			diags.Append(ds...)
 		}
-		d.LockedSettings = &LockedSettings{
-			RequireSSO:          boolValue(locked.RequireSso),
-			RequireMFA:          boolValue(locked.RequireMfa),
-			SessionMaxAgeHours:  int64Value(locked.SessionMaxAgeHours),
-			AllowedEmailDomains: domains,
+		for name, raw := range fields {
+			if bytes.Equal(raw, []byte("null")) {
+				delete(fields, name)
+			}
 		}
+		out[string(s.Name)] = fields
 	}
-	if ent != (client.Entitlements{}) || prior.Entitlements != nil {
-		d.Entitlements = &Entitlements{
-			OrganizationIdentityProviders: boolValue(ent.OrganizationIdentityProviders),
-			Jobs:                          boolValue(ent.Jobs),
-			OwnerExport:                   boolValue(ent.OwnerExport),
+	return out, nil
+}
+
+// FromAPI converts a document the server holds (a client.Policy or client.PolicyDefaults). A
+// section the server holds empty is null, unless keep says to keep it as an object (the
+// configuration or state it replaces had it as one, so `limits = {}` does not turn into a diff).
+func FromAPI(v any, keep func(policyfield.Section) bool) (Document, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	secs, err := sections(v)
+	if err != nil {
+		diags.AddError("Cannot read the policy document", err.Error())
+		return nil, diags
+	}
+	d := Document{}
+	for _, s := range policyfield.Sections {
+		fields := secs[string(s.Name)]
+		if len(fields) == 0 && !keep(s.Name) {
+			d[s.Name] = Null(s.Name)
+			continue
 		}
+		values := map[string]attr.Value{}
+		for _, f := range policyfield.In(s.Name) {
+			values[f.Path.Name()] = fieldValue(f, fields[f.Path.Name()], &diags)
+		}
+		o, ds := types.ObjectValue(AttrTypes(s.Name), values)
+		diags.Append(ds...)
+		d[s.Name] = o
 	}
 	return d, diags
+}
+
+// Kept says whether a prior document had a section as an object (FromAPI's keep).
+func (d Document) Kept(s policyfield.Section) bool {
+	o := d.Section(s)
+	return !o.IsNull() && !o.IsUnknown()
+}
+
+// All keeps every section (a data source shows all three even when one is empty).
+func All(policyfield.Section) bool { return true }
+
+func fieldValue(f policyfield.Field, raw json.RawMessage, diags *diag.Diagnostics) attr.Value {
+	fail := func(err error) {
+		diags.AddError("Cannot read the policy document", fmt.Sprintf("%s: %v", f.Path, err))
+	}
+	switch f.Kind {
+	case policyfield.Integer:
+		if raw == nil {
+			return types.Int64Null()
+		}
+		var n int64
+		if err := json.Unmarshal(raw, &n); err != nil {
+			fail(err)
+		}
+		return types.Int64Value(n)
+	case policyfield.Boolean:
+		if raw == nil {
+			return types.BoolNull()
+		}
+		var b bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			fail(err)
+		}
+		return types.BoolValue(b)
+	default: // policyfield.StringSet
+		if raw == nil {
+			return types.SetNull(types.StringType)
+		}
+		var ss []string
+		if err := json.Unmarshal(raw, &ss); err != nil {
+			fail(err)
+		}
+		elems := make([]attr.Value, 0, len(ss))
+		for _, s := range ss {
+			elems = append(elems, types.StringValue(s))
+		}
+		set, ds := types.SetValue(types.StringType, elems)
+		diags.Append(ds...)
+		return set
+	}
 }
 
 // ToAPI is the body of a PUT that replaces the policy with d.
 func (d Document) ToAPI(ctx context.Context) (client.PolicyWrite, diag.Diagnostics) {
 	var diags diag.Diagnostics
+	body := map[string]map[string]any{}
+	for _, s := range policyfield.Sections {
+		o := d.Section(s.Name)
+		if o.IsNull() || o.IsUnknown() {
+			continue
+		}
+		fields := map[string]any{}
+		for name, v := range o.Attributes() {
+			if v.IsNull() || v.IsUnknown() {
+				continue
+			}
+			switch v := v.(type) {
+			case types.Int64:
+				fields[name] = v.ValueInt64()
+			case types.Bool:
+				fields[name] = v.ValueBool()
+			case types.Set:
+				ss := []string{}
+				diags.Append(v.ElementsAs(ctx, &ss, false)...)
+				fields[name] = ss
+			}
+		}
+		body[string(s.Name)] = fields
+	}
 	var w client.PolicyWrite
-	if l := d.Limits; l != nil {
-		w.Limits = &client.PolicyLimits{
-			MaxAgents:                int64Ptr(l.MaxAgents),
-			MaxUsers:                 int64Ptr(l.MaxUsers),
-			IntakeBytesPerDay:        int64Ptr(l.IntakeBytesPerDay),
-			ObservationRetentionDays: int64Ptr(l.ObservationRetentionDays),
-			MaxJobsPerDay:            int64Ptr(l.MaxJobsPerDay),
-		}
+	b, err := json.Marshal(body)
+	if err == nil {
+		err = json.Unmarshal(b, &w)
 	}
-	if s := d.LockedSettings; s != nil {
-		w.LockedSettings = &client.LockedSettings{
-			RequireSso:         boolPtr(s.RequireSSO),
-			RequireMfa:         boolPtr(s.RequireMFA),
-			SessionMaxAgeHours: int64Ptr(s.SessionMaxAgeHours),
-		}
-		if !s.AllowedEmailDomains.IsNull() && !s.AllowedEmailDomains.IsUnknown() {
-			domains := []string{}
-			diags.Append(s.AllowedEmailDomains.ElementsAs(ctx, &domains, false)...)
-			w.LockedSettings.AllowedEmailDomains = &domains
-		}
-	}
-	if e := d.Entitlements; e != nil {
-		w.Entitlements = &client.Entitlements{
-			OrganizationIdentityProviders: boolPtr(e.OrganizationIdentityProviders),
-			Jobs:                          boolPtr(e.Jobs),
-			OwnerExport:                   boolPtr(e.OwnerExport),
-		}
+	if err != nil {
+		diags.AddError("Cannot build the policy document", err.Error())
 	}
 	return w, diags
 }
 
 // Empty reports whether a stored document sets nothing.
 func Empty(p client.Policy) bool {
-	l, s, e := p.Limits, p.LockedSettings, p.Entitlements
-	return l == (client.PolicyLimits{}) && e == (client.Entitlements{}) &&
-		s.RequireSso == nil && s.RequireMfa == nil && s.SessionMaxAgeHours == nil && s.AllowedEmailDomains == nil
+	secs, err := sections(p)
+	if err != nil {
+		return false
+	}
+	for _, fields := range secs {
+		if len(fields) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Normal is a document in the API's JSON shape as the server stores it: every section present,
+// fields that are not set left out, and sets sorted without duplicates. Two documents store the
+// same policy when their Normal forms are equal.
+func Normal(v any) (map[string]map[string]any, error) {
+	secs, err := sections(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	for _, s := range policyfield.Sections {
+		fields := map[string]any{}
+		for _, f := range policyfield.In(s.Name) {
+			raw, ok := secs[string(s.Name)][f.Path.Name()]
+			if !ok {
+				continue
+			}
+			var v any
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber() // integers compare by their digits, not as float64
+			if err := dec.Decode(&v); err != nil {
+				return nil, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			if list, ok := v.([]any); ok && f.Kind == policyfield.StringSet {
+				ss := make([]string, 0, len(list))
+				for _, e := range list {
+					s, _ := e.(string)
+					ss = append(ss, s)
+				}
+				v = slices.Compact(slices.Sorted(slices.Values(ss)))
+			}
+			fields[f.Path.Name()] = v
+		}
+		out[string(s.Name)] = fields
+	}
+	return out, nil
 }

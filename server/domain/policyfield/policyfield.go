@@ -175,6 +175,16 @@ func In(s Section) []Field {
 	return out
 }
 
+// SectionOf describes a section.
+func SectionOf(s Section) (SectionInfo, bool) {
+	for _, info := range Sections {
+		if info.Name == s {
+			return info, true
+		}
+	}
+	return SectionInfo{}, false
+}
+
 // IsSection says whether name is a section of a policy document.
 func IsSection(name string) bool {
 	for _, s := range Sections {
