@@ -15,7 +15,8 @@ import (
 )
 
 // Every write through the API starts with BeginWrite and ends with FinishWrite, in one
-// transaction around the handler; each is one pipelined round trip.
+// transaction around the handler (db.WithWriteTx): BeginWrite's statements travel with the
+// transaction's BEGIN, FinishWrite's with its COMMIT, each one pipelined round trip.
 
 // Writer is who writes: what BeginWrite re-checks and holds until commit.
 type Writer struct {
@@ -188,10 +189,9 @@ func (k *IdempotencyKey) lockKey() int64 {
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
 }
 
-// FinishWrite stores the result under the request's key (when there is one) and records the
-// audit event (when there is one), in one round trip, in the write's transaction.
-func FinishWrite(ctx context.Context, tx pgx.Tx, k *IdempotencyKey, result *StoredResult, event *AuditEvent) error {
-	batch := &pgx.Batch{}
+// FinishWrite queues, on the batch that ends the write (sent with its COMMIT), the result stored
+// under the request's key (when there is one) and the audit event (when there is one).
+func FinishWrite(batch *pgx.Batch, k *IdempotencyKey, result *StoredResult, event *AuditEvent) error {
 	if k != nil && result != nil {
 		body := result.Body
 		if body == nil {
@@ -213,10 +213,7 @@ func FinishWrite(ctx context.Context, tx pgx.Tx, k *IdempotencyKey, result *Stor
 		sql, args := AuditStatement(*event)
 		batch.Queue(sql, args...)
 	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	return tx.SendBatch(ctx, batch).Close()
+	return nil
 }
 
 // PurgeExpiredIdempotencyKeys deletes expired idempotency records in small batches, so it never

@@ -122,8 +122,9 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //  8. A read runs its handler now. A write goes on:
 //  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
 //  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
-//     409 idempotency_key_reused), the handler, then the stored result and the audit event.
-//     A failed attempt is audited afterwards, in its own transaction.
+//     409 idempotency_key_reused) in one round trip with BEGIN; the handler; then the stored
+//     result and the audit event in one round trip with COMMIT (db.WithWriteTx). A failed
+//     attempt is audited afterwards, in its own transaction.
 func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != op.Method { // ServeMux routes HEAD to GET patterns; the API has no HEAD
@@ -247,15 +248,15 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 	st := From(ctx)
 	rec := newRecorder()
 	var stored *domain.StoredResult
-	err := db.WithTx(ctx, p.pool, func(tx pgx.Tx) error {
+	err := db.WithWriteTx(ctx, p.pool, func(tx *db.WriteTx) (*pgx.Batch, error) {
 		start, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
 			OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}, k)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if start.Stored != nil {
 			stored = start.Stored
-			return errReplay
+			return nil, errReplay
 		}
 		if st.Installation != nil {
 			st.Installation.IntakeToday = start.IntakeToday
@@ -266,18 +267,19 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		next.ServeHTTP(rec, r)
 		status := rec.code()
 		if status >= 400 {
-			return errHandlerFailed
+			return nil, errHandlerFailed
 		}
 		var result *domain.StoredResult
 		if k != nil {
 			expires := time.Now().Add(p.opts.IdempotencyRetention).UTC().Truncate(time.Second)
 			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
 			if result, err = storedResult(status, rec.header, rec.body.Bytes(), st.Op.SecretFields); err != nil {
-				return err
+				return nil, err
 			}
 			result.Expires = expires
 		}
-		return domain.FinishWrite(ctx, tx, k, result, succeeded(st, status))
+		last := &pgx.Batch{}
+		return last, domain.FinishWrite(last, k, result, succeeded(st, status))
 	})
 	switch {
 	case err == nil:
