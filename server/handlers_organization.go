@@ -59,7 +59,10 @@ func (s *Server) CreateOrganization(ctx context.Context, req api.CreateOrganizat
 
 // GetOrganization reads an organization.
 func (s *Server) GetOrganization(ctx context.Context, req api.GetOrganizationRequestObject) (api.GetOrganizationResponseObject, error) {
-	o, err := domain.GetOrganization(ctx, s.q(ctx), req.OrganizationId)
+	o, ok, err := pipeline.Prefetched[domain.Organization](ctx)
+	if !ok {
+		o, err = domain.GetOrganization(ctx, s.q(ctx), req.OrganizationId)
+	}
 	if err != nil {
 		return nil, err
 	}

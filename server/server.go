@@ -13,6 +13,7 @@ import (
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/problem"
 )
@@ -51,6 +52,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		RateLimitAuthenticatedBurst: cfg.RateLimitAuthenticatedBurst,
 		RateLimitAnonymous:          cfg.RateLimitAnonymous,
 		RateLimitAnonymousBurst:     cfg.RateLimitAnonymousBurst,
+		Prefetch:                    prefetches,
 	}, pool, log)
 	if err != nil {
 		return nil, err
@@ -84,6 +86,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	})
 	s.handler = pl.AccessLog(mux)
 	return s, nil
+}
+
+// prefetches are the operator reads by ID that travel in one round trip with the token's check
+// (pipeline.Prefetch); their handlers take the result with pipeline.Prefetched.
+var prefetches = map[string]pipeline.Prefetch{
+	"getOrganization": func(path map[string]string, b *pgx.Batch) func(pgx.BatchResults) (any, error) {
+		read := domain.QueueGetOrganization(b, path["organization_id"])
+		return func(br pgx.BatchResults) (any, error) { return read(br) }
+	},
 }
 
 // Handler is the whole HTTP surface: the API, health, readiness and metrics.

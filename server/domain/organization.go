@@ -53,7 +53,18 @@ func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string
 
 // GetOrganization reads one organization.
 func GetOrganization(ctx context.Context, q db.DBTX, id string) (Organization, error) {
-	rows, err := q.Query(ctx, `SELECT `+orgColumns+` FROM organizations WHERE id = $1`, id)
+	return collectOrganization(q.Query(ctx, getOrganization, id))
+}
+
+const getOrganization = `SELECT ` + orgColumns + ` FROM organizations WHERE id = $1`
+
+// QueueGetOrganization queues GetOrganization on b; the returned function reads its result.
+func QueueGetOrganization(b *pgx.Batch, id string) func(pgx.BatchResults) (Organization, error) {
+	b.Queue(getOrganization, id)
+	return func(br pgx.BatchResults) (Organization, error) { return collectOrganization(br.Query()) }
+}
+
+func collectOrganization(rows pgx.Rows, err error) (Organization, error) {
 	if err != nil {
 		return Organization{}, err
 	}

@@ -182,14 +182,18 @@ func RevokeToken(ctx context.Context, q db.DBTX, id string) (Token, error) {
 	return t, db.Translate(err)
 }
 
-// TokenByHashForAuth is TokenByHash returning the stored hash too, for a constant-time compare.
-func TokenByHashForAuth(ctx context.Context, q db.DBTX, hash []byte) (Token, []byte, error) {
-	var t Token
-	var stored []byte
-	err := q.QueryRow(ctx, `SELECT id, name, scopes, allowed_sources, created_at, expires_at, revoked_at, token_hash
-		FROM operator_tokens WHERE token_hash = $1`, hash).
-		Scan(&t.ID, &t.Name, &t.Scopes, &t.AllowedSources, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &stored)
-	return t, stored, db.Translate(err)
+// QueueTokenForAuth queues, on b, the lookup of a token by the hash of its secret; the returned
+// function reads the token and its stored hash (for a constant-time compare) from b's results.
+// Authentication sends it in one round trip with the read its request will make, if any.
+func QueueTokenForAuth(b *pgx.Batch, hash []byte) func(pgx.BatchResults) (Token, []byte, error) {
+	b.Queue(`SELECT id, name, scopes, allowed_sources, created_at, expires_at, revoked_at, token_hash
+		FROM operator_tokens WHERE token_hash = $1`, hash)
+	return func(br pgx.BatchResults) (Token, []byte, error) {
+		var t Token
+		var stored []byte
+		err := br.QueryRow().Scan(&t.ID, &t.Name, &t.Scopes, &t.AllowedSources, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &stored)
+		return t, stored, db.Translate(err)
+	}
 }
 
 // TokenByID reads one token.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/problem"
@@ -106,14 +108,31 @@ func (p *Pipeline) lookupFailed(ctx context.Context, what string, err error) {
 }
 
 // operatorToken checks the bearer token: hash, expiry, revocation and source address, on every
-// request, against the database (no cache can let a revoked token through).
+// request, against the database (no cache can let a revoked token through). A read with a
+// Prefetch sends its read in the same round trip; its result is kept for the handler.
 func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State) (Actor, bool) {
 	token, ok := bearer(r, domain.LooksLikeToken)
 	if !ok {
 		return Actor{}, false
 	}
 	hash := domain.HashSecret(token)
-	t, storedHash, err := domain.TokenByHashForAuth(ctx, p.pool, hash)
+	batch := &pgx.Batch{}
+	readToken := domain.QueueTokenForAuth(batch, hash)
+	var readPrefetch func(pgx.BatchResults) (any, error)
+	if st.Op != nil && !st.Op.Mutation {
+		if prefetch := p.opts.Prefetch[st.Op.ID]; prefetch != nil {
+			readPrefetch = prefetch(st.pathParams, batch)
+		}
+	}
+	br := p.pool.SendBatch(ctx, batch)
+	t, storedHash, err := readToken(br)
+	if err == nil && readPrefetch != nil {
+		v, perr := readPrefetch(br)
+		st.prefetched = &prefetched{v, perr}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		p.lookupFailed(ctx, "token", err)
 		return Actor{}, false

@@ -37,6 +37,8 @@ type Options struct {
 	// Per-source-address limit on unauthenticated requests and failed authentications.
 	RateLimitAnonymous      float64
 	RateLimitAnonymousBurst int
+	// Prefetch, by operationId: reads by ID that travel with the operator token's check.
+	Prefetch map[string]Prefetch
 }
 
 // Pipeline routes API requests (once, with a net/http ServeMux) and runs each through the stages.
@@ -89,12 +91,27 @@ func (p *Pipeline) HandleFunc(pattern string, handler func(http.ResponseWriter, 
 // nothing was mounted for.
 func (p *Pipeline) Err() error {
 	errs := p.errs
+	for id := range p.opts.Prefetch {
+		if op := p.operation(id); op == nil || op.Mutation || op.Auth != AuthOperator {
+			errs = append(errs, fmt.Errorf("prefetch for %s: not an operator read of the spec", id))
+		}
+	}
 	for pattern := range p.ops {
 		if _, got := p.mux.Handler(probe(pattern)); got != pattern {
 			errs = append(errs, fmt.Errorf("no handler for %s", pattern))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// operation is the operation with operationId id, or nil.
+func (p *Pipeline) operation(id string) *Operation {
+	for _, op := range p.ops {
+		if op.ID == id {
+			return op
+		}
+	}
+	return nil
 }
 
 func probe(pattern string) *http.Request {
@@ -133,6 +150,11 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		}
 		st := From(r.Context())
 		st.Op = op
+		pathParams := make(map[string]string, len(op.pathParams))
+		for _, name := range op.pathParams {
+			pathParams[name] = r.PathValue(name)
+		}
+		st.pathParams = pathParams
 		if pe := p.secure(r, st); pe != nil {
 			Fail(w, r, pe)
 			return
@@ -140,10 +162,6 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		if pe := p.authenticate(r, st, op.Auth); pe != nil {
 			Fail(w, r, pe)
 			return
-		}
-		pathParams := make(map[string]string, len(op.pathParams))
-		for _, name := range op.pathParams {
-			pathParams[name] = r.PathValue(name)
 		}
 		key, pe := p.admit(r, st, pathParams)
 		if pe != nil {

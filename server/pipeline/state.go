@@ -21,8 +21,10 @@ type State struct {
 	Local      bool
 	Invocation string
 
-	Op    *Operation // the routed operation
-	Actor Actor      // who, once authenticated
+	Op         *Operation // the routed operation
+	pathParams map[string]string
+	prefetched *prefetched // the read a Prefetch made with authentication
+	Actor      Actor       // who, once authenticated
 	// For a signed agent request: the installation, its organization's policy and intake today.
 	Installation *domain.InstallationHolder
 	Body         []byte // the raw body, for handlers that need its bytes (intake)
@@ -89,6 +91,32 @@ func (n *AuditNote) OwnOrganization(a Actor, changed []string) {
 // Target names the organization a write concerns and the fields it changed.
 func (n *AuditNote) Target(o domain.Organization, changed []string) {
 	n.OrganizationID, n.OrganizationName, n.ChangedFields = o.ID, o.DisplayName, changed
+}
+
+// A Prefetch queues on b, the batch that authenticates a read, the read its handler will make
+// by the IDs in its path; the returned function reads the result. Both travel in one round
+// trip, and the handler finds the result with Prefetched. The read runs before authentication
+// has decided, but nothing of it reaches the caller unless authentication, scope and validation
+// pass (the handler runs only then).
+type Prefetch func(pathParams map[string]string, b *pgx.Batch) func(pgx.BatchResults) (any, error)
+
+type prefetched struct {
+	v   any
+	err error
+}
+
+// Prefetched is the result of the request's Prefetch, if it made one of type T: ok is false when
+// there is none, and the handler reads for itself.
+func Prefetched[T any](ctx context.Context) (v T, ok bool, err error) {
+	p := From(ctx).prefetched
+	if p == nil {
+		return v, false, nil
+	}
+	if p.err != nil {
+		return v, true, p.err
+	}
+	v, ok = p.v.(T)
+	return v, ok, nil
 }
 
 type stateKey struct{}
