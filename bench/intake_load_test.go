@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,5 +98,20 @@ loop:
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p := func(q int) float64 { return float64(lat[len(lat)*q/100].Microseconds()) / 1000 }
-	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)\n", maxRate, rate, p(50), p(99), len(lat))
+	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)  peak RSS of the process (two servers and the load) %s\n",
+		maxRate, rate, p(50), p(99), len(lat), peakRSS())
+}
+
+// peakRSS is the process's peak resident set (VmHWM), as Linux reports it.
+func peakRSS() string {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return "unknown"
 }

@@ -23,10 +23,16 @@ pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs" "$
 pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs" "$pg/renga_baseline" >"$out/C1" 2>&1
 
 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
+  go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchmem -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
 
 RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
   go test -count=1 -run TestIntakeLoad -v ./bench/ | grep intake-load | tee "$out/load"
+
+# Terraform: examples/scale against a fresh server beside the same graph of terraform_data.
+if command -v terraform >/dev/null; then
+  RENGA_TF_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
+    go test -count=1 -run TestTerraformScale -v ./bench/ | grep terraform-scale | tee "$out/tf"
+fi
 
 metric() { # benchmark-name unit
   awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
@@ -39,6 +45,7 @@ bare=$(metric BenchmarkBareHandler req/s)
 get=$(metric BenchmarkGetOrganization req/s)
 health=$(metric BenchmarkHealthz req/s)
 c8=$(metric BenchmarkCreateOrganization/clients=8 req/s)
+allocs() { metric "$1" allocs/op; }
 p50=$(metric BenchmarkCreateOrganization/clients=1 p50-ms)
 p99=$(metric BenchmarkCreateOrganization/clients=1 p99-ms)
 printf '\n%-46s %10s %12s %8s %8s\n' measure renga ceiling ratio target
@@ -50,5 +57,9 @@ printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$health"
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A tps)" "$intake" "$A" "$(echo "$intake / $A" | bc -l)" ">=0.8"
 printf '%-46s %10.2f\n' "intake p99 ms at full load" "$intake99"
 printf '%s (target: p99 < 25 ms at half the maximum rate)\n' "$(cat "$out/load")"
-printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.8"
+printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.9"
+printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
+  "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
+  "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
+[ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(cat "$out/tf")"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"renga.dev/renga/server/servertest"
+)
+
+// TestTerraformScale is the Terraform comparison: `terraform apply` of examples/scale (200
+// organizations and 200 policies, -parallelism=10) against a fresh server, then a refresh-only
+// plan, each beside the same graph of 400 terraform_data resources (Terraform's own floor: no
+// provider, no API), interleaved. Run with RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh
+// does).
+func TestTerraformScale(t *testing.T) {
+	if os.Getenv("RENGA_TF_BENCH") == "" {
+		t.Skip("load script: set RENGA_TF_BENCH=1")
+	}
+	tf, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Skip("no terraform on PATH")
+	}
+	env := servertest.Start(t)
+	token := env.Token(t, "organizations:write", "policies:write")
+
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-renga"), "renga.dev/renga/provider").CombinedOutput(); err != nil {
+		t.Fatalf("build the provider: %v\n%s", err, out)
+	}
+	rc := filepath.Join(t.TempDir(), "terraformrc")
+	write(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"renga/renga\" = %q\n  }\n  direct {}\n}\n", bin))
+
+	renga, floor := t.TempDir(), t.TempDir()
+	scale, err := os.ReadFile("../examples/scale/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(renga, "main.tf"), string(scale))
+	write(t, filepath.Join(floor, "main.tf"), `resource "terraform_data" "org" {
+  count = 200
+  input = { slug = format("scale-%03d", count.index), display_name = format("Scale test %03d", count.index) }
+}
+
+resource "terraform_data" "policy" {
+  count = 200
+  input = { organization_id = terraform_data.org[count.index].id, max_agents = 100 + count.index, max_users = 10, jobs = count.index % 2 == 0 }
+}
+`)
+	run := func(dir string, args ...string) time.Duration {
+		cmd := exec.Command(tf, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
+			"RENGA_URL="+env.URL, "RENGA_OPERATOR_TOKEN="+token)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("terraform %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		}
+		return time.Since(start)
+	}
+	apply := []string{"apply", "-auto-approve", "-parallelism=10", "-no-color", "-input=false"}
+	plan := []string{"plan", "-refresh-only", "-no-color", "-input=false"}
+	floorApply, rengaApply := run(floor, apply...), run(renga, apply...)
+	floorPlan, rengaPlan := run(floor, plan...), run(renga, plan...)
+	fmt.Printf("terraform-scale apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f\n",
+		rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
+		rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds())
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
