@@ -16,7 +16,10 @@ func policyJSON(p domain.Policy) (api.Policy, error) {
 
 // GetPolicy reads an organization's policy document.
 func (s *Server) GetPolicy(ctx context.Context, req api.GetPolicyRequestObject) (api.GetPolicyResponseObject, error) {
-	p, err := domain.GetPolicy(ctx, s.q(ctx), req.OrganizationId)
+	p, ok, err := pipeline.Prefetched[domain.Policy](ctx)
+	if !ok {
+		p, err = domain.GetPolicy(ctx, s.q(ctx), req.OrganizationId)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -91,10 +91,16 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 // prefetches are the operator reads by ID that travel in one round trip with the token's check
 // (pipeline.Prefetch); their handlers take the result with pipeline.Prefetched.
 var prefetches = map[string]pipeline.Prefetch{
-	"getOrganization": func(path map[string]string, b *pgx.Batch) func(pgx.BatchResults) (any, error) {
-		read := domain.QueueGetOrganization(b, path["organization_id"])
+	"getOrganization": prefetch(domain.QueueGetOrganization, "organization_id"),
+	"getPolicy":       prefetch(domain.QueueGetPolicy, "organization_id"),
+}
+
+// prefetch is the Prefetch of a domain read by the ID in the path parameter param.
+func prefetch[T any](queue func(*pgx.Batch, string) func(pgx.BatchResults) (T, error), param string) pipeline.Prefetch {
+	return func(path map[string]string, b *pgx.Batch) func(pgx.BatchResults) (any, error) {
+		read := queue(b, path[param])
 		return func(br pgx.BatchResults) (any, error) { return read(br) }
-	},
+	}
 }
 
 // Handler is the whole HTTP surface: the API, health, readiness and metrics.

@@ -20,10 +20,21 @@ type Policy struct {
 
 // GetPolicy reads an organization's policy document.
 func GetPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
+	return scanPolicy(orgID, q.QueryRow(ctx, getPolicy, orgID))
+}
+
+const getPolicy = `SELECT document, version FROM organization_policies WHERE organization_id = $1`
+
+// QueueGetPolicy queues GetPolicy on b; the returned function reads its result.
+func QueueGetPolicy(b *pgx.Batch, orgID string) func(pgx.BatchResults) (Policy, error) {
+	b.Queue(getPolicy, orgID)
+	return func(br pgx.BatchResults) (Policy, error) { return scanPolicy(orgID, br.QueryRow()) }
+}
+
+func scanPolicy(orgID string, row pgx.Row) (Policy, error) {
 	p := Policy{OrganizationID: orgID}
 	var raw []byte
-	err := q.QueryRow(ctx, `SELECT document, version FROM organization_policies WHERE organization_id = $1`, orgID).Scan(&raw, &p.Version)
-	if err != nil {
+	if err := row.Scan(&raw, &p.Version); err != nil {
 		return p, db.Translate(err)
 	}
 	return p, json.Unmarshal(raw, &p.Document)
