@@ -56,7 +56,8 @@ func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsR
 }
 
 // SubmitObservations accepts a batch once per (installation, batch_id), within the
-// organization's intake_bytes_per_day.
+// organization's intake_bytes_per_day, in one statement far from the limit
+// (x-renga-single-statement: the pipeline opens no transaction around it).
 func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservationsRequestObject) (api.SubmitObservationsResponseObject, error) {
 	st := pipeline.From(ctx)
 	h := st.Installation
@@ -67,28 +68,9 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if pe != nil {
 		return nil, pe
 	}
-	bytes := int64(len(st.Body))
 	limit := domain.Limit(h.Policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
-	today := h.IntakeToday
-	// Far from the limit, batches go in parallel. Near it (within what many batches in flight
-	// could add), they serialize on the organization and read the committed total afresh.
-	if today+bytes > limit-s.intakeExactMargin() {
-		if st.Tx == nil {
-			return nil, fmt.Errorf("submitObservations outside the mutation transaction")
-		}
-		var err error
-		if today, err = domain.IntakeTodayLocked(ctx, st.Tx, h.Org.ID); err != nil {
-			return nil, err
-		}
-	}
-	if today+bytes > limit {
-		// A retry of a batch accepted before the limit was reached is still a duplicate.
-		if dup, err := domain.BatchSeen(ctx, s.q(ctx), h.Installation.ID, req.Body.BatchId); err != nil || dup {
-			return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: true}, err
-		}
-		return nil, &domain.DailyLimitError{Limit: policyfield.IntakeBytesPerDay.Name(), Value: limit}
-	}
-	fresh, err := domain.AcceptBatch(ctx, s.q(ctx), h.Org.ID, h.Installation.ID, req.Body.BatchId, observations, bytes)
+	fresh, err := domain.SubmitBatch(ctx, s.pool, domain.IntakeBatch{OrganizationID: h.Org.ID, InstallationID: h.Installation.ID,
+		BatchID: req.Body.BatchId, Observations: observations, Bytes: int64(len(st.Body))}, limit, s.intakeExactMargin())
 	if err != nil {
 		return nil, err
 	}

@@ -95,29 +95,25 @@ func ListInstallations(ctx context.Context, q db.DBTX, orgID, after string, limi
 	return pgx.CollectRows(rows, pgx.RowToStructByName[Installation])
 }
 
-// InstallationHolder is what signature authentication needs, with the day's intake so far and
-// the organization's policy, so that intake needs no further read.
+// InstallationHolder is what signature authentication needs, with the organization's policy,
+// so that intake needs no further read of it.
 type InstallationHolder struct {
 	Installation Installation
 	Org          AgentOrg
 	Policy       PolicyDocument
-	IntakeToday  int64
 }
 
-// InstallationForAuth reads an installation, its organization, its policy and its intake so
-// far today (UTC), in one query.
+// InstallationForAuth reads an installation, its organization and its policy, in one query.
 func InstallationForAuth(ctx context.Context, q db.DBTX, id string) (InstallationHolder, error) {
 	var h InstallationHolder
 	var policy []byte
 	i := &h.Installation
 	err := q.QueryRow(ctx, `SELECT i.id, i.organization_id, i.public_key, i.hostname, i.os, i.registered_at, i.last_seen_at,
-			o.display_name, o.state, coalesce(p.document, '{}'),
-			(SELECT coalesce(sum(c.intake_bytes), 0)::bigint FROM usage_counters c
-			  WHERE c.organization_id = i.organization_id AND c.day = (now() AT TIME ZONE 'UTC')::date)
+			o.display_name, o.state, coalesce(p.document, '{}')
 		FROM installations i JOIN organizations o ON o.id = i.organization_id
 		LEFT JOIN organization_policies p ON p.organization_id = i.organization_id
 		WHERE i.id = $1`, id).Scan(&i.ID, &i.OrganizationID, &i.PublicKey, &i.Hostname, &i.OS, &i.RegisteredAt, &i.LastSeenAt,
-		&h.Org.Name, &h.Org.State, &policy, &h.IntakeToday)
+		&h.Org.Name, &h.Org.State, &policy)
 	if err != nil {
 		return h, db.Translate(err)
 	}

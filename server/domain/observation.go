@@ -25,13 +25,67 @@ type Observation struct {
 // ObservationBatchDedupWindow is how long a batch ID is remembered.
 const ObservationBatchDedupWindow = 30 * 24 * time.Hour
 
-// AcceptBatch stores a batch of observations once per (installation, batch ID) and counts the
-// request and its bytes in usage, in one statement: the deduplication log is what makes both
-// exactly once. It reports whether the batch was new.
-func AcceptBatch(ctx context.Context, q db.DBTX, orgID, installationID, batchID string, observations json.RawMessage, bytes int64) (bool, error) {
-	var n int
-	err := q.QueryRow(ctx, `WITH batch AS (
-			INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($2, $3, $1)
+// IntakeBatch is a batch of observations an installation sends.
+type IntakeBatch struct {
+	OrganizationID, InstallationID, BatchID string
+	Observations                            json.RawMessage // a JSON array, as PostgreSQL's jsonb takes it
+	Bytes                                   int64           // what the batch counts against intake_bytes_per_day
+}
+
+// Pool is what runs a statement and, when it must, a transaction.
+type Pool interface {
+	db.DBTX
+	db.Beginner
+}
+
+// SubmitBatch accepts a batch once per (installation, batch ID) within the organization's
+// intake_bytes_per_day (limit), and reports whether it was new. Far from the limit (more than
+// margin below it: what the batches in flight could add), one statement holds the
+// organization's row (FOR SHARE: a suspension waits for it, or it sees the suspension), checks
+// the organization's state and today's total, stores the batch and counts it: one round trip,
+// no transaction around it. Near the limit, batches serialize on the organization in a
+// transaction and read the committed total afresh, so one server never lets the total pass the
+// limit. A batch over the limit that was accepted before is still a duplicate, not a 429.
+func SubmitBatch(ctx context.Context, pool Pool, b IntakeBatch, limit, margin int64) (bool, error) {
+	r, err := acceptBatch(ctx, pool, b, limit-margin)
+	if err != nil || r.accepted {
+		return r.fresh, err
+	}
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('intake:' || $1, 0))`, b.OrganizationID); err != nil {
+			return err
+		}
+		// Its own statement after the lock: it sees every batch committed before.
+		if r, err = acceptBatch(ctx, tx, b, limit); err != nil || r.accepted {
+			return err
+		}
+		if seen, err := BatchSeen(ctx, tx, b.InstallationID, b.BatchID); err != nil || seen {
+			return err
+		}
+		return &DailyLimitError{Limit: policyfield.IntakeBytesPerDay.Name(), Value: limit}
+	})
+	return r.fresh, err
+}
+
+type accepted struct{ accepted, fresh bool }
+
+// acceptBatch stores and counts the batch in one statement if the organization is active and
+// today's total plus the batch stays within threshold. accepted is false when it is over.
+func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64) (accepted, error) {
+	var (
+		state    *string
+		ok       bool
+		inserted int
+	)
+	err := q.QueryRow(ctx, `WITH org AS (
+			SELECT state FROM organizations WHERE id = $1 FOR SHARE),
+		today AS (
+			SELECT coalesce(sum(intake_bytes), 0)::bigint AS total FROM usage_counters
+			WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date),
+		within AS (
+			SELECT 1 FROM org, today WHERE org.state = 'active' AND today.total + $5 <= $6),
+		batch AS (
+			INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT $2, $3, $1 FROM within
 			ON CONFLICT DO NOTHING RETURNING 1),
 		stored AS (
 			INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
@@ -44,13 +98,22 @@ func AcceptBatch(ctx context.Context, q db.DBTX, orgID, installationID, batchID 
 				intake_requests = c.intake_requests + 1, intake_bytes = c.intake_bytes + excluded.intake_bytes),
 		seen AS (
 			UPDATE installations SET last_seen_at = now()
-			WHERE id = $2 AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
-		SELECT count(*) FROM batch`,
-		orgID, installationID, batchID, observations, bytes).Scan(&n)
-	return n == 1, err
+			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
+		SELECT (SELECT state FROM org), EXISTS (SELECT 1 FROM within), (SELECT count(*) FROM batch)`,
+		b.OrganizationID, b.InstallationID, b.BatchID, b.Observations, b.Bytes, threshold).Scan(&state, &ok, &inserted)
+	switch {
+	case err != nil:
+		return accepted{}, err
+	case state == nil:
+		return accepted{}, ErrNotFound
+	}
+	if err := OrganizationWritable(*state); err != nil {
+		return accepted{}, err
+	}
+	return accepted{accepted: ok, fresh: inserted == 1}, nil
 }
 
-// intakeShard is the usage counter row an intake transaction adds to: one per database
+// intakeShard is the usage counter row an intake statement adds to: one per database
 // connection. A connection runs one transaction at a time, so concurrent batches of one
 // organization add to different rows and never wait for each other's commit on a counter (with
 // a shard per batch, they did: two batches on one shard serialize through the row lock until the
@@ -64,26 +127,6 @@ func BatchSeen(ctx context.Context, q db.DBTX, installationID, batchID string) (
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM observation_batches WHERE installation_id = $1 AND batch_id = $2)`,
 		installationID, batchID).Scan(&seen)
 	return seen, err
-}
-
-// IntakeTodayLocked serializes the organization's intake for the rest of the transaction and
-// returns its intake bytes so far today, as committed by every batch before: the exact check
-// of intake_bytes_per_day near the limit. The read is its own statement after the lock.
-func IntakeTodayLocked(ctx context.Context, tx pgx.Tx, orgID string) (int64, error) {
-	batch := &pgx.Batch{}
-	batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('intake:' || $1, 0))`, orgID)
-	batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
-		WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, orgID)
-	br := tx.SendBatch(ctx, batch)
-	defer func() { _ = br.Close() }()
-	if _, err := br.Exec(); err != nil {
-		return 0, err
-	}
-	var n int64
-	if err := br.QueryRow().Scan(&n); err != nil {
-		return 0, err
-	}
-	return n, br.Close()
 }
 
 // ListObservations pages through an installation's observations, newest first.

@@ -49,9 +49,6 @@ type WriteStart struct {
 	// Stored is the result stored under the request's key, if any: the caller replays it (same
 	// digest) or refuses the request (another digest), and changes nothing.
 	Stored *StoredResult
-	// IntakeToday is an installation's organization's intake bytes today, as of this
-	// transaction (intake checks intake_bytes_per_day against it).
-	IntakeToday int64
 }
 
 // BeginWrite opens a write in tx, in one round trip. It re-checks the caller's credential and
@@ -77,8 +74,7 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
-	var err error
-	if start.IntakeToday, err = readWriterCheck(br, w); err != nil {
+	if err := readWriterCheck(br, w); err != nil {
 		return start, err
 	}
 	if k == nil {
@@ -89,7 +85,7 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 	}
 	var s StoredResult
 	var headers []byte
-	err = br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
+	err := br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return start, br.Close()
 	}
@@ -124,8 +120,8 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 		// row, first, makes a suspension, deletion or purge wait for the write, or the write see
 		// it (and keeps the lock order: organization, then what belongs to it). Members' writes
 		// and registrations are few and some lock the row for update themselves (limits): they
-		// take that lock now, since upgrading a shared lock would deadlock. Intake, the bulk,
-		// shares it.
+		// take that lock now, since upgrading a shared lock would deadlock. An installation's
+		// job traffic shares it (intake holds it in its own statement: SubmitBatch).
 		mode := "FOR NO KEY UPDATE"
 		if w.ActorType == ActorInstallation {
 			mode = "FOR SHARE"
@@ -136,46 +132,39 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
 		case ActorIntakeKey:
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM intake_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
-		default: // an installation's identity cannot be revoked; intake reads today's total
-			batch.Queue(`SELECT coalesce(sum(intake_bytes), 0)::bigint FROM usage_counters
-				WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date`, w.OrganizationID)
 		}
 	}
 }
 
-// readWriterCheck returns an installation's organization's intake today, or why the write
-// cannot go on: ErrCredentialGone first, then the organization's state.
-func readWriterCheck(br pgx.BatchResults, w Writer) (intakeToday int64, err error) {
+// readWriterCheck says why the write cannot go on: ErrCredentialGone first, then the
+// organization's state.
+func readWriterCheck(br pgx.BatchResults, w Writer) error {
 	var closed error
 	switch w.ActorType {
 	case ActorOperatorToken:
 		if _, err := br.Exec(); err != nil { // the token's advisory lock
-			return 0, err
+			return err
 		}
 	case ActorUser, ActorIntakeKey, ActorInstallation:
 		var state string
 		if err := br.QueryRow().Scan(&state); err != nil {
-			return 0, db.Translate(err)
+			return db.Translate(err)
 		}
 		closed = OrganizationWritable(state)
-	default:
-		return 0, nil // the local operator, or an unauthenticated operation: nothing to check
-	}
-	if w.ActorType == ActorInstallation {
-		err := br.QueryRow().Scan(&intakeToday)
-		if err == nil {
-			err = closed
+		if w.ActorType == ActorInstallation {
+			return closed // an installation's identity cannot be revoked
 		}
-		return intakeToday, err
+	default:
+		return nil // the local operator, or an unauthenticated operation: nothing to check
 	}
 	var n int
 	if err := br.QueryRow().Scan(&n); err != nil {
-		return 0, err
+		return err
 	}
 	if n == 0 {
-		return 0, ErrCredentialGone
+		return ErrCredentialGone
 	}
-	return 0, closed
+	return closed
 }
 
 // lockKey is the key's advisory lock: a hash of the namespace and the key's hash.

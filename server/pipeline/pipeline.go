@@ -136,7 +136,8 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //  5. Body: size and media type (413, 415, 400).
 //  6. Idempotency-Key (400 idempotency_key_required).
 //  7. Validation against the spec, leaving out the headers the pipeline checks itself (400).
-//  8. A read runs its handler now. A write goes on:
+//  8. A read runs its handler now, and so does an installation's single-statement write (its
+//     domain function holds the organization in its statement). A write goes on:
 //  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
 //  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
 //     409 idempotency_key_reused) in one round trip with BEGIN; the handler; then the stored
@@ -171,7 +172,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			Fail(w, r, pe)
 			return
 		}
-		if !op.Mutation {
+		if !op.Mutation || op.SingleStatement {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -275,9 +276,6 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		if start.Stored != nil {
 			stored = start.Stored
 			return nil, errReplay
-		}
-		if st.Installation != nil {
-			st.Installation.IntakeToday = start.IntakeToday
 		}
 		st.Tx = tx
 		defer func() { st.Tx = nil }()

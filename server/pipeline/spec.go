@@ -32,6 +32,9 @@ type Operation struct {
 	// SecretFields are top-level response fields shown once (x-renga-secret-fields): never
 	// stored with the idempotent result.
 	SecretFields []string
+	// SingleStatement (x-renga-single-statement): an installation's write that its domain
+	// function makes in one statement; the pipeline opens no transaction around it.
+	SingleStatement bool
 
 	spec       *openapi3.Operation
 	pathParams []string       // the names in Route, in order
@@ -109,6 +112,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 		o.Mutation = true
 	}
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
+	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
 	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
 		for _, f := range fields {
 			if name, ok := f.(string); ok {
@@ -140,6 +144,11 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 		case "If-Match":
 			o.IfMatch = true
 		}
+	}
+	// Only an installation's writes are neither audited nor keyed: nothing for the pipeline's
+	// transaction to hold.
+	if o.SingleStatement && (o.Auth != AuthInstallation || !o.Mutation) {
+		return nil, errors.New("x-renga-single-statement is for an installation's writes only")
 	}
 	// Agents' writes are idempotent by their own IDs (installation, batch, job).
 	if o.Mutation && (o.Auth == AuthOperator || o.Auth == AuthUser) && !o.KeyAccepted {
