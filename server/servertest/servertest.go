@@ -3,7 +3,6 @@
 package servertest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -323,23 +322,41 @@ func (e *Env) Token(t testing.TB, scopes ...string) string {
 // AllScopes is every operator scope.
 func AllScopes() []string { return append([]string(nil), domain.Scopes...) }
 
-// SyncBuffer is a bytes.Buffer safe for concurrent writers.
+// SyncBuffer keeps everything written to it, for concurrent writers. It grows in chunks, never
+// copying what it holds: a benchmark's millions of log lines cost the server what writing them
+// costs, not the repeated copies of one growing buffer.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	chunks [][]byte
 }
+
+const syncBufferChunk = 1 << 20
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n := len(p)
+	for len(p) > 0 {
+		if len(s.chunks) == 0 || len(s.chunks[len(s.chunks)-1]) == cap(s.chunks[len(s.chunks)-1]) {
+			s.chunks = append(s.chunks, make([]byte, 0, syncBufferChunk))
+		}
+		last := &s.chunks[len(s.chunks)-1]
+		k := min(len(p), cap(*last)-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // String returns everything written so far.
 func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	var b strings.Builder
+	for _, c := range s.chunks {
+		b.Write(c)
+	}
+	return b.String()
 }
 
 // ForgetSecrets stops tracking secrets (for a test that plants a leak on purpose).
