@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
@@ -64,7 +63,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if h == nil {
 		return nil, fmt.Errorf("submitObservations without an authenticated installation")
 	}
-	observations, pe := storableObservations(st.Body)
+	observations, pe := storableObservations(st.Body, req.Body.Observations)
 	if pe != nil {
 		return nil, pe
 	}
@@ -77,28 +76,34 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: !fresh}, nil
 }
 
-// storableObservations re-encodes a batch's observations for PostgreSQL's jsonb: numbers keep
-// their digits (json.Number), a lone surrogate escape becomes U+FFFD instead of an error, and
-// timestamps PostgreSQL cannot hold (years outside 1..9999) are refused.
-func storableObservations(body []byte) (json.RawMessage, *problem.Error) {
-	var batch struct {
-		Observations []map[string]any `json:"observations"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&batch); err != nil {
-		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
-	}
-	for i, o := range batch.Observations {
-		s, _ := o["observed_at"].(string)
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+// storableObservations is a batch's observations as PostgreSQL's jsonb takes them: the array
+// as sent (numbers keep their digits), unless it holds \u escapes, which are re-encoded (a lone
+// surrogate becomes U+FFFD instead of an error; NUL was refused before). Timestamps PostgreSQL
+// cannot hold (years outside 1..9999) are refused.
+func storableObservations(body []byte, in []api.ObservationIn) (json.RawMessage, *problem.Error) {
+	for i, o := range in {
+		if y := o.ObservedAt.Year(); y < 1 || y > 9999 {
 			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "observed_at must be an RFC 3339 time between years 1 and 9999.")
 			pe.Errors = []problem.FieldError{{Field: fmt.Sprintf("observations.%d.observed_at", i), Message: "RFC 3339, years 1 to 9999"}}
 			return nil, pe
 		}
 	}
-	out, err := json.Marshal(batch.Observations)
+	var batch struct {
+		Observations json.RawMessage `json:"observations"`
+	}
+	if err := json.Unmarshal(body, &batch); err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	}
+	if !bytes.Contains(batch.Observations, []byte(`\u`)) {
+		return batch.Observations, nil
+	}
+	var observations []any
+	dec := json.NewDecoder(bytes.NewReader(batch.Observations))
+	dec.UseNumber()
+	if err := dec.Decode(&observations); err != nil {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	}
+	out, err := json.Marshal(observations)
 	if err != nil {
 		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The observations cannot be stored.")
 	}

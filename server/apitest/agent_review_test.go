@@ -80,6 +80,13 @@ func TestObservationsAreStoredFaithfully(t *testing.T) {
 	if !strings.Contains(got, strings.Repeat("0", 399)+"1") {
 		t.Errorf("1e-400 was not kept exactly: %s", got)
 	}
+	// Without escapes, the observations go to jsonb as sent: the digits stay too.
+	a.submit(t, obs("plain", "2026-11-30T00:00:01Z", `{"big":987654321098765432109876543210987,"scale":1.50}`)).accepted(t)
+	send(t, env, req{Method: http.MethodGet, Path: "/api/v1/org/agents/" + a.ID + "/observations", Token: owner}).decode(t, &list)
+	if len(list.Items) != 2 || !strings.Contains(string(list.Items[0].Data), "987654321098765432109876543210987") ||
+		!strings.Contains(string(list.Items[0].Data), "1.50") {
+		t.Errorf("plain observation not stored faithfully: %+v", list)
+	}
 	a.submit(t, obs("nul", "2026-11-30T00:00:00Z", `{"s":"a\u0000b"}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
 	a.submit(t, obs("escaped", "2026-11-30T00:00:00Z", `{"s":"a\\u0000b"}`)).accepted(t) // a backslash, then text
 	a.submit(t, obs("year0", "0000-01-01T00:00:00Z", `{}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
