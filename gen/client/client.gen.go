@@ -142,6 +142,7 @@ const (
 	ErrorCodeSlugTaken              ErrorCode = "slug_taken"
 	ErrorCodeSuspended              ErrorCode = "suspended"
 	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
+	ErrorCodeUnavailable            ErrorCode = "unavailable"
 	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
 	ErrorCodeVersionMismatch        ErrorCode = "version_mismatch"
 )
@@ -206,6 +207,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSuspended:
 		return true
 	case ErrorCodeUnauthenticated:
+		return true
+	case ErrorCodeUnavailable:
 		return true
 	case ErrorCodeUnsupportedMediaType:
 		return true

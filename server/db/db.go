@@ -8,12 +8,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 )
 
 // DBTX is what domain functions need: a pool or a transaction.
@@ -114,4 +119,36 @@ func SQLState(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// Unavailable reports whether err says the database could not be reached or could not serve
+// (a connection refused or lost, the server shutting down or starting, out of resources, a
+// statement cancelled by its deadline): an infrastructure failure, which the API answers with
+// 503, never with a client error.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"),                                            // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57P"),                                           // admin shutdown, crash shutdown, cannot connect now
+			strings.HasPrefix(pgErr.Code, "58"),                                            // system error
+			pgErr.Code == pgerrcode.QueryCanceled, pgErr.Code == "55000" && isConnect(err): // a database that takes no connections
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, puddle.ErrClosedPool) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func isConnect(err error) bool {
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr)
 }

@@ -34,20 +34,20 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 	}
 	var (
 		actor  Actor
-		ok     bool
+		err    = errBadCredential
 		detail string
 	)
 	if !st.Local {
 		ctx := r.Context()
 		switch auth {
 		case AuthOperator:
-			actor, ok = p.operatorToken(ctx, r, st)
+			actor, err = p.operatorToken(ctx, r, st)
 			detail = "Send a valid operator token: Authorization: Bearer renga_operator_..."
 		case AuthUser:
-			actor, ok = p.userKey(ctx, r)
+			actor, err = p.userKey(ctx, r)
 			detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
 		case AuthIntake:
-			actor, ok = p.intakeKey(ctx, r)
+			actor, err = p.intakeKey(ctx, r)
 			detail = "Send a valid intake key: Authorization: Bearer renga_intake_..."
 		case AuthInstallation:
 			// The signature covers the body: read it (bounded) first.
@@ -55,11 +55,21 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 			if pe != nil {
 				return pe
 			}
-			actor, ok = p.installationSignature(ctx, r, st, body)
+			actor, err = p.installationSignature(ctx, r, st, body)
 			detail = "Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature)."
 		}
 	}
-	if !ok {
+	if err != nil && !errors.Is(err, errBadCredential) {
+		// Not an authentication failure: the credential could not be checked. Never a 401 (a
+		// client would conclude its credential is bad), and not counted against the address.
+		pe := problem.FromError(err)
+		if pe == nil || pe.Status == http.StatusNotFound {
+			p.log.ErrorContext(r.Context(), "credential lookup failed", "request_id", st.ID, "error", err)
+			pe = problem.Internal()
+		}
+		return pe
+	}
+	if err != nil {
 		// A request that fails authentication is an unauthenticated request: limited per
 		// source address, so guessing credentials is slow.
 		if pe := p.anonymousLimit(st); pe != nil {
@@ -99,21 +109,26 @@ func bearer(r *http.Request, check func(string) bool) (string, bool) {
 	return credential, true
 }
 
-// lookupFailed logs a credential lookup that failed for another reason than "no such
-// credential".
-func (p *Pipeline) lookupFailed(ctx context.Context, what string, err error) {
-	if !errors.Is(err, domain.ErrNotFound) {
-		p.log.ErrorContext(ctx, what+" lookup failed", "error", err)
+// errBadCredential: the request's credential is missing, malformed, unknown, expired, revoked,
+// or not allowed from the source address (one answer, 401, with no hint which).
+var errBadCredential = errors.New("bad credential")
+
+// lookupFailed is the error of a credential lookup: errBadCredential when there is no such
+// credential, else the failure itself (the database unreachable is a 503, never a 401).
+func lookupFailed(err error) error {
+	if errors.Is(err, domain.ErrNotFound) {
+		return errBadCredential
 	}
+	return err
 }
 
 // operatorToken checks the bearer token: hash, expiry, revocation and source address, on every
 // request, against the database (no cache can let a revoked token through). A read with a
 // Prefetch sends its read in the same round trip; its result is kept for the handler.
-func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State) (Actor, bool) {
+func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State) (Actor, error) {
 	token, ok := bearer(r, domain.LooksLikeToken)
 	if !ok {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	hash := domain.HashSecret(token)
 	batch := &pgx.Batch{}
@@ -134,55 +149,52 @@ func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State
 		err = cerr
 	}
 	if err != nil {
-		p.lookupFailed(ctx, "token", err)
-		return Actor{}, false
+		return Actor{}, lookupFailed(err)
 	}
 	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(time.Now(), st.Source) {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
-	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}, true
+	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}, nil
 }
 
 // userKey checks a personal API key: one query for the key, the membership, the user and the
 // organization.
-func (p *Pipeline) userKey(ctx context.Context, r *http.Request) (Actor, bool) {
+func (p *Pipeline) userKey(ctx context.Context, r *http.Request) (Actor, error) {
 	key, ok := bearer(r, domain.LooksLikeUserKey)
 	if !ok {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	hash := domain.HashSecret(key)
 	h, err := domain.KeyHolderByHash(ctx, p.pool, hash)
 	if err != nil {
-		p.lookupFailed(ctx, "API key", err)
-		return Actor{}, false
+		return Actor{}, lookupFailed(err)
 	}
 	if subtle.ConstantTimeCompare(h.KeyHash, hash) != 1 || h.Organization.State == domain.StatePurging {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	return Actor{Type: domain.ActorUser, ID: h.User.ID, Name: h.User.DisplayName, CredentialID: h.KeyID,
 		OrganizationID: h.Organization.ID, OrganizationName: h.Organization.DisplayName, OrganizationState: h.Organization.State,
-		Role: h.Role}, true
+		Role: h.Role}, nil
 }
 
 // intakeKey checks an intake key by the SHA-256 of the key without its deployment identifier:
 // the identifier is never consulted, so a wrong or missing one still authenticates, and the
 // right one with a wrong secret does not.
-func (p *Pipeline) intakeKey(ctx context.Context, r *http.Request) (Actor, bool) {
+func (p *Pipeline) intakeKey(ctx context.Context, r *http.Request) (Actor, error) {
 	key, ok := bearer(r, domain.LooksLikeIntakeKey)
 	if !ok {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	hash := domain.HashIntakeKey(key)
 	keyID, stored, org, err := domain.IntakeKeyHolder(ctx, p.pool, hash)
 	if err != nil {
-		p.lookupFailed(ctx, "intake key", err)
-		return Actor{}, false
+		return Actor{}, lookupFailed(err)
 	}
 	if subtle.ConstantTimeCompare(stored, hash) != 1 {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	return Actor{Type: domain.ActorIntakeKey, ID: keyID, Name: "intake key " + keyID, CredentialID: keyID,
-		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, true
+		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, nil
 }
 
 var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
@@ -190,48 +202,47 @@ var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
 // installationSignature verifies a signed agent request: the timestamp within the skew, the
 // installation known, and the Ed25519 signature over method, target, timestamp, installation
 // and body digest valid under its registered public key.
-func (p *Pipeline) installationSignature(ctx context.Context, r *http.Request, st *State, body []byte) (Actor, bool) {
+func (p *Pipeline) installationSignature(ctx context.Context, r *http.Request, st *State, body []byte) (Actor, error) {
 	// One of each header: with two, which one a signature covers would be ambiguous.
 	for _, h := range []string{"Renga-Installation", "Renga-Timestamp", "Renga-Signature"} {
 		if len(r.Header.Values(h)) != 1 {
-			return Actor{}, false
+			return Actor{}, errBadCredential
 		}
 	}
 	id, ts, sig := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp"), r.Header.Get("Renga-Signature")
 	if !installationIDPattern.MatchString(id) || len(ts) == 0 || len(ts) > 12 {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || strconv.FormatInt(unix, 10) != ts {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	if d := time.Since(time.Unix(unix, 0)); d > domain.SignatureSkew || d < -domain.SignatureSkew {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	encoded, ok := strings.CutPrefix(sig, "ed25519=")
 	if !ok {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	signature, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil || len(signature) != ed25519.SignatureSize {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	h, err := domain.InstallationForAuth(ctx, p.pool, id)
 	if err != nil {
-		p.lookupFailed(ctx, "installation", err)
-		return Actor{}, false
+		return Actor{}, lookupFailed(err)
 	}
 	target := r.RequestURI
 	if target == "" {
 		target = r.URL.RequestURI()
 	}
 	if !ed25519.Verify(ed25519.PublicKey(h.Installation.PublicKey), []byte(domain.StringToSign(r.Method, target, ts, id, body)), signature) {
-		return Actor{}, false
+		return Actor{}, errBadCredential
 	}
 	st.Installation = &h
 	st.Body, st.bodyRead = body, true
 	return Actor{Type: domain.ActorInstallation, ID: id, Name: h.Installation.Hostname, CredentialID: id,
-		OrganizationID: h.Org.ID, OrganizationName: h.Org.Name, OrganizationState: h.Org.State}, true
+		OrganizationID: h.Org.ID, OrganizationName: h.Org.Name, OrganizationState: h.Org.State}, nil
 }
 
 // readAll reads the body, at most MaxBodyBytes.

@@ -43,6 +43,9 @@ func FromError(err error) *Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
+	if db.Unavailable(err) {
+		return Unavailable()
+	}
 	err = db.Translate(err)
 	var (
 		vm *domain.VersionMismatchError
@@ -78,6 +81,18 @@ func FromError(err error) *Error {
 		}
 		return nil
 	}
+	return pe
+}
+
+// UnavailableRetryAfter is the Retry-After of a 503: a database restart takes a few seconds.
+const UnavailableRetryAfter = 2
+
+// Unavailable is what an infrastructure failure (the database unreachable, a statement past
+// its deadline) becomes: 503, never an authentication or client error.
+func Unavailable() *Error {
+	pe := New(http.StatusServiceUnavailable, api.ErrorCodeUnavailable,
+		"The deployment cannot reach its database right now; retry after the time in Retry-After.")
+	pe.RetryAfter = UnavailableRetryAfter
 	return pe
 }
 
