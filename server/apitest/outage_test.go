@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"renga.dev/renga/server"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -18,7 +19,8 @@ import (
 // 401 that would tell the client its token is bad; a write too; readiness fails; the home
 // request, which needs no database, still answers. Once the database is back, requests succeed.
 func TestDatabaseOutageIs503(t *testing.T) {
-	env := servertest.Start(t)
+	// Unauthenticated requests and failed authentications: 2 per address, then 429.
+	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAnonymous, c.RateLimitAnonymousBurst = 0.001, 2 })
 	token := env.Token(t, "organizations:write")
 	org := createOrg(t, env, token, "outage", "Outage")
 	ctx := context.Background()
@@ -68,6 +70,10 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	}
 
 	restore()
+	// The outage's 503s did not count as failed authentications: the address still has its
+	// second request (the home request took the first), and a bad token is a 401, not a 429.
+	send(t, env, req{Method: http.MethodGet, Path: orgPath(org.ID), Token: "renga_operator_" + strings.Repeat("a", 52)}).
+		expectProblem(t, http.StatusUnauthorized, "unauthenticated")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got := send(t, env, req{Method: http.MethodGet, Path: orgPath(org.ID), Token: token})
