@@ -175,3 +175,23 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateKeysRefused: a body that repeats a key in one object is a 400 naming it, and
+// changes nothing (a validator and a decoder could read it differently).
+func TestDuplicateKeysRefused(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, token := scopedToken(t, env, "organizations:write")
+	p := send(t, env, createReq(token, newKey(), []byte(`{"slug":"first","display_name":"D","slug":"second"}`))).
+		expectProblem(t, http.StatusBadRequest, "invalid_request")
+	if len(p.Errors) != 1 || p.Errors[0].Field != "slug" {
+		t.Errorf("errors = %+v, want the repeated slug", p.Errors)
+	}
+	for _, slug := range []string{"first", "second"} {
+		var list struct{ Items []any }
+		send(t, env, req{Method: http.MethodGet, Path: orgsPath + "?slug=" + slug, Token: token}).decode(t, &list)
+		if len(list.Items) != 0 {
+			t.Errorf("an organization %s was created", slug)
+		}
+	}
+}

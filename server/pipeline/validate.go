@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -46,7 +47,85 @@ func readBody(r *http.Request, st *State) *problem.Error {
 		pe.Errors = []problem.FieldError{{Field: "body", Message: "malformed JSON"}}
 		return pe
 	}
+	// Two parsers (the validator and the decoder, a proxy and the server) can read an object
+	// with a repeated key differently: it is refused.
+	if mt == "application/json" {
+		if field, dup := duplicateKey(st.Body); dup {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body repeats a key in one object.")
+			pe.Errors = []problem.FieldError{{Field: field, Message: "appears more than once"}}
+			return pe
+		}
+	}
 	return nil
+}
+
+// duplicateKey finds a key that appears twice in one object of a valid JSON document, and names
+// it by its path (e.g. "limits.max_agents"). It scans the bytes without decoding them (it runs
+// on every JSON body, intake's included), comparing keys as raw bytes unless they hold escapes.
+func duplicateKey(body []byte) (string, bool) {
+	if bytes.IndexByte(body, '{') < 0 {
+		return "", false
+	}
+	type frame struct {
+		object  bool
+		keys    [][]byte
+		lastKey []byte // in an object: the key whose value is being read
+		index   int    // in an array: the element being read
+	}
+	stack := make([]frame, 0, 8)
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{', '[':
+			stack = append(stack, frame{object: body[i] == '{'})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := &stack[len(stack)-1]; !top.object {
+				top.index++
+			}
+		case '"':
+			end := i + 1
+			escaped := false
+			for ; body[end] != '"'; end++ {
+				if body[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			raw := body[i : end+1]
+			i = end
+			next := end + 1
+			for next < len(body) && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r') {
+				next++
+			}
+			if next >= len(body) || body[next] != ':' {
+				continue // a value
+			}
+			key := raw[1 : len(raw)-1]
+			if escaped {
+				var k string
+				_ = json.Unmarshal(raw, &k) // valid JSON: it decodes
+				key = []byte(k)
+			}
+			top := &stack[len(stack)-1]
+			for _, seen := range top.keys {
+				if bytes.Equal(seen, key) {
+					var path []string
+					for _, f := range stack[:len(stack)-1] {
+						if f.object {
+							path = append(path, string(f.lastKey))
+						} else {
+							path = append(path, strconv.Itoa(f.index))
+						}
+					}
+					return strings.Join(append(path, string(key)), "."), true
+				}
+			}
+			top.keys = append(top.keys, key)
+			top.lastKey = key
+		}
+	}
+	return "", false
 }
 
 func mediaTypes(c openapi3.Content) []string {

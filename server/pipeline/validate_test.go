@@ -295,3 +295,30 @@ func TestUnstorable(t *testing.T) {
 		})
 	}
 }
+
+func TestDuplicateKey(t *testing.T) {
+	tests := []struct {
+		body  string
+		field string
+		dup   bool
+	}{
+		{`{"slug":"a","slug":"b"}`, "slug", true},
+		{`{"slug":"a","display_name":"b"}`, "", false},
+		{`{"limits":{"max_agents":1,"max_agents":2}}`, "limits.max_agents", true},
+		{`{"limits":{"max_agents":1},"entitlements":{"max_agents":true}}`, "", false}, // one key per object
+		{`{"observations":[{"kind":"a","kind":"b"}]}`, "observations.0.kind", true},
+		{`{"observations":[{"kind":"a"},{"kind":"b","data":{"x":1,"x":2}}]}`, "observations.1.data.x", true},
+		{`{"a":[1,2,{"b":1}],"c":{"b":1}}`, "", false},
+		{`{"a":{"b":{}},"a2":1,"a":2}`, "a", true},
+		{`{"\u0061":1,"a":2}`, "a", true}, // the same key, escaped
+		{`[{"a":1},{"a":1}]`, "", false},
+		{`"just a string"`, "", false},
+		{`{}`, "", false},
+	}
+	for _, tt := range tests {
+		field, dup := duplicateKey([]byte(tt.body))
+		if dup != tt.dup || field != tt.field {
+			t.Errorf("duplicateKey(%s) = %q, %v; want %q, %v", tt.body, field, dup, tt.field, tt.dup)
+		}
+	}
+}
