@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -43,6 +44,16 @@ const invitationColumns = `id, organization_id, email,
 	CASE WHEN state = 'pending' AND expires_at <= now() THEN 'expired' ELSE state END AS state,
 	created_at, expires_at, accepted_at, revoked_at`
 
+// CheckEmail refuses an address the API could not write back as it is: one definition of an
+// email on the way in and on the way out (the API's email type reads and writes addresses with
+// net/mail; a quoted local part reads into a form that no longer parses).
+func CheckEmail(email string) error {
+	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || a.Name != "" {
+		return &ValidationError{Field: "email", Message: "must be a plain address such as name@example.com (no quoted local part, no display name)"}
+	}
+	return nil
+}
+
 // NormalizeEmail is the stored form of an address: trimmed and lowercased.
 func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
@@ -57,6 +68,9 @@ func CreateInvitation(ctx context.Context, q db.DBTX, orgID, email string) (Invi
 		return Invitation{}, "", ErrInvalidState
 	}
 	email = NormalizeEmail(email)
+	if err := CheckEmail(email); err != nil {
+		return Invitation{}, "", err
+	}
 	if _, err := q.Exec(ctx, `UPDATE invitations SET state = 'revoked', revoked_at = now()
 		WHERE organization_id = $1 AND email = $2 AND state = 'pending'`, orgID, email); err != nil {
 		return Invitation{}, "", err
