@@ -239,3 +239,34 @@ func countRows(t testing.TB, env *servertest.Env, sql string, args ...any) int {
 	}
 	return n
 }
+
+// TestUncleanPathsAreProblems: a path with an empty, "." or ".." segment is answered as a path
+// no operation has, in problem+json (after authentication under the operator API), never with
+// the router's text/html redirect.
+func TestUncleanPathsAreProblems(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, token := scopedToken(t, env, "organizations:write")
+	org := createOrg(t, env, token, "unclean", "Unclean")
+	for _, p := range []string{
+		"/api/v1/operator/organizations/" + org.ID + "//suspend",
+		"/api/v1/operator/./organizations",
+		"/api/v1/operator/organizations/x/../" + org.ID,
+		"/api//v1/agent/home",
+		"//healthz",
+	} {
+		if strings.HasPrefix(p, "/api/v1/operator") {
+			send(t, env, req{Method: http.MethodPost, Path: p}).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+		}
+		r := send(t, env, req{Method: http.MethodPost, Path: p, Token: token})
+		r.expectProblem(t, http.StatusNotFound, "not_found")
+		if r.Header.Get("Location") != "" {
+			t.Errorf("%s: redirected to %s", p, r.Header.Get("Location"))
+		}
+	}
+	var o organization
+	send(t, env, req{Method: http.MethodGet, Path: orgPath(org.ID), Token: token}).decode(t, &o)
+	if o.State != "active" {
+		t.Errorf("an unclean path changed the organization: %s", o.State)
+	}
+}

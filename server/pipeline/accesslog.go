@@ -4,12 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/problem"
 )
 
 // accessLog is the first stage: it makes the request's state (ID, source address), and when the
@@ -26,7 +30,11 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
 		w.Header().Set("X-Request-Id", st.ID)
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		if clean(r.URL.Path) {
+			next.ServeHTTP(sw, r)
+		} else {
+			p.uncleanPath(sw, r)
+		}
 		opID, route := "", ""
 		if st.Op != nil {
 			opID, route = st.Op.ID, st.Op.Route
@@ -42,6 +50,26 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 			slog.Int("status", status), slog.Duration("duration", time.Since(start)),
 			slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st)))
 	})
+}
+
+// clean reports whether a path is one the router takes as it is: no empty segment, no "." or
+// ".." segment. (Go's ServeMux would answer any other with a redirect in text/html.)
+func clean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || (c != "/" && c+"/" == p) // a trailing slash is the router's own business
+}
+
+// uncleanPath answers a path the router would redirect: under the API as a path no operation
+// has (after authentication where the API demands it first), elsewhere 404; problem+json
+// either way.
+func (p *Pipeline) uncleanPath(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") && !p.admitUnrouted(w, r) {
+		return
+	}
+	Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "No operation at %s (a path has no empty, \".\" or \"..\" segment).", r.URL.Path))
 }
 
 type statusWriter struct {

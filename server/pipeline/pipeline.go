@@ -227,16 +227,8 @@ func (p *Pipeline) secure(r *http.Request, st *State) *problem.Error {
 // other methods. Under the operator and owner prefixes the caller is authenticated first, so an
 // anonymous caller learns nothing of the API's shape.
 func (p *Pipeline) unrouted(w http.ResponseWriter, r *http.Request) {
-	st := From(r.Context())
-	if pe := p.secure(r, st); pe != nil {
-		Fail(w, r, pe)
+	if !p.admitUnrouted(w, r) {
 		return
-	}
-	if auth := authFirst(r.URL.Path); auth != "" {
-		if pe := p.authenticate(r, st, auth); pe != nil {
-			Fail(w, r, pe)
-			return
-		}
 	}
 	var allowed []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -252,6 +244,24 @@ func (p *Pipeline) unrouted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "No operation at %s.", r.URL.Path))
+}
+
+// admitUnrouted runs, for a request no operation matches, what comes before revealing that:
+// HTTPS, and authentication under the operator and owner APIs. It answers and returns false
+// when the request stops there.
+func (p *Pipeline) admitUnrouted(w http.ResponseWriter, r *http.Request) bool {
+	st := From(r.Context())
+	if pe := p.secure(r, st); pe != nil {
+		Fail(w, r, pe)
+		return false
+	}
+	if auth := authFirst(r.URL.Path); auth != "" {
+		if pe := p.authenticate(r, st, auth); pe != nil {
+			Fail(w, r, pe)
+			return false
+		}
+	}
+	return true
 }
 
 // Sentinels of write's transaction function: not errors of the request.
