@@ -129,26 +129,22 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	// A connection that could not be made, whatever the server said (refused, starting up,
+	// a database that takes no connections), is the database unreachable.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"),                                            // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57P"),                                           // admin shutdown, crash shutdown, cannot connect now
-			strings.HasPrefix(pgErr.Code, "58"),                                            // system error
-			pgErr.Code == pgerrcode.QueryCanceled, pgErr.Code == "55000" && isConnect(err): // a database that takes no connections
-			return true
-		}
-		return false
+		return strings.HasPrefix(pgErr.Code, "08") || // connection exception
+			strings.HasPrefix(pgErr.Code, "53") || // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57P") || // admin shutdown, crash shutdown, cannot connect now
+			strings.HasPrefix(pgErr.Code, "58") || // system error
+			pgErr.Code == pgerrcode.QueryCanceled // a statement past its deadline
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+	return errors.As(err, &netErr) || pgconn.Timeout(err) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, puddle.ErrClosedPool) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
-}
-
-func isConnect(err error) bool {
-	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr)
 }

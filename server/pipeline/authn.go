@@ -63,7 +63,7 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 		// Not an authentication failure: the credential could not be checked. Never a 401 (a
 		// client would conclude its credential is bad), and not counted against the address.
 		pe := problem.FromError(err)
-		if pe == nil || pe.Status == http.StatusNotFound {
+		if pe == nil || pe.Status != http.StatusServiceUnavailable {
 			p.log.ErrorContext(r.Context(), "credential lookup failed", "request_id", st.ID, "error", err)
 			pe = problem.Internal()
 		}
