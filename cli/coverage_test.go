@@ -50,6 +50,12 @@ var commandFor = map[string][]string{
 	"listObservations":             {"owner", "observations"},
 	"createJob":                    {"owner", "job", "create"},
 	"listJobs":                     {"owner", "job", "list"},
+	"listIdentityProviders":        {"identity-provider", "list"},
+	"createIdentityProvider":       {"identity-provider", "create"},
+	"getIdentityProvider":          {"identity-provider", "get"},
+	"putIdentityProvider":          {"identity-provider", "set"},
+	"deleteIdentityProvider":       {"identity-provider", "delete"},
+	"disableIdentityProvider":      {"identity-provider", "disable"},
 	// The agent's own operations are the agent program's (renga agent run), not commands.
 	"getHome":              nil,
 	"registerInstallation": nil,

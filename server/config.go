@@ -6,14 +6,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/secretbox"
 )
 
 // Environments.
@@ -50,6 +54,11 @@ type Config struct {
 	SMTPURL       *url.URL
 	MailFrom      string
 	PurgeInterval time.Duration
+	// Secrets seals the secrets the deployment must keep readable (RENGA_SECRET_KEY, and
+	// RENGA_SECRET_KEY_PREVIOUS while rotating). Nil only for a release command run without it.
+	Secrets *secretbox.Box
+	// IdentityProviders are the environment's providers (RENGA_IDENTITY_PROVIDERS), read-only.
+	IdentityProviders []domain.EnvProvider
 }
 
 // Development reports whether the server runs in development mode.
@@ -113,6 +122,10 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		l.bad("RENGA_POLICY_DEFAULTS", "%v", err)
 	}
 	l.mail(&c)
+	l.secrets(&c)
+	if c.IdentityProviders, err = domain.ParseEnvProviders(getenv("RENGA_IDENTITY_PROVIDERS")); err != nil {
+		l.bad("RENGA_IDENTITY_PROVIDERS", "%v", err)
+	}
 	l.duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
 	var maxConns int
 	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
@@ -291,4 +304,66 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// secrets reads RENGA_SECRET_KEY and RENGA_SECRET_KEY_PREVIOUS (comma-separated). `renga serve`
+// requires the key; --dev keeps one under RENGA_DATA_DIR (created on first start); a release
+// command may run without it, and then cannot write a secret.
+func (l *loader) secrets(c *Config) {
+	v := l.getenv("RENGA_SECRET_KEY")
+	if v == "" && l.mode == ModeDev {
+		var err error
+		if v, err = devSecretKey(c.DataDir); err != nil {
+			l.bad("RENGA_SECRET_KEY", "is not set and the development key could not be kept: %v", err)
+			return
+		}
+	}
+	if v == "" {
+		if l.mode == ModeServe {
+			l.bad("RENGA_SECRET_KEY", "is required: 32 random bytes in standard base64 (head -c 32 /dev/urandom | base64)")
+		}
+		return
+	}
+	current, err := secretbox.ParseKey(v)
+	if err != nil {
+		l.bad("RENGA_SECRET_KEY", "%v", err)
+		return
+	}
+	var previous [][]byte
+	if p := l.getenv("RENGA_SECRET_KEY_PREVIOUS"); p != "" {
+		for i, s := range strings.Split(p, ",") {
+			k, err := secretbox.ParseKey(s)
+			if err != nil {
+				l.bad("RENGA_SECRET_KEY_PREVIOUS", "key %d %v", i+1, err)
+				return
+			}
+			previous = append(previous, k)
+		}
+	}
+	if c.Secrets, err = secretbox.New(current, previous...); err != nil {
+		l.bad("RENGA_SECRET_KEY", "%v", err)
+	}
+}
+
+// devSecretKey is the development deployment's key, kept in dir/secret_key (mode 0600).
+func devSecretKey(dir string) (string, error) {
+	path := filepath.Join(dir, "secret_key")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	k := secretbox.NewKey()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(k + "\n"); err != nil {
+		_ = f.Close()
+		return "", err
+	}
+	return k, f.Close()
 }

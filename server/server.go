@@ -40,6 +40,14 @@ func NewInvocationID() string { return pipeline.NewInvocationID() }
 // New builds the server and its HTTP handler.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, pool: pool, log: log}
+	if len(cfg.IdentityProviders) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.providers().CheckEnvProviders(ctx, pool)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("RENGA_IDENTITY_PROVIDERS: %w", err)
+		}
+	}
 	var err error
 	if s.jobs, err = newJobClient(pool, cfg, log); err != nil {
 		return nil, fmt.Errorf("job client: %w", err)

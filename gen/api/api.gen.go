@@ -225,6 +225,42 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for IdentityProviderSource.
+const (
+	IdentityProviderSourceEnvironment IdentityProviderSource = "environment"
+	IdentityProviderSourceStored      IdentityProviderSource = "stored"
+)
+
+// Valid indicates whether the value is a known member of the IdentityProviderSource enum.
+func (e IdentityProviderSource) Valid() bool {
+	switch e {
+	case IdentityProviderSourceEnvironment:
+		return true
+	case IdentityProviderSourceStored:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdentityProviderState.
+const (
+	IdentityProviderStateDisabled IdentityProviderState = "disabled"
+	IdentityProviderStateEnabled  IdentityProviderState = "enabled"
+)
+
+// Valid indicates whether the value is a known member of the IdentityProviderState enum.
+func (e IdentityProviderState) Valid() bool {
+	switch e {
+	case IdentityProviderStateDisabled:
+		return true
+	case IdentityProviderStateEnabled:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InvitationState.
 const (
 	InvitationStateAccepted InvitationState = "accepted"
@@ -348,6 +384,21 @@ func (e PolicySource) Valid() bool {
 	case PolicySourceOrganization:
 		return true
 	case PolicySourceOwner:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProviderProtocol.
+const (
+	ProviderProtocolOidc ProviderProtocol = "oidc"
+)
+
+// Valid indicates whether the value is a known member of the ProviderProtocol enum.
+func (e ProviderProtocol) Valid() bool {
+	switch e {
+	case ProviderProtocolOidc:
 		return true
 	default:
 		return false
@@ -510,7 +561,10 @@ type AuditOutcome string
 type AuditTargets struct {
 	OrganizationId           *string `json:"organization_id,omitempty"`
 	OrganizationNameSnapshot *string `json:"organization_name_snapshot,omitempty"`
-	TokenId                  *string `json:"token_id,omitempty"`
+
+	// ProviderId The deployment identity provider the change concerns.
+	ProviderId *string `json:"provider_id,omitempty"`
+	TokenId    *string `json:"token_id,omitempty"`
 }
 
 // BatchAccepted defines model for BatchAccepted.
@@ -520,6 +574,11 @@ type BatchAccepted struct {
 
 	// Duplicate The batch had been accepted before; nothing new was stored.
 	Duplicate bool `json:"duplicate"`
+}
+
+// ClientSecret A replacement client secret. Write-only; never returned.
+type ClientSecret struct {
+	Value *string `json:"value,omitempty"`
 }
 
 // Deployment defines model for Deployment.
@@ -627,6 +686,144 @@ type Home struct {
 //
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
+
+// IdentityProvider defines model for IdentityProvider.
+type IdentityProvider struct {
+	// ActiveRevision The revision serving sign-in, or null before a test first activates one.
+	ActiveRevision      *int64    `json:"active_revision"`
+	AllowedEmailDomains []string  `json:"allowed_email_domains"`
+	ClientId            string    `json:"client_id"`
+	CreatedAt           time.Time `json:"created_at"`
+	DisplayName         string    `json:"display_name"`
+
+	// Id Example: idp_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Issuer Example: https://login.example.com
+	Issuer string `json:"issuer"`
+
+	// PendingRevision The revision waiting for a successful test, or null.
+	PendingRevision *int64 `json:"pending_revision"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Revision The revision of the configuration shown (the latest one written).
+	Revision int64    `json:"revision"`
+	Scopes   []string `json:"scopes"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+
+	// Source `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
+	Source    IdentityProviderSource `json:"source"`
+	State     IdentityProviderState  `json:"state"`
+	UpdatedAt time.Time              `json:"updated_at"`
+
+	// Version The document's version (`ETag`).
+	Version int64 `json:"version"`
+}
+
+// IdentityProviderSource `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
+type IdentityProviderSource string
+
+// IdentityProviderState defines model for IdentityProvider.State.
+type IdentityProviderState string
+
+// IdentityProviderCreate defines model for IdentityProviderCreate.
+type IdentityProviderCreate struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret A replacement client secret. Write-only; never returned.
+	ClientSecret *ClientSecret `json:"client_secret,omitempty"`
+	DisplayName  string        `json:"display_name"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+}
+
+// IdentityProviderList defines model for IdentityProviderList.
+type IdentityProviderList struct {
+	Items         []IdentityProvider `json:"items"`
+	NextPageToken *string            `json:"next_page_token"`
+}
+
+// IdentityProviderWrite A provider's whole configuration. The members a GET returns besides these are accepted and ignored, except `slug`, `protocol` and `issuer`, which must match.
+type IdentityProviderWrite struct {
+	// ActiveRevision Ignored (read-only).
+	ActiveRevision *int64 `json:"active_revision,omitempty"`
+
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret Left out keeps the stored secret; an object replaces it; null clears it (only while the provider is disabled). Write-only; never returned.
+	ClientSecret *struct {
+		Value *string `json:"value,omitempty"`
+	} `json:"client_secret,omitempty"`
+
+	// CreatedAt Ignored (read-only).
+	CreatedAt   *string `json:"created_at,omitempty"`
+	DisplayName string  `json:"display_name"`
+
+	// Id Ignored (read-only).
+	Id *string `json:"id,omitempty"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer *ProviderIssuer `json:"issuer,omitempty"`
+
+	// PendingRevision Ignored (read-only).
+	PendingRevision *int64 `json:"pending_revision,omitempty"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol *ProviderProtocol `json:"protocol,omitempty"`
+
+	// Revision Ignored (read-only).
+	Revision *int64 `json:"revision,omitempty"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug *ProviderSlug `json:"slug,omitempty"`
+
+	// Source Ignored (read-only).
+	Source *string `json:"source,omitempty"`
+
+	// State Ignored (read-only).
+	State *string `json:"state,omitempty"`
+
+	// UpdatedAt Ignored (read-only).
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
 
 // Installation defines model for Installation.
 type Installation struct {
@@ -1081,6 +1278,27 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// ProviderEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+type ProviderEmailDomains = []EmailDomain
+
+// ProviderIssuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+//
+// Example: https://login.example.com
+type ProviderIssuer = string
+
+// ProviderProtocol The provider's protocol (immutable); OpenID Connect.
+type ProviderProtocol string
+
+// ProviderScopes The scopes requested at sign-in; must include `openid`.
+//
+// Example: ["openid","email","profile"]
+type ProviderScopes = []string
+
+// ProviderSlug The provider's short name (immutable).
+//
+// Example: corp
+type ProviderSlug = string
+
 // Scope defines model for Scope.
 type Scope string
 
@@ -1183,6 +1401,9 @@ type PageSize = int
 // PageToken defines model for PageToken.
 type PageToken = string
 
+// ProviderId defines model for ProviderId.
+type ProviderId = string
+
 // UsageFrom defines model for UsageFrom.
 type UsageFrom = openapi_types.Date
 
@@ -1249,6 +1470,42 @@ type ListAuditEventsParams struct {
 
 	// Until Only events before this time.
 	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
+}
+
+// ListIdentityProvidersParams defines parameters for ListIdentityProviders.
+type ListIdentityProvidersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateIdentityProviderParams defines parameters for CreateIdentityProvider.
+type CreateIdentityProviderParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// DeleteIdentityProviderParams defines parameters for DeleteIdentityProvider.
+type DeleteIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// PutIdentityProviderParams defines parameters for PutIdentityProvider.
+type PutIdentityProviderParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// DisableIdentityProviderParams defines parameters for DisableIdentityProvider.
+type DisableIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
 // ListOrganizationsParams defines parameters for ListOrganizations.
@@ -1465,6 +1722,12 @@ type SubmitObservationsJSONRequestBody = ObservationBatch
 // AcceptInvitationJSONRequestBody defines body for AcceptInvitation for application/json ContentType.
 type AcceptInvitationJSONRequestBody = InvitationAccept
 
+// CreateIdentityProviderJSONRequestBody defines body for CreateIdentityProvider for application/json ContentType.
+type CreateIdentityProviderJSONRequestBody = IdentityProviderCreate
+
+// PutIdentityProviderJSONRequestBody defines body for PutIdentityProvider for application/json ContentType.
+type PutIdentityProviderJSONRequestBody = IdentityProviderWrite
+
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
 
@@ -1515,6 +1778,24 @@ type ServerInterface interface {
 	// GetDeployment Describe the deployment
 	// (GET /api/v1/operator/deployment)
 	GetDeployment(w http.ResponseWriter, r *http.Request)
+	// ListIdentityProviders List the deployment's identity providers
+	// (GET /api/v1/operator/identity-providers)
+	ListIdentityProviders(w http.ResponseWriter, r *http.Request, params ListIdentityProvidersParams)
+	// CreateIdentityProvider Add a deployment identity provider
+	// (POST /api/v1/operator/identity-providers)
+	CreateIdentityProvider(w http.ResponseWriter, r *http.Request, params CreateIdentityProviderParams)
+	// DeleteIdentityProvider Delete a deployment identity provider
+	// (DELETE /api/v1/operator/identity-providers/{provider_id})
+	DeleteIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DeleteIdentityProviderParams)
+	// GetIdentityProvider Get a deployment identity provider
+	// (GET /api/v1/operator/identity-providers/{provider_id})
+	GetIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId)
+	// PutIdentityProvider Replace a provider's configuration
+	// (PUT /api/v1/operator/identity-providers/{provider_id})
+	PutIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params PutIdentityProviderParams)
+	// DisableIdentityProvider Disable a deployment identity provider
+	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
+	DisableIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DisableIdentityProviderParams)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(w http.ResponseWriter, r *http.Request, params ListOrganizationsParams)
@@ -1866,6 +2147,296 @@ func (siw *ServerInterfaceWrapper) GetDeployment(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetDeployment(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListIdentityProviders operation middleware
+func (siw *ServerInterfaceWrapper) ListIdentityProviders(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListIdentityProvidersParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListIdentityProviders(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) CreateIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateIdentityProvider(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) DeleteIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteIdentityProvider(w, r, providerId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) GetIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetIdentityProvider(w, r, providerId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) PutIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = IfMatch
+
+	} else {
+		err := fmt.Errorf("Header parameter If-Match is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "If-Match", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutIdentityProvider(w, r, providerId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DisableIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) DisableIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DisableIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DisableIdentityProvider(w, r, providerId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3536,6 +4107,12 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/policy/effective", wrapper.GetEffectivePolicy)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/usage", wrapper.GetOrganizationUsage)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/usage", wrapper.ListUsage)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/identity-providers", wrapper.ListIdentityProviders)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers", wrapper.CreateIdentityProvider)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.DeleteIdentityProvider)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.GetIdentityProvider)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/activity", wrapper.ListActivity)
@@ -4565,6 +5142,897 @@ type GetDeploymentdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetDeploymentdefaultApplicationProblemPlusJSONResponse) VisitGetDeploymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProvidersRequestObject struct {
+	Params ListIdentityProvidersParams
+}
+
+type ListIdentityProvidersResponseObject interface {
+	VisitListIdentityProvidersResponse(w http.ResponseWriter) error
+}
+
+type ListIdentityProviders200JSONResponse IdentityProviderList
+
+func (response ListIdentityProviders200JSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProviders400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListIdentityProviders400ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProviders401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListIdentityProviders401ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProviders403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListIdentityProviders403ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProviders429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListIdentityProviders429ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListIdentityProvidersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListIdentityProvidersdefaultApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProviderRequestObject struct {
+	Params CreateIdentityProviderParams
+	Body   *CreateIdentityProviderJSONRequestBody
+}
+
+type CreateIdentityProviderResponseObject interface {
+	VisitCreateIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type CreateIdentityProvider201ResponseHeaders struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type CreateIdentityProvider201JSONResponse struct {
+	Body    IdentityProvider
+	Headers CreateIdentityProvider201ResponseHeaders
+}
+
+func (response CreateIdentityProvider201JSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider400ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider401ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider403ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider409ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider413ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateIdentityProvider429ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProviderRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+	Params     DeleteIdentityProviderParams
+}
+
+type DeleteIdentityProviderResponseObject interface {
+	VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type DeleteIdentityProvider204ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type DeleteIdentityProvider204Response struct {
+	Headers DeleteIdentityProvider204ResponseHeaders
+}
+
+func (response DeleteIdentityProvider204Response) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider400ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider401ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider403ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProvider404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider404ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider409ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteIdentityProvider429ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProviderRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+}
+
+type GetIdentityProviderResponseObject interface {
+	VisitGetIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type GetIdentityProvider200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetIdentityProvider200JSONResponse struct {
+	Body    IdentityProvider
+	Headers GetIdentityProvider200ResponseHeaders
+}
+
+func (response GetIdentityProvider200JSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetIdentityProvider400ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetIdentityProvider401ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetIdentityProvider403ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProvider404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetIdentityProvider404ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetIdentityProvider429ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProviderRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+	Params     PutIdentityProviderParams
+	Body       *PutIdentityProviderJSONRequestBody
+}
+
+type PutIdentityProviderResponseObject interface {
+	VisitPutIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type PutIdentityProvider200ResponseHeaders struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+}
+
+type PutIdentityProvider200JSONResponse struct {
+	Body    IdentityProvider
+	Headers PutIdentityProvider200ResponseHeaders
+}
+
+func (response PutIdentityProvider200JSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider400ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider401ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider403ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider404ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider409ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider412ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider413ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider428ApplicationProblemPlusJSONResponse struct {
+	PreconditionRequiredApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider428ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PutIdentityProvider429ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProviderRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+	Params     DisableIdentityProviderParams
+}
+
+type DisableIdentityProviderResponseObject interface {
+	VisitDisableIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type DisableIdentityProvider200ResponseHeaders struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+}
+
+type DisableIdentityProvider200JSONResponse struct {
+	Body    IdentityProvider
+	Headers DisableIdentityProvider200ResponseHeaders
+}
+
+func (response DisableIdentityProvider200JSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider400ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider401ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider403ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider404ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider409ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DisableIdentityProvider429ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -8911,6 +10379,24 @@ type StrictServerInterface interface {
 	// GetDeployment Describe the deployment
 	// (GET /api/v1/operator/deployment)
 	GetDeployment(ctx context.Context, request GetDeploymentRequestObject) (GetDeploymentResponseObject, error)
+	// ListIdentityProviders List the deployment's identity providers
+	// (GET /api/v1/operator/identity-providers)
+	ListIdentityProviders(ctx context.Context, request ListIdentityProvidersRequestObject) (ListIdentityProvidersResponseObject, error)
+	// CreateIdentityProvider Add a deployment identity provider
+	// (POST /api/v1/operator/identity-providers)
+	CreateIdentityProvider(ctx context.Context, request CreateIdentityProviderRequestObject) (CreateIdentityProviderResponseObject, error)
+	// DeleteIdentityProvider Delete a deployment identity provider
+	// (DELETE /api/v1/operator/identity-providers/{provider_id})
+	DeleteIdentityProvider(ctx context.Context, request DeleteIdentityProviderRequestObject) (DeleteIdentityProviderResponseObject, error)
+	// GetIdentityProvider Get a deployment identity provider
+	// (GET /api/v1/operator/identity-providers/{provider_id})
+	GetIdentityProvider(ctx context.Context, request GetIdentityProviderRequestObject) (GetIdentityProviderResponseObject, error)
+	// PutIdentityProvider Replace a provider's configuration
+	// (PUT /api/v1/operator/identity-providers/{provider_id})
+	PutIdentityProvider(ctx context.Context, request PutIdentityProviderRequestObject) (PutIdentityProviderResponseObject, error)
+	// DisableIdentityProvider Disable a deployment identity provider
+	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
+	DisableIdentityProvider(ctx context.Context, request DisableIdentityProviderRequestObject) (DisableIdentityProviderResponseObject, error)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(ctx context.Context, request ListOrganizationsRequestObject) (ListOrganizationsResponseObject, error)
@@ -9267,6 +10753,179 @@ func (sh *strictHandler) GetDeployment(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetDeploymentResponseObject); ok {
 		if err := validResponse.VisitGetDeploymentResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListIdentityProviders operation middleware
+func (sh *strictHandler) ListIdentityProviders(w http.ResponseWriter, r *http.Request, params ListIdentityProvidersParams) {
+	var request ListIdentityProvidersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListIdentityProviders(ctx, request.(ListIdentityProvidersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListIdentityProviders")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListIdentityProvidersResponseObject); ok {
+		if err := validResponse.VisitListIdentityProvidersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateIdentityProvider operation middleware
+func (sh *strictHandler) CreateIdentityProvider(w http.ResponseWriter, r *http.Request, params CreateIdentityProviderParams) {
+	var request CreateIdentityProviderRequestObject
+
+	request.Params = params
+
+	var body CreateIdentityProviderJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateIdentityProvider(ctx, request.(CreateIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitCreateIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteIdentityProvider operation middleware
+func (sh *strictHandler) DeleteIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DeleteIdentityProviderParams) {
+	var request DeleteIdentityProviderRequestObject
+
+	request.ProviderId = providerId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteIdentityProvider(ctx, request.(DeleteIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitDeleteIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetIdentityProvider operation middleware
+func (sh *strictHandler) GetIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId) {
+	var request GetIdentityProviderRequestObject
+
+	request.ProviderId = providerId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetIdentityProvider(ctx, request.(GetIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitGetIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutIdentityProvider operation middleware
+func (sh *strictHandler) PutIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params PutIdentityProviderParams) {
+	var request PutIdentityProviderRequestObject
+
+	request.ProviderId = providerId
+	request.Params = params
+
+	var body PutIdentityProviderJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutIdentityProvider(ctx, request.(PutIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitPutIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DisableIdentityProvider operation middleware
+func (sh *strictHandler) DisableIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DisableIdentityProviderParams) {
+	var request DisableIdentityProviderRequestObject
+
+	request.ProviderId = providerId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableIdentityProvider(ctx, request.(DisableIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DisableIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitDisableIdentityProviderResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -10177,222 +11836,257 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4uuCroLRTFamHluVLko5dp86mc+l2T7qTjZ2aOtvOESESktCmADUA2lZn/HcfYB9xn2QLHwAS",
-	"JEFdfE1nXFM1HVMgAXz48N0vXzoJn805I0zJzsGXzpTglAj455sTPNH/TYlMBJ0rylnnoHMyJUgqwdkE",
-	"EaaoWiCFJxFSU4JSnuQzwtQTic6JkJQzRBn6I+eKyH4n6shkSmZYf5Jc4tk8I52Dzmln77TTiTpqMdd/",
-	"SiUom3SurqLOUUpmc64ISxZvLudUENlczD+nhMHUUnFBUiSIzDOF+BipKZXojCzg4R85kQpd0CxDI4LG",
-	"XEy4UoSh7se3r9De3t6LXnV5Yy5mWHUOOilWZEvRGQmu8B1PsFlICEiJIFiZNfFcJOSJRJ8+vkNzrKbV",
-	"2eofvoo6cyzwjCh7EB4k/kEWzdl2kOJo9+lTNBeUKTzKCHp5/OroCCVTLHCiP3OIsDmIVB9enqhckHRr",
-	"TEkGDyiboBnBTBpg4hlBWCKqJEo4U4SpPvqFSqmH/b//839RvD8YIFquanhGFkMNZipIGuvdUb0ug0ud",
-	"qMPwTO/Q28eW3kjUce90DpTIiQ+Uvwky7hx0/sd2iZ7b5le5XYNHDVn+QRbvATI4a4LK/XKILjTqTOg5",
-	"YRESRAlKJLqgaoqoQoLMM7xoItYGO7v+Tsa/YJVMl148fTNRhqVeKU4jRPqTPopPO89PO3F5Ulyg+LvY",
-	"Htju92guSMJZSvX3ytM6RBcEn+nBUuGM2OE7u+4KD2dUzvSKlpzreMusedmBBi440zNmcIWOUj0Gvq4v",
-	"SPlt6g0a0vT6OFOdzMyv8Bn5B1m0Tq7ResWcc6wUEfrV/9ajfxtsvcBbf37+svvs6m9hssbOqVq1Zzdk",
-	"g9kpO19j9p/5qHXa3/log/n06NXzvRcTzOify/fLvUE3OePaZHr+D3hCjumfpHmdjhSZSTQnAs3xhBS4",
-	"/UdOxKJcmv5tKPUH/EWkZIzzTHUOdgaDqDPDl3SWzzoHT+EvysxfOwU8KFNkQkSxoBN+RlqYRszIpRrC",
-	"rEqPig0vI/rynlOey9Wrhfcqy53hy3eETdS0c7Brl+j+3gkd2ieJJ+St4LPmGt9SIRX6dPIKpXgRIcqS",
-	"LJf0vHVFY/2VZedZYbWd1tWc8OZa3uHgUg4RVmjGpUKaS6V4IREeKyJQrBcTt61U8Rut80q/LOecSSOn",
-	"/IDTj0bu0H9ZLqr/iefzjBq5YXsu+Cgjs7//Lo0QsR6afzBvmUmbKOTEnZQTiRhXCKi3EYichIa6MWXn",
-	"OKPp0A6PIxS3cnT9mx3uoWav37mKOq84G2c0ebBtJnZ+y72TXAi9QamwIqgbyyyfDDWdZ+Ed5rK6P3hP",
-	"P5jnQl99hYUyIyRRirLJMOPJGTzR/NXNHht5Qt/UZIrZhKCEZxlNnVCBkeAXCDOupkSUa7ciIlal3DXj",
-	"+oAMbN8IwcV9AvYlQzkjl3OS6GURPT0s5C0XI5qmhmrd5ykDpqEMJ2dWNE34nAD2ynw8pgklTA3hYRwZ",
-	"SMcOa+3jXoR+Ojn5cIyoRO4n1I2nSs1lieE9o8H4nEi/IHM5JywlqT7sEdFSVUoyouATxY/6bS4QRhmd",
-	"UWUmwskUBsGjIblMCIGRAM4fOSP3DclSqEAJZohxlHE2IXpbSF8CQxKc3EFA43I3wz0V5JyfNZ7iJCFz",
-	"VWzuV67e8pyl97nBXzmSeTItdC3UjRlXw7Feh13WB7zIOE5POH+HxeTewT/i6QIZNJBoB/1Cf0DdeG7W",
-	"NFScDzO9KrdWT1J/i2lG0vterhPpS0VeGv0gKtSFGc40UwTMaegK7jJacjy0AwL7+1iw3PvbYbE7KtGs",
-	"qi1147CaZBZ+wvkvmC0sZ5f3ueaPmp8BNQGIC6zI0P4Z9w6RJATFH4kSi62XWtoBOccz5ng/NSWpY9ix",
-	"RIqjC0xV0DxRCrEglDGcqylhSu/3fg/PqrdRiYARytkZ4xcsQpZu6dO0xMqwEEugLXXAaSqINBzFcJhC",
-	"WMJZxi9QN86rG9TsnmmmnpJI084pZQpdTGky1Yhx5eAFoH6ZKHpOFRhq5oLPiVDUCIU4UYafL9u6e/0l",
-	"DL6KOkagSIdgrYHvUK27BJTqQizFQuCF/pumwWF6UYXpqjTGWY7m61FNUddIyUSqYcvHwV62vhWtlLl/",
-	"64DyZ0d6s0QWcv7CG3D5XHycj34nidJLqcKycR4tG6Ds3Fr27BZZnmV4pEFk1ILGG1qHGEqG53LK1ZKD",
-	"+dIhTOuGv9mNcFGoaxlPcDZ0j/UNXEhFtPKUSzC2UDBXaLHV22oLHOHXyICzurZlUHpHjbZSA5JDtuIf",
-	"62BvCBlruu0akK2jB6yg+aHgpiaEqZ/5qLmhhM9mmIWP3krkQ6zWxeCWOxZCbDdxZZpla7+VA3FwaBxI",
-	"ELity7mNtfhGuIdHkDylailhaFNHjl5HKIb7uuXuKyiIcGFj1B3h5GwitOyJLrg4M6IpNuwG1MpehLAW",
-	"ugU6eo26mCF+wYiwWgRD5qajM7Jwv+OJcasIMqFSGQoIPovVtKtmv9FiTpXUxEb1OXrtTE0WTVH5KT3T",
-	"5jSwBXxPJNJDS4WZnGuFfYrnc8JIGtzVV009NR69Obeiz3UYfomIQW5f8OffOjLLJ52ok1I5z/BiCKar",
-	"z9EG8gBxFoXm4VhB7YlEMYyKQdopjwkrRWZzhcagkGhUvcASpYRRc2grEcTgYyltkHM1HOz8nuxdvpjt",
-	"TJ+L/fOn7Ps/di+ekYF6sQihQYvYYqjpKqmF5yrhRjJZeRrv7djVwo6RKIdWoqyua3ew1x/0d3b2+s9D",
-	"C5IKq1yGD+Onk5MPyAwwdxJnGRiOEkLPDbyLeXYHAVNz1FFaoVRyrf2e2LH3KL255ZUHU0CkcQkaYF5+",
-	"D2+FbZa3+qtgVO9L7HVEUOaJsSp1oo65lJo0wH0M0Dj7nZMSK6rgqTth1hF7K+806P/K12HL6811FYDL",
-	"D1qFf2mNTyHaW/5ScwKPJBHnsGqJqKFuI/0xj/d4FynNjTZLwlcV3kRTnKIRIQy5adGIjLkgh1qrnFI2",
-	"QYxcAMU0HmVvqhHnGcGsgSPFBvwlhBDkNZlnfDELciAwV+rjmQickOGcCMoDIPmJX4A9UOvIyZSkuSbx",
-	"7l0wCki7oVKKQd0fOUpzTxopSd/z3cF0MBvIEN0j7JwKztx6HTrPBU/zxFKHlJyTjM9hzOcgL9Gq+ZiS",
-	"FmaWFiBB5VBPsJIowUIsUDf++ObXH18OX7/58O79f/3y5teT4dFra8/VKFndFcl31mF0c57RZDG0XsKV",
-	"pOYDDH/tRusP5KOMJsNcZFWGAkbrg+1tQdgE9+3zfgIutsYqrMmtJZCAiHMiykCd6j4H/Z3+YA1yX5xB",
-	"ZcnVEy4XErUgYxNgQSQ3Ms+v2BLBYrEvkxlBr7iY84K3LHd4ek7s3/779PRyMNg6Pb3ceXt6evn87ee/",
-	"/y0EzDfjMdGaLfnBXtbGRTMcar2zPjZj9SHhLCeeYNFGC8w4xweDACqWeGRJ120vsZAIKFPP9jtB9/Z1",
-	"12wmbS4ZQswyMnPhadVff+ejlbercXJ1vmXQWC2Gc8HPqbOXbvxJrcENyeWcC7X5+zXIrVpfZHZemzUE",
-	"YLAQByBn1aHRQhGp7+EwxYu1l31U8sYZvhyCciqv+7beyU1XoHW8ay2Al5LAUBClAc2ZXsk1vlY7Qw8y",
-	"/iKjMOiXLiUAqNBZByS4TaJloo71cAfQBaziJB2SGabZMOUzTNn6IDoGMio7JYSGszG+zi1zr0vJr/O6",
-	"JNK4qczZDKc8Fzc/aX9R1R22zRi1ALR5qssJQ6e44FGVUnpnuZTsupO5bVaxrkHiGhxDA6wqAAAR/J84",
-	"mREnEmmFyDErgHBNJni6H2LxeuBrOInq92tfrnxob4lw0f0Nb/052Hrx2f1j6/OXQfRs58o97/3n6Wm/",
-	"9/ffTAhd9GzvKix71HggTo1zEmcfvDMb40ySuq/sDU6myMMMlJGxQjxXiLIpEVqqV1Vp2cpgWh4M89q6",
-	"oLIWNw28VOOXAfmnefZCcPGKp6QtOBZCn2c4mVLrq0N8jLCzbIGMa5WNWvQTkOV6gBOYAMMRUcGfcgk/",
-	"1DyH8Ol6sEon6lQDULRa4QIWNI4RNeXpUD+ylEKfRz1aACaT+VzDkKTDGUkpHlrjZdCLXQrjhade37Yi",
-	"RAp8FDacq4QIhESZv2vhIdWH1uFafegpsXo3FhctVMrIXm9a37OtV+eibDRY+DkpiF4RVFNSOxubBeqI",
-	"F71lcBmwcUiYRhITY4rTIWfZwpiPz3iuzOmdY2r0O+DVRDCcBXXQn6w9pnpPpvbpMp30iURGX0KfPr6r",
-	"ql5OxSP5Tn8NNa9GQGHyENm8hRQC0In99ICVGQWQXvH9i/2dXoSmhCUE5XMzz3Pvu4gbC8wFFaQKi6fj",
-	"QfIMf0+29pKddGs/2ft+68X4KdnaHT1Pd0Y7ZB/vDOoE+fkybe/09HIXlL3nb1r0vIqHKnC2UjGrgAY8",
-	"L9VI9Q0D0qNOhqUaSkLYMu/jZja560iBPMy4rYJ/ZrAnEBMwoVIRsZHvtG5QaMT6N+UdbxlReR6w6voi",
-	"ahANXotGCkL1WryackkYGplcEBDnjUOEuuBNkyXjuB7aQqd6G8PTDsIsRbvPkMAs5bMKvo+RiZtHWzDo",
-	"jMwVGnMBX8romGhgVW+C/uRSV0klEUCuCsyvbvyjhdpK2aL9MqwtE61tcLnxbeI1Z0xGWX5ZpRbP9m9j",
-	"pdWLEQq8LJf2RKI36e7TpzsvHAM4I4sI7e0iUAcRZVqKYSkWKRphSZ7t96uH+9vLrf9tpMe/b3/+sr93",
-	"9R9/u8a1WnKJwrfEJsoEYimuHS9RnoyWnjbzA17P+utSAsH0S4ksjLyoS6XMC5N9XSSe4hRxRnpre8Fb",
-	"CCRIRzeg7SFvmz24iinWO5PKtEuP9hW8tCEJYA1jbIoVToiWmrZw9bLt3IYhtgYC5/9u31bYFVge7nAV",
-	"Knn4A24DiymMXzgPQsCBUPUfrHaMbxhE427jXTgmw6CJNnJYFis8JokgyhqQ3o87B7+tv7X6mbXS14sp",
-	"z4iho3LKL5i555wlNR4K0vTQWt9IvjOcjcVk8mc6nv2pLv7Yzc4Yu5js7qk5Hy0uyf5ezs/3pvxZ+uf8",
-	"9z8uyG46nj3NLycrcbIaYeKA8rmS+dfurLyR6HcdYkycPWWpCQwG6dEmEftG5J6y803DPm4q0t6c9prY",
-	"BLL6brojPobhQZrdFGqdjcpp2hUK7sE8quDJGsTdrcZ4yTek7pUooxUb971zzrPfJg4VeSgSyAMaCz4D",
-	"nquhEKHYXdRzqsjwNB8M9hIzEv5NILJ905TGSniXNe7Uo6hWwi8YZTCnYdHvJZoTITWg0csPRyB3aBk/",
-	"3sZzun2+s83FJC42m0sigltFx0DSHDVbejXWuBfH+WyGBXAKiItb8cYnGTB324A6Xg23cnBYDsc1pYyC",
-	"WHxx9Clk5L2qI+wmtKy2KfPq8sXfTgRswQMeOqyoTqv8UAzCUv35yI9BKc17zvoXMoptHnHN9WE+BOtL",
-	"SUbPV1ksNo5q/J2PNtVmbqrqmuIU64tZP/PRR/PK1ef6Dn1O59Dhj5zkNrjMQgzsso3os89rqSxNdbSM",
-	"iw8ywMo51RCm2HwIw3/mo2upNR66lueazy1GeKxnf/Di2Qrec+PjXanMu9W2QOA2qFYwfeCeyVWJtJsd",
-	"JrmkaphYp1EzuI/nap6rmg3r2dOne8+WRuwuicFceQvsV0KbfAf+i2PPD7+ps896QtBcEAn2D4mMUwQp",
-	"jtQUKwRO1kOTciBRghnjyiWt04Djr9X3vxbq+F5VE61xZF4De0Ado2rhAU23YS0AoDmg1cXfiF4qynY8",
-	"311dtqNxUr+Q5SG0mwljgmfV/AZ9OEH+estiG0wcwkQvRra5UQh5bYuIT7HyD6/8ZGu23Q3Z3xltES1M",
-	"SM2GUoELsb+BGyPM5QqgVRdWndHuxkJxxcH84ApFbUAO/aNb6euIUM7oHzmBMjnw5iHCUC1rgSSBjGHn",
-	"D+SM1PSynd3vV/nidpb64ryIqPXpjQeeoybFMRfd/b0iGqVxYHYpK07liG2qZ9sL09SVvWkRVZJkY08J",
-	"LCd3F8DzInOp+mOcuOCz9TwexrEw7G8tPZCbXI0q4m+A6rchxfgk7aGlmfc2U60oBRXmuSYQKpAj9Oro",
-	"9Uc/f32GF0Uhj7Hgs0NEZnO1sEX9MFv0O56duUSUnUEf/rf9fXvaXQmiaxkYV5sMN9axFD/bUMdqeioU",
-	"EQLr5WzNBQShN6W9hM/J+uh1DIE9K7NsPa+NnWCpva+GCEFcKkWJpqejZsNrAe2GcaJZPlkJDT1mXbOp",
-	"P4U1nHqBP0NBsAwlMvxzaniVS/v0yvVQFRlHffGofz0HWyjj0u2q5TAqMuDN3aU3MMNe53BN5BQOFwqB",
-	"eqtxkcZh7UQ2g1hvwJZag8oYXqaQJk8QjNX3QzM3s79/RUhnijyV2NbFmeQmjuNiSjMCkRxF9hSVyAJq",
-	"PRdyPk83RhIv2acgcTvRxikbK1E+AKEqyvjpPhWy5u1q1b3Z3EpcvSOhlCCDPhDL2zQc3+CKrY+WdStA",
-	"OJV7KWCOanyQi8naYUF67MqwIH+yWxG5fGr44DJX48J7GjeGePhavGmd0FlcN/8ywaifV0DxE6D9TXH5",
-	"iCX9W0Tbus9/ExyEcpwBQcPmzKyFFvCN1zgYwTC2dUdXFNy8Ba+w4usVIF2egGErnEL5UABCEIBgz9lc",
-	"OtvMOy8pS0h7kXStISQQu2sLjrQy46DVabhOnRs3sPRp19kIrLEVRrdCdADYD01t1s1oXHqy/thKNt/q",
-	"rJx3ZuyVCW7XKoRnVV72es0GfRs37ZakkyXZT/U9NvKh3BLaj+q1l669InjfJSq74K8P798dvfqv4es3",
-	"b19+endyjPg5MaHyo5xmaosyxBmRPWN/17fP28gTiUz6M7wlaEpkH705J2Jhy4lillZSeKYQem+t+NhZ",
-	"953df0oE8Yz+Yy4QgY9VSpteTLkkbt6i9p1+B2TbwtT0F0fdGv6siy3tOPKu2MWmfhlzltdPv2pL2C3v",
-	"0+D53vP9ne939weBm1W4NwahChfVLN7ik1DP/Bqfqqf0emscXPOTRYavt7hlHwpWxFme7Vt8+UXwy85b",
-	"tPfs6TXcRZVMyQaBif3LGR/YCMYQkTjU2rfDFhi5GWmKEMkkqdIm+0rvEMUgFsQHBTUgqa2LDM7CJ/q/",
-	"KJlyamMrnbeq6lMq1+My1INSsgHJPwXdMCCoRoRMXqINXSipjI/ST22VfodFTwdh0lJxLsIXr6K/Pvdu",
-	"rQNyNGFckPSwLPabkgT4T2c93tzEclu1tRkMx9DHt6/Qi/2nz102pikQ/JGwCX4iEblUhEGh4RmZjYiQ",
-	"TQpYKyXcUtsuUIlYI7ArY8z4hVeAZ+UmNTKrRsLxS1bjpnonWp9Hp2BgOO0gnAmCoeIzlUoGQ/eKUmxL",
-	"cahIeXVvBOQTYDA2WxNBBl5kYg3rNf4rToAqdOG1WjVYY6FoLHxGpNMBl4vL5pvlCyG+GooAKMut+dHb",
-	"f2xo8q/WgW9Bl2Ad+bLQfGldBuQhJA2fpRcY4la8P3gRrMqmSUJ1a8cac1z+bXvpw5YqQCk5dzWW5XYl",
-	"lXetIodmPV7pNYOWoaM6dnB0dL8k9Aca22vRBTL88AIIvq35Q0kxqvi7GOASyIsRxQM3JNdo5X62idD1",
-	"P91YJTCTY+9z5QM3BOcpte+HGNbx5uUx1i/MaDOXN6bu9xkx08RmjxZvqszdXtWMAnjLtTwHtfUkjoAz",
-	"3spAkiS5oGrhVC55iAhI+E621/dPWhcASFaoaz6K7H929yOEmVa89AZ6DxtyVSJeUDpAXX0ftjjLFr1g",
-	"8MHXGbJ1r2LPsfUB1NoT8QsiEiwJyogyCfQpnWi00Br9dDGfEiYjtIcUR/uDSqI9uMq0Nm90/1T/07aR",
-	"Md9CXJiP9dEnE6EDBXtnsxxy96uJT+DzCEV6fC7rkuxEe98XdUmCroFjYxf3mhqtK7E7T1rnE5tjauoK",
-	"04Sg3cHus62dnaZde4nrLUKUoQsubOhRTUeyMY3Q6FESgro/vjlBXsLF9sxkcXoRMU83zR6xiwtRmMKs",
-	"HbKOr2XT9rX8NUmwfUV4LSnWeAtUdOufW/MVRcSMMpwNZ5TlKhiUwhkznYOkbShhK0qbCleNOaBENklt",
-	"VQj72X7ngOVZtpJ/mG/Wd18DYW2jgU20nuMJVzhbUTntazuigKG2KXgEjvHmhti7PoewX2BtX9FmDgT/",
-	"/G/FjXA9X5PvWdrE8/BJ3oOvqa6f5VJspJ+FAg+CLqNgTTQngx3rZbl7WQbcHtMJwyoXAa3PWNZNJQ/X",
-	"hs3ErPi19SG8g04YSQ3fVUvqOAh6jhU5ZWdkYSveDPZ2IzTPBXGDen10MhWEINuQ5+CUnbItFIP1Y8uP",
-	"aLYmPX8udPS6740+oTMiFZ7N44OyNnvR4hi7dQOj1ILNDGdaRrh0NNn/VgGn+ADFxKz1P2I05kb+dLHA",
-	"tZIUiLCEg0zSBeDMtSDAJj3Ex6cMwRvP9rf0xYe1wASOE9jKQIrDT30Nh5PGYw19NSVSv3+JMsqIRL9z",
-	"ysyKMJKUTTKC4tNTFqMu40gJTDNbY1kP78HuP5283foeQL3Tt4mWWxZQW+c78Snb7cOaoNa6qbgVoXw+",
-	"JwKB2NaNP7w/Pol7p2yvX4GyKV2OyCVOVLZAGuaQalE9C72QA2j3rIWzCNGxFvojFP9nDNKamhINLgR9",
-	"KFG3SAwF3Nz2I471EvbNEhpIYBxBp+xp5fcKSrkhz8yQrJBLp+QSHf/0cmv36TN3Pm7x0K7MbaxrfzQh",
-	"pfasHO4JswsqEePwWq84VKgxbAtiS4QhQAxWDZeKMrQ3GPiigpaNwcKsdZI+eun35iqaPZ0yc4miygd5",
-	"riRNiS0kxVJ+oVUs1xeqcp9cK6gCNcErl3IiTyEV5pwIOl603vuyxpBXwkVvP94f7KB626j+KWvrmly7",
-	"giWJxHNqqztQv/BKw6JaE37L4tZeDjXw4N9MZnGwKopJNB5+DiQfGyOi268+Bx8UEmmdsI+OFPK3LB3R",
-	"qCGWBpIGKTi/iopJUFejW11tYCW9Q3MSXiVviRgBL6vIpTLWXOBRoFsSLADSFqBTpeZl+wgv6LoJUhdJ",
-	"apuG2ZUV7UaCUJppMQlIkxlefGXLxGYbqSdea4m5JOIf66WTr0weh77mudBkk7OE6AV6yffmWmKWkD76",
-	"lZQXtST7BTBefjiKNDGoQkciLIg9Bf/VSob7Gpu+AkQf87DfXW8WijjCdfF8XcA7vvvuvbfI777zyGjR",
-	"3qZ3AHh8MeWwVJGzute1j176lxaYDDtl1e2ibqxHcWFv3AH6AbaDVqNIr4/ARO9ZkvGMeA1NTxlVxrqs",
-	"mYi+HvHllmFYxiZd+kfMTbCklbAxFwmRBSsqE/wiJLnxI45ppiewCjPLFmie4cTObA4xJUmGBUn7KK6S",
-	"rzJ/ABnvgr0XjJvX4RA+5plegokyKLZohAgn6nz33XuREqGPMpmS5Ex+992B7cvaLQv/96D7vLcE/aFu",
-	"kLCaoRZ6CAbtoYA134xzbA02YfF/gjU5a/RF3h8MUKM3sp4i3t/ZQ4GOnTCBV19x6x9kYZ45+5L+o+pJ",
-	"sBEWBjLg45HffQdHEbf1ToyNcPli/+nznjMGhSqeUub69+hFW0HDAeCJREevYUjpZ4ntMmpb0AdU9Mvl",
-	"rCh3p79ouhgzzraKKqgKYThCGaEpZzy3bwFW6IWYV8DS3ke/avSf44QcoG7ZUqsihwmeK4IUmc0zrEhP",
-	"SwMm76zgy5B2ptkKZqmTO+GZO2xD/ew1A58fci26odwakAX4h+lVWgBAbX0kWgEh6YHmLyQ+rHzfsTKE",
-	"UUrHYyJ8XcIIAi9QS6fpPnrFmetR7bRl/XX4IGf265iaioBgWAbQHRZ3XA8ilyQBYwl6ry80ZCFLOc6z",
-	"YodwsfWHzc4PEHaNm1wfJ9tjx/UnAYIBIAZOr4o5EB4LIqfmBCz4NJ2Bj0/5hZbsbCUXYDPQz6zAdAPa",
-	"gprBOFMlVMY901UWTqaUDQ707dAfF3AIrlqbuUGgAhaDDSmEqbuCQ8dvqrSgrX8YQ6v6YslaNcq4VD0X",
-	"XdXcjF6JNK1D9cwSch1lnqliDbF/Sd6YRJ0YdbFCGcFSod19BNZrq1IWy9CfN/DUVO6wcRggV9rluHCs",
-	"CEGsZNE/xusdYy+spS/6psLFggau1u5N0oKoSWAtKHbjD9Bpx3ApO9awqdNOXF4u5y/PsFm8IDhFXdAw",
-	"3pzgSWx48o9vTnp99Eu1g66mdvH+7vco3Ej3EBoIe91bERcG+jgj9uWdXRTqKAxBa6CZFOdR7y9sQfOO",
-	"SqUpai4JSnIhuUBzPKHMcu4YLCiS/kli1N3p958OBlHhrNkZDHpA5WKv1z3sXS9zLsg55bnU3yNPJIpr",
-	"Fpk4QnyO/8hJD3jjG8e3pc+3NTSlq3vksR9nF6gy/wPPIY09GbXmmEbdOvPWFIRxUIcNjG18T4RiUDJj",
-	"ODKjxZjRcMeAUieCgLSNM1BhrdnALWyWKwtKoI8HBheM+GHoinQd+KlziIFqptEUPtirfrBKGA7K22Ce",
-	"2Mpumr5EVuT06Ab0TCwZkbmz1e/bRW3xC7ZVbq1YfpU7ux24xmsaucuXagsHW8QWbBaOsIAIq2uOZvMA",
-	"I3AOgocOjXMGjBPNNJT0KZlwUVR8EnWnPAN7S6NFvUZTkKcMzXZAByGyZ0VAguZ0TjLKAH/5XEvuxmbC",
-	"pOHZCJtmlVSr+pqfjH3sKixhIBZXNnVgzgIEjTyliqQgGtYkiZ5RgjOaECZJWTey80HwuaBE2SIINjSi",
-	"U5f0tWjv+XZdeyKj0DE8p52Dzl5/0N8zTq4pmAOr1hRXlHtCAp0pa72sAagCK7Llum3PNbpVOkdrZuir",
-	"07KwXeiZNAdDmMkLIswPCWdjOsk9m8Gnj++K3lMfPv3w7ujV8NPHd3EPXUyxAvz24/z0BF2wvhStrk2r",
-	"UHNX/QDAXgTrd0zD2qTMYvRnUiLouU0S9iVDy955BuqcQhhdkCzbMnO5ftluTw1RawwWGrbwliK1vPoa",
-	"7e6Bx63ApqO0c9D5kaifuHVKCjwjCsLyflu/lCuwo2ILrjuqbwHRwpMGWN+ZX8DMVlpfKkGKZU/ySiHj",
-	"ZgmYq89QcMhIWHr87mCwpPf5Zj3PASQt/fg1WkEG0L6ZMPSdYmHbP+DCT6tf2X2x+pV6Z3tYBTDE1e+C",
-	"AlOxy3cOfvscdaTLSu78E8LSDa/zo1VNhCbUktAnSQXyPEgKTySkZk1cVHaFL3YObB1jmLl63yuGKvCF",
-	"cBm4+aXEr3WVuFazA9hQafwChbGmfngWQHc3dgeDsO3wsLiv3ltjsEU2jZSlHhHqkgBqRK4h57TYuIx3",
-	"ja0yXG2SEGsVqha3aFiRn8iqFSKiNwuZb0ALza7gi8W4+BA4FLwPaXDeuJ2BeRQ3r70rNF4psl+E/P3A",
-	"08Wt3aVgffOrqtfJxgzf2X2udrtu3uuXNkbUsyhbxKHSwxG49ruDnXtb18diPdemOGa1y1+psV3z3t7q",
-	"995yMaJpSph5Yw3a9so1F9Ev7Kyxmx85I2bwGuv5YExCJ5y/g6YsD0Zxv/j+gt8+X1UosDtU5LqJV8lN",
-	"IUYXLHQtAgy/BOivaxYUlLd+5iOTb7QgChXV/CLEsxRkCa0wH6KMSgiBmmFxBhLHDBWFAJukRSt8rtO9",
-	"6QRxR5e60pq/hVnbbGGkodC/5/uwEXo/GJoGXfV1lNWg1CBEpv6kVVC1rF3lH+1o6tRUF5axCfpuf/md",
-	"j4Y0vdouy2vWpNXQ5ssh2z/z0VEKJTbD0sexRRNPmgZjkxE0gC+DWe+wZmiEQUZwKG6PBpQnM3iNmwJ8",
-	"+DgfzagqCyreDQv2qozeL9+FapXhm/k7H0Ul0P4K7G1/9Ru/cvUW+oY98sPrEZqPZM6FVnl/5yNjiTW3",
-	"4vr8r166LkwAXpOirzc4S7rVMIXYFaCLe3Dd9wYoxQt5YEvwUZLa3uOlFR3sQVozcD5f/cDI5iRF8e5g",
-	"F305LbuJn3aMueqqVCisAODUMPhA0ZsG8i0Oy/TmWgRCHEpSjSMU7+++qKsj1jHwkSix2Ho5VkTEzpwP",
-	"4SDKmK4YuVTo08krNKMpo5OpQl1n2rCBBTUQHBplkjoyqq9gr40E+o3g74gKNso1rkUMd29t/mqT/JAW",
-	"4lz3Xc1RrEri/Pm9vwCJfCRgIEkgbK8CHyNexet16Zj3vGbVLtNhHZ0rI0nkNi66S4TpXN3A2lWVPhBP",
-	"pHPi2SCF0tbeW88Y+8r6pvXLuSQCcDmjzCgOJglTkwz4zerYWCGIN+1FxvJuVAxXGsVRl4a13TmVcSAe",
-	"B7o0oJfMD7OhsgyOAWuJNG7SQ2Sr6EfIFtZHXJj6jZwRZ2oFe4qjlc3+m5q2NhtwGrdOoAdnQBQ0t9/r",
-	"SnBX5phaJ5K1qODOnc0fJoVFlpcLm6Ci6N3RLT1QNyCKdy//fbvUsELxzDGW15X6GOzonUkHWtNw7Nyq",
-	"2+DJ2iLnLsU/aMP4lVwUtoo+es8IgheAOlmfPkmR0z+t66xKBROcZaYGU8CUodfw5tzWrtlM7fyAJ+SY",
-	"/kmgh9YaY000pB4c8pM0Uz3WlHtqRYD091eEW0IQUJzxBGdbRfRehGK5kIrM4ghhQ8CPXhvnl2esQkev",
-	"2xw9OFFc1Ffud+muTvgvM9u/uoqf/SuX4l9nZNGrFM7rBfvSte4O9m/YiefpjxDpT/ooNlFVPrDito0U",
-	"n2tzWEF6Z7NXZEsjvZbjzlXCbXHatcxhGlHf25cCYIDwJHOXNPvT52YjYzSvt31OQwsxdcL8ZaxXbnrZ",
-	"Aor2jivmzpky7bg2m/sufYMlQWgzPL6EiBSIy9Fj7Z7/AvL7PTKTgn1oIPquZR9kvsCsHwfl5bJSQJCH",
-	"eN7lNg7SKCpWurcjL0ogQoSdU8GZoRo2gMiFZ2k5xaWhG5lWTvGcQBRBQV21eE2CTvjXvhP8znDXm6VF",
-	"6PJCsf8NkO817H9U7zPr4Z33MIB89bIbQQysFN3wkLApa7yvjLw/aSNApyuLNrEr1MY0tfIJV5Z4Y6mk",
-	"6NAYXEpD+StdszLLJ63LMTVz1luNrQt8l3yjUdB3KeeowL/qkHtkJO2MhNduUKF/VJ4HbnKgXM5V6S2q",
-	"XtVXDUlx47vqxeVBgtnnOzJ5Nkt537O6Xy073cR4sypwI9uMXP3FNye4tZS3HbYNY66iTiAOfNWr3ivu",
-	"DdPxa2m/KPd2MQ62863FZHz9dojixhvcqVdxvf6tN8WnVvPw7S81Vfyqlav/SFSNTtwLf2k1qXljrn3l",
-	"rr49V+1DYO+PRN0e6hYMayMuVLcMfQajhWlk1kQeKKtIpVfbCP0K2Q5FOktL1grECDe1HlOP/2ZsdPyL",
-	"8eRFG3Lc93NTLuleOK9tPHDPsRfr0APbCeR26MKtseKrx1iQ/Z3dNfiwl9X11nQ8vREL/36zKT86VH4w",
-	"/m86pTaruNuqNcg2Orh3cWDbdSsxhDQjirR0FfTV2iJJlrtSLyaJcopT1PX6aY31wwsse330CrOEmKwo",
-	"KALCeKXXkSYFaZ7pl4oQtj56zxLTDAqK1EMqIxYQ9gkha6aFkH0W8FOaOX3q8trt9mZaUI0m/9XFpEdy",
-	"eIvk8EHICyA6wt41SktMvxlRuQ1JLRjg0aAqI5LwGZGBVnE2lsFrGRaj/4Cy3H9vFrOfCJxA81nK00Pr",
-	"OaIq8hrLCTLj5676hIkLa1ju+AWTfXRs4GmqahaBTk0oe1QLzOtnhMyll1CeEpxmlAUM6nYG8m9DpaIS",
-	"aPZ4H+nWvyvdcsgfEoxui35dRyjy4tSWekGOvHEPG3GxmUejXLfzZ3y+05Q2N9tqZ4IH+QgxP16m82jL",
-	"uTXfQ/O61QOifI+E//QezTtBocEFbeIiX8oLm+yaclPPIeLdRIFCFpDJp59hmrnUdsic8YoZ9NFJe3Qp",
-	"t9Egwr2tv3SoNZii4IQrLUIhJT6wNFcnAyYmZimyCOK0tdMYuYAU2S6UkCEsDcSgGwBUYi+/Sn9OucKH",
-	"8eZ4EGr35RwWx2nOGfDkAi9qEsmj3+ZhDUx/IUcPoF3ZLFPfbFeg+Frk9HaEmO0vXmC3dQK1GXuC5Mup",
-	"Zo5gQcoQBitOxtlEb5QUIet99FEPA6XJvRG5yHWI5nOx7dWQd1+BctV0XN5OF7Pga1JBya0y86RZPkDP",
-	"f2v08n50quXEq8qq7oZWPXrOboUcGOxbEXF+HYIQtTpxa2kZXwGGoq4pvgWlpkCq6j1K87frmb0l5Lod",
-	"4X0ND2exKBD2r8PdbJrGujGK783we1LS79TeVnS8Xh6VBxuOnMrCoZAu9PM2RfEfb+Dd69PywaMkrnOz",
-	"5kUP8jYWY7uU3yGS2xnaSqW4FtQmLeYQ4RG0HLBlH22b5PY2t4/xRF9dPFHZ0Nydqnd3XJfHYFJepSPk",
-	"rRie8oDdCWo7J64g6ZRnxEc/g3lrN+pG3UYH9vJV6fVRNoYh6mDTa4Yx9dHLon1tbNvgOpoPRW+pRNT1",
-	"rvOin1z3OvRPqqapwBfOCRbX6AH0Ll4MizaacaWtfEolHmWkra8aKl6zadDG73ZhS8iNoICoCSKYlYlW",
-	"pLCrNdW5D3lJfb6VACy/p/U9R14tp7O2PohD9Ec/3V2kXj9GT62hRZvmE7fOM25gXTMzb5PxmCSKnpNl",
-	"8tIbN+juBaf6VIGbDV1FoDBGVKHlXlqgibfQDAzagpifoHzGo9pweyKQKkVZCh6ihEQG8hdQ+Rb6OJgD",
-	"MNZX19vvAcSi61wRQWRuKmjfkTPwo57AxeYA1ldjeJbblPvIf7+atgdNA8LxiQnEWjnRzo5QnEPRer0h",
-	"orSI46LLTcQR99yOgl+AeHdoim2tG94YtG1rAN9idtfXGjFkDvdR/vh3jRMyiI5wpej0w+ZRbdul3CF5",
-	"O1JFc+ozQuaQm6IpxShXaEJUvby2JjKmo8shsG5bJj0wso9sX27jogsDdaVHzihqWBZeuDLckTPS0+R1",
-	"DKWpuoH6oj10MaVZC40NVd6DJd4dqbt9ra7W+vwrTKmp0tgCCx7J7L9tOKZBga8hTXUbqoa21kF5z4wc",
-	"NScCCn2meGE6e8T6/2OkOIoVjxFlSZZLLRh2XR29/YGpiNqL0J9EcGnGpCGqU0uJhQ7fG5MdeOutltzX",
-	"sDzZJuL3J3+ZPQUIxGtMs4WGsXxU+W7ndjWb76YA49yilbtj5u/A3YIf7lKhMx1atyXJxsvMGeDkPNaD",
-	"7hJJK213WziY67Nle622hRlcEw8fvMxPZXsehphzCpeYqmxixSFvm+Cs9hqsGsYGtlLxuUQXXJiwLmW7",
-	"qkG7SdsY0bY5h3pSWmeVftU2rgm2yRp0TgzXDhaNyIJrrlPp4NoWyeUj312puvshUwOEsX0bwVYPGAm1",
-	"GVqHG/C1NmZYjfzLpYq3XKAEz3FCFfQ7ZgzMRCdc4cz0PJb5TLoqv2nBIVFXETGjDGdoRplpfyq0gJKD",
-	"VpXPQU5J8QKS0Jj+yoykvT6qVNEqGpTCIp0TT5jEYUEKF2G4+Od9CifRXzFuxq5eH+Xq6Jk5EVvVrlfw",
-	"YoRG1XpjUEL0scZV4L4DuC3YAP2r2ZXQMNAiNx+DQL6pCOTfbzHZBhshFP1tud3/LPuMpuEy3RdTjlKa",
-	"Qrao0QqcV7wSRlKWSOxipQQd5Yo4N3atOq1pnQ29FfGMIMnwXE656rUU8HVb+AbC1NxeVt81N/LxIrUV",
-	"9M8lEcH+XCfNqAsHzWr23Fr1reGX5r2a1Gpat/TQ+iaCK2En62Qpep0iIcbStOOzrYAh2PIRnTdGZ4il",
-	"DEQSWUt2pdON7N0Yp7e/1Hp3XjVa8LTHFlebZfz1o4rL/awRW+xt/tE6dE/3wrVg1AKIB//r0/mN9Wfv",
-	"sjRMSGKybQrrb52RRXsHhJeZ5EhA56xGcKTXqZmRC6S/A3m1iz56CeX6qZQ5Sf04Qe/tKU5tR/ey3bOZ",
-	"hnFGTH9r46YCN1RYADtyrTC/iTtd7GYdhuaaIvz10u7/KlzMg7EzVZpuMcZYuRlDW1ZUx9wVFMOLQ9te",
-	"7TQfDPaS8nrA3+6xWYF5FJv6XI3rJavXK0IkkyQ4SeVrh65Bm02m39vVWl/KZ2WDuIxfEJFgSdAIS7K3",
-	"20dQTBuj459ebu0+fVb2aTtwthe9RWcuocovg4+6K5fUi5DkxlCJ0YXgbIK4QDMqJWS9lp8qgngENJGz",
-	"m/BxVrqmP/5rVCJzvHMslOmtsNyy6XL6XR/erzal3y7woTL67fTHcA5tPgFoqlXEL9ozszbohDxm9j92",
-	"yb5dcl+WdvY6C/mNvzYg695zwNstk9GkXz0ji87nq3aRa/vLGVmsyu133MF4c3yyxCYVFVY6F08ol98x",
-	"mKJMoy8ZyqJKmtehHsKXDLPTYHFZJe3Z+rdDCe8rWd+ttp0iPSbp30Unuq+NFJTZ/sGO+HegkVnMW6GO",
-	"FbRhW3Co97VxzGJ1pqUVHbOCPvjFQrArbhSVUhVEQ4Nd3AlRFTN7kgtR1Qsj81WVC2ZbFffRR72jIHla",
-	"q6s5vH7botfDCkBWeX4Ugr7FXupfH8krUrM88We0KC/8fclCv/PRcpPtz3rAN2DW+ZmPVht0NDQebTe3",
-	"ZrvR4LyRpTXIL00cFGRd6wmqqdVdCNpnXA3t0zTula36pelULxWKZ/hyqF8veufrV5u986NA3/xGo/ye",
-	"bekPRbZsIAqYg5Ky+VHIdvEzH32tVouf+ehh7BUaJi0sGqpSphqrHlnxX5YVfysGjP+lkRFhjY0Qz+kc",
-	"TTfwr86WpkP/Qu4ycPgX0tpCRmoVIhj5o+zPTyQSPIPgO/ottxVdO7rExWpCD+2ywX1besiGeOK60C7t",
-	"d2s++sTrgl1qkGUX2yKVOuPJmfSWaiupQB61DOZ4HLtV3CFWFnO0ldqwv9+wNNFjJFQps7kXC9huKLKt",
-	"LANUR0xbF6jbKAek9SJTg9ruv9dHFiFQoxKQ4ggz25ViZN1bPg4Xpg37wtD8GAdqA4Wq53jI/q3Uz3Fb",
-	"epAKOisvtqmhc+P7/e+UXPnYgexhjDjqloloYwW8ktTl1gHd6Q0NykXWOehsA6mw0yxvga/JI8nG/bIT",
-	"htcGvdml2xdpqpHa3hdsHkqgx3clXWPKpSpr9/vd6IsvVdNlAx+sd13w3vULty5fSr0Kkv+VokZM8xMm",
-	"Qn8czHkpP2BC8cOQ9I4B5ylVKOP+q/Cs5dWKBN4FfOmhlx+OIhR7AmJs4ra8UsKm0je2RmwHZoOI4ZlA",
-	"l6l9Gp7FB2jKZ1Bsjme5SYL3faCRtWhG1phW7suEO199vvr/AQAA//8=",
+	"7H3rchs3muiroHimymSmSVEXO7FUW3sUy84o48Q+lnym9kReNtgNkrCaAAOgJTEe/d0H2EfcJzmFD0A3",
+	"uhu86WpnVFM1sZq448N3v3xpJXw644wwJVv7X1oTglMi4J+vT/FY/zclMhF0pihnrf3W6YQgqQRnY0SY",
+	"omqOFB5HSE0ISnmSTwlTzyS6IEJSzhBl6PecKyJ7raglkwmZYj0kucLTWUZa+62z1u5ZqxW11Hym/5RK",
+	"UDZuXV9HreOUTGdcEZbMX1/NqCCyuZh/TAiDqaXigqRIEJlnCvERUhMq0TmZw8ffcyIVuqRZhoYEjbgY",
+	"c6UIQ+0Pb16h3d3dl53q8kZcTLFq7bdSrEhX0SkJrvAtT7BZSOiQEkGwMmviuUjIM4k+fniLZlhNqrPV",
+	"B76OWjMs8JQoexHeSfydzJuzbSPF0c7z52gmKFN4mBF0ePLq+BglEyxwooc5QNhcRKovL09ULkjaHVGS",
+	"wQfKxmhKMJPmMPGUICwRVRIlnCnCVA/9QqXUzf7nv/4bxXv9PqLlqgbnZD7Qx0wFSWO9O6rXZWCpFbUY",
+	"nuodevvo6o1ELdenta9ETvxD+Ysgo9Z+639tleC5ZX6VW7XzqAHL38n8HZwMzppH5X45QJcadMb0grAI",
+	"CaIEJRJdUjVBVCFBZhmeNwFrg53dfCejX7BKJksfnn6ZKMNSrxSnESK9cQ/FZ63vz1pxeVNcoPi72F7Y",
+	"zg9oJkjCWUr1eOVtHaBLgs91Y6lwRmzz7R33hAdTKqd6RUvuddQ1a152oYEHzvSMGTyh41S3gdH1AynH",
+	"pl6jAU1vDjPVycz8Cp+Tv5P5wsk1WK+Yc4aVIkJ3/U/d+rd+9yXu/vHpy86L67+E0Rq7oGrVnl2TDWan",
+	"7GKN2X/mw4XTfubDDebTrVfP906MMaN/LN8v9xrd5o5rk+n53+MxOaF/kOZzOlZkKtGMCDTDY1LA9u85",
+	"EfNyafq3gdQD+ItIyQjnmWrtb/f7UWuKr+g0n7b2n8NflJm/tovzoEyRMRHFgk75OVlANGJGrtQAZlW6",
+	"VWxoGdGP94LyXK5eLfSrLHeKr94SNlaT1v6OXaL7ezt0ae8Fv6ApEQsvbGYbbAKe6WwNcPko8Zi8EXza",
+	"PJ03VEiFPp6+QimeR4iyJMslvVh4FiM9yrLFVYj84tWc8uZa3uLgUg4QVmjKpUKaPqZ4LhEeKSJQrBcT",
+	"L1qp4rda57XuLGecScMh/YjTD4bj0X9Z+q3/iWezjBqOZWsm+DAj079+loZ9We+BvTe9zKRN4HWMVsqJ",
+	"RIwrBHTDsGKON0TtmLILnNF0YJvHEYoX8hL6N9vcexSdXus6ar3ibJTR5NG2mdj5Ld+Q5ELoDUqFFUHt",
+	"WGb5eKApDAvvMJfV/UE//WGWC410FBbKtJBEKcrGg4wn5/BFU3Y3e2w4GY0jkglmY4ISnmU0dewMRoJf",
+	"Isy4mhBRrt0yp1iVHN+U6wsyZ/taCC4e8mAPGcoZuZqRRC+L6OlhIW+4GNI0NfjyIW8ZIA1lODm3THHC",
+	"ZwSgV+ajEU0oYWoAH+PInHTsoNZ+7kTob6en708Qlcj9hNrxRKmZLCG8Y2QnnwbqDjKXM8JSkurLHhLN",
+	"z6UkIwqGKH7UvblAGGV0SpWZCCcTaASfBuQqIQRawnH+xBl56JMs2RmUYIYYRxlnY6K3hfQjMCjBcTwE",
+	"ZD33MtxXQS74eeMrThIyU8XmfuXqDc9Z+pAb/JUjmSeTQspD7ZhxNRjpddhlvcfzjOP0lPO3WIwf/PiH",
+	"PJ0jAwYSbaNf6I+oHc/MmgaK80GmV+XW6skIbzDNSPrQy3XCRKlCkEYyiQpBZYozTRQBchpSinuMFh0P",
+	"bIPA/j4UJPfhdljsjko0rcpp7TgsoJmFn3L+C2ZzS9nlQ675g6ZngE3gxAVWZGD/jDsHSBKC4g9EiXn3",
+	"UHM7wOd4aiTvpyYndQI7lkhxdImpCipGSvYZmDKGczUhTOn9PuzlWcE6KgEwQjk7Z/ySRcjiLX2bFlkZ",
+	"EmIRtMUOOE0FkYaiGApTMEs4y/glasd5dYOa3DNN1FMSadw5oUyhywlNJhowrt15wVEfJopeUAUqopng",
+	"MyIUNUwhTpSh58u27rofQuPrqGUYinQAeiIYh2qpKSDOF2wpFgLP9d80DTbTiyqUZqUa0FI0X4JrsrqG",
+	"SyZSDRYMDpq69fV3Jc/9WwskGdvSmyWyJ+cvvHEun4rB+fAzSZReSvUsG/exYAOUXVidot0iy7MMD/UR",
+	"GbGg0UPLEAPJ8ExOuFpyMV9ahGmp9De7ES4KQTHjCc4G7rN+gXOpiBaecglqHgqKEs22eltdcI7wa2SO",
+	"s7q2Zaf0lhpppXZIDtiKf6wDvSFgrEnVa5xsHTxgBc2BgpsaE6Z+5sPmhhI+nWIWvnrLkQ+wWheCF7yx",
+	"EGC7iSvTLFv7nVyIO4fGhQQPd+Fy7mItvvrv8QEkT6laihgWiSPHRxGK4b123XsFAREebIzaQ5ycj4Xm",
+	"PdElF+eGNcWG3IBY2YkQ1ky3QMdHqI0Z4peMCCtFMGReOjonc/c7HhuDjiBjKpXBgGAtWY27avobzeZU",
+	"UU1sRJ/jI6fksmCKyqH0TJvjwAXH90wi3bQUmMmFFtgneDYjjKTBXX3V2FPD0esLy/rchOCXgBik9gV9",
+	"/q0ls3zciloplbMMzweguvoUbcAPEKdRaF6OZdSeSRRDqxi4nfKasFJkOlNoBAKJBtVLLFFKGDWXthJA",
+	"DDyW3Aa5UIP+9udk9+rldHvyvdi7eM5++H3n8gXpq5fzEBgsYFsMNl3FtfBcJdxwJitv451tu5rZMRzl",
+	"wHKU1XXt9Hd7/d729m7v+9CCpMIql+HL+Nvp6XtkGpg3ibMMFEcJoRfmvIt5dvoBJXfUUlqgVHKt/Z7a",
+	"tg/IvbnllRdTnEjjETSOefk7vBOyWb7qr4JQvSuh1yFBmSdGq9SKWuZRatQA7zGA4+w4pyVUVI+nbv5Z",
+	"h+2t9Gng/5XdfQNG8BWkZJbxOSisaWr9HFynqq6VJUQwuRYagoNeb4fXgdv4EatkcmhVXiGMX/5SM3oP",
+	"JREXcFYSUYNTh3owj+J5zzfNjQxNwkcDPdEEp2hICENuWjQkIy7IgZZlJ5SNESOXgKeNBd2bash5RjBr",
+	"QGaxAX8JIbB8lVHC1AlJBDFCf2p0Jjh7753ICGeSNNTMxrafELjaBAZCEkbqoX8IqkiXs2x+gBi5AKyn",
+	"cmFZg+ppX+AsJzXj2nZ/Z2+5dS1qXeo53rFsbi6+fgZm2NCmjwqIbF49aIb1SxgLnJDBjAjKA3DwN34J",
+	"qleEkUY2aa6pqesL+hdpb7FkGFH7J47S3GP8Sirz/U5/0p/2ZYjEEHZBBWduvQ5zzARP88Qi4pRckIzP",
+	"oM2nINnWL29EiVjzkeqmHg8rUYKFmKN2/OH1rz8dDo5ev3/77j9+ef3r6eD4yKrO9Tus7ork2+s85hnP",
+	"aDIfWFPwSqz+HpofudZ6gHyY0WSQi6xKu8E+sL+1JQgb45793kvAmtlYhdVuLvAWIeKCiNIbq7rPfm+7",
+	"11+DshZ3UFly9YbLhUQLgLF5YEEgN+zlr9jSm2Kxh8mUoFdczHhBxpdbtT3T82//eXZ21e93z86utt+c",
+	"nV19/+bTX/8SOszXoxFJFL0gP1oM1XhohhlY765PTFt9SQ5XrECApp1jOYIHVCzx2OLru15iwXxRpl7s",
+	"tYI+DDdds5m0uWSgrxmg5AB78JkPV76uxs3VWQRHxAeOiN9sSC0sD8jVjAu1ef/aya1aX2R2Xps1dMCg",
+	"jA+cnJU8h3NFpH6HgxTP1172cckQTPHVAPQA8qa99U5uuwItTt9oAbxkfwaCKH3QnOmV3GC02h16J+Mv",
+	"Mgof/dKlBA4qdNcBZnkTl6ioZZ0JAuACBgiSDsgU02yQ8immbP0jOgE0KlvlCQ2mI3yTV+a6S8lv0l0S",
+	"aSyC5m4GE56L29+0v6jqDhfNGC040OatLkcMreKBR1VM6d3lUrTrbuauScW6up8bUAx9YFUGAJDg/8bJ",
+	"lDiWSMuejljBCdd4gud7IRKvGx7BTVTHr41cGWh3CXPR/g13/+h3X35y/+h++tKPXmxfu++dfz8763X+",
+	"+ptxfIte7F6HeY8aDdxApnmNkwnyIANlZKQQzxWibEKE5upVlVu2PFhTqnG0ts6orEVNA51q9DLA/zTv",
+	"XgguXvGULPKABv/2KU4m1JpFER8h7JSIwONaYaPmaAZoue5LBtrWsPNZ8Kdcwg81Iy0MXfcLakWtqq+P",
+	"Fiucb4iGMaImPB3oTxZT6PuoO2bAZDKf6TMk6WBKUooHVk8cdBgomfHCKUK/tsIbDcxB1nOuPBHwPjN/",
+	"1zxxqh+tbbv60ZPc9W4sLNpTKd23vWl9JwK9OufQpI+FX5AC6RX+SyW2s25wII54jnItT6tDmAYS45uK",
+	"04GW6I2m/pznytzeBaZGvgNaTQTDWVAG/ZtVfVXfycR+XSaTPpPIyEvo44e3VdHLiXgk3+6tIebVEChM",
+	"HkKbdxAnAjKxHwOyMmwEYmh+eLm33YnQhLCEoHxm5vneGxdxo3a6pIJUz+L5qJ+8wD+Q7m6ynXb3kt0f",
+	"ui9Hz0l3Z/h9uj3cJnt4u19HyN8vk/bOzq52QNj7/vUCOe/Yoi/n5xy0ntALooGdLhav3a8gZ+ujkHTM",
+	"upQVegWnTMFIEanQCDyYYWisiD4SOIqGxLVA9eBp6BZyauubY4zqa5Ft4SbG6IppKOjcULPC0HS2oRWG",
+	"Spmb62q+pYyPKVulLtFIRqOQNS/2ElONcdDIuPDkSUKkHOUZ3GdFfXSDS5wJrnjCszUckgBK37v2gA7W",
+	"Wn9hVmUjOrY6PCQn/JKhtv4hwwCYnBF0KahSxGj4VuoAohYQuA1BDkyIa272RLctjFzNbcae9ineRyPB",
+	"p8hq+Y6PXv96enz6H4P3H9793+Oj1x9O4gjipECzi9RE8Hw8gYM5fH/s8wtGU11TbX1aYD+rGERKgpNS",
+	"af4Z6pfP0o2f1VINXyDish2/PsXjeL2LDJnRrKW3AM/i2RW34Q6g9uZ9pFJAyCJk5cFw1EC3gYfqaxg9",
+	"7FQ50wU0sYLrX0HflRz2HUjGbkZP5JANzFsha89XhOYUfWVh+li2gIqZJICgK5aL/sq5S+S7zq6PTetb",
+	"4rkSzayFNEzrG6Ga2ktY8ggWwvw64Hcnvkx19uWxzcT1BYEdbWPDnOPen0l0OeFZjWz1kMZ3UzIdam4S",
+	"o59en1rrnERDIiHeRU2IJAhrjssZJcGbaMw0Xo/ACX6mEETmQKCNvd0YmsXmhuPIeNeiaS5tBFNTTl7J",
+	"Hx6bOVG7IDydu+b1Hh33bHC7b51G4pyQmfQDq81wBwgzZADKGWglourAsNFJRrDQf6M2kPDLCc2sidKZ",
+	"5KlEjvJ2Vhly62f+yIbdKq+9Fhit5L03Re3pzae+MVlYyYrf3Ru6H1Z73fUt457vm6wt5qDXvd+C171Z",
+	"9yrLe7MxFrLAdoCDMmgoJYkmBTdhfjej674/cUA9JNViMbiW0WDDxAVRK8NSo2HClskRm3lQ3cSQxMNS",
+	"n/URODcKqEAEx5hKRcRGUlCdN2nkhGiaTLxlROV9wKrri6id6KrrPg4gy1cTLglDQ5MzBCyCxn2VulBb",
+	"k02l8CXrojO9jcFZC3iPnRdIYJbyaUVlNkImYB51odG5Zl5GXMBIGR0RfVhVZZoecqlKpZIwQq6KyK9u",
+	"/IM9tQ2FJ/8xrG1WWdtn49aviddcZzPK8quqwvHF3l2stPowQmGy5dKeSfQ63Xn+fPul0yGfk3mEdncQ",
+	"WJQRZUgqzFIsUjTEkrzY61Uv97fD7v8zBqi/bn36srd7/W9/ucGzWvKIwq/EJlQJRL7cOLqlvJlzMt9U",
+	"X3gjBzKXOgq8xyiRpT63DcxO6jvJeUNMcIo4I521YxYWIEgwsNwCt4eUOvbiKt5cFTWKN+3Sq72R/oQ1",
+	"/LlSrHBCmCKii6uPbfsufLlqR+CiFRZvKyyXl5c7WAVKHvyA56GFFMYvnRNiwAex6oK4Ooxhw5An9xrv",
+	"Qz8QPppoM72BW6Hnyptl70at/d/W31r9zhbiV6NUADxqVODwzjlLajQUDHID68BD8u3BdCTG4z/S0fQP",
+	"dfn7TnbO2OV4Z1fN+HB+RfZ2c36xO+Ev0j9mn3+/JDvpaPo8vxqvhMlqPJA7lE+VDFGLnbxvxfrdBBkT",
+	"55Kx1IsGGunWJmHfrdA9ZRebBunclqW9Pe715KXlAOyu+ASaB3F2k6l1bi5O/V7B4N6ZRxU4WQO5u9WY",
+	"6IINsXtd+bBs476Dr4uIWMQOFVlDjI7IGHk0zdWnEKHYPdQLqsjgLO/3dxPTEv5NIA/BpqmvKsF41j+k",
+	"HvO28vyC0RkzGmb9DtGMCKkPGh2+Pwa+Q/P48Rae0a2L7S0uQFdpNptLIoJbRSeA0hw2W/o01ngXJ/l0",
+	"igVQCohiXNHjowzI0zb8kVeD49w5LD/HNbmMAll8cfgp5Cd2XQfYTXBZbVOm6/LF3028ckEDHl27X8NV",
+	"fjSH0eF5+KZENgVGCptCN4+P5/oyH4P0pSSjF6s0FhvHoH7mw02lmduKuiaJ6fps1s98+MF0uf5U32HI",
+	"Cv57TnIbCmhPDFy7GrGCn9YSWZriaJnFIEgAK/dUA5hi8yEI/5kPbyTWeOBa3ms+sxDhkZ69/ssXq5Xw",
+	"t7velcK8W+2CE7gLrBVM9vDA6KoE2s0uk1xRNUis32lTZc9zNctVTYf14vnz3RdL46uXRMyufAV2lNAm",
+	"34IL5Innyr+pv7B1pkQzQSToPyQyfpVIcaQmWCGwWB2YBBESJZgxrlzYKw34Dq92SltJbq1jtgn4ODbd",
+	"QB9Qh6hahEHT87gWQ9BssDBKoGE2KNK7fr+zOr1r46Z+IcsDnjdjxgTPqtko9OWEXY3ulm2DiUOQ6MUW",
+	"NzcKocKLfAxTrPzLK4dcmBvpluTvnC5gLUxUzoZcgUuIcAszRpjKFYdWXVh1Rrsbe4orLuZHl1B8A3To",
+	"X91KW0eEckZ/zwmkU4aeBwhDVvU5kgTyuzmXYuv06iv8dn5Y5c67vdSd1wuqWh/feMdz3MQ45qG7v1cE",
+	"tDQuzC5lxa0cs03lbPtgmrKyNy2iSpJs5AmB5eTuAXjOs1yq3ggnLn5tPYuHMSwMet2lF3Kbp1EF/A1A",
+	"/S64GB+lPTY3887mFSpShodprjHyBzK6vDo++uBnG5zieZF2dST49ACR6UzNbfEHzOa9lqdnLgFlu9+D",
+	"/239sDhJkudcfhMF42qV4cYyluLnG8pYTUuFIkJgvZzuTEAce5Pba/pCLwMvcOdYnRPNs9oUrrRL9H01",
+	"QAjCUslKNC0d6znvbxhquoa7SuGmso7a1J/CKk692KGBIFiG3ET+MTG0yiXp8pIrUxUZQ33xqXczA1so",
+	"P5bb1YLLqPCAtzeX3kINe5PLNcFXOJzWFeryxEUmCKsnsvne9AZsYnzjaVkmG9HoCeK5Kg48m+nfvyKg",
+	"Mym5S2hr40xy48dhfBipkmUCFiqRPaj1TMi3jCYoUNz27QIFgiAfOKEqyNzUn9+/jc21xNU3EsoqYsAH",
+	"woGbiuNbPLH1wTLsib7SCNGstOIFT4vx2m5Buu1KtyB/sjthuXxs+Og8V+PBexK38fyuhazWEZ2FdfMv",
+	"E8/6acUpfgSwvy0sH7Okd4dgu8xDctXJQfGUAKNh026sBRYwxhEOejCMbJWYFeVR7sAqrPh65WKW53Cw",
+	"9Wig2AscQvAAQZ+zOXe2mXVeUhbyCHbF9LSEkED4r00Pu5AYB7VOg3WyEruGpU27TkZgjQvP6E6QDhz2",
+	"Y2ObdZMiLb1Zv20lIdDqxB5vTdtrEx+vRQhPq7yse00HfRcv7Y64kyUJVOp7bKRUcUtYfFVHXsa3FfH/",
+	"LteZc/56/+7t8av/GBy9fnP48e3pCeIXNpvkMKeZ6lKGOCOyY/Tv+vV5G3kmkcmgBr0EeLmj1xdEzG3x",
+	"F8zSShaQCUTvWy0+dtp9p/efEEE8pf+IC0RgsEohmssJl8TNW1Qq0H2Aty1UTd846NbgZ11oWQwjb4td",
+	"bGqXMXd58wwui3J+le+p//3u93vbP+zs9QMvqzBv9ENxK9VEYMWQUPfuBkPVs4J5a+zfcMgiSZi3uGUD",
+	"BfMXL08YVoz8Mjiysxbtvnh+A3NRJdlSM+rdf5zxvvVgDCGJAy19O2iBlpuhpgiRTJIqbrJdOgcoBrYg",
+	"3i+wAUltFSswFj7T/0XJhFPrW+msVVWbUrkel+QuyCWbI1kvptR3CKohIZPayLoulFjGB+nntpqjg6Ln",
+	"/TBqqRgXXbDfN0+97y/KqgnltsZO0xmOoQ9vXqGXe8+/dwmdTDmnD4SN8TOJyJUiDPIc2FDgJgasFX5a",
+	"UIkgUDdKA7DLosD4pZe4eI2QvpSoRs6yQ1ajpnonWp5HZ6BgOGshnAmCoT4XlUoGXfeKxPlLYajImuV6",
+	"BPgTIDA24ROCJD6R8TWsV2SsGAGqpwvdarV7jIaisfApkU4GXM4umzHLDiG6GvIAKJPj+97bv2+o8q9W",
+	"7VsALsGqf2VZwFK7DMBDSCp7yxPvFyve678M5tDXKKG6tRMNOS6F1+JCFQsSCafkwlXEkluVbGBrlaQw",
+	"6/ES5Ruw/BR+3c3g8yYw6l+RdRNxjCbhs8xqgemYmVzlLl0LlUW4t7NagdWjaba6Oz+TWthykON/NyPs",
+	"+MgEfAgo8d6m02kO+bU6PWTqPdqinfrfMVIc+HE+G+Lk3JUEC2cIC2U1KrBRLmjdxXnvhxAFrYc1L6rC",
+	"4fIvuHhpfycHbqOvOGMkURXCTtMkTLurIczhjH7wm6tMamqS2kxaByYJAxTYTQmK+YwwagrMe6VJzFdP",
+	"lTATfESzan2ShkuB/r/d7tnZ1fOh/r8UXAzIpy/b0Xa/H9Z6lsCys9xBwNu4VfsuPW454UKZ0jQ+6FQA",
+	"IuFi1gqZ4T/5eSd3X4ZXfuJQm7uxkvfa1wSo5vAjwx8hxYHL5E1J0ar4u2jg0kIWLYoPrkmuMb372aY3",
+	"rP/p2iqBmRx5w5UfXBOcp9T2D8HhyeZJb9fPa2XzEW7McD2kE1uTwHjs0ab6lbvLhVsc3nLFizu1mySW",
+	"OfXEEkmSXFA1d1oQeYAICN1O3NYkUVqrHAg7qG0GRfY/O3uRJjeWbnUe1wuyBLxN8iqUx/p1elE+qCQS",
+	"xs9v+SURCZYEZUSZtJgpHWuwwCxFk/lsQpiM0K6m5Hv9SvpMsF5TNrbquFT/09bhNmNpPgAG66GPxmkO",
+	"chQ5tF/F+mCGXIH1t6PdH4psw2Hsb0xVXlX4dYVoZ9xufWQzTE1hNpoQtNPfedHd3m6ampZYwyPNzl1y",
+	"Yb0Ba2oL62Z8SbMMKsq2f3p9irwYqK2poYget/N804Auu7gQhiksTSGD1VpmJl/xtiYKtl2EV9N3jV6g",
+	"NbMm8zW7KCKmlOFsMKUsV0E/McPUmYRMUJHX5o40eesbc0CNQZLaXK922F5rn+VZtjrTCoxZ333tCGsb",
+	"DWxi4T2ecoWzFfUQvrYrCthOmoxH4Bpvbxu573sIm+rWNt9uZtPz7/9OLHs3M//6xt5NjIEf5QOYf+sq",
+	"k1yKjVQmIV+goBU3WOnA8WAnelnuXZY+8Cd0zLDKRUARY4xdJrmOhVbrRuYXJwWPKzpmJDV0Vy1JrSIg",
+	"E/MZOydzm8e6v7sToVkuiGvU6aHTiSAE2Yrm+2fsjHVRDArJrh9kYLXs/lzo+KjntT6lUyIVns7i/bK4",
+	"pdsJlEqDdQOh1IzNFGeaR7hyONkfqzineB/FxKz132I04ob/dO75tSwxiLCEA0/ShsOZaUaAjTuIj84Y",
+	"gh4v9rr64cNaYAJHCWy+b8Xhp54+h9PGZ336Jg2jpFcoo4xI9JlTZlaEkaRsnBEUn52xGLUZR0pgmtly",
+	"cbp5B3b/8fRN9wc46u2ejX3u2oPqXmzHZ2ynB2uCYpUmj36E8tmMCARsWzt+/+7kNO6csd1e5ZRN7UdE",
+	"rnCisjnSZw7RT9W70AvZRzOs2Tam72Okmf4Ixf9uUkWqCdHHhX7PCZQXc3wKwOaWHwSgl7BnltAAAmOb",
+	"PWPPK79XQMo1eWGaZAVfOiFX6ORvh92d5y/c/bjFD3labqxtfzT6MntXDvaE2QWViHHo1ikuFSqH2TSa",
+	"EmHw2YRVw6OiDO32+z6roHljMPpomaSHDtHU1MrX3G5RLf+MmUcUVQbkuZI0JTY9PEv5pRaxXGH9ynty",
+	"tfQL0ARDecqJPIPotAsi6Gi+8N2Xab+8rEp6+/FefxvV6+73zqA4hMY8ZtnOIXu/VXuCJYrEM2oTrlA/",
+	"F1LDyFFjfsuSdV5aA6DBv5lg/2CiIhP7P/gUyAdg9Ppuv/oe/KOQSMuEPXSskL9l6ZBGDbD0IekjBXt0",
+	"kcQMUt20q6sNrKRzYG7Cq88nbU5OJXKpjIEFaBTIlgQLOGl7oBOlZmX9XS8OonmkzrkbqGtxjkW95uAp",
+	"TTWbBKjJNC9G6ZpwCcP1xGstMZdE/H29DA8r8zlERcJSSOmgF+jlwzDPErOE9NCvpHyoJdovDuPw/XGk",
+	"kUH1dCQkyWWNrpWkE2ts+hoAfcTDGk69WSjNAs/FMz8D7fjuu3feIr/7zkOjRX3wzj7A8eWEmySuOas7",
+	"QvTQof9ogciwM1bdLmrHuhUX9sXtox9hO2g1iHR6CKxmnnEHT4ksTT9njCpj8NFERD+P+KprCJYxE5Um",
+	"S/MSLGolbMRFQmRBisqY2whJbuwdI5rpCazAzLI5gtS4TmWuLzElSYYFSXsorqKvMqQHGYOffReMm+5w",
+	"CR/yTC/BOP4UWzRMhGN1vvvunUiJ0FeZTEhyLr/7bh8I7wlql+U8O+h//uu/fXRictGHEKtpak8PQaNd",
+	"FDCwmXaOrMEmLPyPsUZn5oxcCnwYp4/qpsxITxHvbe+iRmUdO4FXNaX7dzI335x+Sf9RNe5ZpydzMmB2",
+	"ld99B1cR45mpWks5c6a2v36Wmoy3nVW745RBoTpGlLkC6HrRltFwB/BMouMjaFKaPmO7jNoW9AU5Dh1x",
+	"VmSg1CNyTfcR46xb1DYyNUk4kxGacMZz2wugQi/EdAFNew/9qsF/hhOyj9rmcR0fRVU+TPBcEaTIdJZh",
+	"RTqaGzChoAVdhkhQTVYwSx3fCd/cZbvM3l6iaEHkjDNJIAMioAX4B4wZFweguh+IFkBIuq/pC4kPKuM7",
+	"UoYwSuloRIQvSxhG4CUKF32Ke+gVZ9a5wPWRenQYkDM7OqYmSScoluHoDoo3rhuRK5KAsgS90w/aKyri",
+	"dggPWw9sdr6PsKt87wrh2yLlrtQyIAw4YqD0qpgD4ZEgcmJuwB6fxjMw+ARMpy65EpCZNmYepJujLbAZ",
+	"tDO1f2TcATHL3EzJG+zr16EHhxzeRQJF84JMdm/X2KBCmLotuMKKgEeh4ThMpZxiyVo0yrhUHefw2NyM",
+	"XolEwPPomSWEH8s8U8UaYv+RvDaxczFqY4UygqVCO3sItNdWpCyWoYc356mx3EHjMoCvtMtxHpIRAvfl",
+	"ohS2VwbbPliLX/RLhYcltQBl9d4kLZCaBNKCYtd+H521DJWybQ2ZOmvF5eNyLiwZNosXBKem3IupDGJo",
+	"8k+vTzs99EvJpcffxYDt4r2dH1CwsFh8gC4JPo9Khh5xYU4fZ8R23t5BAdcaY94HyaS4j5qfjsNlb6lU",
+	"GqPmkqAkF5ILNMNjyizljkGDIukfJEbt7V7veb8fFcaa7X6/Y3L5l3qWGPaulzkT5ILyXOrxyDOJ4ppG",
+	"Jo4Qn+Hfc9IB2vja0W3p0219mtKlIvPIj9MLVIn/vucjgj0eteYrgtp14q0xCOMgDpszti53EYpByIzh",
+	"yowUY1rDGwNMnQgC3DbOQIS1agO3sGmu7FECfty3tRSA/TB4RcOqfo9t6gxiIJppMIUBO9UBq4hhv3wN",
+	"5otNtqjxS2RZTg9v6FPxCJF5s9Xx7aK6/JJ1y60Vy69SZ7cDKHuEM9AslJ1qCwddRBc2C1dYnAirS45m",
+	"83BGYBwECx0a5QwIJ5rqU9K3ZDy4UTEkak94BvqWuskDwBT4KYOz3aEDE9mxLCBBMzojGWUAv3ymOXej",
+	"M2HS0GyEQRNf1kYY+dBVaMKALa5sat/cBTAaeUoVSYE1rHESHSMEZzQhTJIylWvrveAzQYmyeUmst1Kr",
+	"zulr1t6z7bqi40agY3hGW/ut3V6/t2uMXBNQB1a1Ka7U3pgEMsh/rLKWcKgCK9K1pQUhIYWJiS78bNBh",
+	"Je+vLHQXeiZNwRBm8pII84MrQlLqDMDDx9aaev/xx7fHrwYfP7yNO+hyghXAt+96qydog/YlKlQaXCDM",
+	"zFv1fXI7EazfEQ2rkzKLgQIXRNALG7fvc4aWvPMMxDmFMLokWdY1c9ldF3tqsFoj0NCwubcUqfnVI7Sz",
+	"Cxa3ApqO09Z+6yeioCSivi+Bp0SBp+xv62dXBnJUbAHuuKYB0cyTPrCeU7+Amq3UvlT8ho12u5FbvJmV",
+	"6foT5AAzHJZuv9PvmyReTKMek6Ox5N8/WzNmOf4y3TocCYjDzWPQYAVBeXtmwtA4xcK2fsSFnVZ32Xm5",
+	"ussp579gNv/gDDiwCiCIq/uCAFPRy7f2f/sUtaRLFND6B0SKGFrnO5Abp2lI76JvkgrkWZAUHkuIlhy7",
+	"QIkKXWzt29TiMHP1vVcUVWAL4TJUO6IkGpyBf6afRgfIUKn8AoGxJn54GkD3Nnb6/bDu8KB4r14vUxSw",
+	"qaQs5YhQ7VMQI3J9ck6KjUsX9NgKw9XSp7EWoWquxIYU+bHlWiAierMQjAq40OwKRizaxQdAoaA/RKZ6",
+	"7bb75lPcfPYu93+l7kXhhfsjT+d39paCJQeuq1Yn68Z/b++5ss3Auz60btueRtkCDpUejMCz3+lvP9i6",
+	"PhTruTHGMatd3qVGdk2/3dX93nAxpGlKmOmxBm575UoG6w7ba+zmJ86IabzGet4bldAp52+h1PKjYdwv",
+	"vr3gt0/XFQzsLlWzcMb6WUE3BRtdkNC1EDD8EsC/rgR4kN/6mQ9NCOCcKFQk2IwQz9Kiwu0ByqgEF6gp",
+	"FufAcUxRkZuziVq0wHeop9aDt+7xUbtJwCFhAbG2AfxIn0Lvgd/DRuD9aGAaNNXXQVYfpT5CZFLCWgFV",
+	"89pV+rEYTJ2Y6twyNgHfrS+f+XBA0+utMuNtjVsNbb5ssvUzHx6nkPU2zH2cWDDxuGlQNhlGA+gyqPUO",
+	"aopGaGQYh+L16IPyeAavHHuADp/kwylVZY7T+yHBXuLfh6W7kEA2/DI/82FUHtq3QN72Vvf4las3Wn5/",
+	"ooc3RDQfyIwLLfJ+5kOjiTWv4ub0r55NMowAjkiaGyA3xpJ21U0hdjkh4w48990+SvFc7tusmJSkJk2m",
+	"p0UHfZCWDJzNV38wvDlJUbzT30FfzlrFrGcto666LgUKywA4MQwGKMpFQbzFQZlxoOaBEIfixuMIxXs7",
+	"L+viiDUMfCBKzLuHI0VE7NT54A6ijOqKkSuFPp6+QlOaMjqeKNR2qg3rWFA7ggMjTFKHRvUT7CxCge/8",
+	"a7ofLNjIoLoWMty5s/lh0qKiREgKcab7tqYoViRx9vzON4AinxAYcBII26fAR4hX4XpdPOZ9r2m1ywh1",
+	"h+dKTxK5hYuCL2E8V1ewtlWlNMsz6Yx41kmh1LV31lPGvrK2ad05l0QALGeUGcHBxEVrlAG/WRkbKwT+",
+	"pp3IaN6NiOGyFTns0tC2O6MyDvjjQOEUdMh8NxsqvTrSCk25NGbSA2QLW0TI1rpAXJiUqpwRp2oFfYrD",
+	"leWoA9tX41bvqx3ImHW8724BAVbQvH6vUMh9qWNqxYHWwoLb9zZ/GBUWUV7ObYKKopxOu7RA3QIp3j//",
+	"9+fFhhWMZ66xfK7Uh2CH70w40JqKY2dW3QJLVpdcuKwbQR3Gr+Sy0FX00DtGEHQA7GRt+iRFTv60prMq",
+	"Fkxwlpm0aAFVhl7D6wubTmozsfM9HpMT+geBsnZrtDXekLpxyE7SDPVYk++p5eXS469wtwQnoDjjCc66",
+	"hfdehGI5l4pM4whhg8CPj4zxy1NWoeOjRYYenCgu6iv3YuHa1Qn/aWb7Z1vx83/mUvzznMw7lVyWnWCp",
+	"yIW7g/0bcuJZ+iNEeuMeio1XlX9Y8aKNFMMtMlhBeGezfOuC2pYLrjtXCbf5otdSh2lAfWc7BY4B3JPM",
+	"W9LkT9+b9YzRtN6WHg4txKTu85exXgb4ZQsoKq6umDtnylTI22zu+7QNlghhkeLxEDxSwC9Ht7V7/gb4",
+	"9wckJgX50Ifom5b9I/MZZv05yC+XmQKCNMSzLi+iII08f6V5O/K8BCJE2AUVnBmsYR2InHuW5lNcGLrh",
+	"aeUEzwh4ERTYVbPXJGiEP/KN4PcGu94sC5guzxX7XwD4jmD/w3rpZw/uvI8B4Kun3QhCoCsS3y2yZiyE",
+	"xBOjOyoa2qjzAuq8X9qxEb3iTqR5Gpnl4x76lZfuWs4xD6Mko7qvkezCXM6xXeP7YokPxOvcJ6aub2o1",
+	"vi6OtzzTJ6y9EGurMN5U8/IcvZcUeAYhcaCaauZ6ocXGeAgrL/OOkc19Jy+rKzAqAmPhEeSCAr5uF//a",
+	"7kSFG7OGO5woZwsySaAgsgrQPbjr2WRGCHgThJHS4gdwlViV49sKceYJQ5Zx0ItQ1UMaz1beJKISEZaI",
+	"udNNCIiFZal1sHTBQz10aPLNgXLCBGAajGG48BCmKExRZY6wgPLBqG3qD2ZjJOC5G0Lc3KdNdRherooF",
+	"mVd+a/nZsz5FLXOSEGNvan23im+yqEMOgTiaQ9w1zq2CT7tqQgpYbBbcaL0200A9Ac2d2pRhS1N5zYqM",
+	"XCaHVllMZnlaK1ulAJJCXUc3RG+2fMJD63PqMBNAsGZlaeRiNeqPUcOjjcfW070+xQtrK9hmW9DmOmoF",
+	"ogBWdfW6uB6mBOPSAn6ud9EO9vln88j5+rVQpd4pTRFuOqV61OcWxMfkIVuTndv64v45oOm1oVUZUYGU",
+	"Bx/IlF/UyRbkC1KyeA2yhz6QEaB4o23W2DvjyTnPVWyCvalClzzPUpQRfFHnXk0vxlEuISbN0SsXzwUB",
+	"FXpMTWEHnGVzE3GwgID00BGUw2BjOG7j41CjLnsBkgK97pqkvJuZNEchxnEvZNa13gUV/HJHOOP6yWXh",
+	"kYQ2fan3/vajxcoCL9djhoH9q3CcETxnU1kGXlud3smoePROfeAFdHUWcIh8SpV+e3o3gmTzoB4h8N4e",
+	"TL5a6ITnMMlNyfyf8KU9xsP5iaj7ezWFuLaZ1sAl5LXeebkKEU2IkrcG6YpodznhmXliNmKUKiPuMXIZ",
+	"EPlkPiNCktTk85ufMYJFRokomnJGbIIL+3qLvueEzCQIgbpdUAQshLwzZvxlLqE6LvoVxMAi5jPWUhyE",
+	"TkLoDBDrn16fogQzNDRxeYowNMTJ+b4NC7JZH8+YTZIO4enUJE+09FxLEHGEYieBmMQ2sZFaYkh5Y0uD",
+	"RyYJL/k9x5nJfGNlSJCRJGCiuZmhzF17xs5YXJGq4v0yzaY5HC+42zQ5QPGXMyN6nbX20Vmr1+udta5j",
+	"E9SbwHUdoJjlWRafsSQjGIK0IpMawVTUq3BKVKKUAlOTojYUNAA+puC+CIPfYr3ewxXicMn8mJi4KiZ9",
+	"n6vbcy6jX4ybUXQ7Juc+5eciO2SPi/EiaXq5YLyOhHtjmfYflg9/2GiRDelaVGqeQnjn8aXbJ061tbe9",
+	"s4Zo64XJv4GsALeTin/YbMoPDsIfi0GwlBZhn8OtUNzHEam3LNbf3PG/zl8Edcn+W9YUrEnoD0JqZXBB",
+	"sww9kgrPDSnGfg4QpxvGJSdhiJQs/GJ76BSS2HVtwHgZCNk227aStyN8PiWzM3XuVWOA2pwRNM6x0IRd",
+	"UJzRP4osQ8VqTKR+Z3P1QlNxYHb6gJqDb1AkeqIN37oWw0D5o6gwK2UgPGN00y78rtLy4fzfAp5DlUWb",
+	"bArUZtlY6Lnkaldv7CdnC4MvWErDHbkMFjY24wXLMYWV1luNLR59n8iqUfV5qW28cv7VENEnI/liIzmv",
+	"vaDCI7byPfCSAwVcPGt4yHz7rlqP74FNt5vD3OMYLKu1yRcaK59skk82yY1fvIGdeqnfm7/6dWn41pea",
+	"c/j1Qqr+E1E1PPEg9GVhkIfX5sk+8BXYB+4KdG9mD6jHKnwCN/pksqDUXJaPIeNXUW2noWwP51EE2bQp",
+	"eX6cpbcmo4+g9N38NZqNPrRedR18kMPK0rvBC09C8pMC9WHpPyjBAqX+rQkFso0/BjuwBY47RRG2sHdS",
+	"nR6XaZu5Kz5i0vpOcIraZaoyOgL1IpadHnqFWUJMnk7QOzKO3NSgsEwmJM0z3anQXvbQO5YQNMvFWHeb",
+	"QHJdLMBh0Nj3cjEmA/st5LwKc/rY5cjt9lvQGT4Ym/SEDr9xnaEBdIS9Z5SWkH47pHIXnNpC60oFqwxJ",
+	"wqdEotitfWAtpi663rx3bDKR/BvUbv9rM9hgLLDGGkRQnh7YWEaqTBVvGAEJ620JlgqTqaShueOXTPbQ",
+	"iTlP4xdSpN5onrKHtcDOUTo+mBTnKcFpRlkgxMvOQP5lsFRUHpq93ie89a+Ktxzwhxiju8JfN2GKvMwp",
+	"S60gx167x80BsJlFo1y3s2fcq+2zmG21McE7+QgxP4ND60mXc2e2h+Zzq6foqAToeV8fUL0TZBpcGqEy",
+	"VshL5NM2BZC+hxxsJi8R5KU0Gd6nmGYu2TrkcvTS6xvP6gX5jrjNTyBcbz3SgZZgGjG1FJK0B5bmKjfA",
+	"xMQsRRZphWw1L+sZitpQ1ISwtLMwIM/PpfJV2nPKFT5S+Fl5QottOQfFdZp7Bji5xPP7iQv5k9pt7l/B",
+	"9A0ZegDsSJn0aDhHzun1Ruj0bpiYrS9eqrEVoWhB9OVEM4ewIIklBi1OxtlYb5QUSdR66INuZtzTbI/I",
+	"5VKDiGSXba2ahM0XoFx9F5dJso1ZsJtUUASqzIXYTGiv578zfPlA3mJLkVeVVD3FsH3F3JaBvhU50G6C",
+	"EKKFRtxaosCvAEJR22QrgOJHwFV1nrj5u7XM3hFw3Q3zvoaFs1gUMPs3oW42ceC6PorvTPM/QfIa2Mka",
+	"Xnmw4ciJLBxKu0IElynT/vQC71+elo/uJXGTlzXjGU3my/yE3psW9wjkdoZFTvLwa5Go8QDhIRTBt4UI",
+	"KZsQQQNpiOxFyyd/oq/On+iZrN+q93bgF0rCfu32tztUPK2MNTbRxR74Gcgr414tBNaLmBf1S9sYonBI",
+	"kRnQ62rq7tifQTFE3dl0wjHDsausikwYsMP5EEtMpQsIPvC9n1KS0JTIHvoHVZNU4EtnBItr+MDEFgyK",
+	"8IEY0gyozJS9tMFHMlRqgF+yWsI6Z3e7tEXNhlDS0jgRTMvUn6TQq/VC8bcF9vmzOGCZDT1KROtyPGuD",
+	"th2gP9np7iMZ+JP31Prhp3dNM26hXTMzb5HRiEBGiGX80mvX6P4Zp/pUgZf9GicTU+olquByL1FtGbcO",
+	"SRrMT5BV9ElsuDsWSJWsLAULUUJsxoBLqMVK9EWZCzDa15GAzAyPwRbd5IkIIvPpDWKz1zYGftATON8c",
+	"k5el4sOzXKfcQ37/atgelLEP+ycm4GvlWDvbQnEOZdT1hojSLI7zLjceR9wzOwp+CezdgSn/tK57Y1C3",
+	"rQ/4DqO7vlaPIXO5T/zHv6qfkAF0yKBQlkF+3DiqLbuUe0Rvx8rpkcCfEGJTNKYY5gqNiaoXfNZIBvYj",
+	"TVYKW7g70LKHTsy/jYkufKgrLXI2BZUsrHCluyNnxEs90Q5UvOzYNE5BHBuqBQdLvD9Ud/dSnV1ygQa+",
+	"vpCaKo4toOAJzf7LumMaEPgawlS3oI7lwnoI75jho2ZEQOnJFM+BO0ax/v8YKY5ixWNEWZLlUjOGbVfZ",
+	"ba9vanR2IvQHEVyaNmkI69RCYj/CkjZFO9Drjebc19A8QeNT/nD8l9lTAEEcYZrN9RnLJ5HvjvJSN32c",
+	"4YxzC1bujZm/A28LfrhPgQ5KfMktSbLRMnUGGDlPdKP7BFK7KGtRDVOwBJuIMlObbKGbwQ3h8NELz1S2",
+	"50GIuadw0aPKJlZc8pZxzlpcFVSfsTlbk/3skgvj1mUKZEbg1mryfVkWylY40jKr9OuIcY2wTdSgM2Iw",
+	"jmDZaEjmXFOdcu3WrSnkyeUD3wMmDDeT/0kShj+iJ9RmYG1lji6/ZN2y4qzhnm8E/Mu5ijdcoATPcAKZ",
+	"tjLMGKiJTrnCmcmtK/OpdHVn04JCorYiYkoZztCUshz804VmUHKQqvIZ8CkpnkMQGtOjTEna6aFKFq2i",
+	"1gws0hnxhAkcFqQwEYYLNT0kcxJ9i34zdvX6Kteo90REtyIMK+gI1Z8q34+PnnJcBd87HLc9NgD/anSl",
+	"JtTYAjcfAUO+KQvkv28x3gIdIZShXfC6/6Epk8Eoabhw9OWEo5SmEC1qpAJnFa+4kZRF+9pYKUGHuSLO",
+	"jF2rl/pMouMjU7AJTwmSDM/khKvOgpKybgt/Ajc1t5fVb821fHpIi0rM55KIv5N5s6j8adPrwp1mNXpu",
+	"rYrL8EvzXY1rVZYDcDt+yCrI9wq147XKt/o1/42PpSBjKpXNAAzOlk/gvDE4F8UDazBtNdntyrF3bg3T",
+	"W1/8AY1X8VAScbFO/lO/4Z/Bq7jczxq+xd7mn7RDD/QuMDPvQDMg3vnfHM9vLD97j6WhQhLjLVPqvXtO",
+	"5ovr2B5mkiNBZlw0nSPL4soQCKvHgbjaeQ8dQgF5qFmS+n6CXu8JBr21N4ibhnFGIlsLBs/BpYWmC6rd",
+	"whb+TuZ/jjK3bjfrEDRXpv/bC7v/VqiYd8ZOVakmhAqrrNyMoC1LqmPeCoqh48BMOzjL+/3dpHwe8Lf7",
+	"bFZgPtm6AI3nJavPK0Kmzk5gkspoJsS6DKbf3dFSX8qnaDiHurcMZfySiARLgoZYkt2dHoJk2hid/O2w",
+	"u/P8BdiGwRV13+le9BaduoQqvzA7aq9cUidCkhtFJUaXgrMx4gJNqZQQ9VoOVTjxCDqeFBXXfJg1pnGo",
+	"CFx2o9KW551hYYo8rNBsuph++1y/3pB+u8DHiui305+Y6r0LbALnZO7V3bF3ZnXQCXmK7L/PjMxr7OYn",
+	"zsi3EtW/FrovUzuXCB615YRfMoC4TdC6952YetQQ0aS7npN569P1YpZr68s5ma+K7XfUwVhzfLQEZalK",
+	"EVY6E08olt8RmCJNo88ZyiJLmhmPCGLSoVlip4/FRZUsjta/G0z4UMH6brWLMdJTkP664RCboJCvDRWU",
+	"0f4lKrhficxC3gpxrMANW4JDvq+NfRarMy3N6JgV+MFPFoJdcqOo5KrAGxr04o6JqqjZk1yIqlwYmVFV",
+	"LhhJHXrSOwqip4DXYQDhwIHcMev1uAyQFZ6fmKBvJb3Rt43yitAsj/0ZzssH/1C80Gc+XK6y/Vk3+BOo",
+	"dX7mw9UKHX0aT7qbO9Pd6OO8laY1SC+NHxREXesJqqHVbXDaZ1wN7Nc0NikNE54zcO/HlEmF4im+Guju",
+	"gxkRgxTPY91156UJ8RuQq4SQlKRxhOIPRIl599DkTzYJB68U+M9OacroeKI6PfRKDw9JtqwjCqiDkrL4",
+	"UUh38TMffq1ai5/58HH0FfpMFpBoyEqZaqh6IsXfLCn+sygw/o8GRoQ1NLp6rGBouoV9dbo0HPoXcp+O",
+	"w7+QhSVkpBYhgp4/yv78TCLBM3C+o6r35F1S+GrqRu6kqFgYHrIhnNhw88X2QpAoYdBnRZC/L0Ha/n4o",
+	"dcaTc+kt1WZSgThqGYzxOHGruEeoLOZYlGrD/n7L1ERPnlAlz+Y6Fme7Icu2Mg1QHTBtXqB2Ix2QlotM",
+	"Dmq7/04PWYBAjUxAiiPMbFWKoTVv+TBcqDZsh4H5MQ7kBgplz/GA/c+SP8dt6VEy6Kx82CaHzq3f979S",
+	"cOVTBbLHUeKoO0aijRXwSlCXWwcRFw4H5SJr7be2AFXYaUIsge81pCTJRr2yEkb5W6BguM/SVD21vRFs",
+	"HEqgxnclXGPCpSpz95fTeiNVw2UDA9arLnh9/cSty5dSz4Lkj1LkiGkOYTz0R8GYl3IA44rf7H20pDi9",
+	"RG1Jx6xLy7oH7rA1SOWzGRcKzQifZaTjb7lZyT58hd794zylCmXcXzN8W9C1wvq3AVA76PD9cYRijzON",
+	"jcOYl8PYpBjHVnvu7te8gPBMIETVhoZv8T6a8ClkueNZbqLvfeNrZFWpkdXilfsyftbXn67/fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -219,6 +219,42 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for IdentityProviderSource.
+const (
+	IdentityProviderSourceEnvironment IdentityProviderSource = "environment"
+	IdentityProviderSourceStored      IdentityProviderSource = "stored"
+)
+
+// Valid indicates whether the value is a known member of the IdentityProviderSource enum.
+func (e IdentityProviderSource) Valid() bool {
+	switch e {
+	case IdentityProviderSourceEnvironment:
+		return true
+	case IdentityProviderSourceStored:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdentityProviderState.
+const (
+	IdentityProviderStateDisabled IdentityProviderState = "disabled"
+	IdentityProviderStateEnabled  IdentityProviderState = "enabled"
+)
+
+// Valid indicates whether the value is a known member of the IdentityProviderState enum.
+func (e IdentityProviderState) Valid() bool {
+	switch e {
+	case IdentityProviderStateDisabled:
+		return true
+	case IdentityProviderStateEnabled:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InvitationState.
 const (
 	InvitationStateAccepted InvitationState = "accepted"
@@ -342,6 +378,21 @@ func (e PolicySource) Valid() bool {
 	case PolicySourceOrganization:
 		return true
 	case PolicySourceOwner:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProviderProtocol.
+const (
+	ProviderProtocolOidc ProviderProtocol = "oidc"
+)
+
+// Valid indicates whether the value is a known member of the ProviderProtocol enum.
+func (e ProviderProtocol) Valid() bool {
+	switch e {
+	case ProviderProtocolOidc:
 		return true
 	default:
 		return false
@@ -504,7 +555,10 @@ type AuditOutcome string
 type AuditTargets struct {
 	OrganizationId           *string `json:"organization_id,omitempty"`
 	OrganizationNameSnapshot *string `json:"organization_name_snapshot,omitempty"`
-	TokenId                  *string `json:"token_id,omitempty"`
+
+	// ProviderId The deployment identity provider the change concerns.
+	ProviderId *string `json:"provider_id,omitempty"`
+	TokenId    *string `json:"token_id,omitempty"`
 }
 
 // BatchAccepted defines model for BatchAccepted.
@@ -514,6 +568,11 @@ type BatchAccepted struct {
 
 	// Duplicate The batch had been accepted before; nothing new was stored.
 	Duplicate bool `json:"duplicate"`
+}
+
+// ClientSecret A replacement client secret. Write-only; never returned.
+type ClientSecret struct {
+	Value *string `json:"value,omitempty"`
 }
 
 // Deployment defines model for Deployment.
@@ -621,6 +680,144 @@ type Home struct {
 //
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKey = string
+
+// IdentityProvider defines model for IdentityProvider.
+type IdentityProvider struct {
+	// ActiveRevision The revision serving sign-in, or null before a test first activates one.
+	ActiveRevision      *int64    `json:"active_revision"`
+	AllowedEmailDomains []string  `json:"allowed_email_domains"`
+	ClientId            string    `json:"client_id"`
+	CreatedAt           time.Time `json:"created_at"`
+	DisplayName         string    `json:"display_name"`
+
+	// Id Example: idp_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Issuer Example: https://login.example.com
+	Issuer string `json:"issuer"`
+
+	// PendingRevision The revision waiting for a successful test, or null.
+	PendingRevision *int64 `json:"pending_revision"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Revision The revision of the configuration shown (the latest one written).
+	Revision int64    `json:"revision"`
+	Scopes   []string `json:"scopes"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+
+	// Source `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
+	Source    IdentityProviderSource `json:"source"`
+	State     IdentityProviderState  `json:"state"`
+	UpdatedAt time.Time              `json:"updated_at"`
+
+	// Version The document's version (`ETag`).
+	Version int64 `json:"version"`
+}
+
+// IdentityProviderSource `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
+type IdentityProviderSource string
+
+// IdentityProviderState defines model for IdentityProvider.State.
+type IdentityProviderState string
+
+// IdentityProviderCreate defines model for IdentityProviderCreate.
+type IdentityProviderCreate struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret A replacement client secret. Write-only; never returned.
+	ClientSecret *ClientSecret `json:"client_secret,omitempty"`
+	DisplayName  string        `json:"display_name"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+}
+
+// IdentityProviderList defines model for IdentityProviderList.
+type IdentityProviderList struct {
+	Items         []IdentityProvider `json:"items"`
+	NextPageToken *string            `json:"next_page_token"`
+}
+
+// IdentityProviderWrite A provider's whole configuration. The members a GET returns besides these are accepted and ignored, except `slug`, `protocol` and `issuer`, which must match.
+type IdentityProviderWrite struct {
+	// ActiveRevision Ignored (read-only).
+	ActiveRevision *int64 `json:"active_revision,omitempty"`
+
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret Left out keeps the stored secret; an object replaces it; null clears it (only while the provider is disabled). Write-only; never returned.
+	ClientSecret *struct {
+		Value *string `json:"value,omitempty"`
+	} `json:"client_secret,omitempty"`
+
+	// CreatedAt Ignored (read-only).
+	CreatedAt   *string `json:"created_at,omitempty"`
+	DisplayName string  `json:"display_name"`
+
+	// Id Ignored (read-only).
+	Id *string `json:"id,omitempty"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer *ProviderIssuer `json:"issuer,omitempty"`
+
+	// PendingRevision Ignored (read-only).
+	PendingRevision *int64 `json:"pending_revision,omitempty"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol *ProviderProtocol `json:"protocol,omitempty"`
+
+	// Revision Ignored (read-only).
+	Revision *int64 `json:"revision,omitempty"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug *ProviderSlug `json:"slug,omitempty"`
+
+	// Source Ignored (read-only).
+	Source *string `json:"source,omitempty"`
+
+	// State Ignored (read-only).
+	State *string `json:"state,omitempty"`
+
+	// UpdatedAt Ignored (read-only).
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
 
 // Installation defines model for Installation.
 type Installation struct {
@@ -1075,6 +1272,27 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// ProviderEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+type ProviderEmailDomains = []EmailDomain
+
+// ProviderIssuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+//
+// Example: https://login.example.com
+type ProviderIssuer = string
+
+// ProviderProtocol The provider's protocol (immutable); OpenID Connect.
+type ProviderProtocol string
+
+// ProviderScopes The scopes requested at sign-in; must include `openid`.
+//
+// Example: ["openid","email","profile"]
+type ProviderScopes = []string
+
+// ProviderSlug The provider's short name (immutable).
+//
+// Example: corp
+type ProviderSlug = string
+
 // Scope defines model for Scope.
 type Scope string
 
@@ -1177,6 +1395,9 @@ type PageSize = int
 // PageToken defines model for PageToken.
 type PageToken = string
 
+// ProviderId defines model for ProviderId.
+type ProviderId = string
+
 // UsageFrom defines model for UsageFrom.
 type UsageFrom = openapi_types.Date
 
@@ -1243,6 +1464,42 @@ type ListAuditEventsParams struct {
 
 	// Until Only events before this time.
 	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
+}
+
+// ListIdentityProvidersParams defines parameters for ListIdentityProviders.
+type ListIdentityProvidersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateIdentityProviderParams defines parameters for CreateIdentityProvider.
+type CreateIdentityProviderParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// DeleteIdentityProviderParams defines parameters for DeleteIdentityProvider.
+type DeleteIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// PutIdentityProviderParams defines parameters for PutIdentityProvider.
+type PutIdentityProviderParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// DisableIdentityProviderParams defines parameters for DisableIdentityProvider.
+type DisableIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
 // ListOrganizationsParams defines parameters for ListOrganizations.
@@ -1459,6 +1716,12 @@ type SubmitObservationsJSONRequestBody = ObservationBatch
 // AcceptInvitationJSONRequestBody defines body for AcceptInvitation for application/json ContentType.
 type AcceptInvitationJSONRequestBody = InvitationAccept
 
+// CreateIdentityProviderJSONRequestBody defines body for CreateIdentityProvider for application/json ContentType.
+type CreateIdentityProviderJSONRequestBody = IdentityProviderCreate
+
+// PutIdentityProviderJSONRequestBody defines body for PutIdentityProvider for application/json ContentType.
+type PutIdentityProviderJSONRequestBody = IdentityProviderWrite
+
 // CreateOrganizationJSONRequestBody defines body for CreateOrganization for application/json ContentType.
 type CreateOrganizationJSONRequestBody = OrganizationCreate
 
@@ -1656,6 +1919,86 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/operator/deployment (the `GetDeployment` operationId).
 	GetDeployment(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListIdentityProviders List the deployment's identity providers
+	//
+	// Stored providers and environment providers (`source`), by slug. No response carries a client secret.
+	//
+	// Corresponds with GET /api/v1/operator/identity-providers (the `ListIdentityProviders` operationId).
+	ListIdentityProviders(ctx context.Context, params *ListIdentityProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateIdentityProviderWithBody Add a deployment identity provider
+	//
+	// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+	CreateIdentityProviderWithBody(ctx context.Context, params *CreateIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateIdentityProvider Add a deployment identity provider
+	//
+	// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+	CreateIdentityProvider(ctx context.Context, params *CreateIdentityProviderParams, body CreateIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteIdentityProvider Delete a deployment identity provider
+	//
+	// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+	//
+	// Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
+	DeleteIdentityProvider(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetIdentityProvider Get a deployment identity provider
+	//
+	// The provider's latest configuration, its active and pending revisions, and its version (the `ETag`). The client secret is omitted entirely.
+	//
+	// Corresponds with GET /api/v1/operator/identity-providers/{provider_id} (the `GetIdentityProvider` operationId).
+	GetIdentityProvider(ctx context.Context, providerId ProviderId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutIdentityProviderWithBody Replace a provider's configuration
+	//
+	// Replaces the configuration whole and stores it as a new pending revision (superseding any
+	// earlier pending one); the active revision keeps serving sign-in until a test activates
+	// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+	// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+	// stored values (they are immutable).
+	//
+	// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+	// clears it, only while the provider is disabled (else `409 provider_enabled`).
+	// An environment provider is `409 read_only`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+	PutIdentityProviderWithBody(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutIdentityProvider Replace a provider's configuration
+	//
+	// Replaces the configuration whole and stores it as a new pending revision (superseding any
+	// earlier pending one); the active revision keeps serving sign-in until a test activates
+	// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+	// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+	// stored values (they are immutable).
+	//
+	// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+	// clears it, only while the provider is disabled (else `409 provider_enabled`).
+	// An environment provider is `409 read_only`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+	PutIdentityProvider(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, body PutIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableIdentityProvider Disable a deployment identity provider
+	//
+	// The provider stops serving sign-in; its configuration and revisions stay, and a successful test of a revision enables it again. Target-state idempotent (disabling a disabled provider is success). Refused with `409 lockout` when it would leave the deployment with no usable sign-in method (one guard serializes every provider change), and `409 read_only` for an environment provider.
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
+	DisableIdentityProvider(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrganizations List organizations
 	//
@@ -2152,6 +2495,166 @@ func (c *Client) ListAuditEvents(ctx context.Context, params *ListAuditEventsPar
 // Corresponds with GET /api/v1/operator/deployment (the `GetDeployment` operationId).
 func (c *Client) GetDeployment(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDeploymentRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListIdentityProviders List the deployment's identity providers
+//
+// Stored providers and environment providers (`source`), by slug. No response carries a client secret.
+//
+// Corresponds with GET /api/v1/operator/identity-providers (the `ListIdentityProviders` operationId).
+func (c *Client) ListIdentityProviders(ctx context.Context, params *ListIdentityProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListIdentityProvidersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateIdentityProviderWithBody Add a deployment identity provider
+//
+// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+func (c *Client) CreateIdentityProviderWithBody(ctx context.Context, params *CreateIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateIdentityProviderRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateIdentityProvider Add a deployment identity provider
+//
+// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+func (c *Client) CreateIdentityProvider(ctx context.Context, params *CreateIdentityProviderParams, body CreateIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateIdentityProviderRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteIdentityProvider Delete a deployment identity provider
+//
+// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+//
+// Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
+func (c *Client) DeleteIdentityProvider(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteIdentityProviderRequest(c.Server, providerId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetIdentityProvider Get a deployment identity provider
+//
+// The provider's latest configuration, its active and pending revisions, and its version (the `ETag`). The client secret is omitted entirely.
+//
+// Corresponds with GET /api/v1/operator/identity-providers/{provider_id} (the `GetIdentityProvider` operationId).
+func (c *Client) GetIdentityProvider(ctx context.Context, providerId ProviderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetIdentityProviderRequest(c.Server, providerId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutIdentityProviderWithBody Replace a provider's configuration
+//
+// Replaces the configuration whole and stores it as a new pending revision (superseding any
+// earlier pending one); the active revision keeps serving sign-in until a test activates
+// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+// stored values (they are immutable).
+//
+// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+// clears it, only while the provider is disabled (else `409 provider_enabled`).
+// An environment provider is `409 read_only`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+func (c *Client) PutIdentityProviderWithBody(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutIdentityProviderRequestWithBody(c.Server, providerId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutIdentityProvider Replace a provider's configuration
+//
+// Replaces the configuration whole and stores it as a new pending revision (superseding any
+// earlier pending one); the active revision keeps serving sign-in until a test activates
+// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+// stored values (they are immutable).
+//
+// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+// clears it, only while the provider is disabled (else `409 provider_enabled`).
+// An environment provider is `409 read_only`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+func (c *Client) PutIdentityProvider(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, body PutIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutIdentityProviderRequest(c.Server, providerId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableIdentityProvider Disable a deployment identity provider
+//
+// The provider stops serving sign-in; its configuration and revisions stay, and a successful test of a revision enables it again. Target-state idempotent (disabling a disabled provider is success). Refused with `409 lockout` when it would leave the deployment with no usable sign-in method (one guard serializes every provider change), and `409 read_only` for an environment provider.
+//
+// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
+func (c *Client) DisableIdentityProvider(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableIdentityProviderRequest(c.Server, providerId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3254,6 +3757,328 @@ func NewGetDeploymentRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListIdentityProvidersRequest constructs an http.Request for the ListIdentityProviders method
+func NewListIdentityProvidersRequest(server string, params *ListIdentityProvidersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateIdentityProviderRequest calls the generic CreateIdentityProvider builder with application/json body
+func NewCreateIdentityProviderRequest(server string, params *CreateIdentityProviderParams, body CreateIdentityProviderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateIdentityProviderRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateIdentityProviderRequestWithBody constructs an http.Request for the CreateIdentityProvider method, with any body, and a specified content type
+func NewCreateIdentityProviderRequestWithBody(server string, params *CreateIdentityProviderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewDeleteIdentityProviderRequest constructs an http.Request for the DeleteIdentityProvider method
+func NewDeleteIdentityProviderRequest(server string, providerId ProviderId, params *DeleteIdentityProviderParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider_id", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetIdentityProviderRequest constructs an http.Request for the GetIdentityProvider method
+func NewGetIdentityProviderRequest(server string, providerId ProviderId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider_id", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutIdentityProviderRequest calls the generic PutIdentityProvider builder with application/json body
+func NewPutIdentityProviderRequest(server string, providerId ProviderId, params *PutIdentityProviderParams, body PutIdentityProviderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutIdentityProviderRequestWithBody(server, providerId, params, "application/json", bodyReader)
+}
+
+// NewPutIdentityProviderRequestWithBody constructs an http.Request for the PutIdentityProvider method, with any body, and a specified content type
+func NewPutIdentityProviderRequestWithBody(server string, providerId ProviderId, params *PutIdentityProviderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider_id", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("If-Match", headerParam0)
+
+		if params.IdempotencyKey != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDisableIdentityProviderRequest constructs an http.Request for the DisableIdentityProvider method
+func NewDisableIdentityProviderRequest(server string, providerId ProviderId, params *DisableIdentityProviderParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider_id", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -5195,6 +6020,94 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/operator/deployment (the `GetDeployment` operationId).
 	GetDeploymentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDeploymentResponse, error)
 
+	// ListIdentityProvidersWithResponse List the deployment's identity providers
+	//
+	// Stored providers and environment providers (`source`), by slug. No response carries a client secret.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/identity-providers (the `ListIdentityProviders` operationId).
+	ListIdentityProvidersWithResponse(ctx context.Context, params *ListIdentityProvidersParams, reqEditors ...RequestEditorFn) (*ListIdentityProvidersResponse, error)
+
+	// CreateIdentityProviderWithBodyWithResponse Add a deployment identity provider
+	//
+	// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+	CreateIdentityProviderWithBodyWithResponse(ctx context.Context, params *CreateIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateIdentityProviderResponse, error)
+
+	// CreateIdentityProviderWithResponse Add a deployment identity provider
+	//
+	// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+	CreateIdentityProviderWithResponse(ctx context.Context, params *CreateIdentityProviderParams, body CreateIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateIdentityProviderResponse, error)
+
+	// DeleteIdentityProviderWithResponse Delete a deployment identity provider
+	//
+	// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
+	DeleteIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*DeleteIdentityProviderResponse, error)
+
+	// GetIdentityProviderWithResponse Get a deployment identity provider
+	//
+	// The provider's latest configuration, its active and pending revisions, and its version (the `ETag`). The client secret is omitted entirely.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/identity-providers/{provider_id} (the `GetIdentityProvider` operationId).
+	GetIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, reqEditors ...RequestEditorFn) (*GetIdentityProviderResponse, error)
+
+	// PutIdentityProviderWithBodyWithResponse Replace a provider's configuration
+	//
+	// Replaces the configuration whole and stores it as a new pending revision (superseding any
+	// earlier pending one); the active revision keeps serving sign-in until a test activates
+	// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+	// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+	// stored values (they are immutable).
+	//
+	// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+	// clears it, only while the provider is disabled (else `409 provider_enabled`).
+	// An environment provider is `409 read_only`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+	PutIdentityProviderWithBodyWithResponse(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutIdentityProviderResponse, error)
+
+	// PutIdentityProviderWithResponse Replace a provider's configuration
+	//
+	// Replaces the configuration whole and stores it as a new pending revision (superseding any
+	// earlier pending one); the active revision keeps serving sign-in until a test activates
+	// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+	// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+	// stored values (they are immutable).
+	//
+	// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+	// clears it, only while the provider is disabled (else `409 provider_enabled`).
+	// An environment provider is `409 read_only`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+	PutIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, body PutIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutIdentityProviderResponse, error)
+
+	// DisableIdentityProviderWithResponse Disable a deployment identity provider
+	//
+	// The provider stops serving sign-in; its configuration and revisions stay, and a successful test of a revision enables it again. Target-state idempotent (disabling a disabled provider is success). Refused with `409 lockout` when it would leave the deployment with no usable sign-in method (one guard serializes every provider change), and `409 read_only` for an environment provider.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
+	DisableIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*DisableIdentityProviderResponse, error)
+
 	// ListOrganizationsWithResponse List organizations
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6249,6 +7162,620 @@ func (r GetDeploymentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetDeploymentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListIdentityProvidersResponse429Headers the declared response headers of an HTTP 429 response for ListIdentityProviders
+type ListIdentityProvidersResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListIdentityProvidersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IdentityProviderList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListIdentityProvidersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListIdentityProvidersResponse) GetJSON200() *IdentityProviderList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListIdentityProvidersResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListIdentityProvidersResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListIdentityProvidersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListIdentityProvidersResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListIdentityProvidersResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListIdentityProvidersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListIdentityProvidersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListIdentityProvidersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListIdentityProvidersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateIdentityProviderResponse201Headers the declared response headers of an HTTP 201 response for CreateIdentityProvider
+type CreateIdentityProviderResponse201Headers struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+// CreateIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for CreateIdentityProvider
+type CreateIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CreateIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *IdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateIdentityProviderResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateIdentityProviderResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateIdentityProviderResponse) GetJSON201() *IdentityProvider {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteIdentityProviderResponse204Headers the declared response headers of an HTTP 204 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse204Headers struct {
+	IdempotencyExpires *time.Time
+}
+
+// DeleteIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DeleteIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteIdentityProviderResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteIdentityProviderResponse429Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetIdentityProviderResponse200Headers the declared response headers of an HTTP 200 response for GetIdentityProvider
+type GetIdentityProviderResponse200Headers struct {
+	ETag *string
+}
+
+// GetIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for GetIdentityProvider
+type GetIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetIdentityProviderResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetIdentityProviderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetIdentityProviderResponse) GetJSON200() *IdentityProvider {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutIdentityProviderResponse200Headers the declared response headers of an HTTP 200 response for PutIdentityProvider
+type PutIdentityProviderResponse200Headers struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+}
+
+// PutIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for PutIdentityProvider
+type PutIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *PreconditionRequired
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutIdentityProviderResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutIdentityProviderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutIdentityProviderResponse) GetJSON200() *IdentityProvider {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON428() *PreconditionRequired {
+	return r.ApplicationproblemJSON428
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableIdentityProviderResponse200Headers the declared response headers of an HTTP 200 response for DisableIdentityProvider
+type DisableIdentityProviderResponse200Headers struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+}
+
+// DisableIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DisableIdentityProvider
+type DisableIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DisableIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DisableIdentityProviderResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DisableIdentityProviderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableIdentityProviderResponse) GetJSON200() *IdentityProvider {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DisableIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableIdentityProviderResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9517,6 +11044,142 @@ func (c *ClientWithResponses) GetDeploymentWithResponse(ctx context.Context, req
 	return ParseGetDeploymentResponse(rsp)
 }
 
+// ListIdentityProvidersWithResponse List the deployment's identity providers
+//
+// Stored providers and environment providers (`source`), by slug. No response carries a client secret.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/identity-providers (the `ListIdentityProviders` operationId).
+func (c *ClientWithResponses) ListIdentityProvidersWithResponse(ctx context.Context, params *ListIdentityProvidersParams, reqEditors ...RequestEditorFn) (*ListIdentityProvidersResponse, error) {
+	rsp, err := c.ListIdentityProviders(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListIdentityProvidersResponse(rsp)
+}
+
+// CreateIdentityProviderWithBodyWithResponse Add a deployment identity provider
+//
+// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+func (c *ClientWithResponses) CreateIdentityProviderWithBodyWithResponse(ctx context.Context, params *CreateIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateIdentityProviderResponse, error) {
+	rsp, err := c.CreateIdentityProviderWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateIdentityProviderResponse(rsp)
+}
+
+// CreateIdentityProviderWithResponse Add a deployment identity provider
+//
+// Stores the provider with its configuration as a pending revision (revision 1), without contacting the issuer. It serves no sign-in until a test of that revision succeeds and activates it. The client secret is encrypted at rest and never returned. A slug used by a stored or an environment provider is `409 slug_taken`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/identity-providers (the `CreateIdentityProvider` operationId).
+func (c *ClientWithResponses) CreateIdentityProviderWithResponse(ctx context.Context, params *CreateIdentityProviderParams, body CreateIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateIdentityProviderResponse, error) {
+	rsp, err := c.CreateIdentityProvider(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateIdentityProviderResponse(rsp)
+}
+
+// DeleteIdentityProviderWithResponse Delete a deployment identity provider
+//
+// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
+func (c *ClientWithResponses) DeleteIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*DeleteIdentityProviderResponse, error) {
+	rsp, err := c.DeleteIdentityProvider(ctx, providerId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteIdentityProviderResponse(rsp)
+}
+
+// GetIdentityProviderWithResponse Get a deployment identity provider
+//
+// The provider's latest configuration, its active and pending revisions, and its version (the `ETag`). The client secret is omitted entirely.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/identity-providers/{provider_id} (the `GetIdentityProvider` operationId).
+func (c *ClientWithResponses) GetIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, reqEditors ...RequestEditorFn) (*GetIdentityProviderResponse, error) {
+	rsp, err := c.GetIdentityProvider(ctx, providerId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetIdentityProviderResponse(rsp)
+}
+
+// PutIdentityProviderWithBodyWithResponse Replace a provider's configuration
+//
+// Replaces the configuration whole and stores it as a new pending revision (superseding any
+// earlier pending one); the active revision keeps serving sign-in until a test activates
+// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+// stored values (they are immutable).
+//
+// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+// clears it, only while the provider is disabled (else `409 provider_enabled`).
+// An environment provider is `409 read_only`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+func (c *ClientWithResponses) PutIdentityProviderWithBodyWithResponse(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutIdentityProviderResponse, error) {
+	rsp, err := c.PutIdentityProviderWithBody(ctx, providerId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutIdentityProviderResponse(rsp)
+}
+
+// PutIdentityProviderWithResponse Replace a provider's configuration
+//
+// Replaces the configuration whole and stores it as a new pending revision (superseding any
+// earlier pending one); the active revision keeps serving sign-in until a test activates
+// the new one. Needs `If-Match`. A body read with GET can be written back: the read-only
+// members are ignored, and `slug`, `protocol` and `issuer`, if present, must equal the
+// stored values (they are immutable).
+//
+// `client_secret`: left out keeps the stored secret; `{"value": "..."}` replaces it; `null`
+// clears it, only while the provider is disabled (else `409 provider_enabled`).
+// An environment provider is `409 read_only`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/operator/identity-providers/{provider_id} (the `PutIdentityProvider` operationId).
+func (c *ClientWithResponses) PutIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *PutIdentityProviderParams, body PutIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*PutIdentityProviderResponse, error) {
+	rsp, err := c.PutIdentityProvider(ctx, providerId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutIdentityProviderResponse(rsp)
+}
+
+// DisableIdentityProviderWithResponse Disable a deployment identity provider
+//
+// The provider stops serving sign-in; its configuration and revisions stay, and a successful test of a revision enables it again. Target-state idempotent (disabling a disabled provider is success). Refused with `409 lockout` when it would leave the deployment with no usable sign-in method (one guard serializes every provider change), and `409 read_only` for an environment provider.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
+func (c *ClientWithResponses) DisableIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*DisableIdentityProviderResponse, error) {
+	rsp, err := c.DisableIdentityProvider(ctx, providerId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableIdentityProviderResponse(rsp)
+}
+
 // ListOrganizationsWithResponse List organizations
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10731,6 +12394,608 @@ func ParseGetDeploymentResponse(rsp *http.Response) (*GetDeploymentResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetDeploymentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListIdentityProvidersResponse parses an HTTP response from a ListIdentityProvidersWithResponse call
+func ParseListIdentityProvidersResponse(rsp *http.Response) (*ListIdentityProvidersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListIdentityProvidersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IdentityProviderList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListIdentityProvidersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateIdentityProviderResponse parses an HTTP response from a CreateIdentityProviderWithResponse call
+func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest IdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateIdentityProviderResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteIdentityProviderResponse parses an HTTP response from a DeleteIdentityProviderWithResponse call
+func ParseDeleteIdentityProviderResponse(rsp *http.Response) (*DeleteIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteIdentityProviderResponse204Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetIdentityProviderResponse parses an HTTP response from a GetIdentityProviderWithResponse call
+func ParseGetIdentityProviderResponse(rsp *http.Response) (*GetIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetIdentityProviderResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutIdentityProviderResponse parses an HTTP response from a PutIdentityProviderWithResponse call
+func ParsePutIdentityProviderResponse(rsp *http.Response) (*PutIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest PreconditionRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutIdentityProviderResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableIdentityProviderResponse parses an HTTP response from a DisableIdentityProviderWithResponse call
+func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DisableIdentityProviderResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers DisableIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

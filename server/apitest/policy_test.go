@@ -10,6 +10,7 @@ import (
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/domain/policyfield"
+	"renga.dev/renga/server/secretbox"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -349,6 +350,7 @@ func TestPolicyDefaultsRefuseBoot(t *testing.T) {
 		"RENGA_PUBLIC_URL":      "https://renga.example.com",
 		"RENGA_TRUSTED_PROXIES": "10.0.0.0/8",
 		"RENGA_SMTP_URL":        "smtp://mail.example:25",
+		"RENGA_SECRET_KEY":      secretbox.NewKey(),
 	}
 	getenv := func(defaults string) func(string) string {
 		return func(k string) string {

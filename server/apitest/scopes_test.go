@@ -118,6 +118,7 @@ var nonexistentIDs = map[string]string{
 	"key_id":          "key_" + strings.Repeat("0", 26),
 	"installation_id": "ins_" + strings.Repeat("0", 26),
 	"job_id":          "job_" + strings.Repeat("0", 26),
+	"provider_id":     "idp_" + strings.Repeat("0", 26),
 }
 
 // minimalQueries are the required query parameters per operationId.
@@ -148,6 +149,11 @@ var minimalBodies = map[string]func() []byte{
 		return []byte(`{"batch_id": "b1", "observations": [{"observed_at": "2026-11-30T00:00:00Z", "kind": "host.facts", "data": {}}]}`)
 	},
 	"submitJobResult": func() []byte { return []byte(`{"status": "succeeded"}`) },
+	"createIdentityProvider": func() []byte {
+		return jsonBody(map[string]string{"slug": newSlug(), "protocol": "oidc", "issuer": "https://id.example.com",
+			"display_name": "x", "client_id": "c"})
+	},
+	"putIdentityProvider": func() []byte { return []byte(`{"display_name": "x", "client_id": "c"}`) },
 	"acceptInvitation": func() []byte {
 		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
 	},

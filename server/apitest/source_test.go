@@ -13,12 +13,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/secretbox"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -173,6 +175,7 @@ func TestLoadConfig(t *testing.T) {
 		"RENGA_DATABASE_URL": "postgres://renga@db.example/renga",
 		"RENGA_PUBLIC_URL":   "https://renga.example.com",
 		"RENGA_SMTP_URL":     "smtp://mail.example:25",
+		"RENGA_SECRET_KEY":   secretbox.NewKey(),
 	}
 	env := func(overrides ...string) func(string) string {
 		m := map[string]string{}
@@ -202,6 +205,19 @@ func TestLoadConfig(t *testing.T) {
 		{"bad RENGA_TRUSTED_PROXIES", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8, proxy.example"), server.ModeServe, "RENGA_TRUSTED_PROXIES"},
 		{"TLS certificate without key", env("RENGA_TLS_CERT_FILE", cert), server.ModeServe, "RENGA_TLS_CERT_FILE"},
 		{"TLS files that are not PEM", env("RENGA_TLS_CERT_FILE", garbage, "RENGA_TLS_KEY_FILE", garbage), server.ModeServe, "RENGA_TLS_CERT_FILE"},
+		{"missing RENGA_SECRET_KEY", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_SECRET_KEY", ""), server.ModeServe, "RENGA_SECRET_KEY"},
+		{"RENGA_SECRET_KEY not base64", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_SECRET_KEY", "not base64!"), server.ModeServe, "RENGA_SECRET_KEY"},
+		{"RENGA_SECRET_KEY too short", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_SECRET_KEY", "c2hvcnQ="), server.ModeServe, "RENGA_SECRET_KEY"},
+		{"bad RENGA_SECRET_KEY_PREVIOUS", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_SECRET_KEY_PREVIOUS", secretbox.NewKey()+",c2hvcnQ="), server.ModeServe, "RENGA_SECRET_KEY_PREVIOUS"},
+		{"RENGA_SECRET_KEY bad in a release command too", env("RENGA_SECRET_KEY", "c2hvcnQ="), server.ModeRelease, "RENGA_SECRET_KEY"},
+		{"RENGA_IDENTITY_PROVIDERS not JSON", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_IDENTITY_PROVIDERS", "[{"), server.ModeServe, "RENGA_IDENTITY_PROVIDERS"},
+		{"RENGA_IDENTITY_PROVIDERS unknown member", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_IDENTITY_PROVIDERS",
+			`[{"slug":"corp","protocol":"oidc","issuer":"https://id.example","display_name":"Corp","client_id":"c","secret":"x"}]`), server.ModeServe, "RENGA_IDENTITY_PROVIDERS"},
+		{"RENGA_IDENTITY_PROVIDERS plain http issuer", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_IDENTITY_PROVIDERS",
+			`[{"slug":"corp","protocol":"oidc","issuer":"http://id.example","display_name":"Corp","client_id":"c"}]`), server.ModeServe, "RENGA_IDENTITY_PROVIDERS"},
+		{"RENGA_IDENTITY_PROVIDERS slug twice", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_IDENTITY_PROVIDERS",
+			`[{"slug":"corp","protocol":"oidc","issuer":"https://id.example","display_name":"Corp","client_id":"c"},`+
+				`{"slug":"corp","protocol":"oidc","issuer":"https://id2.example","display_name":"Corp","client_id":"c"}]`), server.ModeServe, "RENGA_IDENTITY_PROVIDERS"},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,10 +253,39 @@ func TestLoadConfig(t *testing.T) {
 					t.Errorf("config = %+v", c)
 				}
 			}},
-		{"development needs neither TLS nor a database URL", env("RENGA_DATABASE_URL", "", "RENGA_PUBLIC_URL", ""), server.ModeDev,
+		{"development needs neither TLS, a database URL nor a secret key", env("RENGA_DATABASE_URL", "", "RENGA_PUBLIC_URL", "",
+			"RENGA_SECRET_KEY", "", "RENGA_DATA_DIR", filepath.Join(dir, "dev")), server.ModeDev,
 			func(t *testing.T, c server.Config) {
-				if !c.Development() {
+				if !c.Development() || c.Secrets == nil {
 					t.Errorf("config = %+v", c)
+				}
+				// The development key is kept, private, and the same at the next start.
+				fi, err := os.Stat(filepath.Join(dir, "dev", "secret_key"))
+				if err != nil || fi.Mode().Perm() != 0o600 {
+					t.Fatalf("development key file: %v, %v", fi, err)
+				}
+				again, err := server.LoadConfig(env("RENGA_DATABASE_URL", "", "RENGA_PUBLIC_URL", "", "RENGA_SECRET_KEY", "",
+					"RENGA_DATA_DIR", filepath.Join(dir, "dev")), server.ModeDev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sealed := c.Secrets.Seal([]byte("s"), "a")
+				if got, err := again.Secrets.Open(sealed, "a"); err != nil || string(got) != "s" {
+					t.Errorf("the second start has another key: %q, %v", got, err)
+				}
+			}},
+		{"a release command needs no secret key", env("RENGA_SECRET_KEY", ""), server.ModeRelease,
+			func(t *testing.T, c server.Config) {
+				if c.Secrets != nil {
+					t.Errorf("secrets = %v", c.Secrets)
+				}
+			}},
+		{"environment providers, with default scopes", env("RENGA_TRUSTED_PROXIES", "10.0.0.0/8", "RENGA_IDENTITY_PROVIDERS",
+			`[{"slug":"corp","protocol":"oidc","issuer":"https://id.example","display_name":"Corp","client_id":"c","client_secret":"s"}]`), server.ModeServe,
+			func(t *testing.T, c server.Config) {
+				if len(c.IdentityProviders) != 1 || c.IdentityProviders[0].Slug != "corp" ||
+					!slices.Equal(c.IdentityProviders[0].Scopes, []string{"openid", "email", "profile"}) {
+					t.Errorf("providers = %+v", c.IdentityProviders)
 				}
 			}},
 	}

@@ -16,7 +16,8 @@ var (
 	// ErrConflict: a unique constraint refused a row that no more specific error names.
 	ErrConflict = db.ErrConflict
 
-	// ErrSlugTaken: another organization has the slug.
+	// ErrSlugTaken: another resource of the kind has the slug (an organization, or an identity
+	// provider stored or from the environment).
 	ErrSlugTaken = errors.New("slug taken")
 	// ErrInvalidState: the organization's state does not allow the change.
 	ErrInvalidState = errors.New("invalid state")
@@ -43,6 +44,15 @@ var (
 	// ErrCredentialGone: the caller's credential was revoked or expired while its write was in
 	// flight (the write re-checks it in its transaction).
 	ErrCredentialGone = errors.New("credential revoked or expired during the request")
+
+	// ErrReadOnly: an environment provider, which only the environment changes.
+	ErrReadOnly = errors.New("read only")
+	// ErrLockout: the change would leave the deployment with no usable sign-in method.
+	ErrLockout = errors.New("lockout")
+	// ErrProviderEnabled: the change needs the provider disabled first.
+	ErrProviderEnabled = errors.New("provider enabled")
+	// ErrNoSecretKey: the deployment has no RENGA_SECRET_KEY, so it cannot keep a secret.
+	ErrNoSecretKey = errors.New("no secret key configured")
 
 	// ErrInvalidToken: a token request (release command) that cannot be honoured.
 	ErrInvalidToken = errors.New("invalid token request")

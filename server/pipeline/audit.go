@@ -44,6 +44,9 @@ func auditEvent(st *State, outcome string, status int, code api.ErrorCode) domai
 	if st.Audit.TokenID != "" {
 		e.TokenID = &st.Audit.TokenID
 	}
+	if st.Audit.ProviderID != "" {
+		e.ProviderID = &st.Audit.ProviderID
+	}
 	if code != "" {
 		c := string(code)
 		e.Error = &c
@@ -60,7 +63,10 @@ func succeeded(st *State, status int) *domain.AuditEvent {
 	return &e
 }
 
-var organizationIDPattern = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+var (
+	organizationIDPattern = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+	providerIDPattern     = regexp.MustCompile(`^idp_[0-9a-z]{26}$`)
+)
 
 // auditFailure records a failed or denied attempt in its own transaction, after the attempt's
 // own transaction (if any) rolled back. Its outcome is "denied" when the caller was refused
@@ -83,6 +89,9 @@ func (p *Pipeline) auditFailure(ctx context.Context, st *State, pathParams map[s
 		if o, err := domain.GetOrganization(ctx, p.pool, id); err == nil {
 			st.Audit.OrganizationID, st.Audit.OrganizationName = id, o.DisplayName
 		}
+	}
+	if id := pathParams["provider_id"]; id != "" && st.Audit.ProviderID == "" && providerIDPattern.MatchString(id) {
+		st.Audit.ProviderID = id
 	}
 	e := auditEvent(st, outcome, pe.Status, pe.Code)
 	if e.OrganizationID != nil && *e.OrganizationNameSnapshot == "" {

@@ -80,6 +80,7 @@ type AuditNote struct {
 	OrganizationID   string
 	OrganizationName string
 	TokenID          string
+	ProviderID       string
 	ChangedFields    []string
 }
 

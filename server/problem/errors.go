@@ -20,7 +20,7 @@ var sentinels = []struct {
 	detail string
 }{
 	{domain.ErrNotFound, http.StatusNotFound, api.ErrorCodeNotFound, "No such resource."},
-	{domain.ErrSlugTaken, http.StatusConflict, api.ErrorCodeSlugTaken, "Another organization has this slug."},
+	{domain.ErrSlugTaken, http.StatusConflict, api.ErrorCodeSlugTaken, "The slug is taken: another organization, or another identity provider (stored or from the environment), has it."},
 	{domain.ErrConflict, http.StatusConflict, api.ErrorCodeConflict, "The change collides with another made at the same moment; read the resource again and retry."},
 	{domain.ErrInvalidState, http.StatusConflict, api.ErrorCodeInvalidState, "The organization's state does not allow this change."},
 	{domain.ErrPurgeStarted, http.StatusConflict, api.ErrorCodePurgeStarted, "The organization is being purged; nothing can stop or change that."},
@@ -32,6 +32,10 @@ var sentinels = []struct {
 	{domain.ErrInstallationConflict, http.StatusConflict, api.ErrorCodeInstallationConflict, "This installation ID is registered with another public key."},
 	{domain.ErrCredentialGone, http.StatusUnauthorized, api.ErrorCodeUnauthenticated, "The credential was revoked or expired."},
 	{domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's limit is reached."},
+	{domain.ErrReadOnly, http.StatusConflict, api.ErrorCodeReadOnly, "This provider comes from the deployment's environment (RENGA_IDENTITY_PROVIDERS); change it there."},
+	{domain.ErrLockout, http.StatusConflict, api.ErrorCodeLockout, "This change would leave the deployment with no usable sign-in method; activate another provider first."},
+	{domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled, "The client secret can be cleared only while the provider is disabled."},
+	{domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable, "The deployment has no RENGA_SECRET_KEY, so it cannot store a secret."},
 	{domain.ErrInvalidToken, http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The token request cannot be honoured."},
 }
 

@@ -43,6 +43,10 @@ func TestFromErrorSentinels(t *testing.T) {
 		{"ErrLimitExceeded", domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded},
 		// Release commands' (operator-token create), mapped all the same.
 		{"ErrInvalidToken", domain.ErrInvalidToken, http.StatusBadRequest, api.ErrorCodeInvalidRequest},
+		{"ErrReadOnly", domain.ErrReadOnly, http.StatusConflict, api.ErrorCodeReadOnly},
+		{"ErrLockout", domain.ErrLockout, http.StatusConflict, api.ErrorCodeLockout},
+		{"ErrProviderEnabled", domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled},
+		{"ErrNoSecretKey", domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable},
 	}
 	for _, tt := range tests {
 		for _, wrapped := range []bool{false, true} {

@@ -26,6 +26,7 @@ import (
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/pgembed"
+	"renga.dev/renga/server/secretbox"
 )
 
 var (
@@ -214,7 +215,7 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 	var dump strings.Builder
 	dump.WriteString(e.Logs.String())
 	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens",
-		"user_api_keys", "invitations", "intake_keys", "installations"} {
+		"user_api_keys", "invitations", "intake_keys", "installations", "identity_providers", "identity_provider_revisions"} {
 		query := `SELECT row_to_json(t)::text FROM ` + table + ` t`
 		if table == "idempotency_keys" {
 			// Stored responses are bytea: read them as the text they are.
@@ -233,6 +234,9 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 			dump.WriteString(s)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", table, err)
+		}
 	}
 	all := dump.String()
 	var leaked []string
@@ -271,6 +275,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		DataDir:                     t.TempDir(),
 		MailFrom:                    "renga@renga.test",
 		PurgeInterval:               time.Hour,
+		Secrets:                     NewSecretBox(t),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -364,4 +369,17 @@ func (e *Env) ForgetSecrets() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.secrets = nil
+}
+
+// NewSecretBox is a box under a fresh random key (a test deployment's RENGA_SECRET_KEY).
+func NewSecretBox(t testing.TB) *secretbox.Box {
+	k, err := secretbox.ParseKey(secretbox.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := secretbox.New(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,0 +1,349 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"renga.dev/renga/gen/client"
+)
+
+// newCmdIdentityProvider is `renga identity-provider`: the deployment's identity providers
+// (sign-in for the operator's support people). Client secrets are read from a file or stdin,
+// never from a flag's value (which the process list and shell history would keep).
+func newCmdIdentityProvider(f *Factory) *cobra.Command {
+	cmd := group("identity-provider", "Deployment identity providers")
+	cmd.Aliases = []string{"idp"}
+	cmd.AddCommand(newCmdIdentityProviderList(f, nil), newCmdIdentityProviderGet(f, nil), newCmdIdentityProviderCreate(f, nil),
+		newCmdIdentityProviderSet(f, nil), newCmdIdentityProviderDisable(f, nil), newCmdIdentityProviderDelete(f, nil))
+	return cmd
+}
+
+var identityProviderHeaders = []string{"ID", "SLUG", "SOURCE", "STATE", "ISSUER", "ACTIVE", "PENDING"}
+
+func revisionCell(r *int64) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*r, 10)
+}
+
+func (f *Factory) identityProviderRow(p client.IdentityProvider) []string {
+	return []string{p.Id, p.Slug, string(p.Source), string(p.State), p.Issuer, revisionCell(p.ActiveRevision), revisionCell(p.PendingRevision)}
+}
+
+func (f *Factory) printIdentityProvider(body []byte, p *client.IdentityProvider) error {
+	return f.print(body, identityProviderHeaders, func() [][]string { return [][]string{f.identityProviderRow(*p)} })
+}
+
+type identityProviderListOptions struct {
+	f *Factory
+}
+
+func newCmdIdentityProviderList(f *Factory, runF func(*identityProviderListOptions) error) *cobra.Command {
+	opts := &identityProviderListOptions{f: f}
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the deployment's identity providers, by slug",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderListRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func identityProviderListRun(ctx context.Context, opts *identityProviderListOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	var items []client.IdentityProvider
+	p := &client.ListIdentityProvidersParams{}
+	for {
+		r, err := c.ListIdentityProvidersWithResponse(ctx, p)
+		if err := check(r, err); err != nil {
+			return err
+		}
+		items = append(items, r.JSON200.Items...)
+		if r.JSON200.NextPageToken == nil {
+			break
+		}
+		p.PageToken = r.JSON200.NextPageToken
+	}
+	if f.JSON() {
+		return writeJSON(f, client.IdentityProviderList{Items: items})
+	}
+	var rows [][]string
+	for _, p := range items {
+		rows = append(rows, f.identityProviderRow(p))
+	}
+	return f.printTable(identityProviderHeaders, rows)
+}
+
+type identityProviderGetOptions struct {
+	f *Factory
+
+	ProviderID string
+}
+
+func newCmdIdentityProviderGet(f *Factory, runF func(*identityProviderGetOptions) error) *cobra.Command {
+	opts := &identityProviderGetOptions{f: f}
+	return &cobra.Command{
+		Use:   "get PROVIDER_ID",
+		Short: "Show a provider (never its client secret)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ProviderID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderGetRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func identityProviderGetRun(ctx context.Context, opts *identityProviderGetOptions) error {
+	c, err := opts.f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := c.GetIdentityProviderWithResponse(ctx, opts.ProviderID)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return opts.f.printIdentityProvider(r.Body, r.JSON200)
+}
+
+type identityProviderCreateOptions struct {
+	f *Factory
+
+	Slug                string
+	Issuer              string
+	DisplayName         string
+	ClientID            string
+	ClientSecretFile    string
+	Scopes              []string
+	AllowedEmailDomains []string
+	IdempotencyKey      string
+}
+
+func newCmdIdentityProviderCreate(f *Factory, runF func(*identityProviderCreateOptions) error) *cobra.Command {
+	opts := &identityProviderCreateOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "create --slug SLUG --issuer URL --display-name NAME --client-id ID [--client-secret-file FILE]",
+		Short: "Add an OpenID Connect provider (stored as a pending revision until a test activates it)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderCreateRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Slug, "slug", "", "short name (immutable)")
+	cmd.Flags().StringVar(&opts.Issuer, "issuer", "", "OpenID issuer URL (immutable)")
+	cmd.Flags().StringVar(&opts.DisplayName, "display-name", "", "name shown at sign-in")
+	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "OAuth client ID")
+	cmd.Flags().StringVar(&opts.ClientSecretFile, "client-secret-file", "", `file holding the client secret ("-" reads stdin)`)
+	cmd.Flags().StringSliceVar(&opts.Scopes, "scope", nil, "scope to request (repeatable; default openid, email, profile)")
+	cmd.Flags().StringSliceVar(&opts.AllowedEmailDomains, "allowed-email-domain", nil, "email domain allowed to sign in (repeatable; default any)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	for _, name := range []string{"slug", "issuer", "display-name", "client-id"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// readSecretFile reads a secret from a file or stdin, without its trailing newline.
+func readSecretFile(f *Factory, path string) (string, error) {
+	b, err := readInput(f, path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", errors.New("the client secret file is empty")
+	}
+	return s, nil
+}
+
+func identityProviderCreateRun(ctx context.Context, opts *identityProviderCreateOptions) error {
+	f := opts.f
+	body := client.IdentityProviderCreate{Slug: opts.Slug, Protocol: client.ProviderProtocolOidc, Issuer: opts.Issuer,
+		DisplayName: opts.DisplayName, ClientId: opts.ClientID}
+	if opts.ClientSecretFile != "" {
+		secret, err := readSecretFile(f, opts.ClientSecretFile)
+		if err != nil {
+			return err
+		}
+		body.ClientSecret = &client.ClientSecret{Value: &secret}
+	}
+	if opts.Scopes != nil {
+		body.Scopes = &opts.Scopes
+	}
+	if opts.AllowedEmailDomains != nil {
+		body.AllowedEmailDomains = &opts.AllowedEmailDomains
+	}
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	key := f.idempotencyKey(opts.IdempotencyKey)
+	r, err := c.CreateIdentityProviderWithResponse(ctx, &client.CreateIdentityProviderParams{IdempotencyKey: key}, body)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printIdentityProvider(r.Body, r.JSON201)
+}
+
+type identityProviderSetOptions struct {
+	f *Factory
+
+	ProviderID     string
+	File           string
+	IfMatch        string
+	IdempotencyKey string
+}
+
+func newCmdIdentityProviderSet(f *Factory, runF func(*identityProviderSetOptions) error) *cobra.Command {
+	opts := &identityProviderSetOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "set PROVIDER_ID -f provider.json --if-match VERSION",
+		Short: "Replace a provider's configuration (a new pending revision)",
+		Long: `Replace a provider's configuration with the JSON in a file ("-" for stdin): the body of
+identity-provider get, edited, is accepted. "client_secret" left out keeps the stored secret,
+{"value": "..."} replaces it, null clears it (only while the provider is disabled). The active
+revision keeps serving sign-in until a test activates the new one. --if-match names the version
+you read; "current" uses whatever is stored now.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ProviderID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderSetRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", `provider configuration (JSON); "-" reads stdin`)
+	cmd.Flags().StringVar(&opts.IfMatch, "if-match", "", `version last read (3), or "current"`)
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagRequired("if-match")
+	return cmd
+}
+
+func identityProviderSetRun(ctx context.Context, opts *identityProviderSetOptions) error {
+	f := opts.f
+	body, err := readInput(f, opts.File)
+	if err != nil {
+		return err
+	}
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	tag, err := f.ifMatch(opts.IfMatch, func() (string, error) {
+		r, err := c.GetIdentityProviderWithResponse(ctx, opts.ProviderID)
+		if err := check(r, err); err != nil {
+			return "", err
+		}
+		return r.HTTPResponse.Header.Get("ETag"), nil
+	})
+	if err != nil {
+		return err
+	}
+	p := &client.PutIdentityProviderParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.PutIdentityProviderWithBodyWithResponse(ctx, opts.ProviderID, p, "application/json", bytes.NewReader(body))
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printIdentityProvider(r.Body, r.JSON200)
+}
+
+type identityProviderDisableOptions struct {
+	f *Factory
+
+	ProviderID     string
+	IdempotencyKey string
+}
+
+func newCmdIdentityProviderDisable(f *Factory, runF func(*identityProviderDisableOptions) error) *cobra.Command {
+	opts := &identityProviderDisableOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "disable PROVIDER_ID",
+		Short: "Stop a provider serving sign-in (refused if it is the last usable one)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ProviderID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderDisableRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func identityProviderDisableRun(ctx context.Context, opts *identityProviderDisableOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	p := &client.DisableIdentityProviderParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.DisableIdentityProviderWithResponse(ctx, opts.ProviderID, p)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return f.printIdentityProvider(r.Body, r.JSON200)
+}
+
+type identityProviderDeleteOptions struct {
+	f *Factory
+
+	ProviderID     string
+	IdempotencyKey string
+}
+
+func newCmdIdentityProviderDelete(f *Factory, runF func(*identityProviderDeleteOptions) error) *cobra.Command {
+	opts := &identityProviderDeleteOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "delete PROVIDER_ID",
+		Short: "Delete a provider and its revisions (refused if it is the last usable one)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ProviderID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderDeleteRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func identityProviderDeleteRun(ctx context.Context, opts *identityProviderDeleteOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	p := &client.DeleteIdentityProviderParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	r, err := c.DeleteIdentityProviderWithResponse(ctx, opts.ProviderID, p)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f.Stderr, "Deleted identity provider %s.\n", opts.ProviderID)
+	return err
+}
