@@ -47,7 +47,7 @@ func newCmdIntakeKeyCreate(f *Factory, runF func(*intakeKeyCreateOptions) error)
 	cmd := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create an intake key and print it (once)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -84,7 +84,7 @@ func newCmdIntakeKeyList(f *Factory, runF func(*intakeKeyListOptions) error) *co
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List intake keys and the deployment identifier new keys carry",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -128,7 +128,7 @@ func newCmdIntakeKeyRevoke(f *Factory, runF func(*intakeKeyRevokeOptions) error)
 	cmd := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an intake key",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.KeyID = args[0]
 			if runF != nil {
@@ -167,7 +167,7 @@ func newCmdIntakeKeyRotate(f *Factory, runF func(*intakeKeyRotateOptions) error)
 	cmd := &cobra.Command{
 		Use:   "rotate KEY_ID",
 		Short: "Replace an intake key by a new one carrying the current identifier (printed once)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.KeyID = args[0]
 			if runF != nil {

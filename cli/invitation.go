@@ -42,7 +42,7 @@ func newCmdInvitationCreate(f *Factory, runF func(*invitationCreateOptions) erro
 	cmd := &cobra.Command{
 		Use:   "invite ORGANIZATION_ID EMAIL",
 		Short: "Invite an owner (the invitation's secret goes only to the mail)",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("ORGANIZATION_ID", "EMAIL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.Email = args[0], args[1]
 			if runF != nil {
@@ -82,7 +82,7 @@ func newCmdInvitationList(f *Factory, runF func(*invitationListOptions) error) *
 	cmd := &cobra.Command{
 		Use:   "list ORGANIZATION_ID",
 		Short: "List an organization's invitations, newest first",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -131,7 +131,7 @@ func newCmdInvitationGet(f *Factory, runF func(*invitationGetOptions) error) *co
 	return &cobra.Command{
 		Use:   "get ORGANIZATION_ID INVITATION_ID",
 		Short: "Show an invitation",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("ORGANIZATION_ID", "INVITATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.InvitationID = args[0], args[1]
 			if runF != nil {
@@ -167,7 +167,7 @@ func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) erro
 	cmd := &cobra.Command{
 		Use:   "revoke ORGANIZATION_ID INVITATION_ID",
 		Short: "Revoke an invitation (revoking a used or revoked one changes nothing)",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("ORGANIZATION_ID", "INVITATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.InvitationID = args[0], args[1]
 			if runF != nil {

@@ -34,7 +34,7 @@ func newCmdJobCreate(f *Factory, runF func(*jobCreateOptions) error) *cobra.Comm
 	cmd := &cobra.Command{
 		Use:   "create INSTALLATION_ID COMMAND",
 		Short: "Queue a job for an agent",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("INSTALLATION_ID", "COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.InstallationID, opts.Command = args[0], args[1]
 			if runF != nil {
@@ -70,7 +70,7 @@ func newCmdJobList(f *Factory, runF func(*jobListOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

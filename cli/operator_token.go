@@ -46,7 +46,7 @@ func newCmdOperatorTokenCreate(f *Factory, runF func(*operatorTokenCreateOptions
 		Short: "Mint an operator token and print it once",
 		Long: "Mint an operator token. The token is printed once on stdout and never stored: only its SHA-256 is.\n\nScopes: " +
 			strings.Join(domain.Scopes, ", ") + ". A write scope includes its read scope.",
-		Args: cobra.NoArgs,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.ExpiresIn < 0 {
 				return usageError("--expires-in must not be negative")
@@ -138,7 +138,7 @@ func newCmdOperatorTokenList(f *Factory, runF func(*operatorTokenListOptions) er
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List operator tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -192,9 +192,9 @@ type operatorTokenRevokeOptions struct {
 func newCmdOperatorTokenRevoke(f *Factory, runF func(*operatorTokenRevokeOptions) error) *cobra.Command {
 	opts := &operatorTokenRevokeOptions{f: f}
 	return &cobra.Command{
-		Use:   "revoke ID",
+		Use:   "revoke TOKEN_ID",
 		Short: "Revoke an operator token at once (revoking a revoked token succeeds)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("TOKEN_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.TokenID = args[0]
 			if runF != nil {

@@ -32,7 +32,7 @@ func TestOperatorTokenCreateFlags(t *testing.T) {
 			wantErr: `invalid argument "30d" for "--expires-in"`},
 		{name: "bad source", args: []string{"--name", "ci", "--scope", "audit:read", "--allow-from", "office"},
 			wantErr: `--allow-from "office" is not a CIDR or address`},
-		{name: "an argument", args: []string{"ci", "--name", "ci", "--scope", "audit:read"}, wantErr: `unknown command "ci"`},
+		{name: "an argument", args: []string{"ci", "--name", "ci", "--scope", "audit:read"}, wantErr: `unexpected argument "ci"`},
 	})
 }
 
@@ -40,7 +40,7 @@ func TestOperatorTokenListFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOperatorTokenList, []flagCase[operatorTokenListOptions]{
 		{name: "no arguments", args: nil, want: operatorTokenListOptions{}},
-		{name: "an argument", args: []string{"tok_1"}, wantErr: `unknown command "tok_1"`},
+		{name: "an argument", args: []string{"tok_1"}, wantErr: `unexpected argument "tok_1"`},
 	})
 }
 
@@ -48,7 +48,7 @@ func TestOperatorTokenRevokeFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOperatorTokenRevoke, []flagCase[operatorTokenRevokeOptions]{
 		{name: "id", args: []string{"tok_1"}, want: operatorTokenRevokeOptions{TokenID: "tok_1"}},
-		{name: "no id", args: nil, wantErr: "accepts 1 arg(s), received 0"},
-		{name: "two ids", args: []string{"tok_1", "tok_2"}, wantErr: "accepts 1 arg(s), received 2"},
+		{name: "no id", args: nil, wantErr: "missing argument TOKEN_ID"},
+		{name: "two ids", args: []string{"tok_1", "tok_2"}, wantErr: `unexpected argument "tok_2"`},
 	})
 }

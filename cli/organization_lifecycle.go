@@ -24,7 +24,7 @@ func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions
 	cmd := &cobra.Command{
 		Use:   "suspend ORGANIZATION_ID --reason TEXT",
 		Short: "Suspend an organization (its owners can read, not write)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -65,7 +65,7 @@ func newCmdOrganizationResume(f *Factory, runF func(*organizationResumeOptions) 
 	cmd := &cobra.Command{
 		Use:   "resume ORGANIZATION_ID",
 		Short: "Resume a suspended organization (also cancels a scheduled deletion)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -104,7 +104,7 @@ func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) 
 	cmd := &cobra.Command{
 		Use:   "delete ORGANIZATION_ID",
 		Short: "Schedule an organization's deletion (purged after the grace period)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -143,7 +143,7 @@ func newCmdOrganizationUndelete(f *Factory, runF func(*organizationUndeleteOptio
 	cmd := &cobra.Command{
 		Use:   "undelete ORGANIZATION_ID",
 		Short: "Cancel a scheduled deletion (impossible once the purge started)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {

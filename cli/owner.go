@@ -36,7 +36,7 @@ func newCmdOwnerAccept(f *Factory, runF func(*ownerAcceptOptions) error) *cobra.
 		Short: "Accept an owner invitation and print your personal API key (once)",
 		Long: `Accept an owner invitation and print your personal API key (once). Without INVITATION_TOKEN,
 the token is read from stdin (preferred: an argument shows in ps and in the shell's history).`,
-		Args: cobra.MaximumNArgs(1),
+		Args: positional("[INVITATION_TOKEN]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				if args[0] == "" {
@@ -91,7 +91,7 @@ func newCmdOwnerMe(f *Factory, runF func(*ownerMeOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "me",
 		Short: "Show who you are and your organization",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -44,7 +44,7 @@ func newCmdServe(f *Factory, runF func(*serveOptions) error) *cobra.Command {
 
 With --dev and no RENGA_DATABASE_URL, it starts a private PostgreSQL from this machine's binaries
 in $RENGA_DATA_DIR (default .renga), migrates it, and prints a full-scope operator token.`,
-		Args: cobra.NoArgs,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -168,7 +168,7 @@ func newCmdMigrate(f *Factory, runF func(*migrateOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:       "migrate [up|status]",
 		Short:     "Apply database migrations (release command)",
-		Args:      cobra.MaximumNArgs(1),
+		Args:      positional("[up|status]"),
 		ValidArgs: []string{"up", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Action = "up"
@@ -218,7 +218,7 @@ func newCmdVersion(f *Factory, runF func(*versionOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -27,7 +27,7 @@ func newCmdTokenShow(f *Factory, runF func(*tokenShowOptions) error) *cobra.Comm
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Describe the calling token",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -72,7 +72,7 @@ func newCmdTokenRevokeSelf(f *Factory, runF func(*tokenRevokeSelfOptions) error)
 	cmd := &cobra.Command{
 		Use:   "revoke-self",
 		Short: "Revoke the calling token; it stops working at once",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
