@@ -192,7 +192,7 @@ func TestOperatorTokenReleaseCommands(t *testing.T) {
 	if !strings.Contains(list.stdout, tok.ID) || strings.Contains(list.stdout, tok.Token) {
 		t.Errorf("list: %+v", list)
 	}
-	if r := run(t, local, "operator-token", "revoke", tok.ID); r.code != 0 {
+	if r := run(t, local, "operator-token", "revoke", tok.ID, "--yes"); r.code != 0 {
 		t.Fatalf("revoke: %+v", r)
 	}
 	if r := run(t, remote, "org", "list"); r.code != cli.ExitAuth {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"github.com/spf13/cobra"
@@ -160,6 +161,7 @@ type invitationRevokeOptions struct {
 	OrganizationID string
 	InvitationID   string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) error) *cobra.Command {
@@ -167,9 +169,14 @@ func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) erro
 	cmd := &cobra.Command{
 		Use:   "revoke ORGANIZATION_ID INVITATION_ID",
 		Short: "Revoke an invitation (revoking a used or revoked one changes nothing)",
-		Args:  positional("ORGANIZATION_ID", "INVITATION_ID"),
+		Long: `Revoke a pending invitation: its link stops working. On a terminal it asks first;
+elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID", "INVITATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.InvitationID = args[0], args[1]
+			if err := f.needConfirmation(opts.Yes, "revoking "+opts.InvitationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -177,6 +184,7 @@ func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) erro
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "revoke without asking")
 	return cmd
 }
 
@@ -185,6 +193,16 @@ func invitationRevokeRun(ctx context.Context, opts *invitationRevokeOptions) err
 	c, err := f.Client(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Yes {
+		r, err := c.GetInvitationWithResponse(ctx, opts.OrganizationID, opts.InvitationID)
+		if err := check(r, err); err != nil {
+			return err
+		}
+		inv := r.JSON200
+		if err := f.confirmYes(fmt.Sprintf("Revoke invitation %s of %s (%s)? Its link stops working.", inv.Id, inv.Email, inv.State)); err != nil {
+			return err
+		}
 	}
 	p := &client.RevokeInvitationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
 	r, err := c.RevokeInvitationWithResponse(ctx, opts.OrganizationID, opts.InvitationID, p)

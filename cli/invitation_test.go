@@ -36,10 +36,13 @@ func TestInvitationGetFlags(t *testing.T) {
 func TestInvitationRevokeFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdInvitationRevoke, []flagCase[invitationRevokeOptions]{
-		{name: "organization and invitation", args: []string{"org_1", "inv_1"},
+		{name: "organization and invitation, asked on a terminal", args: []string{"org_1", "inv_1"}, terminal: true,
 			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1"}},
-		{name: "idempotency key", args: []string{"org_1", "inv_1", "--idempotency-key", "k"},
-			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1", IdempotencyKey: "k"}},
+		{name: "yes", args: []string{"org_1", "inv_1", "--yes"},
+			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1", Yes: true}},
+		{name: "idempotency key", args: []string{"org_1", "inv_1", "--idempotency-key", "k", "--yes"},
+			want: invitationRevokeOptions{OrganizationID: "org_1", InvitationID: "inv_1", IdempotencyKey: "k", Yes: true}},
+		{name: "no terminal and no yes", args: []string{"org_1", "inv_1"}, wantErr: "revoking inv_1 needs confirmation, and stdin is not a terminal to ask on: pass --yes"},
 		{name: "no arguments", args: nil, wantErr: "missing arguments ORGANIZATION_ID INVITATION_ID"},
 	})
 }

@@ -31,9 +31,9 @@ func TestLifecycleCommands(t *testing.T) {
 			args  []string
 			state string
 		}{
-			{[]string{"org", "suspend", org.ID, "--reason", "unpaid"}, "suspended"},
-			{[]string{"org", "suspend", org.ID, "--reason", "again"}, "suspended"},
-			{[]string{"org", "delete", org.ID}, "deletion_pending"},
+			{[]string{"org", "suspend", org.ID, "--reason", "unpaid", "--yes"}, "suspended"},
+			{[]string{"org", "suspend", org.ID, "--reason", "again", "--yes"}, "suspended"},
+			{[]string{"org", "delete", org.ID, "--yes"}, "deletion_pending"},
 			{[]string{"org", "undelete", org.ID}, "suspended"},
 			{[]string{"org", "resume", org.ID}, "active"},
 			{[]string{"org", "resume", org.ID}, "active"},

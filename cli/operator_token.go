@@ -187,22 +187,30 @@ type operatorTokenRevokeOptions struct {
 	f *Factory
 
 	TokenID string
+	Yes     bool
 }
 
 func newCmdOperatorTokenRevoke(f *Factory, runF func(*operatorTokenRevokeOptions) error) *cobra.Command {
 	opts := &operatorTokenRevokeOptions{f: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "revoke TOKEN_ID",
 		Short: "Revoke an operator token at once (revoking a revoked token succeeds)",
-		Args:  positional("TOKEN_ID"),
+		Long: `Revoke an operator token at once: whatever uses it is refused from its next request.
+On a terminal it asks first; elsewhere it needs --yes.`,
+		Args: positional("TOKEN_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.TokenID = args[0]
+			if err := f.needConfirmation(opts.Yes, "revoking "+opts.TokenID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return operatorTokenRevokeRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "revoke without asking")
+	return cmd
 }
 
 func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOptions) error {
@@ -210,6 +218,18 @@ func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOption
 	pool, err := f.Pool(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Yes {
+		t, err := domain.TokenByID(ctx, pool, opts.TokenID)
+		if errors.Is(err, db.ErrNotFound) {
+			return fmt.Errorf("no operator token %s", opts.TokenID)
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.confirmYes(fmt.Sprintf("Revoke operator token %s (%s)? Whatever uses it is refused from its next request.", t.ID, t.Name)); err != nil {
+			return err
+		}
 	}
 	var t domain.Token
 	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {

@@ -47,7 +47,9 @@ func TestOperatorTokenListFlags(t *testing.T) {
 func TestOperatorTokenRevokeFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOperatorTokenRevoke, []flagCase[operatorTokenRevokeOptions]{
-		{name: "id", args: []string{"tok_1"}, want: operatorTokenRevokeOptions{TokenID: "tok_1"}},
+		{name: "id, asked on a terminal", args: []string{"tok_1"}, terminal: true, want: operatorTokenRevokeOptions{TokenID: "tok_1"}},
+		{name: "yes", args: []string{"tok_1", "--yes"}, want: operatorTokenRevokeOptions{TokenID: "tok_1", Yes: true}},
+		{name: "no terminal and no yes", args: []string{"tok_1"}, wantErr: "pass --yes to confirm"},
 		{name: "no id", args: nil, wantErr: "missing argument TOKEN_ID"},
 		{name: "two ids", args: []string{"tok_1", "tok_2"}, wantErr: `unexpected argument "tok_2"`},
 	})

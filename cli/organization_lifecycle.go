@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -9,7 +10,19 @@ import (
 )
 
 // The organization's lifecycle: suspend, resume, delete (schedule the deletion) and undelete
-// (cancel it). Each changes the target state of one organization and prints it.
+// (cancel it). Each changes the target state of one organization and prints it. Suspend and
+// delete ask for the organization's slug first (confirm.go).
+
+// confirmOrganization reads the organization and asks for its slug to be typed; question is a
+// format taking its slug, ID and display name.
+func (f *Factory) confirmOrganization(ctx context.Context, c *client.ClientWithResponses, id, question string) error {
+	r, err := c.GetOrganizationWithResponse(ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	o := r.JSON200
+	return f.confirmTyped(fmt.Sprintf(question, o.Slug, o.Id, o.DisplayName), o.Slug)
+}
 
 type organizationSuspendOptions struct {
 	f *Factory
@@ -17,6 +30,7 @@ type organizationSuspendOptions struct {
 	OrganizationID string
 	Reason         string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions) error) *cobra.Command {
@@ -24,9 +38,14 @@ func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions
 	cmd := &cobra.Command{
 		Use:   "suspend ORGANIZATION_ID --reason TEXT",
 		Short: "Suspend an organization (its owners can read, not write)",
-		Args:  positional("ORGANIZATION_ID"),
+		Long: `Suspend an organization: its owners can read, not write, and its agents are refused.
+On a terminal it asks for the organization's slug to be typed; elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
+			if err := f.needConfirmation(opts.Yes, "suspending "+opts.OrganizationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -35,6 +54,7 @@ func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (the owners see it in their Activity)")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "suspend without asking for the organization's slug")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
 }
@@ -44,6 +64,12 @@ func organizationSuspendRun(ctx context.Context, opts *organizationSuspendOption
 	c, err := f.Client(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Yes {
+		if err := f.confirmOrganization(ctx, c, opts.OrganizationID,
+			"Suspending organization %s (%s, %q): its owners can read but not write, and its agents are refused."); err != nil {
+			return err
+		}
 	}
 	params := &client.SuspendOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
 	r, err := c.SuspendOrganizationWithResponse(ctx, opts.OrganizationID, params, client.SuspendRequest{Reason: opts.Reason})
@@ -97,6 +123,7 @@ type organizationDeleteOptions struct {
 
 	OrganizationID string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) error) *cobra.Command {
@@ -104,9 +131,15 @@ func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) 
 	cmd := &cobra.Command{
 		Use:   "delete ORGANIZATION_ID",
 		Short: "Schedule an organization's deletion (purged after the grace period)",
-		Args:  positional("ORGANIZATION_ID"),
+		Long: `Schedule an organization's deletion: it is purged after the deployment's grace period
+(RENGA_DELETION_GRACE_PERIOD) unless undeleted before. On a terminal it asks for the
+organization's slug to be typed; elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
+			if err := f.needConfirmation(opts.Yes, "deleting "+opts.OrganizationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -114,6 +147,7 @@ func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) 
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "schedule the deletion without asking for the organization's slug")
 	return cmd
 }
 
@@ -122,6 +156,12 @@ func organizationDeleteRun(ctx context.Context, opts *organizationDeleteOptions)
 	c, err := f.Client(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Yes {
+		if err := f.confirmOrganization(ctx, c, opts.OrganizationID,
+			"Deleting organization %s (%s, %q): it is purged after the grace period unless `renga org undelete` cancels it before."); err != nil {
+			return err
+		}
 	}
 	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
 	r, err := c.ScheduleOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)

@@ -54,10 +54,14 @@ func TestOrganizationUpdateFlags(t *testing.T) {
 func TestOrganizationSuspendFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOrganizationSuspend, []flagCase[organizationSuspendOptions]{
-		{name: "reason", args: []string{"org_1", "--reason", "unpaid"},
+		{name: "reason, asked on a terminal", args: []string{"org_1", "--reason", "unpaid"}, terminal: true,
 			want: organizationSuspendOptions{OrganizationID: "org_1", Reason: "unpaid"}},
-		{name: "idempotency key", args: []string{"org_1", "--reason", "unpaid", "--idempotency-key", "k"},
-			want: organizationSuspendOptions{OrganizationID: "org_1", Reason: "unpaid", IdempotencyKey: "k"}},
+		{name: "yes", args: []string{"org_1", "--reason", "unpaid", "--yes"},
+			want: organizationSuspendOptions{OrganizationID: "org_1", Reason: "unpaid", Yes: true}},
+		{name: "idempotency key", args: []string{"org_1", "--reason", "unpaid", "--idempotency-key", "k", "--yes"},
+			want: organizationSuspendOptions{OrganizationID: "org_1", Reason: "unpaid", IdempotencyKey: "k", Yes: true}},
+		{name: "no terminal and no yes", args: []string{"org_1", "--reason", "unpaid"},
+			wantErr: "suspending org_1 needs confirmation, and stdin is not a terminal to ask on: pass --yes to confirm"},
 		{name: "no reason", args: []string{"org_1"}, wantErr: `required flag(s) "reason" not set`},
 		{name: "no id", args: []string{"--reason", "unpaid"}, wantErr: "missing argument ORGANIZATION_ID"},
 	})
@@ -77,9 +81,12 @@ func TestOrganizationResumeFlags(t *testing.T) {
 func TestOrganizationDeleteFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOrganizationDelete, []flagCase[organizationDeleteOptions]{
-		{name: "id", args: []string{"org_1"}, want: organizationDeleteOptions{OrganizationID: "org_1"}},
-		{name: "idempotency key", args: []string{"org_1", "--idempotency-key", "k"},
-			want: organizationDeleteOptions{OrganizationID: "org_1", IdempotencyKey: "k"}},
+		{name: "id, asked on a terminal", args: []string{"org_1"}, terminal: true, want: organizationDeleteOptions{OrganizationID: "org_1"}},
+		{name: "yes", args: []string{"org_1", "--yes"}, want: organizationDeleteOptions{OrganizationID: "org_1", Yes: true}},
+		{name: "yes on a terminal", args: []string{"org_1", "--yes"}, terminal: true, want: organizationDeleteOptions{OrganizationID: "org_1", Yes: true}},
+		{name: "idempotency key", args: []string{"org_1", "--idempotency-key", "k", "--yes"},
+			want: organizationDeleteOptions{OrganizationID: "org_1", IdempotencyKey: "k", Yes: true}},
+		{name: "no terminal and no yes", args: []string{"org_1"}, wantErr: "deleting org_1 needs confirmation"},
 		{name: "no id", args: nil, wantErr: "missing argument ORGANIZATION_ID"},
 		{name: "two ids", args: []string{"org_1", "org_2"}, wantErr: `unexpected argument "org_2"`},
 	})

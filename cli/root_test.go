@@ -23,6 +23,8 @@ type flagCase[T any] struct {
 	check func(t *testing.T, got *T)
 	// wantErr, when set, is part of the usage error (exit code 2) the command line fails with.
 	wantErr string
+	// terminal makes stdin a terminal (a person can answer a confirmation).
+	terminal bool
 }
 
 // testFlags runs each case's arguments through the command newCmd builds with a capturing runF.
@@ -32,7 +34,7 @@ func testFlags[T any](t *testing.T, newCmd func(*Factory, func(*T) error) *cobra
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &Factory{Stdout: io.Discard, Stderr: io.Discard, Stdin: strings.NewReader(""),
-				Getenv: func(string) string { return "" }}
+				Getenv: func(string) string { return "" }, StdinIsTerminal: tc.terminal}
 			var got *T
 			cmd := newCmd(f, func(o *T) error {
 				got = o
