@@ -56,7 +56,7 @@ func newCmdIntakeKeyCreate(f *Factory, runF func(*intakeKeyCreateOptions) error)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "what the key is for")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -67,9 +67,10 @@ func intakeKeyCreateRun(ctx context.Context, opts *intakeKeyCreateOptions) error
 	if err != nil {
 		return err
 	}
-	r, err := c.CreateIntakeKeyWithResponse(ctx, &client.CreateIntakeKeyParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)},
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.CreateIntakeKeyWithResponse(ctx, &client.CreateIntakeKeyParams{IdempotencyKey: key},
 		client.IntakeKeyCreate{Name: opts.Name})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyedShownOnce(key, r, err); err != nil {
 		return err
 	}
 	return f.printIntakeKeySecret(r.Body, r.JSON201)
@@ -147,9 +148,10 @@ func intakeKeyRevokeRun(ctx context.Context, opts *intakeKeyRevokeOptions) error
 	if err != nil {
 		return err
 	}
-	p := &client.RevokeIntakeKeyParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.RevokeIntakeKeyParams{IdempotencyKey: key}
 	r, err := c.RevokeIntakeKeyWithResponse(ctx, opts.KeyID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.print(r.Body, intakeKeyHeaders, func() [][]string { return [][]string{f.intakeKeyRow(*r.JSON200)} })
@@ -176,7 +178,7 @@ func newCmdIntakeKeyRotate(f *Factory, runF func(*intakeKeyRotateOptions) error)
 			return intakeKeyRotateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -186,8 +188,9 @@ func intakeKeyRotateRun(ctx context.Context, opts *intakeKeyRotateOptions) error
 	if err != nil {
 		return err
 	}
-	r, err := c.RotateIntakeKeyWithResponse(ctx, opts.KeyID, &client.RotateIntakeKeyParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)})
-	if err := check(r, err); err != nil {
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.RotateIntakeKeyWithResponse(ctx, opts.KeyID, &client.RotateIntakeKeyParams{IdempotencyKey: key})
+	if err := f.checkKeyedShownOnce(key, r, err); err != nil {
 		return err
 	}
 	return f.printIntakeKeySecret(r.Body, r.JSON201)

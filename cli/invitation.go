@@ -52,7 +52,7 @@ func newCmdInvitationCreate(f *Factory, runF func(*invitationCreateOptions) erro
 			return invitationCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -62,10 +62,10 @@ func invitationCreateRun(ctx context.Context, opts *invitationCreateOptions) err
 	if err != nil {
 		return err
 	}
-	key := f.idempotencyKey(opts.IdempotencyKey)
+	key := newIdempotencyKey(opts.IdempotencyKey)
 	r, err := c.CreateInvitationWithResponse(ctx, opts.OrganizationID, &client.CreateInvitationParams{IdempotencyKey: key},
 		client.InvitationCreate{Email: openapi_types.Email(opts.Email)})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}
 	return f.printInvitation(r.Body, r.JSON201)
@@ -204,9 +204,10 @@ func invitationRevokeRun(ctx context.Context, opts *invitationRevokeOptions) err
 			return err
 		}
 	}
-	p := &client.RevokeInvitationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.RevokeInvitationParams{IdempotencyKey: key}
 	r, err := c.RevokeInvitationWithResponse(ctx, opts.OrganizationID, opts.InvitationID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printInvitation(r.Body, r.JSON200)

@@ -43,7 +43,7 @@ func newCmdJobCreate(f *Factory, runF func(*jobCreateOptions) error) *cobra.Comm
 			return jobCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -53,9 +53,10 @@ func jobCreateRun(ctx context.Context, opts *jobCreateOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.CreateJobWithResponse(ctx, &client.CreateJobParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)},
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.CreateJobWithResponse(ctx, &client.CreateJobParams{IdempotencyKey: key},
 		client.JobCreate{InstallationId: opts.InstallationID, Command: opts.Command})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}
 	return f.print(r.Body, jobHeaders, func() [][]string { return [][]string{f.jobRow(*r.JSON201)} })

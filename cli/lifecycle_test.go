@@ -125,6 +125,9 @@ func TestOwnerCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(accepted.stdout), &a); err != nil || !strings.HasPrefix(a.APIKey, "renga_user_") || a.User.Email != "ada@example.com" {
 		t.Fatalf("accept: %+v", accepted)
 	}
+	if !strings.Contains(accepted.stderr, "You are an owner of owned. Your personal API key is shown once; store it now") {
+		t.Errorf("accept does not say the key is shown once: %q", accepted.stderr)
+	}
 	e.Track(a.APIKey)
 	if r := run(t, owner, "owner", "accept", token, "--display-name", "Ada"); r.code != cli.ExitFailure || !strings.Contains(r.stderr, "invitation_accepted") {
 		t.Errorf("second accept: %+v", r)
@@ -145,6 +148,11 @@ func TestOwnerCommands(t *testing.T) {
 	}
 	if r := run(t, owner, "-o", "json", "owner", "settings", "set", "-f", settings, "--if-match", "1"); r.code != 0 || !strings.Contains(r.stdout, `"require_mfa": true`) {
 		t.Errorf("settings set: %+v", r)
+	}
+	// A command that shows a secret once says its rerun leaves the secret out.
+	if r := run(t, owner, "owner", "intake-key", "create", "--name", "laptops"); r.code != 0 || !strings.Contains(r.stdout, "renga_intake_") ||
+		!strings.Contains(r.stderr, "the rerun's answer leaves out the secret, shown only this once") {
+		t.Errorf("intake-key create: %+v", r)
 	}
 	if r := run(t, owner, "org", "list"); r.code != cli.ExitUsage && r.code != cli.ExitAuth {
 		t.Errorf("an owner's key used for operator commands: %+v", r)

@@ -53,7 +53,7 @@ func newCmdOrganizationCreate(f *Factory, runF func(*organizationCreateOptions) 
 		},
 	}
 	cmd.Flags().StringVar(&opts.DisplayName, "display-name", "", "the organization's display name")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	_ = cmd.MarkFlagRequired("display-name")
 	return cmd
 }
@@ -64,10 +64,10 @@ func organizationCreateRun(ctx context.Context, opts *organizationCreateOptions)
 	if err != nil {
 		return err
 	}
-	key := f.idempotencyKey(opts.IdempotencyKey)
+	key := newIdempotencyKey(opts.IdempotencyKey)
 	resp, err := c.CreateOrganizationWithResponse(ctx, &client.CreateOrganizationParams{IdempotencyKey: key},
 		client.OrganizationCreate{Slug: opts.Slug, DisplayName: opts.DisplayName})
-	if err := check(resp, err); err != nil {
+	if err := f.checkKeyed(&key, resp, err); err != nil {
 		return err
 	}
 	return f.printOrganization(resp.Body, resp.JSON201)
@@ -246,9 +246,10 @@ func organizationUpdateRun(ctx context.Context, opts *organizationUpdateOptions)
 	if err != nil {
 		return err
 	}
-	params := &client.UpdateOrganizationParams{IfMatch: ifMatch, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.UpdateOrganizationParams{IfMatch: ifMatch, IdempotencyKey: key}
 	resp, err := c.UpdateOrganizationWithResponse(ctx, opts.OrganizationID, params, client.OrganizationUpdate{DisplayName: opts.DisplayName})
-	if err := check(resp, err); err != nil {
+	if err := f.checkKeyed(key, resp, err); err != nil {
 		return err
 	}
 	return f.printOrganization(resp.Body, resp.JSON200)

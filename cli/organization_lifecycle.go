@@ -71,9 +71,10 @@ func organizationSuspendRun(ctx context.Context, opts *organizationSuspendOption
 			return err
 		}
 	}
-	params := &client.SuspendOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.SuspendOrganizationParams{IdempotencyKey: key}
 	r, err := c.SuspendOrganizationWithResponse(ctx, opts.OrganizationID, params, client.SuspendRequest{Reason: opts.Reason})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -110,9 +111,10 @@ func organizationResumeRun(ctx context.Context, opts *organizationResumeOptions)
 	if err != nil {
 		return err
 	}
-	params := &client.ResumeOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.ResumeOrganizationParams{IdempotencyKey: key}
 	r, err := c.ResumeOrganizationWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -163,9 +165,10 @@ func organizationDeleteRun(ctx context.Context, opts *organizationDeleteOptions)
 			return err
 		}
 	}
-	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: key}
 	r, err := c.ScheduleOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -202,9 +205,10 @@ func organizationUndeleteRun(ctx context.Context, opts *organizationUndeleteOpti
 	if err != nil {
 		return err
 	}
-	params := &client.CancelOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.CancelOrganizationDeletionParams{IdempotencyKey: key}
 	r, err := c.CancelOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)

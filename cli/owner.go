@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -76,6 +77,8 @@ func ownerAcceptRun(ctx context.Context, opts *ownerAcceptOptions) error {
 	if err := check(r, err); err != nil {
 		return err
 	}
+	fmt.Fprintf(f.Stderr, "You are an owner of %s. Your personal API key is shown once; store it now (owner commands read it from RENGA_API_KEY).\n",
+		r.JSON201.Organization.Slug)
 	return f.print(r.Body, []string{"USER", "ORGANIZATION", "API KEY"}, func() [][]string {
 		a := r.JSON201
 		return [][]string{{a.User.Id + " " + string(a.User.Email), a.Organization.Id + " " + a.Organization.Slug, a.ApiKey}}

@@ -109,9 +109,10 @@ func policySetRun(ctx context.Context, opts *policySetOptions) error {
 	if err != nil {
 		return err
 	}
-	p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: key}
 	r, err := c.PutPolicyWithBodyWithResponse(ctx, opts.OrganizationID, p, "application/json", bytes.NewReader(body))
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)

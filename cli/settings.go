@@ -96,9 +96,10 @@ func settingsSetRun(ctx context.Context, opts *settingsSetOptions) error {
 	if err != nil {
 		return err
 	}
-	p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: key}
 	r, err := c.PutSettingsWithBodyWithResponse(ctx, p, "application/json", bytes.NewReader(body))
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)

@@ -90,8 +90,10 @@ func tokenRevokeSelfRun(ctx context.Context, opts *tokenRevokeSelfOptions) error
 	if err != nil {
 		return err
 	}
-	params := &client.RevokeTokenSelfParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.RevokeTokenSelfParams{IdempotencyKey: key}
 	resp, err := c.RevokeTokenSelfWithResponse(ctx, params)
+	// No Idempotency-Key hint: once the token is revoked, no rerun with it can authenticate.
 	if err := check(resp, err); err != nil {
 		return err
 	}
