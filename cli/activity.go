@@ -19,7 +19,7 @@ func newCmdActivityList(f *Factory, runF func(*activityListOptions) error) *cobr
 	return &cobra.Command{
 		Use:   "activity",
 		Short: "Your organization's Activity, newest first (including the operators' changes)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -20,7 +20,7 @@ func newCmdAgentList(f *Factory, runF func(*agentListOptions) error) *cobra.Comm
 	return &cobra.Command{
 		Use:   "agents",
 		Short: "List the organization's agents",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -65,7 +65,7 @@ func newCmdObservationList(f *Factory, runF func(*observationListOptions) error)
 	return &cobra.Command{
 		Use:   "observations INSTALLATION_ID",
 		Short: "List an agent's observations, newest first",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("INSTALLATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.InstallationID = args[0]
 			if runF != nil {

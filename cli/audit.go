@@ -36,7 +36,7 @@ func newCmdAuditList(f *Factory, runF func(*auditListOptions) error) *cobra.Comm
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List audit events, newest first",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if opts.Since, err = parseTimeFlag("--since", since); err != nil {

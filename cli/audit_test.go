@@ -25,6 +25,6 @@ func TestAuditListFlags(t *testing.T) {
 		{name: "bad since", args: []string{"--since", "yesterday"}, wantErr: `--since: parsing time "yesterday"`},
 		{name: "a date is not a time", args: []string{"--until", "2026-01-01"}, wantErr: "--until: parsing time"},
 		{name: "bad page size", args: []string{"--page-size", "many"}, wantErr: `invalid argument "many" for "--page-size"`},
-		{name: "an argument", args: []string{"org_1"}, wantErr: `unknown command "org_1"`},
+		{name: "an argument", args: []string{"org_1"}, wantErr: `unexpected argument "org_1"`},
 	})
 }

@@ -125,8 +125,9 @@ func TestExitCodes(t *testing.T) {
 		if first.code != cli.ExitOK {
 			t.Fatalf("%s create: %+v", mode, first)
 		}
-		if !strings.Contains(first.stderr, "key-"+mode) {
-			t.Errorf("%s: the key used is not reported on stderr: %q", mode, first.stderr)
+		if !strings.Contains(first.stderr, "Idempotency-Key: key-"+mode+" (rerun with --idempotency-key key-"+mode) ||
+			strings.Contains(first.stderr, "secret") {
+			t.Errorf("%s: the key used is not reported on stderr, or with a secret the command does not show: %q", mode, first.stderr)
 		}
 		// Rerunning with the same key recovers the same operation.
 		again := run(t, env, "org", "create", slug, "--display-name", "X", "--idempotency-key", "key-"+mode)
@@ -157,8 +158,13 @@ func TestExitCodes(t *testing.T) {
 			}{[]string{"audit", "list"}, cli.ExitAuth})
 		}
 		for _, c := range cases {
-			if r := run(t, env, c.args...); r.code != c.code {
+			r := run(t, env, c.args...)
+			if r.code != c.code {
 				t.Errorf("%s %v: exit %d, want %d (%q)", mode, c.args, r.code, c.code, r.stderr)
+			}
+			// A refused write changed nothing: its key is not worth a line.
+			if strings.Contains(r.stderr, "Idempotency-Key: ") {
+				t.Errorf("%s %v: the key is told after a refusal: %q", mode, c.args, r.stderr)
 			}
 		}
 	}
@@ -192,7 +198,7 @@ func TestOperatorTokenReleaseCommands(t *testing.T) {
 	if !strings.Contains(list.stdout, tok.ID) || strings.Contains(list.stdout, tok.Token) {
 		t.Errorf("list: %+v", list)
 	}
-	if r := run(t, local, "operator-token", "revoke", tok.ID); r.code != 0 {
+	if r := run(t, local, "operator-token", "revoke", tok.ID, "--yes"); r.code != 0 {
 		t.Fatalf("revoke: %+v", r)
 	}
 	if r := run(t, remote, "org", "list"); r.code != cli.ExitAuth {

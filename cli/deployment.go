@@ -22,7 +22,7 @@ func newCmdDeploymentShow(f *Factory, runF func(*deploymentShowOptions) error) *
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Show the deployment's identifier, public URL, environment and version",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -18,12 +18,15 @@ import (
 )
 
 // Factory builds what commands need, lazily, from flags and the environment. Tests replace
-// Getenv, Stdout and Stderr.
+// Getenv, the streams and what is a terminal.
 type Factory struct {
 	Stdout, Stderr io.Writer
 	Stdin          io.Reader
 	Getenv         func(string) string
-	IsTerminal     bool
+	// IsTerminal says stdout is a terminal (tables rather than tab-separated rows).
+	IsTerminal bool
+	// StdinIsTerminal says a person can answer on stdin (destructive commands ask them).
+	StdinIsTerminal bool
 
 	output      string
 	url         string
@@ -38,7 +41,7 @@ type Factory struct {
 // NewFactory uses the process's environment and standard streams.
 func NewFactory() *Factory {
 	return &Factory{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv,
-		IsTerminal: term.IsTerminal(int(os.Stdout.Fd()))}
+		IsTerminal: term.IsTerminal(int(os.Stdout.Fd())), StdinIsTerminal: term.IsTerminal(int(os.Stdin.Fd()))}
 }
 
 // Close releases what the factory opened.

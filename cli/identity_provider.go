@@ -50,7 +50,7 @@ func newCmdIdentityProviderList(f *Factory, runF func(*identityProviderListOptio
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the deployment's identity providers, by slug",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -100,7 +100,7 @@ func newCmdIdentityProviderGet(f *Factory, runF func(*identityProviderGetOptions
 	return &cobra.Command{
 		Use:   "get PROVIDER_ID",
 		Short: "Show a provider (never its client secret)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("PROVIDER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ProviderID = args[0]
 			if runF != nil {
@@ -139,9 +139,9 @@ type identityProviderCreateOptions struct {
 func newCmdIdentityProviderCreate(f *Factory, runF func(*identityProviderCreateOptions) error) *cobra.Command {
 	opts := &identityProviderCreateOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "create --slug SLUG --issuer URL --display-name NAME --client-id ID [--client-secret-file FILE]",
+		Use:   "create",
 		Short: "Add an OpenID Connect provider (stored as a pending revision until a test activates it)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -197,9 +197,9 @@ func identityProviderCreateRun(ctx context.Context, opts *identityProviderCreate
 	if err != nil {
 		return err
 	}
-	key := f.idempotencyKey(opts.IdempotencyKey)
+	key := newIdempotencyKey(opts.IdempotencyKey)
 	r, err := c.CreateIdentityProviderWithResponse(ctx, &client.CreateIdentityProviderParams{IdempotencyKey: key}, body)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}
 	return f.printIdentityProvider(r.Body, r.JSON201)
@@ -224,7 +224,7 @@ identity-provider get, edited, is accepted. "client_secret" left out keeps the s
 {"value": "..."} replaces it, null clears it (only while the provider is disabled). The active
 revision keeps serving sign-in until a test activates the new one. --if-match names the version
 you read; "current" uses whatever is stored now.`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("PROVIDER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ProviderID = args[0]
 			if runF != nil {
@@ -261,9 +261,10 @@ func identityProviderSetRun(ctx context.Context, opts *identityProviderSetOption
 	if err != nil {
 		return err
 	}
-	p := &client.PutIdentityProviderParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.PutIdentityProviderParams{IfMatch: tag, IdempotencyKey: key}
 	r, err := c.PutIdentityProviderWithBodyWithResponse(ctx, opts.ProviderID, p, "application/json", bytes.NewReader(body))
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printIdentityProvider(r.Body, r.JSON200)
@@ -274,6 +275,7 @@ type identityProviderDisableOptions struct {
 
 	ProviderID     string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdIdentityProviderDisable(f *Factory, runF func(*identityProviderDisableOptions) error) *cobra.Command {
@@ -281,9 +283,12 @@ func newCmdIdentityProviderDisable(f *Factory, runF func(*identityProviderDisabl
 	cmd := &cobra.Command{
 		Use:   "disable PROVIDER_ID",
 		Short: "Stop a provider serving sign-in (refused if it is the last usable one)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("PROVIDER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ProviderID = args[0]
+			if err := f.needConfirmation(opts.Yes, "disabling "+opts.ProviderID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -291,6 +296,7 @@ func newCmdIdentityProviderDisable(f *Factory, runF func(*identityProviderDisabl
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "disable without asking")
 	return cmd
 }
 
@@ -300,9 +306,15 @@ func identityProviderDisableRun(ctx context.Context, opts *identityProviderDisab
 	if err != nil {
 		return err
 	}
-	p := &client.DisableIdentityProviderParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	if !opts.Yes {
+		if err := f.confirmProvider(ctx, c, opts.ProviderID, "disable"); err != nil {
+			return err
+		}
+	}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.DisableIdentityProviderParams{IdempotencyKey: key}
 	r, err := c.DisableIdentityProviderWithResponse(ctx, opts.ProviderID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printIdentityProvider(r.Body, r.JSON200)
@@ -313,6 +325,7 @@ type identityProviderDeleteOptions struct {
 
 	ProviderID     string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdIdentityProviderDelete(f *Factory, runF func(*identityProviderDeleteOptions) error) *cobra.Command {
@@ -320,9 +333,12 @@ func newCmdIdentityProviderDelete(f *Factory, runF func(*identityProviderDeleteO
 	cmd := &cobra.Command{
 		Use:   "delete PROVIDER_ID",
 		Short: "Delete a provider and its revisions (refused if it is the last usable one)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("PROVIDER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ProviderID = args[0]
+			if err := f.needConfirmation(opts.Yes, "deleting "+opts.ProviderID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -330,6 +346,7 @@ func newCmdIdentityProviderDelete(f *Factory, runF func(*identityProviderDeleteO
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "delete without asking")
 	return cmd
 }
 
@@ -339,11 +356,28 @@ func identityProviderDeleteRun(ctx context.Context, opts *identityProviderDelete
 	if err != nil {
 		return err
 	}
-	p := &client.DeleteIdentityProviderParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	if !opts.Yes {
+		if err := f.confirmProvider(ctx, c, opts.ProviderID, "delete"); err != nil {
+			return err
+		}
+	}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.DeleteIdentityProviderParams{IdempotencyKey: key}
 	r, err := c.DeleteIdentityProviderWithResponse(ctx, opts.ProviderID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(f.Stderr, "Deleted identity provider %s.\n", opts.ProviderID)
 	return err
+}
+
+// confirmProvider asks, on a terminal, before a provider stops serving sign-in.
+func (f *Factory) confirmProvider(ctx context.Context, c *client.ClientWithResponses, id, verb string) error {
+	r, err := c.GetIdentityProviderWithResponse(ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	p := r.JSON200
+	return f.confirmYes(fmt.Sprintf("%s identity provider %s (%s, %s)? Its people can no longer sign in with it.",
+		strings.ToUpper(verb[:1])+verb[1:], p.Slug, p.Issuer, p.Id))
 }

@@ -118,10 +118,10 @@ func TestIdentityProviderCommands(t *testing.T) {
 		}
 	}
 
-	if r := run(t, remote, "identity-provider", "disable", p.ID); r.code != 0 {
+	if r := run(t, remote, "identity-provider", "disable", p.ID, "--yes"); r.code != 0 {
 		t.Errorf("disable: %d %s", r.code, r.stderr)
 	}
-	if r := run(t, remote, "identity-provider", "delete", p.ID); r.code != 0 || !strings.Contains(r.stderr, "Deleted") {
+	if r := run(t, remote, "identity-provider", "delete", p.ID, "--yes"); r.code != 0 || !strings.Contains(r.stderr, "Deleted") {
 		t.Errorf("delete: %d %s", r.code, r.stderr)
 	}
 	if r := run(t, remote, "identity-provider", "get", p.ID); r.code == 0 {

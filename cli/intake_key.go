@@ -47,7 +47,7 @@ func newCmdIntakeKeyCreate(f *Factory, runF func(*intakeKeyCreateOptions) error)
 	cmd := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create an intake key and print it (once)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -56,7 +56,7 @@ func newCmdIntakeKeyCreate(f *Factory, runF func(*intakeKeyCreateOptions) error)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "what the key is for")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -67,9 +67,10 @@ func intakeKeyCreateRun(ctx context.Context, opts *intakeKeyCreateOptions) error
 	if err != nil {
 		return err
 	}
-	r, err := c.CreateIntakeKeyWithResponse(ctx, &client.CreateIntakeKeyParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)},
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.CreateIntakeKeyWithResponse(ctx, &client.CreateIntakeKeyParams{IdempotencyKey: key},
 		client.IntakeKeyCreate{Name: opts.Name})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyedShownOnce(key, r, err); err != nil {
 		return err
 	}
 	return f.printIntakeKeySecret(r.Body, r.JSON201)
@@ -84,7 +85,7 @@ func newCmdIntakeKeyList(f *Factory, runF func(*intakeKeyListOptions) error) *co
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List intake keys and the deployment identifier new keys carry",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -128,7 +129,7 @@ func newCmdIntakeKeyRevoke(f *Factory, runF func(*intakeKeyRevokeOptions) error)
 	cmd := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an intake key",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.KeyID = args[0]
 			if runF != nil {
@@ -147,9 +148,10 @@ func intakeKeyRevokeRun(ctx context.Context, opts *intakeKeyRevokeOptions) error
 	if err != nil {
 		return err
 	}
-	p := &client.RevokeIntakeKeyParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.RevokeIntakeKeyParams{IdempotencyKey: key}
 	r, err := c.RevokeIntakeKeyWithResponse(ctx, opts.KeyID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.print(r.Body, intakeKeyHeaders, func() [][]string { return [][]string{f.intakeKeyRow(*r.JSON200)} })
@@ -167,7 +169,7 @@ func newCmdIntakeKeyRotate(f *Factory, runF func(*intakeKeyRotateOptions) error)
 	cmd := &cobra.Command{
 		Use:   "rotate KEY_ID",
 		Short: "Replace an intake key by a new one carrying the current identifier (printed once)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.KeyID = args[0]
 			if runF != nil {
@@ -176,7 +178,7 @@ func newCmdIntakeKeyRotate(f *Factory, runF func(*intakeKeyRotateOptions) error)
 			return intakeKeyRotateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -186,8 +188,9 @@ func intakeKeyRotateRun(ctx context.Context, opts *intakeKeyRotateOptions) error
 	if err != nil {
 		return err
 	}
-	r, err := c.RotateIntakeKeyWithResponse(ctx, opts.KeyID, &client.RotateIntakeKeyParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)})
-	if err := check(r, err); err != nil {
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.RotateIntakeKeyWithResponse(ctx, opts.KeyID, &client.RotateIntakeKeyParams{IdempotencyKey: key})
+	if err := f.checkKeyedShownOnce(key, r, err); err != nil {
 		return err
 	}
 	return f.printIntakeKeySecret(r.Body, r.JSON201)

@@ -9,7 +9,7 @@ func TestIntakeKeyCreateFlags(t *testing.T) {
 		{name: "idempotency key", args: []string{"--name", "laptops", "--idempotency-key", "k"},
 			want: intakeKeyCreateOptions{Name: "laptops", IdempotencyKey: "k"}},
 		{name: "no name", args: nil, wantErr: `required flag(s) "name" not set`},
-		{name: "name as an argument", args: []string{"laptops"}, wantErr: `unknown command "laptops"`},
+		{name: "name as an argument", args: []string{"laptops"}, wantErr: `unexpected argument "laptops"`},
 	})
 }
 
@@ -17,7 +17,7 @@ func TestIntakeKeyListFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdIntakeKeyList, []flagCase[intakeKeyListOptions]{
 		{name: "no arguments", args: nil, want: intakeKeyListOptions{}},
-		{name: "an argument", args: []string{"ik_1"}, wantErr: `unknown command "ik_1"`},
+		{name: "an argument", args: []string{"ik_1"}, wantErr: `unexpected argument "ik_1"`},
 	})
 }
 
@@ -26,7 +26,7 @@ func TestIntakeKeyRevokeFlags(t *testing.T) {
 	testFlags(t, newCmdIntakeKeyRevoke, []flagCase[intakeKeyRevokeOptions]{
 		{name: "id", args: []string{"ik_1"}, want: intakeKeyRevokeOptions{KeyID: "ik_1"}},
 		{name: "idempotency key", args: []string{"ik_1", "--idempotency-key", "k"}, want: intakeKeyRevokeOptions{KeyID: "ik_1", IdempotencyKey: "k"}},
-		{name: "no id", args: nil, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "no id", args: nil, wantErr: "missing argument KEY_ID"},
 	})
 }
 
@@ -35,6 +35,6 @@ func TestIntakeKeyRotateFlags(t *testing.T) {
 	testFlags(t, newCmdIntakeKeyRotate, []flagCase[intakeKeyRotateOptions]{
 		{name: "id", args: []string{"ik_1"}, want: intakeKeyRotateOptions{KeyID: "ik_1"}},
 		{name: "idempotency key", args: []string{"ik_1", "--idempotency-key", "k"}, want: intakeKeyRotateOptions{KeyID: "ik_1", IdempotencyKey: "k"}},
-		{name: "two ids", args: []string{"ik_1", "ik_2"}, wantErr: "accepts 1 arg(s), received 2"},
+		{name: "two ids", args: []string{"ik_1", "ik_2"}, wantErr: `unexpected argument "ik_2"`},
 	})
 }

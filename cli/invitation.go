@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"github.com/spf13/cobra"
@@ -42,7 +43,7 @@ func newCmdInvitationCreate(f *Factory, runF func(*invitationCreateOptions) erro
 	cmd := &cobra.Command{
 		Use:   "invite ORGANIZATION_ID EMAIL",
 		Short: "Invite an owner (the invitation's secret goes only to the mail)",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("ORGANIZATION_ID", "EMAIL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.Email = args[0], args[1]
 			if runF != nil {
@@ -51,7 +52,7 @@ func newCmdInvitationCreate(f *Factory, runF func(*invitationCreateOptions) erro
 			return invitationCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -61,10 +62,10 @@ func invitationCreateRun(ctx context.Context, opts *invitationCreateOptions) err
 	if err != nil {
 		return err
 	}
-	key := f.idempotencyKey(opts.IdempotencyKey)
+	key := newIdempotencyKey(opts.IdempotencyKey)
 	r, err := c.CreateInvitationWithResponse(ctx, opts.OrganizationID, &client.CreateInvitationParams{IdempotencyKey: key},
 		client.InvitationCreate{Email: openapi_types.Email(opts.Email)})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}
 	return f.printInvitation(r.Body, r.JSON201)
@@ -82,7 +83,7 @@ func newCmdInvitationList(f *Factory, runF func(*invitationListOptions) error) *
 	cmd := &cobra.Command{
 		Use:   "list ORGANIZATION_ID",
 		Short: "List an organization's invitations, newest first",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -131,7 +132,7 @@ func newCmdInvitationGet(f *Factory, runF func(*invitationGetOptions) error) *co
 	return &cobra.Command{
 		Use:   "get ORGANIZATION_ID INVITATION_ID",
 		Short: "Show an invitation",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("ORGANIZATION_ID", "INVITATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.InvitationID = args[0], args[1]
 			if runF != nil {
@@ -160,6 +161,7 @@ type invitationRevokeOptions struct {
 	OrganizationID string
 	InvitationID   string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) error) *cobra.Command {
@@ -167,9 +169,14 @@ func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) erro
 	cmd := &cobra.Command{
 		Use:   "revoke ORGANIZATION_ID INVITATION_ID",
 		Short: "Revoke an invitation (revoking a used or revoked one changes nothing)",
-		Args:  cobra.ExactArgs(2),
+		Long: `Revoke a pending invitation: its link stops working. On a terminal it asks first;
+elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID", "INVITATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID, opts.InvitationID = args[0], args[1]
+			if err := f.needConfirmation(opts.Yes, "revoking "+opts.InvitationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -177,6 +184,7 @@ func newCmdInvitationRevoke(f *Factory, runF func(*invitationRevokeOptions) erro
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "revoke without asking")
 	return cmd
 }
 
@@ -186,9 +194,20 @@ func invitationRevokeRun(ctx context.Context, opts *invitationRevokeOptions) err
 	if err != nil {
 		return err
 	}
-	p := &client.RevokeInvitationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	if !opts.Yes {
+		r, err := c.GetInvitationWithResponse(ctx, opts.OrganizationID, opts.InvitationID)
+		if err := check(r, err); err != nil {
+			return err
+		}
+		inv := r.JSON200
+		if err := f.confirmYes(fmt.Sprintf("Revoke invitation %s of %s (%s)? Its link stops working.", inv.Id, inv.Email, inv.State)); err != nil {
+			return err
+		}
+	}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.RevokeInvitationParams{IdempotencyKey: key}
 	r, err := c.RevokeInvitationWithResponse(ctx, opts.OrganizationID, opts.InvitationID, p)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printInvitation(r.Body, r.JSON200)

@@ -34,7 +34,7 @@ func newCmdJobCreate(f *Factory, runF func(*jobCreateOptions) error) *cobra.Comm
 	cmd := &cobra.Command{
 		Use:   "create INSTALLATION_ID COMMAND",
 		Short: "Queue a job for an agent",
-		Args:  cobra.ExactArgs(2),
+		Args:  positional("INSTALLATION_ID", "COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.InstallationID, opts.Command = args[0], args[1]
 			if runF != nil {
@@ -43,7 +43,7 @@ func newCmdJobCreate(f *Factory, runF func(*jobCreateOptions) error) *cobra.Comm
 			return jobCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	return cmd
 }
 
@@ -53,9 +53,10 @@ func jobCreateRun(ctx context.Context, opts *jobCreateOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.CreateJobWithResponse(ctx, &client.CreateJobParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)},
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.CreateJobWithResponse(ctx, &client.CreateJobParams{IdempotencyKey: key},
 		client.JobCreate{InstallationId: opts.InstallationID, Command: opts.Command})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}
 	return f.print(r.Body, jobHeaders, func() [][]string { return [][]string{f.jobRow(*r.JSON201)} })
@@ -70,7 +71,7 @@ func newCmdJobList(f *Factory, runF func(*jobListOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -9,9 +9,9 @@ func TestJobCreateFlags(t *testing.T) {
 			want: jobCreateOptions{InstallationID: "inst_1", Command: "collect"}},
 		{name: "idempotency key", args: []string{"inst_1", "collect", "--idempotency-key", "k"},
 			want: jobCreateOptions{InstallationID: "inst_1", Command: "collect", IdempotencyKey: "k"}},
-		{name: "no command", args: []string{"inst_1"}, wantErr: "accepts 2 arg(s), received 1"},
+		{name: "no command", args: []string{"inst_1"}, wantErr: "missing argument COMMAND"},
 		// A command's own arguments are one argument: quote them.
-		{name: "unquoted command arguments", args: []string{"inst_1", "echo", "hi"}, wantErr: "accepts 2 arg(s), received 3"},
+		{name: "unquoted command arguments", args: []string{"inst_1", "echo", "hi"}, wantErr: `unexpected argument "hi"`},
 	})
 }
 
@@ -19,6 +19,6 @@ func TestJobListFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdJobList, []flagCase[jobListOptions]{
 		{name: "no arguments", args: nil, want: jobListOptions{}},
-		{name: "an argument", args: []string{"inst_1"}, wantErr: `unknown command "inst_1"`},
+		{name: "an argument", args: []string{"inst_1"}, wantErr: `unexpected argument "inst_1"`},
 	})
 }

@@ -31,9 +31,9 @@ func TestLifecycleCommands(t *testing.T) {
 			args  []string
 			state string
 		}{
-			{[]string{"org", "suspend", org.ID, "--reason", "unpaid"}, "suspended"},
-			{[]string{"org", "suspend", org.ID, "--reason", "again"}, "suspended"},
-			{[]string{"org", "delete", org.ID}, "deletion_pending"},
+			{[]string{"org", "suspend", org.ID, "--reason", "unpaid", "--yes"}, "suspended"},
+			{[]string{"org", "suspend", org.ID, "--reason", "again", "--yes"}, "suspended"},
+			{[]string{"org", "delete", org.ID, "--yes"}, "deletion_pending"},
 			{[]string{"org", "undelete", org.ID}, "suspended"},
 			{[]string{"org", "resume", org.ID}, "active"},
 			{[]string{"org", "resume", org.ID}, "active"},
@@ -125,6 +125,9 @@ func TestOwnerCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(accepted.stdout), &a); err != nil || !strings.HasPrefix(a.APIKey, "renga_user_") || a.User.Email != "ada@example.com" {
 		t.Fatalf("accept: %+v", accepted)
 	}
+	if !strings.Contains(accepted.stderr, "You are an owner of owned. Your personal API key is shown once; store it now") {
+		t.Errorf("accept does not say the key is shown once: %q", accepted.stderr)
+	}
 	e.Track(a.APIKey)
 	if r := run(t, owner, "owner", "accept", token, "--display-name", "Ada"); r.code != cli.ExitFailure || !strings.Contains(r.stderr, "invitation_accepted") {
 		t.Errorf("second accept: %+v", r)
@@ -145,6 +148,31 @@ func TestOwnerCommands(t *testing.T) {
 	}
 	if r := run(t, owner, "-o", "json", "owner", "settings", "set", "-f", settings, "--if-match", "1"); r.code != 0 || !strings.Contains(r.stdout, `"require_mfa": true`) {
 		t.Errorf("settings set: %+v", r)
+	}
+	// Under a lock, the settings read show the locked value, and writing them back with another
+	// field changed succeeds.
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"locked_settings": {"session_max_age_hours": 12}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, remote, "policy", "set", org.ID, "-f", policy, "--if-match", "1"); r.code != 0 {
+		t.Fatalf("policy set: %+v", r)
+	}
+	read := run(t, owner, "-o", "json", "owner", "settings", "get")
+	if read.code != 0 || !strings.Contains(read.stdout, `"session_max_age_hours": 12`) {
+		t.Errorf("settings get under a lock: %+v", read)
+	}
+	if err := os.WriteFile(settings, []byte(strings.Replace(read.stdout, `"require_sso": false`, `"require_sso": true`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, owner, "-o", "json", "owner", "settings", "set", "-f", settings, "--if-match", "current"); r.code != 0 ||
+		!strings.Contains(r.stdout, `"require_sso": true`) || !strings.Contains(r.stdout, `"session_max_age_hours": 12`) {
+		t.Errorf("settings read under a lock, written back with require_sso changed: %+v", r)
+	}
+	// A command that shows a secret once says its rerun leaves the secret out.
+	if r := run(t, owner, "owner", "intake-key", "create", "--name", "laptops"); r.code != 0 || !strings.Contains(r.stdout, "renga_intake_") ||
+		!strings.Contains(r.stderr, "the rerun's answer leaves out the secret, shown only this once") {
+		t.Errorf("intake-key create: %+v", r)
 	}
 	if r := run(t, owner, "org", "list"); r.code != cli.ExitUsage && r.code != cli.ExitAuth {
 		t.Errorf("an owner's key used for operator commands: %+v", r)

@@ -46,7 +46,7 @@ func newCmdOperatorTokenCreate(f *Factory, runF func(*operatorTokenCreateOptions
 		Short: "Mint an operator token and print it once",
 		Long: "Mint an operator token. The token is printed once on stdout and never stored: only its SHA-256 is.\n\nScopes: " +
 			strings.Join(domain.Scopes, ", ") + ". A write scope includes its read scope.",
-		Args: cobra.NoArgs,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.ExpiresIn < 0 {
 				return usageError("--expires-in must not be negative")
@@ -138,7 +138,7 @@ func newCmdOperatorTokenList(f *Factory, runF func(*operatorTokenListOptions) er
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List operator tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -187,22 +187,30 @@ type operatorTokenRevokeOptions struct {
 	f *Factory
 
 	TokenID string
+	Yes     bool
 }
 
 func newCmdOperatorTokenRevoke(f *Factory, runF func(*operatorTokenRevokeOptions) error) *cobra.Command {
 	opts := &operatorTokenRevokeOptions{f: f}
-	return &cobra.Command{
-		Use:   "revoke ID",
+	cmd := &cobra.Command{
+		Use:   "revoke TOKEN_ID",
 		Short: "Revoke an operator token at once (revoking a revoked token succeeds)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Revoke an operator token at once: whatever uses it is refused from its next request.
+On a terminal it asks first; elsewhere it needs --yes.`,
+		Args: positional("TOKEN_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.TokenID = args[0]
+			if err := f.needConfirmation(opts.Yes, "revoking "+opts.TokenID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return operatorTokenRevokeRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "revoke without asking")
+	return cmd
 }
 
 func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOptions) error {
@@ -210,6 +218,18 @@ func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOption
 	pool, err := f.Pool(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.Yes {
+		t, err := domain.TokenByID(ctx, pool, opts.TokenID)
+		if errors.Is(err, db.ErrNotFound) {
+			return fmt.Errorf("no operator token %s", opts.TokenID)
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.confirmYes(fmt.Sprintf("Revoke operator token %s (%s)? Whatever uses it is refused from its next request.", t.ID, t.Name)); err != nil {
+			return err
+		}
 	}
 	var t domain.Token
 	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {

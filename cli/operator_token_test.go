@@ -32,7 +32,7 @@ func TestOperatorTokenCreateFlags(t *testing.T) {
 			wantErr: `invalid argument "30d" for "--expires-in"`},
 		{name: "bad source", args: []string{"--name", "ci", "--scope", "audit:read", "--allow-from", "office"},
 			wantErr: `--allow-from "office" is not a CIDR or address`},
-		{name: "an argument", args: []string{"ci", "--name", "ci", "--scope", "audit:read"}, wantErr: `unknown command "ci"`},
+		{name: "an argument", args: []string{"ci", "--name", "ci", "--scope", "audit:read"}, wantErr: `unexpected argument "ci"`},
 	})
 }
 
@@ -40,15 +40,17 @@ func TestOperatorTokenListFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOperatorTokenList, []flagCase[operatorTokenListOptions]{
 		{name: "no arguments", args: nil, want: operatorTokenListOptions{}},
-		{name: "an argument", args: []string{"tok_1"}, wantErr: `unknown command "tok_1"`},
+		{name: "an argument", args: []string{"tok_1"}, wantErr: `unexpected argument "tok_1"`},
 	})
 }
 
 func TestOperatorTokenRevokeFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOperatorTokenRevoke, []flagCase[operatorTokenRevokeOptions]{
-		{name: "id", args: []string{"tok_1"}, want: operatorTokenRevokeOptions{TokenID: "tok_1"}},
-		{name: "no id", args: nil, wantErr: "accepts 1 arg(s), received 0"},
-		{name: "two ids", args: []string{"tok_1", "tok_2"}, wantErr: "accepts 1 arg(s), received 2"},
+		{name: "id, asked on a terminal", args: []string{"tok_1"}, terminal: true, want: operatorTokenRevokeOptions{TokenID: "tok_1"}},
+		{name: "yes", args: []string{"tok_1", "--yes"}, want: operatorTokenRevokeOptions{TokenID: "tok_1", Yes: true}},
+		{name: "no terminal and no yes", args: []string{"tok_1"}, wantErr: "pass --yes to confirm"},
+		{name: "no id", args: nil, wantErr: "missing argument TOKEN_ID"},
+		{name: "two ids", args: []string{"tok_1", "tok_2"}, wantErr: `unexpected argument "tok_2"`},
 	})
 }

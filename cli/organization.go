@@ -43,7 +43,7 @@ func newCmdOrganizationCreate(f *Factory, runF func(*organizationCreateOptions) 
 	cmd := &cobra.Command{
 		Use:   "create SLUG --display-name NAME",
 		Short: "Create an organization",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("SLUG"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Slug = args[0]
 			if runF != nil {
@@ -53,7 +53,7 @@ func newCmdOrganizationCreate(f *Factory, runF func(*organizationCreateOptions) 
 		},
 	}
 	cmd.Flags().StringVar(&opts.DisplayName, "display-name", "", "the organization's display name")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr unless refused)")
 	_ = cmd.MarkFlagRequired("display-name")
 	return cmd
 }
@@ -64,10 +64,10 @@ func organizationCreateRun(ctx context.Context, opts *organizationCreateOptions)
 	if err != nil {
 		return err
 	}
-	key := f.idempotencyKey(opts.IdempotencyKey)
+	key := newIdempotencyKey(opts.IdempotencyKey)
 	resp, err := c.CreateOrganizationWithResponse(ctx, &client.CreateOrganizationParams{IdempotencyKey: key},
 		client.OrganizationCreate{Slug: opts.Slug, DisplayName: opts.DisplayName})
-	if err := check(resp, err); err != nil {
+	if err := f.checkKeyed(&key, resp, err); err != nil {
 		return err
 	}
 	return f.printOrganization(resp.Body, resp.JSON201)
@@ -88,7 +88,7 @@ func newCmdOrganizationList(f *Factory, runF func(*organizationListOptions) erro
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List organizations",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -173,7 +173,7 @@ func newCmdOrganizationGet(f *Factory, runF func(*organizationGetOptions) error)
 	return &cobra.Command{
 		Use:   "get ORGANIZATION_ID",
 		Short: "Show an organization",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -213,7 +213,7 @@ func newCmdOrganizationUpdate(f *Factory, runF func(*organizationUpdateOptions) 
 		Long: `Change an organization's display name. --if-match names the version you last read (org get);
 pass --if-match current to use whatever version is stored now, overwriting changes you have not
 seen. A stale version fails with exit code 5.`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -246,9 +246,10 @@ func organizationUpdateRun(ctx context.Context, opts *organizationUpdateOptions)
 	if err != nil {
 		return err
 	}
-	params := &client.UpdateOrganizationParams{IfMatch: ifMatch, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.UpdateOrganizationParams{IfMatch: ifMatch, IdempotencyKey: key}
 	resp, err := c.UpdateOrganizationWithResponse(ctx, opts.OrganizationID, params, client.OrganizationUpdate{DisplayName: opts.DisplayName})
-	if err := check(resp, err); err != nil {
+	if err := f.checkKeyed(key, resp, err); err != nil {
 		return err
 	}
 	return f.printOrganization(resp.Body, resp.JSON200)
@@ -265,7 +266,7 @@ func newCmdOrganizationOwners(f *Factory, runF func(*organizationOwnersOptions) 
 	return &cobra.Command{
 		Use:   "owners ORGANIZATION_ID",
 		Short: "List an organization's owners",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {

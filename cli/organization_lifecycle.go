@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -9,7 +10,19 @@ import (
 )
 
 // The organization's lifecycle: suspend, resume, delete (schedule the deletion) and undelete
-// (cancel it). Each changes the target state of one organization and prints it.
+// (cancel it). Each changes the target state of one organization and prints it. Suspend and
+// delete ask for the organization's slug first (confirm.go).
+
+// confirmOrganization reads the organization and asks for its slug to be typed; question is a
+// format taking its slug, ID and display name.
+func (f *Factory) confirmOrganization(ctx context.Context, c *client.ClientWithResponses, id, question string) error {
+	r, err := c.GetOrganizationWithResponse(ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	o := r.JSON200
+	return f.confirmTyped(fmt.Sprintf(question, o.Slug, o.Id, o.DisplayName), o.Slug)
+}
 
 type organizationSuspendOptions struct {
 	f *Factory
@@ -17,6 +30,7 @@ type organizationSuspendOptions struct {
 	OrganizationID string
 	Reason         string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions) error) *cobra.Command {
@@ -24,9 +38,14 @@ func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions
 	cmd := &cobra.Command{
 		Use:   "suspend ORGANIZATION_ID --reason TEXT",
 		Short: "Suspend an organization (its owners can read, not write)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Suspend an organization: its owners can read, not write, and its agents are refused.
+On a terminal it asks for the organization's slug to be typed; elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
+			if err := f.needConfirmation(opts.Yes, "suspending "+opts.OrganizationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -35,6 +54,7 @@ func newCmdOrganizationSuspend(f *Factory, runF func(*organizationSuspendOptions
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (the owners see it in their Activity)")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "suspend without asking for the organization's slug")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
 }
@@ -45,9 +65,16 @@ func organizationSuspendRun(ctx context.Context, opts *organizationSuspendOption
 	if err != nil {
 		return err
 	}
-	params := &client.SuspendOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	if !opts.Yes {
+		if err := f.confirmOrganization(ctx, c, opts.OrganizationID,
+			"Suspending organization %s (%s, %q): its owners can read but not write, and its agents are refused."); err != nil {
+			return err
+		}
+	}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.SuspendOrganizationParams{IdempotencyKey: key}
 	r, err := c.SuspendOrganizationWithResponse(ctx, opts.OrganizationID, params, client.SuspendRequest{Reason: opts.Reason})
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -65,7 +92,7 @@ func newCmdOrganizationResume(f *Factory, runF func(*organizationResumeOptions) 
 	cmd := &cobra.Command{
 		Use:   "resume ORGANIZATION_ID",
 		Short: "Resume a suspended organization (also cancels a scheduled deletion)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -84,9 +111,10 @@ func organizationResumeRun(ctx context.Context, opts *organizationResumeOptions)
 	if err != nil {
 		return err
 	}
-	params := &client.ResumeOrganizationParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.ResumeOrganizationParams{IdempotencyKey: key}
 	r, err := c.ResumeOrganizationWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -97,6 +125,7 @@ type organizationDeleteOptions struct {
 
 	OrganizationID string
 	IdempotencyKey string
+	Yes            bool
 }
 
 func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) error) *cobra.Command {
@@ -104,9 +133,15 @@ func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) 
 	cmd := &cobra.Command{
 		Use:   "delete ORGANIZATION_ID",
 		Short: "Schedule an organization's deletion (purged after the grace period)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Schedule an organization's deletion: it is purged after the deployment's grace period
+(RENGA_DELETION_GRACE_PERIOD) unless undeleted before. On a terminal it asks for the
+organization's slug to be typed; elsewhere it needs --yes.`,
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
+			if err := f.needConfirmation(opts.Yes, "deleting "+opts.OrganizationID); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -114,6 +149,7 @@ func newCmdOrganizationDelete(f *Factory, runF func(*organizationDeleteOptions) 
 		},
 	}
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "schedule the deletion without asking for the organization's slug")
 	return cmd
 }
 
@@ -123,9 +159,16 @@ func organizationDeleteRun(ctx context.Context, opts *organizationDeleteOptions)
 	if err != nil {
 		return err
 	}
-	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	if !opts.Yes {
+		if err := f.confirmOrganization(ctx, c, opts.OrganizationID,
+			"Deleting organization %s (%s, %q): it is purged after the grace period unless `renga org undelete` cancels it before."); err != nil {
+			return err
+		}
+	}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.ScheduleOrganizationDeletionParams{IdempotencyKey: key}
 	r, err := c.ScheduleOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)
@@ -143,7 +186,7 @@ func newCmdOrganizationUndelete(f *Factory, runF func(*organizationUndeleteOptio
 	cmd := &cobra.Command{
 		Use:   "undelete ORGANIZATION_ID",
 		Short: "Cancel a scheduled deletion (impossible once the purge started)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -162,9 +205,10 @@ func organizationUndeleteRun(ctx context.Context, opts *organizationUndeleteOpti
 	if err != nil {
 		return err
 	}
-	params := &client.CancelOrganizationDeletionParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.CancelOrganizationDeletionParams{IdempotencyKey: key}
 	r, err := c.CancelOrganizationDeletionWithResponse(ctx, opts.OrganizationID, params)
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printOrganization(r.Body, r.JSON200)

@@ -123,32 +123,63 @@ func (f *Factory) print(body []byte, headers []string, rows func() [][]string) e
 	return f.printTable(headers, rows())
 }
 
-// idempotencyKey returns the key to send: the flag's, or a new one. It reports it on stderr so
-// that rerunning the command with --idempotency-key recovers the same operation.
-func (f *Factory) idempotencyKey(flag string) string {
-	key := flag
-	if key == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		key = hex.EncodeToString(b[:])
+// newIdempotencyKey is the key a command sends where the API requires one: the flag's, or a
+// new one.
+func newIdempotencyKey(flag string) string {
+	if flag != "" {
+		return flag
 	}
-	f.reportKey(key)
-	return key
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// optionalIdempotencyKey is the key to send where the API makes it optional: the flag's,
-// reported on stderr, or none.
-func (f *Factory) optionalIdempotencyKey(flag string) *string {
+// optionalIdempotencyKey is the key to send where the API makes it optional: the flag's, or
+// none.
+func optionalIdempotencyKey(flag string) *string {
 	if flag == "" {
 		return nil
 	}
-	f.reportKey(flag)
 	return &flag
 }
 
-// reportKey says on stderr which Idempotency-Key a mutating command sends.
-func (f *Factory) reportKey(key string) {
-	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (rerun with --idempotency-key %s to recover this operation; a secret shown once is not shown again)\n", key, key)
+// checkKeyed is check for a request sent under an Idempotency-Key (key nil when none), telling
+// on stderr which key it used when a rerun under it could matter (keyHint).
+func (f *Factory) checkKeyed(key *string, resp apiResponse, err error) error {
+	if key != nil {
+		f.keyHint(*key, false, resp, err)
+	}
+	return check(resp, err)
+}
+
+// checkKeyedShownOnce is checkKeyed for an operation whose answer shows a secret once
+// (x-renga-secret-fields): a replay under its key answers without the secret.
+func (f *Factory) checkKeyedShownOnce(key string, resp apiResponse, err error) error {
+	f.keyHint(key, true, resp, err)
+	return check(resp, err)
+}
+
+// keyHint says on stderr which Idempotency-Key a write used, when rerunning under it could
+// matter: after a success (a rerun answers with the stored result instead of repeating the
+// operation) and when the outcome is unknown (no answer, or a 5xx, which may come from a proxy
+// after the server acted). After a 4xx nothing was stored and nothing changed: a rerun
+// executes afresh, so the key is not worth a line.
+func (f *Factory) keyHint(key string, shownOnce bool, resp apiResponse, err error) {
+	unknown := err != nil || resp.StatusCode() >= 500
+	if !unknown && resp.StatusCode() >= 300 {
+		return
+	}
+	msg := fmt.Sprintf("rerun with --idempotency-key %s to get this result again without repeating the operation", key)
+	if shownOnce {
+		msg += "; the rerun's answer leaves out the secret, shown only this once"
+	}
+	if unknown {
+		msg = fmt.Sprintf("the outcome is unknown: rerun with --idempotency-key %s to finish the operation without repeating it", key)
+		if shownOnce {
+			msg += "; if this attempt succeeded, the rerun's answer leaves out the secret (shown only once): rotate it then"
+		}
+	}
+	fmt.Fprintf(f.Stderr, "Idempotency-Key: %s (%s)\n", key, msg)
 }
 
 // ifMatch is the If-Match value: the flag's version quoted as a strong tag, or, for "current",

@@ -77,20 +77,76 @@ func TestPrintFormats(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKeyIsReported(t *testing.T) {
+func TestIdempotencyKeys(t *testing.T) {
 	t.Parallel()
+	if k := newIdempotencyKey("k1"); k != "k1" {
+		t.Errorf("given key: %q", k)
+	}
+	if a, b := newIdempotencyKey(""), newIdempotencyKey(""); len(a) != 32 || a == b {
+		t.Errorf("generated keys: %q, %q", a, b)
+	}
+	if k := optionalIdempotencyKey(""); k != nil {
+		t.Errorf("no optional key: %q", *k)
+	}
+	if k := optionalIdempotencyKey("k2"); k == nil || *k != "k2" {
+		t.Errorf("optional key: %v", k)
+	}
+}
+
+// TestIdempotencyKeyHint: the key used is told only when rerunning under it could matter: after
+// a success and when the outcome is unknown (no answer, a 5xx), never after a 4xx, which
+// changed nothing; the secret is mentioned only where the answer shows one.
+func TestIdempotencyKeyHint(t *testing.T) {
+	t.Parallel()
+	const done = "Idempotency-Key: k1 (rerun with --idempotency-key k1 to get this result again without repeating the operation)\n"
+	const unknown = "Idempotency-Key: k1 (the outcome is unknown: rerun with --idempotency-key k1 to finish the operation without repeating it)\n"
+	refused := errors.New("connection reset")
+	for _, c := range []struct {
+		name      string
+		resp      *fakeResponse
+		err       error
+		shownOnce bool
+		want      string
+	}{
+		{"created", &fakeResponse{Body: []byte(`{}`), status: http.StatusCreated}, nil, false, done},
+		{"ok", &fakeResponse{Body: []byte(`{}`), status: http.StatusOK}, nil, false, done},
+		{"conflict", &fakeResponse{Body: []byte(`{}`), status: http.StatusConflict}, nil, false, ""},
+		{"bad request", &fakeResponse{Body: []byte(`{}`), status: http.StatusBadRequest}, nil, true, ""},
+		{"version mismatch", &fakeResponse{Body: []byte(`{}`), status: http.StatusPreconditionFailed}, nil, false, ""},
+		{"unavailable", &fakeResponse{Body: []byte(`{}`), status: http.StatusServiceUnavailable}, nil, false, unknown},
+		{"bad gateway", &fakeResponse{Body: []byte(`{}`), status: http.StatusBadGateway}, nil, false, unknown},
+		{"no answer", nil, refused, false, unknown},
+		{"created, secret shown", &fakeResponse{Body: []byte(`{}`), status: http.StatusCreated}, nil, true,
+			"Idempotency-Key: k1 (rerun with --idempotency-key k1 to get this result again without repeating the operation; the rerun's answer leaves out the secret, shown only this once)\n"},
+		{"no answer, secret", nil, refused, true,
+			"Idempotency-Key: k1 (the outcome is unknown: rerun with --idempotency-key k1 to finish the operation without repeating it; if this attempt succeeded, the rerun's answer leaves out the secret (shown only once): rotate it then)\n"},
+	} {
+		var stderr bytes.Buffer
+		f := &Factory{Stderr: &stderr}
+		var resp apiResponse
+		if c.resp != nil {
+			resp = c.resp
+		}
+		var err error
+		if c.shownOnce {
+			err = f.checkKeyedShownOnce("k1", resp, c.err)
+		} else {
+			key := "k1"
+			err = f.checkKeyed(&key, resp, c.err)
+		}
+		if stderr.String() != c.want {
+			t.Errorf("%s: stderr %q, want %q", c.name, stderr.String(), c.want)
+		}
+		if (err != nil) != (c.err != nil || c.resp.status >= 400) {
+			t.Errorf("%s: error %v", c.name, err)
+		}
+		if !c.shownOnce && strings.Contains(stderr.String(), "secret") {
+			t.Errorf("%s: the hint talks of a secret the command does not show", c.name)
+		}
+	}
 	var stderr bytes.Buffer
-	f := &Factory{Stderr: &stderr}
-	if key := f.idempotencyKey("k1"); key != "k1" || !strings.Contains(stderr.String(), "--idempotency-key k1") {
-		t.Errorf("given key: %q, stderr %q", key, stderr.String())
-	}
-	stderr.Reset()
-	if key := f.idempotencyKey(""); len(key) != 32 || !strings.Contains(stderr.String(), "Idempotency-Key: "+key) {
-		t.Errorf("generated key: %q, stderr %q", key, stderr.String())
-	}
-	stderr.Reset()
-	if key := f.optionalIdempotencyKey(""); key != nil || stderr.Len() != 0 {
-		t.Errorf("no key: %v, stderr %q", key, stderr.String())
+	if err := (&Factory{Stderr: &stderr}).checkKeyed(nil, &fakeResponse{Body: []byte(`{}`), status: http.StatusOK}, nil); err != nil || stderr.Len() != 0 {
+		t.Errorf("no key sent: %v, stderr %q", err, stderr.String())
 	}
 }
 

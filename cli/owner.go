@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -36,7 +37,7 @@ func newCmdOwnerAccept(f *Factory, runF func(*ownerAcceptOptions) error) *cobra.
 		Short: "Accept an owner invitation and print your personal API key (once)",
 		Long: `Accept an owner invitation and print your personal API key (once). Without INVITATION_TOKEN,
 the token is read from stdin (preferred: an argument shows in ps and in the shell's history).`,
-		Args: cobra.MaximumNArgs(1),
+		Args: positional("[INVITATION_TOKEN]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				if args[0] == "" {
@@ -76,6 +77,8 @@ func ownerAcceptRun(ctx context.Context, opts *ownerAcceptOptions) error {
 	if err := check(r, err); err != nil {
 		return err
 	}
+	fmt.Fprintf(f.Stderr, "You are an owner of %s. Your personal API key is shown once; store it now (owner commands read it from RENGA_API_KEY).\n",
+		r.JSON201.Organization.Slug)
 	return f.print(r.Body, []string{"USER", "ORGANIZATION", "API KEY"}, func() [][]string {
 		a := r.JSON201
 		return [][]string{{a.User.Id + " " + string(a.User.Email), a.Organization.Id + " " + a.Organization.Slug, a.ApiKey}}
@@ -91,7 +94,7 @@ func newCmdOwnerMe(f *Factory, runF func(*ownerMeOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "me",
 		Short: "Show who you are and your organization",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

@@ -31,7 +31,7 @@ func newCmdPolicyGet(f *Factory, runF func(*policyGetOptions) error) *cobra.Comm
 	return &cobra.Command{
 		Use:   "get ORGANIZATION_ID",
 		Short: "Print an organization's policy document (its version is the If-Match for set)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -72,7 +72,7 @@ func newCmdPolicySet(f *Factory, runF func(*policySetOptions) error) *cobra.Comm
 		Long: `Replace an organization's policy document with the JSON in a file ("-" for stdin). Fields left
 out inherit the deployment's defaults. --if-match names the version you read (policy get); pass
 --if-match current to use whatever version is stored now, overwriting changes you have not seen.`,
-		Args: cobra.ExactArgs(1),
+		Args: positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {
@@ -109,9 +109,10 @@ func policySetRun(ctx context.Context, opts *policySetOptions) error {
 	if err != nil {
 		return err
 	}
-	p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: key}
 	r, err := c.PutPolicyWithBodyWithResponse(ctx, opts.OrganizationID, p, "application/json", bytes.NewReader(body))
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)
@@ -128,7 +129,7 @@ func newCmdPolicyEffective(f *Factory, runF func(*policyEffectiveOptions) error)
 	return &cobra.Command{
 		Use:   "effective ORGANIZATION_ID",
 		Short: "Show the policy in force and where each value comes from",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("ORGANIZATION_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.OrganizationID = args[0]
 			if runF != nil {

@@ -9,7 +9,7 @@ func TestPolicyGetFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdPolicyGet, []flagCase[policyGetOptions]{
 		{name: "organization", args: []string{"org_1"}, want: policyGetOptions{OrganizationID: "org_1"}},
-		{name: "no organization", args: nil, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "no organization", args: nil, wantErr: "missing argument ORGANIZATION_ID"},
 	})
 }
 
@@ -22,7 +22,7 @@ func TestPolicySetFlags(t *testing.T) {
 			want: policySetOptions{OrganizationID: "org_1", File: "-", IfMatch: "current", IdempotencyKey: "k"}},
 		{name: "no file", args: []string{"org_1", "--if-match", "1"}, wantErr: `required flag(s) "file" not set`},
 		{name: "no if-match", args: []string{"org_1", "-f", "policy.json"}, wantErr: `required flag(s) "if-match" not set`},
-		{name: "no organization", args: []string{"-f", "policy.json", "--if-match", "1"}, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "no organization", args: []string{"-f", "policy.json", "--if-match", "1"}, wantErr: "missing argument ORGANIZATION_ID"},
 	})
 }
 
@@ -30,7 +30,7 @@ func TestPolicyEffectiveFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdPolicyEffective, []flagCase[policyEffectiveOptions]{
 		{name: "organization", args: []string{"org_1"}, want: policyEffectiveOptions{OrganizationID: "org_1"}},
-		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: "accepts 1 arg(s), received 2"},
+		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: `unexpected argument "org_2"`},
 	})
 }
 

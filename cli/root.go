@@ -36,6 +36,8 @@ var Version = "dev"
 type ExitError struct {
 	Code int
 	Err  error
+	// Usage, when set, is the command's usage, printed after the error.
+	Usage string
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -105,6 +107,10 @@ func RunContext(ctx context.Context, f *Factory, args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintln(f.Stderr, "error:", err)
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Usage != "" {
+		fmt.Fprint(f.Stderr, "\n"+ee.Usage)
+	}
 	return exitCode(err)
 }
 
@@ -125,14 +131,56 @@ func exitCode(err error) int {
 	return ExitFailure
 }
 
-// group is a command that only holds subcommands; an unknown subcommand is a usage error.
+// group is a command that only holds subcommands; an unknown subcommand is a usage error that
+// suggests the closest ones, as the top level does.
 func group(use, short string, aliases ...string) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Aliases: aliases,
-		Args: cobra.NoArgs,
+		Args:                       unknownSubcommand,
+		SuggestionsMinimumDistance: 2,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
 			return usageError("%s needs a subcommand", cmd.CommandPath())
 		},
+	}
+}
+
+// unknownSubcommand refuses a group's argument, which names no subcommand of it, with the
+// subcommands it may have meant (cobra does this for the root command only).
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return usageError("%s", msg)
+}
+
+// positional checks a command's positional arguments against their names as its Use shows
+// them: NAME is required, [NAME] optional, none means the command takes none. A missing
+// argument is named, an extra one shown, and either error carries the command's usage. Every
+// command checks its arguments with it, so all say the same.
+func positional(names ...string) cobra.PositionalArgs {
+	required := 0
+	for _, n := range names {
+		if !strings.HasPrefix(n, "[") {
+			required++
+		}
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		var err error
+		switch {
+		case len(args) < required && required-len(args) == 1:
+			err = fmt.Errorf("missing argument %s", names[len(args)])
+		case len(args) < required:
+			err = fmt.Errorf("missing arguments %s", strings.Join(names[len(args):required], " "))
+		case len(args) > len(names):
+			err = fmt.Errorf("unexpected argument %q", args[len(names)])
+		default:
+			return nil
+		}
+		return &ExitError{Code: ExitUsage, Err: err, Usage: cmd.UsageString()}
 	}
 }

@@ -23,6 +23,8 @@ type flagCase[T any] struct {
 	check func(t *testing.T, got *T)
 	// wantErr, when set, is part of the usage error (exit code 2) the command line fails with.
 	wantErr string
+	// terminal makes stdin a terminal (a person can answer a confirmation).
+	terminal bool
 }
 
 // testFlags runs each case's arguments through the command newCmd builds with a capturing runF.
@@ -32,7 +34,7 @@ func testFlags[T any](t *testing.T, newCmd func(*Factory, func(*T) error) *cobra
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &Factory{Stdout: io.Discard, Stderr: io.Discard, Stdin: strings.NewReader(""),
-				Getenv: func(string) string { return "" }}
+				Getenv: func(string) string { return "" }, StdinIsTerminal: tc.terminal}
 			var got *T
 			cmd := newCmd(f, func(o *T) error {
 				got = o
@@ -141,6 +143,121 @@ func TestGroupsNeedASubcommand(t *testing.T) {
 			if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "needs a subcommand") {
 				t.Errorf("%s %v: %v", g.CommandPath(), args, err)
 			}
+		}
+	}
+}
+
+// commandsUnder lists the commands under c, depth first: groups (with subcommands) and leaves.
+func commandsUnder(c *cobra.Command) (groups, leaves []*cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+			continue
+		}
+		if sub.HasSubCommands() {
+			groups = append(groups, sub)
+			g, l := commandsUnder(sub)
+			groups, leaves = append(groups, g...), append(leaves, l...)
+		} else {
+			leaves = append(leaves, sub)
+		}
+	}
+	return groups, leaves
+}
+
+// runLine runs a command line with no environment and returns its exit code and stderr.
+func runLine(args ...string) (int, string) {
+	var stderr strings.Builder
+	f := &Factory{Stdout: io.Discard, Stderr: &stderr, Stdin: strings.NewReader(""), Getenv: func(string) string { return "" }}
+	return Run(f, args), stderr.String()
+}
+
+// TestUnknownSubcommandSuggests: a mistyped subcommand of any group suggests the subcommand,
+// as a mistyped top-level command does.
+func TestUnknownSubcommandSuggests(t *testing.T) {
+	t.Parallel()
+	if code, stderr := runLine("org", "lst"); code != ExitUsage || !strings.Contains(stderr, `unknown command "lst" for "renga org"`) ||
+		!strings.Contains(stderr, "Did you mean this?\n\tlist\n") {
+		t.Errorf("renga org lst: exit %d, stderr %q", code, stderr)
+	}
+	if code, stderr := runLine("orgs"); code != ExitUsage || !strings.Contains(stderr, "Did you mean this?\n\torg\n") {
+		t.Errorf("renga orgs: exit %d, stderr %q", code, stderr)
+	}
+	groups, _ := commandsUnder(NewRootCommand(&Factory{Getenv: func(string) string { return "" }}))
+	for _, g := range groups {
+		path := strings.Fields(g.CommandPath())[1:]
+		for _, sub := range g.Commands() {
+			name := sub.Name()
+			if sub.Hidden || len(name) < 3 {
+				continue
+			}
+			typo := name[:1] + name[2:] // a letter left out
+			code, stderr := runLine(append(path, typo)...)
+			if code != ExitUsage || !strings.Contains(stderr, "Did you mean this?") || !strings.Contains(stderr, "\t"+name+"\n") {
+				t.Errorf("%s %s: exit %d, stderr %q, want a suggestion of %s", g.CommandPath(), typo, code, stderr, name)
+			}
+		}
+	}
+}
+
+// usePositionals are the positional arguments a command's Use shows: required (NAME) and all
+// (with the optional [NAME]); a flag's value (--name NAME) is not one.
+func usePositionals(use string) (required, all []string) {
+	words := strings.Fields(use)[1:]
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if strings.HasPrefix(w, "-") {
+			if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+				i++
+			}
+			continue
+		}
+		all = append(all, w)
+		if !strings.HasPrefix(w, "[") {
+			required = append(required, w)
+		}
+	}
+	return required, all
+}
+
+// TestPositionalArguments: every command names a missing argument and shows its usage, and
+// refuses an extra one the same way, before anything runs.
+func TestPositionalArguments(t *testing.T) {
+	t.Parallel()
+	code, stderr := runLine("org", "get")
+	if code != ExitUsage || !strings.HasPrefix(stderr, "error: missing argument ORGANIZATION_ID\n\nUsage:\n  renga org get ORGANIZATION_ID [flags]\n") {
+		t.Errorf("renga org get: exit %d, stderr %q", code, stderr)
+	}
+	if code, stderr := runLine("org", "invite"); code != ExitUsage || !strings.HasPrefix(stderr, "error: missing arguments ORGANIZATION_ID EMAIL\n") {
+		t.Errorf("renga org invite: exit %d, stderr %q", code, stderr)
+	}
+	if code, stderr := runLine("org", "invite", "org_1"); code != ExitUsage || !strings.HasPrefix(stderr, "error: missing argument EMAIL\n") {
+		t.Errorf("renga org invite org_1: exit %d, stderr %q", code, stderr)
+	}
+	_, leaves := commandsUnder(NewRootCommand(&Factory{Getenv: func(string) string { return "" }}))
+	if len(leaves) < 30 {
+		t.Fatalf("found %d commands", len(leaves))
+	}
+	for _, c := range leaves {
+		path := strings.Fields(c.CommandPath())[1:]
+		// (This tree never ran, so cobra has not yet added the flags that make its use line end
+		// in [flags].)
+		usage := "\nUsage:\n  " + strings.TrimSuffix(c.UseLine(), " [flags]")
+		required, all := usePositionals(c.Use)
+		if len(required) > 0 {
+			code, stderr := runLine(path...)
+			want := "error: missing argument " + required[0] + "\n"
+			if len(required) > 1 {
+				want = "error: missing arguments " + strings.Join(required, " ") + "\n"
+			}
+			if code != ExitUsage || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, usage) {
+				t.Errorf("%s without arguments: exit %d, stderr %q, want %q and the usage", c.CommandPath(), code, stderr, want)
+			}
+		}
+		extra := append(path, make([]string, len(all))...)
+		extra = append(extra, "extra")
+		code, stderr := runLine(extra...)
+		if code != ExitUsage || !strings.HasPrefix(stderr, "error: unexpected argument \"extra\"\n") || !strings.Contains(stderr, usage) {
+			t.Errorf("%s with an extra argument: exit %d, stderr %q", c.CommandPath(), code, stderr)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func newCmdSecretKeyRotate(f *Factory, runF func(*secretKeyRotateOptions) error)
 RENGA_SECRET_KEY. To rotate: set the new key as RENGA_SECRET_KEY and the old one in
 RENGA_SECRET_KEY_PREVIOUS on every server process and restart them (both keys open, the new one
 seals), run this command on the server host, then remove RENGA_SECRET_KEY_PREVIOUS.`,
-		Args: cobra.NoArgs,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

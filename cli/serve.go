@@ -10,15 +10,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/db"
-	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/pgembed"
 )
 
@@ -43,8 +39,11 @@ func newCmdServe(f *Factory, runF func(*serveOptions) error) *cobra.Command {
 		Long: `Run the deployment server, configured by RENGA_* environment variables (see the README).
 
 With --dev and no RENGA_DATABASE_URL, it starts a private PostgreSQL from this machine's binaries
-in $RENGA_DATA_DIR (default .renga), migrates it, and prints a full-scope operator token.`,
-		Args: cobra.NoArgs,
+in $RENGA_DATA_DIR (default .renga) and migrates it. With --dev it prints export lines for
+RENGA_URL, RENGA_OPERATOR_TOKEN (a full-scope dev token, recorded in $RENGA_DATA_DIR/dev-token and
+reused by the next start until a day before it expires, then revoked and replaced) and
+RENGA_DATABASE_URL.`,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -122,40 +121,6 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// printDevToken mints a full-scope token for this development run and prints it on stdout
-// (never through the logger: logs carry no secrets).
-func printDevToken(ctx context.Context, f *Factory, pool *pgxpool.Pool, cfg server.Config, addr net.Addr) error {
-	expires := time.Now().Add(7 * 24 * time.Hour)
-	var t domain.Token
-	var secret string
-	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		t, secret, err = domain.CreateToken(ctx, tx, domain.NewToken{Name: "dev", Scopes: domain.Scopes, ExpiresAt: &expires})
-		if err != nil {
-			return err
-		}
-		return domain.RecordAudit(ctx, tx, domain.ReleaseAudit(invocationID, "createOperatorToken", t.ID, domain.OutcomeSucceeded,
-			[]string{"name", "scopes", "expires_at"}))
-	})
-	if err != nil {
-		return err
-	}
-	base := cfg.PublicURL
-	if tcp, ok := addr.(*net.TCPAddr); ok && cfg.Listen != "" && tcp.Port != 0 {
-		base = fmt.Sprintf("http://127.0.0.1:%d", tcp.Port)
-	}
-	fmt.Fprintf(f.Stdout, `
-Renga is running in development mode at %s (database: %s).
-A full-scope operator token (%s, expires %s) for this run; paste these lines in another shell:
-
-    export RENGA_URL=%s
-    export RENGA_OPERATOR_TOKEN=%s
-
-Then try: %[7]s org create acme --display-name "Acme Corporation" && %[7]s audit list
-`, base, redactURL(cfg.DatabaseURL), t.ID, expires.UTC().Format(time.RFC3339), base, secret, os.Args[0])
-	return nil
-}
-
 type migrateOptions struct {
 	f *Factory
 
@@ -168,7 +133,7 @@ func newCmdMigrate(f *Factory, runF func(*migrateOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:       "migrate [up|status]",
 		Short:     "Apply database migrations (release command)",
-		Args:      cobra.MaximumNArgs(1),
+		Args:      positional("[up|status]"),
 		ValidArgs: []string{"up", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Action = "up"
@@ -218,7 +183,7 @@ func newCmdVersion(f *Factory, runF func(*versionOptions) error) *cobra.Command 
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

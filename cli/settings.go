@@ -25,7 +25,7 @@ func newCmdSettingsGet(f *Factory, runF func(*settingsGetOptions) error) *cobra.
 	return &cobra.Command{
 		Use:   "get",
 		Short: "Print the settings and what the policy locks",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -60,7 +60,7 @@ func newCmdSettingsSet(f *Factory, runF func(*settingsSetOptions) error) *cobra.
 	cmd := &cobra.Command{
 		Use:   "set -f settings.json --if-match VERSION",
 		Short: "Replace the settings (locked ones can only keep their locked value)",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -96,9 +96,10 @@ func settingsSetRun(ctx context.Context, opts *settingsSetOptions) error {
 	if err != nil {
 		return err
 	}
-	p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: key}
 	r, err := c.PutSettingsWithBodyWithResponse(ctx, p, "application/json", bytes.NewReader(body))
-	if err := check(r, err); err != nil {
+	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)

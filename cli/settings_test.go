@@ -6,7 +6,7 @@ func TestSettingsGetFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdSettingsGet, []flagCase[settingsGetOptions]{
 		{name: "no arguments", args: nil, want: settingsGetOptions{}},
-		{name: "an argument", args: []string{"require_mfa"}, wantErr: `unknown command "require_mfa"`},
+		{name: "an argument", args: []string{"require_mfa"}, wantErr: `unexpected argument "require_mfa"`},
 	})
 }
 
@@ -19,6 +19,6 @@ func TestSettingsSetFlags(t *testing.T) {
 			want: settingsSetOptions{File: "-", IfMatch: "current", IdempotencyKey: "k"}},
 		{name: "no file", args: []string{"--if-match", "1"}, wantErr: `required flag(s) "file" not set`},
 		{name: "no if-match", args: []string{"-f", "settings.json"}, wantErr: `required flag(s) "if-match" not set`},
-		{name: "an argument", args: []string{"settings.json", "--if-match", "1", "-f", "s.json"}, wantErr: `unknown command "settings.json"`},
+		{name: "an argument", args: []string{"settings.json", "--if-match", "1", "-f", "s.json"}, wantErr: `unexpected argument "settings.json"`},
 	})
 }

@@ -27,7 +27,7 @@ func newCmdTokenShow(f *Factory, runF func(*tokenShowOptions) error) *cobra.Comm
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Describe the calling token",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -72,7 +72,7 @@ func newCmdTokenRevokeSelf(f *Factory, runF func(*tokenRevokeSelfOptions) error)
 	cmd := &cobra.Command{
 		Use:   "revoke-self",
 		Short: "Revoke the calling token; it stops working at once",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -90,8 +90,10 @@ func tokenRevokeSelfRun(ctx context.Context, opts *tokenRevokeSelfOptions) error
 	if err != nil {
 		return err
 	}
-	params := &client.RevokeTokenSelfParams{IdempotencyKey: f.optionalIdempotencyKey(opts.IdempotencyKey)}
+	key := optionalIdempotencyKey(opts.IdempotencyKey)
+	params := &client.RevokeTokenSelfParams{IdempotencyKey: key}
 	resp, err := c.RevokeTokenSelfWithResponse(ctx, params)
+	// No Idempotency-Key hint: once the token is revoked, no rerun with it can authenticate.
 	if err := check(resp, err); err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ func TestTokenShowFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdTokenShow, []flagCase[tokenShowOptions]{
 		{name: "no arguments", args: nil, want: tokenShowOptions{}},
-		{name: "an argument", args: []string{"tok_1"}, wantErr: `unknown command "tok_1"`},
+		{name: "an argument", args: []string{"tok_1"}, wantErr: `unexpected argument "tok_1"`},
 	})
 }
 
@@ -15,6 +15,6 @@ func TestTokenRevokeSelfFlags(t *testing.T) {
 	testFlags(t, newCmdTokenRevokeSelf, []flagCase[tokenRevokeSelfOptions]{
 		{name: "no arguments", args: nil, want: tokenRevokeSelfOptions{}},
 		{name: "idempotency key", args: []string{"--idempotency-key", "k"}, want: tokenRevokeSelfOptions{IdempotencyKey: "k"}},
-		{name: "another token", args: []string{"tok_1"}, wantErr: `unknown command "tok_1"`},
+		{name: "another token", args: []string{"tok_1"}, wantErr: `unexpected argument "tok_1"`},
 	})
 }

@@ -29,7 +29,7 @@ func newCmdUsage(f *Factory, runF func(*usageOptions) error) *cobra.Command {
 		Long: `With an organization ID, its daily usage from --from to --to (UTC days, inclusive); without,
 the totals of every organization with usage in the range. Dates are YYYY-MM-DD; --to defaults to
 today and --from to 29 days before --to.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: positional("[ORGANIZATION_ID]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				if args[0] == "" {

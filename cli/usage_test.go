@@ -36,6 +36,6 @@ func TestUsageFlags(t *testing.T) {
 		{name: "bad from", args: []string{"--from", "01/02/2026"}, wantErr: "--from must be YYYY-MM-DD"},
 		{name: "bad to", args: []string{"--to", "2026-13-01"}, wantErr: "--to must be YYYY-MM-DD"},
 		{name: "empty organization", args: []string{""}, wantErr: "ORGANIZATION_ID is empty"},
-		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: "accepts at most 1 arg(s), received 2"},
+		{name: "two organizations", args: []string{"org_1", "org_2"}, wantErr: `unexpected argument "org_2"`},
 	})
 }

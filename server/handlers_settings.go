@@ -9,18 +9,22 @@ import (
 	"renga.dev/renga/server/pipeline"
 )
 
+// settingsJSON is the settings as owners read them: the values that apply (a locked setting's
+// locked value), with the locks.
 func (s *Server) settingsJSON(ctx context.Context, orgID string, d domain.SettingsDocument) (api.Settings, error) {
 	e, err := s.effective(ctx, orgID)
 	if err != nil {
 		return api.Settings{}, err
 	}
-	locked, err := convert[api.LockedSettings](e.Locks().Section(policyfield.LockedSettings))
-	return api.Settings{RequireSso: d.Settings.RequireSSO, RequireMfa: d.Settings.RequireMFA,
-		SessionMaxAgeHours: d.Settings.SessionMaxAgeHours, AllowedEmailDomains: d.Settings.AllowedEmailDomains,
+	locks := e.Locks()
+	locked, err := convert[api.LockedSettings](locks.Section(policyfield.LockedSettings))
+	applied := d.Settings.Applied(locks)
+	return api.Settings{RequireSso: applied.RequireSSO, RequireMfa: applied.RequireMFA,
+		SessionMaxAgeHours: applied.SessionMaxAgeHours, AllowedEmailDomains: applied.AllowedEmailDomains,
 		Locked: locked, Version: d.Version}, err
 }
 
-// GetSettings reads the owners' security settings and what the policy locks.
+// GetSettings reads the owners' security settings as they apply, and what the policy locks.
 func (s *Server) GetSettings(ctx context.Context, _ api.GetSettingsRequestObject) (api.GetSettingsResponseObject, error) {
 	orgID := pipeline.From(ctx).Actor.OrganizationID
 	d, err := domain.GetSettings(ctx, s.q(ctx), orgID)

@@ -27,7 +27,7 @@ func (s *Server) GetTokenSelf(ctx context.Context, _ api.GetTokenSelfRequestObje
 func (s *Server) RevokeTokenSelf(ctx context.Context, _ api.RevokeTokenSelfRequestObject) (api.RevokeTokenSelfResponseObject, error) {
 	st := pipeline.From(ctx)
 	if st.Actor.Type != domain.ActorOperatorToken {
-		return nil, problem.New(http.StatusNotFound, api.ErrorCodeNotFound, "A release command runs as the local operator, which has no token; use `renga operator-token revoke ID`.")
+		return nil, problem.New(http.StatusNotFound, api.ErrorCodeNotFound, "A release command runs as the local operator, which has no token; use `renga operator-token revoke TOKEN_ID`.")
 	}
 	t, err := domain.RevokeToken(ctx, s.q(ctx), st.Actor.ID)
 	if err != nil {

@@ -1296,7 +1296,7 @@ type ProviderSlug = string
 // Scope defines model for Scope.
 type Scope string
 
-// Settings defines model for Settings.
+// Settings The settings in force. A setting listed in `locked` shows its locked value.
 type Settings struct {
 	AllowedEmailDomains []string `json:"allowed_email_domains"`
 
@@ -2261,14 +2261,14 @@ type ClientInterface interface {
 
 	// GetSettings The organization's security settings
 	//
-	// The owners' document, with the settings the policy locks and their locked values.
+	// Each setting's value in force, with the settings the policy locks (the organization's policy or the deployment's defaults) and their locked values under `locked`. A locked setting shows its locked value, so the document read can be written back.
 	//
 	// Corresponds with GET /api/v1/org/settings (the `GetSettings` operationId).
 	GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutSettingsWithBody Replace the organization's security settings
 	//
-	// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+	// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2277,7 +2277,7 @@ type ClientInterface interface {
 
 	// PutSettings Replace the organization's security settings
 	//
-	// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+	// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3296,7 +3296,7 @@ func (c *Client) GetMe(ctx context.Context, reqEditors ...RequestEditorFn) (*htt
 
 // GetSettings The organization's security settings
 //
-// The owners' document, with the settings the policy locks and their locked values.
+// Each setting's value in force, with the settings the policy locks (the organization's policy or the deployment's defaults) and their locked values under `locked`. A locked setting shows its locked value, so the document read can be written back.
 //
 // Corresponds with GET /api/v1/org/settings (the `GetSettings` operationId).
 func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3313,7 +3313,7 @@ func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // PutSettingsWithBody Replace the organization's security settings
 //
-// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3332,7 +3332,7 @@ func (c *Client) PutSettingsWithBody(ctx context.Context, params *PutSettingsPar
 
 // PutSettings Replace the organization's security settings
 //
-// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6415,7 +6415,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetSettingsWithResponse The organization's security settings
 	//
-	// The owners' document, with the settings the policy locks and their locked values.
+	// Each setting's value in force, with the settings the policy locks (the organization's policy or the deployment's defaults) and their locked values under `locked`. A locked setting shows its locked value, so the document read can be written back.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6424,7 +6424,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutSettingsWithBodyWithResponse Replace the organization's security settings
 	//
-	// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+	// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6433,7 +6433,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutSettingsWithResponse Replace the organization's security settings
 	//
-	// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+	// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11709,7 +11709,7 @@ func (c *ClientWithResponses) GetMeWithResponse(ctx context.Context, reqEditors 
 
 // GetSettingsWithResponse The organization's security settings
 //
-// The owners' document, with the settings the policy locks and their locked values.
+// Each setting's value in force, with the settings the policy locks (the organization's policy or the deployment's defaults) and their locked values under `locked`. A locked setting shows its locked value, so the document read can be written back.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11724,7 +11724,7 @@ func (c *ClientWithResponses) GetSettingsWithResponse(ctx context.Context, reqEd
 
 // PutSettingsWithBodyWithResponse Replace the organization's security settings
 //
-// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11739,7 +11739,7 @@ func (c *ClientWithResponses) PutSettingsWithBodyWithResponse(ctx context.Contex
 
 // PutSettingsWithResponse Replace the organization's security settings
 //
-// Replaces the owners' document whole (a field left out takes its default). Setting a locked setting to anything but its locked value is `409 setting_locked`. Needs `If-Match`.
+// Replaces the owners' document whole (a field left out takes its default). A locked setting may be left out or written with its locked value; anything else is `409 setting_locked`. What the owners write for a locked setting applies once the lock is lifted. Needs `If-Match`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -473,3 +473,86 @@ func TestPolicyWithdrawIdentityProviders(t *testing.T) {
 		t.Errorf("audit changed_fields of the re-grant = %v", e.ChangedFields)
 	}
 }
+
+// TestSettingsUnderLock: the owners' settings show the value that applies (a locked setting's
+// locked value, from the deployment's defaults or the organization's policy), so a document
+// read with GET can be written back with another field changed; a write that leaves a locked
+// setting out or keeps its locked value is stored, one that changes it is 409 setting_locked.
+// What the owners wrote for a setting applies again once its lock is lifted.
+func TestSettingsUnderLock(t *testing.T) {
+	t.Parallel()
+	defaults, err := domain.ParsePolicyDefaults(`{"locked_settings": {"require_mfa": true}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := servertest.Start(t, func(c *server.Config) { c.PolicyDefaults = defaults })
+	_, op := scopedToken(t, env, "organizations:write", "policies:write")
+	org := createOrg(t, env, op, "acme", "Acme")
+	owner := addOwner(t, env, op, org.ID, "olivia@acme.example", "Olivia")
+	putPolicy(t, env, op, org.ID, `"1"`, map[string]any{"locked_settings": map[string]any{
+		"session_max_age_hours": 12, "allowed_email_domains": []string{"b.example", "a.example"}}})
+
+	s, etag := getSettings(t, env, owner.APIKey)
+	if !s.RequireMFA || s.SessionMaxAgeHours != 12 || !slices.Equal(s.AllowedEmailDomains, []string{"a.example", "b.example"}) ||
+		s.RequireSSO || etag != `"1"` {
+		t.Fatalf("settings under locks = %+v, want the locked values (require_mfa true, 12 h, a.example and b.example)", s)
+	}
+	if s.Locked["require_mfa"] != true || s.Locked["session_max_age_hours"] != float64(12) || len(s.Locked) != 3 {
+		t.Errorf("locked = %v", s.Locked)
+	}
+
+	// The body read is written back with an unlocked field changed.
+	rep := send(t, env, req{Method: http.MethodGet, Path: settingsPath, Token: owner.APIKey})
+	var doc map[string]any
+	rep.decode(t, &doc)
+	doc["require_sso"] = true
+	rep = send(t, env, settingsReq(owner.APIKey, `"1"`, doc))
+	if rep.Status != http.StatusOK {
+		t.Fatalf("writing back the settings read with require_sso changed: %d %s", rep.Status, rep.Body)
+	}
+	var put settingsJSON
+	rep.decode(t, &put)
+	if !put.RequireSSO || !put.RequireMFA || put.SessionMaxAgeHours != 12 || put.Version != 2 {
+		t.Errorf("PUT answer = %+v", put)
+	}
+	if acts := findActivity(listActivity(t, env, owner.APIKey), "putSettings"); len(acts) != 1 ||
+		!slices.Equal(acts[0].ChangedFields, []string{"require_sso", "require_mfa", "session_max_age_hours", "allowed_email_domains"}) {
+		t.Errorf("putSettings Activity = %+v, want every field the owners' document changed", acts)
+	}
+
+	// Locked settings left out: stored, and still shown at their locked values.
+	rep = send(t, env, settingsReq(owner.APIKey, `"2"`, map[string]any{"require_sso": true}))
+	if rep.Status != http.StatusOK {
+		t.Fatalf("PUT leaving the locked settings out: %d %s", rep.Status, rep.Body)
+	}
+	if s, _ := getSettings(t, env, owner.APIKey); !s.RequireSSO || !s.RequireMFA || s.SessionMaxAgeHours != 12 || s.Version != 3 ||
+		len(s.AllowedEmailDomains) != 2 {
+		t.Errorf("settings after a PUT leaving locked settings out = %+v", s)
+	}
+
+	// Another value for a locked setting is refused, whichever lock it is under.
+	for name, value := range map[string]any{"require_mfa": false, "session_max_age_hours": 8, "allowed_email_domains": []string{"a.example"}} {
+		pb := send(t, env, settingsReq(owner.APIKey, `"3"`, map[string]any{name: value})).
+			expectProblem(t, http.StatusConflict, "setting_locked")
+		if len(pb.Errors) != 1 || pb.Errors[0].Field != name {
+			t.Errorf("setting_locked errors for %s = %+v", name, pb.Errors)
+		}
+	}
+	if s, _ := getSettings(t, env, owner.APIKey); s.Version != 3 {
+		t.Errorf("a refused PUT changed the settings: %+v", s)
+	}
+
+	// The organization's locks lifted: the owners' own values (left out, so the defaults)
+	// apply; the deployment's lock stays.
+	putPolicy(t, env, op, org.ID, `"2"`, map[string]any{})
+	if s, _ := getSettings(t, env, owner.APIKey); s.SessionMaxAgeHours != 24 || len(s.AllowedEmailDomains) != 0 || !s.RequireMFA ||
+		!s.RequireSSO || len(s.Locked) != 1 {
+		t.Errorf("settings after the policy's locks are lifted = %+v", s)
+	}
+	expectEffective(t, getEffective(t, env, op, org.ID), map[string]sourced{
+		"settings.require_sso":           {true, "owner"},
+		"settings.require_mfa":           {true, "deployment"},
+		"settings.session_max_age_hours": {24, "owner"},
+		"settings.allowed_email_domains": {[]string{}, "owner"},
+	})
+}

@@ -322,3 +322,25 @@ func TestSettingsAgainstLocks(t *testing.T) {
 		t.Errorf("changedSettings = %v", got)
 	}
 }
+
+// TestSettingsApplied: each locked setting shows its locked value, the others the owners'; every
+// locked setting of the table is applied (a field added to the table and not to Applied fails).
+func TestSettingsApplied(t *testing.T) {
+	owners := Settings{RequireMFA: true, SessionMaxAgeHours: 24, AllowedEmailDomains: []string{"c.example"}}
+	got := owners.Applied(PolicyDocument{policyfield.RequireSSO: true, policyfield.SessionMaxAgeHours: int64(12)})
+	if want := (Settings{RequireSSO: true, RequireMFA: true, SessionMaxAgeHours: 12, AllowedEmailDomains: []string{"c.example"}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Applied = %+v, want %+v", got, want)
+	}
+	if got := owners.Applied(PolicyDocument{}); !reflect.DeepEqual(got, owners) {
+		t.Errorf("Applied without locks = %+v, want the owners' %+v", got, owners)
+	}
+	// A lock of each setting to a value unlike the owners' shows that value.
+	other := map[policyfield.Kind]any{policyfield.Boolean: true, policyfield.Integer: int64(7), policyfield.StringSet: []string{"b.example", "a.example"}}
+	for _, f := range policyfield.In(policyfield.LockedSettings) {
+		v := other[f.Kind]
+		got := DefaultSettings().Applied(PolicyDocument{f.Path: v}).byField()[f.Path]
+		if !sameValue(got, v) {
+			t.Errorf("%s locked to %v shows %v", f.Path, v, got)
+		}
+	}
+}

@@ -63,6 +63,25 @@ func readSettings(ctx context.Context, q db.DBTX, orgID, lock string) (SettingsD
 	return d, nil
 }
 
+// Applied is the settings that apply under locks (the locked_settings of a policy document):
+// each locked setting takes its locked value, the others are the owners'. It is what the owners
+// read, so a document read can be written back unchanged.
+func (s Settings) Applied(locks PolicyDocument) Settings {
+	if v, ok := locks[policyfield.RequireSSO].(bool); ok {
+		s.RequireSSO = v
+	}
+	if v, ok := locks[policyfield.RequireMFA].(bool); ok {
+		s.RequireMFA = v
+	}
+	if v, ok := locks[policyfield.SessionMaxAgeHours].(int64); ok {
+		s.SessionMaxAgeHours = v
+	}
+	if v, ok := locks[policyfield.AllowedEmailDomains].([]string); ok {
+		s.AllowedEmailDomains = sortedCopy(v)
+	}
+	return s
+}
+
 // byField is each of the owners' settings under the locked setting of the same name.
 func (s Settings) byField() map[policyfield.Path]any {
 	return map[policyfield.Path]any{
@@ -92,8 +111,8 @@ func (w SettingsWrite) written() map[policyfield.Path]any {
 }
 
 // PutSettings replaces the owners' settings if the stored version is expected. A locked
-// setting (locks is the locked_settings of a policy document) may only be written with its
-// locked value.
+// setting (locks is the locked_settings of a policy document) may be left out (it takes its
+// default, which applies once the lock is lifted) or written with its locked value, nothing else.
 func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w SettingsWrite, locks PolicyDocument) (SettingsDocument, []string, error) {
 	s := DefaultSettings()
 	if w.RequireSSO != nil {
