@@ -46,6 +46,12 @@ type Config struct {
 	RateLimitAnonymous      float64
 	RateLimitAnonymousBurst int
 	DatabaseMaxConns        int32
+	// RequestTimeout bounds each API request, its database statements included (0: none).
+	RequestTimeout time.Duration
+	// MaxInFlight bounds the API requests served at once (0: no bound).
+	MaxInFlight int
+	// HTTP are the connection timeouts (DefaultHTTPTimeouts; not read from the environment).
+	HTTP HTTPTimeouts
 	Version                 string
 	// PolicyDefaults are the deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones).
 	PolicyDefaults domain.PolicyDocument
@@ -102,6 +108,9 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		RateLimitAnonymous:          10,
 		RateLimitAnonymousBurst:     50,
 		PurgeInterval:               time.Minute,
+		RequestTimeout:              30 * time.Second,
+		MaxInFlight:                 256,
+		HTTP:                        DefaultHTTPTimeouts,
 	}
 	if mode == ModeDev {
 		c.Environment = EnvDevelopment
@@ -127,6 +136,8 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		l.bad("RENGA_IDENTITY_PROVIDERS", "%v", err)
 	}
 	l.duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
+	l.duration("RENGA_REQUEST_TIMEOUT", &c.RequestTimeout, time.Second)
+	l.integer("RENGA_MAX_IN_FLIGHT", &c.MaxInFlight)
 	var maxConns int
 	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
 	c.DatabaseMaxConns = int32(min(maxConns, 1000))
@@ -367,3 +378,15 @@ func devSecretKey(dir string) (string, error) {
 	}
 	return k, f.Close()
 }
+
+// HTTPTimeouts are how long a connection may take: a client that sends its headers, its body
+// or nothing more slowly than this is cut off.
+type HTTPTimeouts struct {
+	Header time.Duration // the request line and headers
+	Read   time.Duration // the whole request, body included
+	Write  time.Duration // from the end of the headers to the end of the response
+	Idle   time.Duration // a kept-alive connection between requests
+}
+
+// DefaultHTTPTimeouts are the timeouts the README documents.
+var DefaultHTTPTimeouts = HTTPTimeouts{Header: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second}

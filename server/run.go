@@ -22,12 +22,16 @@ func Run(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *slog.Logger, 
 	if err := s.StartJobs(ctx); err != nil {
 		return fmt.Errorf("start job workers: %w", err)
 	}
+	timeouts := cfg.HTTP
+	if timeouts == (HTTPTimeouts{}) {
+		timeouts = DefaultHTTPTimeouts
+	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: timeouts.Header,
+		ReadTimeout:       timeouts.Read,
+		WriteTimeout:      timeouts.Write,
+		IdleTimeout:       timeouts.Idle,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

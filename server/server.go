@@ -60,6 +60,9 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		RateLimitAuthenticatedBurst: cfg.RateLimitAuthenticatedBurst,
 		RateLimitAnonymous:          cfg.RateLimitAnonymous,
 		RateLimitAnonymousBurst:     cfg.RateLimitAnonymousBurst,
+		RequestTimeout:              cfg.RequestTimeout,
+		MaxInFlight:                 cfg.MaxInFlight,
+		InFlightWait:                time.Second,
 		Prefetch:                    prefetches,
 	}, pool, log)
 	if err != nil {

@@ -8,6 +8,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,13 @@ type Options struct {
 	RateLimitAnonymousBurst int
 	// Prefetch, by operationId: reads by ID that travel with the operator token's check.
 	Prefetch map[string]Prefetch
+	// RequestTimeout bounds each API request, database statements included (0: none); a
+	// request past it is a 503. Streaming operations (archives) are exempt.
+	RequestTimeout time.Duration
+	// MaxInFlight bounds the API requests served at once (0: no bound); one more waits up to
+	// InFlightWait for a slot, then gets a 503 with Retry-After.
+	MaxInFlight  int
+	InFlightWait time.Duration
 }
 
 // Pipeline routes API requests (once, with a net/http ServeMux) and runs each through the stages.
@@ -50,6 +58,7 @@ type Pipeline struct {
 	limits  *limiters // per credential
 	anon    *limiters // per source address, for unauthenticated requests
 	metrics *metrics
+	slots   chan struct{}         // in-flight API requests, when bounded
 	ops     map[string]*Operation // by ServeMux pattern
 	mux     *http.ServeMux
 	errs    []error
@@ -72,6 +81,9 @@ func New(opts Options, pool *pgxpool.Pool, log *slog.Logger) (*Pipeline, error) 
 	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), metrics: newMetrics(),
 		limits: newLimiters(opts.RateLimitAuthenticated, opts.RateLimitAuthenticatedBurst),
 		anon:   newLimiters(opts.RateLimitAnonymous, opts.RateLimitAnonymousBurst)}
+	if opts.MaxInFlight > 0 {
+		p.slots = make(chan struct{}, opts.MaxInFlight)
+	}
 	p.mux.HandleFunc("/api/", p.unrouted)
 	return p, nil
 }
@@ -128,6 +140,8 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 
 // serve runs a routed request through the stages, in this order:
 //
+//  0. Overload: a slot among the requests served at once (503 unavailable with Retry-After
+//     when none frees in time), and the request's deadline, which its statements share.
 //  1. HTTPS, outside development (403 https_required).
 //  2. Authentication by the operation's credential path, then the per-credential rate limit
 //     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited.
@@ -148,6 +162,17 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		if r.Method != op.Method { // ServeMux routes HEAD to GET patterns; the API has no HEAD
 			p.unrouted(w, r)
 			return
+		}
+		release, pe := p.admitLoad(r.Context())
+		if pe != nil {
+			Fail(w, r, pe)
+			return
+		}
+		defer release()
+		if p.opts.RequestTimeout > 0 && !op.Streaming {
+			ctx, cancel := context.WithTimeout(r.Context(), p.opts.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
 		}
 		st := From(r.Context())
 		st.Op = op

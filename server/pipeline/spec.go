@@ -35,6 +35,9 @@ type Operation struct {
 	// SingleStatement (x-renga-single-statement): an installation's write that its domain
 	// function makes in one statement; the pipeline opens no transaction around it.
 	SingleStatement bool
+	// Streaming: the request or a response body is not JSON (an archive): the transfer takes
+	// as long as the bytes take, so the request deadline does not apply.
+	Streaming bool
 
 	spec       *openapi3.Operation
 	pathParams []string       // the names in Route, in order
@@ -113,6 +116,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
+	o.Streaming = streaming(op)
 	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
 		for _, f := range fields {
 			if name, ok := f.(string); ok {
@@ -236,3 +240,27 @@ func lowerFirst(s string) string {
 
 // Spec is the operation as openapi.yaml declares it.
 func (o *Operation) Spec() *openapi3.Operation { return o.spec }
+
+// streaming reports whether an operation's request or a response carries a body other than
+// JSON or problem+json.
+func streaming(op *openapi3.Operation) bool {
+	other := func(content openapi3.Content) bool {
+		for mt := range content {
+			if mt != "application/json" && mt != "application/problem+json" {
+				return true
+			}
+		}
+		return false
+	}
+	if op.RequestBody != nil && op.RequestBody.Value != nil && other(op.RequestBody.Value.Content) {
+		return true
+	}
+	if op.Responses != nil {
+		for _, r := range op.Responses.Map() {
+			if r.Value != nil && other(r.Value.Content) {
+				return true
+			}
+		}
+	}
+	return false
+}
