@@ -35,7 +35,7 @@ func rengaBinary(t *testing.T) string {
 		binPath = filepath.Join(dir, "renga")
 		out, err := exec.Command("go", "build", "-o", binPath, "renga.dev/renga/cmd/renga").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+			buildErr = fmt.Errorf("go build: %w: %s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -66,12 +66,18 @@ type process struct {
 // answers.
 func startProcess(t *testing.T, env *servertest.Env, extra ...string) *process {
 	t.Helper()
+	return startProcessOn(t, env.DBURL, extra...)
+}
+
+// startProcessOn runs `renga serve` on the database at dbURL.
+func startProcessOn(t *testing.T, dbURL string, extra ...string) *process {
+	t.Helper()
 	addr := freeAddr(t)
 	p := &process{URL: "http://" + addr, DataDir: t.TempDir(), logs: &servertest.SyncBuffer{}}
 	cmd := exec.Command(rengaBinary(t), "serve")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"RENGA_ENV=development", "RENGA_LISTEN=" + addr, "RENGA_PUBLIC_URL=" + p.URL,
-		"RENGA_DATABASE_URL=" + env.DBURL, "RENGA_DATA_DIR=" + p.DataDir,
+		"RENGA_DATABASE_URL=" + dbURL, "RENGA_DATA_DIR=" + p.DataDir,
 		"RENGA_SECRET_KEY=" + strings.Repeat("A", 43) + "=", "RENGA_PURGE_INTERVAL=1s", "RENGA_DELETION_GRACE_PERIOD=0s",
 		"RENGA_RATE_LIMIT_AUTHENTICATED=100000", "RENGA_RATE_LIMIT_AUTHENTICATED_BURST=100000"}, extra...)
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
