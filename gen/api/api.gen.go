@@ -4162,7 +4162,14 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 	Headers TooManyRequestsResponseHeaders
 }
 
-type UnauthenticatedApplicationProblemPlusJSONResponse Problem
+type UnauthenticatedResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type UnauthenticatedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthenticatedResponseHeaders
+}
 
 type GetHomeRequestObject struct {
 	Params GetHomeParams
@@ -4297,10 +4304,13 @@ type RegisterInstallation401ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation401ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4434,10 +4444,13 @@ type ListAgentJobs401ApplicationProblemPlusJSONResponse struct {
 func (response ListAgentJobs401ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4557,10 +4570,13 @@ type SubmitJobResult401ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult401ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4727,10 +4743,13 @@ type SubmitObservations401ApplicationProblemPlusJSONResponse struct {
 func (response SubmitObservations401ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5003,10 +5022,13 @@ type ListAuditEvents401ApplicationProblemPlusJSONResponse struct {
 func (response ListAuditEvents401ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5092,10 +5114,13 @@ type GetDeployment401ApplicationProblemPlusJSONResponse struct {
 func (response GetDeployment401ApplicationProblemPlusJSONResponse) VisitGetDeploymentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5198,10 +5223,13 @@ type ListIdentityProviders401ApplicationProblemPlusJSONResponse struct {
 func (response ListIdentityProviders401ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5323,10 +5351,13 @@ type CreateIdentityProvider401ApplicationProblemPlusJSONResponse struct {
 func (response CreateIdentityProvider401ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5464,10 +5495,13 @@ type DeleteIdentityProvider401ApplicationProblemPlusJSONResponse struct {
 func (response DeleteIdentityProvider401ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5612,10 +5646,13 @@ type GetIdentityProvider401ApplicationProblemPlusJSONResponse struct {
 func (response GetIdentityProvider401ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5750,10 +5787,13 @@ type PutIdentityProvider401ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider401ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5951,10 +5991,13 @@ type DisableIdentityProvider401ApplicationProblemPlusJSONResponse struct {
 func (response DisableIdentityProvider401ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6089,10 +6132,13 @@ type ListOrganizations401ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizations401ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6214,10 +6260,13 @@ type CreateOrganization401ApplicationProblemPlusJSONResponse struct {
 func (response CreateOrganization401ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6362,10 +6411,13 @@ type GetOrganization401ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganization401ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6500,10 +6552,13 @@ type UpdateOrganization401ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization401ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6701,10 +6756,13 @@ type CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse struct {
 func (response CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6854,10 +6912,13 @@ type ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse struct {
 func (response ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6993,10 +7054,13 @@ type ListInvitations401ApplicationProblemPlusJSONResponse struct {
 func (response ListInvitations401ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7131,10 +7195,13 @@ type CreateInvitation401ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation401ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7297,10 +7364,13 @@ type RevokeInvitation401ApplicationProblemPlusJSONResponse struct {
 func (response RevokeInvitation401ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7334,6 +7404,22 @@ func (response RevokeInvitation404ApplicationProblemPlusJSONResponse) VisitRevok
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeInvitation409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeInvitation409ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7420,10 +7506,13 @@ type GetInvitation401ApplicationProblemPlusJSONResponse struct {
 func (response GetInvitation401ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7543,10 +7632,13 @@ type ListOrganizationOwners401ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizationOwners401ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7675,10 +7767,13 @@ type GetPolicy401ApplicationProblemPlusJSONResponse struct {
 func (response GetPolicy401ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7813,10 +7908,13 @@ type PutPolicy401ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy401ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7850,6 +7948,22 @@ func (response PutPolicy404ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutPolicy409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutPolicy409ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7983,10 +8097,13 @@ type GetEffectivePolicy401ApplicationProblemPlusJSONResponse struct {
 func (response GetEffectivePolicy401ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8120,10 +8237,13 @@ type ResumeOrganization401ApplicationProblemPlusJSONResponse struct {
 func (response ResumeOrganization401ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8274,10 +8394,13 @@ type SuspendOrganization401ApplicationProblemPlusJSONResponse struct {
 func (response SuspendOrganization401ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8413,10 +8536,13 @@ type GetOrganizationUsage401ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganizationUsage401ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8518,10 +8644,13 @@ type GetTokenSelf401ApplicationProblemPlusJSONResponse struct {
 func (response GetTokenSelf401ApplicationProblemPlusJSONResponse) VisitGetTokenSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8610,11 +8739,30 @@ type RevokeTokenSelf401ApplicationProblemPlusJSONResponse struct {
 func (response RevokeTokenSelf401ApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeTokenSelf409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeTokenSelf409ApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(401)
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8700,10 +8848,13 @@ type ListUsage401ApplicationProblemPlusJSONResponse struct {
 func (response ListUsage401ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8806,10 +8957,13 @@ type ListActivity401ApplicationProblemPlusJSONResponse struct {
 func (response ListActivity401ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8912,10 +9066,13 @@ type ListAgents401ApplicationProblemPlusJSONResponse struct {
 func (response ListAgents401ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9019,10 +9176,13 @@ type ListObservations401ApplicationProblemPlusJSONResponse struct {
 func (response ListObservations401ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9141,10 +9301,13 @@ type ListIntakeKeys401ApplicationProblemPlusJSONResponse struct {
 func (response ListIntakeKeys401ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9262,10 +9425,13 @@ type CreateIntakeKey401ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey401ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9427,10 +9593,13 @@ type RevokeIntakeKey401ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey401ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9464,6 +9633,22 @@ func (response RevokeIntakeKey404ApplicationProblemPlusJSONResponse) VisitRevoke
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeIntakeKey409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeIntakeKey409ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9580,10 +9765,13 @@ type RotateIntakeKey401ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey401ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9734,10 +9922,13 @@ type ListJobs401ApplicationProblemPlusJSONResponse struct {
 func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9855,10 +10046,13 @@ type CreateJob401ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob401ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10008,10 +10202,13 @@ type GetMe401ApplicationProblemPlusJSONResponse struct {
 func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10107,10 +10304,13 @@ type GetSettings401ApplicationProblemPlusJSONResponse struct {
 func (response GetSettings401ApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10228,10 +10428,13 @@ type PutSettings401ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings401ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11836,260 +12039,263 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L35chs3+ij6KijeqTKZaVGrnViqX53reMko48S+lnynfjfyYYPdIImoCTANtGTGo3/PA5xHPE9yC98H",
-	"dKO7wU2rnVFN1cRqYseHb1++dBI5nUnBhFadwy+dCaMpy+Gfr0/p2Pw3ZSrJ+UxzKTqHndMJI0rnUowJ",
-	"E5rrOdF0HBE9YSSVSTFlQj9R5ILliktBuCB/FFIz1e9EHZVM2JSaIdlnOp1lrHPYOevsn3U6UUfPZ+ZP",
-	"pXMuxp2rq6hznLLpTGomkvnrzzOeM9VezL8mTMDUSsucpSRnqsg0kSOiJ1yRczaHj38UTGlyybOMDBkZ",
-	"yXwstWaCdD+8eUn29/ef9+rLG8l8SnXnsJNSzbY0n7LgCt/KhOJCQoeU5IxqXJMs8oQ9UeTjh7dkRvWk",
-	"Pltz4KuoM6M5nTJtL8I7iX+yeXu2XaIl2Xv6lMxyLjQdZoy8OHl5fEySCc1pYoY5IhQvIjWXVyS6yFm6",
-	"NeIsgw9cjMmUUaHwMOmUEaoI14okUmgmdJ/8wpUyzf7P//rfJD7Y2SG8WtXgnM0H5ph5ztLY7I6bdSEs",
-	"daKOoFOzQ28fW2YjUcf16RzqvGD+ofwtZ6POYef/2q7Acxt/VduN82gAyz/Z/B2cDM3aR+V+OSKXBnTG",
-	"/IKJiORM55wpcsn1hHBNcjbL6LwNWBvs7Po7Gf1CdTJZ+vDMyyQZVWalNI0I64/7JD7rfH/WiaubkjmJ",
-	"v4vthe39QGY5S6RIuRmvuq0jcsnouWmsNM2Ybb67557wYMrV1Kxoyb2OtnDNyy408MCFmTGDJ3ScmjYw",
-	"unkg1djcazTg6fVhpj4Zzq/pOfsnmy+c3ID1ijlnVGuWm67/07T+bWfrOd3689OXvWdXfwujNXHB9ao9",
-	"uyYbzM7FxRqz/yyHC6f9XQ43mM+0Xj3fu3xMBf9z+X6l1+gmd9yYzMz/no7ZCf+TtZ/TsWZTRWYsJzM6",
-	"ZiVs/1GwfF4tzfw2UGYAfxEpG9Ei053D3Z2dqDOln/m0mHYOn8JfXOBfu+V5cKHZmOXlgk7lOVtANGLB",
-	"PusBzKpNqxhpGTOP94LLQq1eLfSrLXdKP79lYqwnncM9u0T3927o0t7n8oKnLF94YTPbYBPwTGdrgMtH",
-	"RcfsTS6n7dN5w3OlycfTlySl84hwkWSF4hcLz2JkRlm2uBqRX7yaU9ley1saXMoRoZpMpdLE0MeUzhWh",
-	"I81yEpvFxItWquWN1nllOquZFAo5pB9p+gE5HvOXpd/mn3Q2yzhyLNuzXA4zNv377wrZl/Ue2HvshZO2",
-	"gdcxWqlkigipCdANZMUcb0i6MRcXNOPpwDaPIxIv5CXMb7a59yh6/c5V1HkpxSjjyYNtM7HzW74hKfLc",
-	"bFBpqhnpxiorxgNDYUR4h4Wq7w/6mQ+zIjdIR9NcYwvFtOZiPMhkcg5fDGV3s8fIyRgckUyoGDOSyCzj",
-	"qWNnKMnlJaFC6gnLq7Vb5pTqiuObSnNBeLav81zm93mwLwQpBPs8Y4lZFjPTw0LeyHzI0xTx5X3eMkAa",
-	"yWhybpniRM4YQK8qRiOecCb0AD7GEZ507KDWfu5F5B+np+9PCFfE/US68UTrmaogvIeyk08DTQdVqBkT",
-	"KUvNZQ+Z4edSljENQ5Q/mt4yJ5RkfMo1TkSTCTSCTwP2OWEMWsJx/iQFu++TrNgZklBBhCSZFGNmtkXM",
-	"I0CU4DgeBrKeexnua84u5HnrK00SNtPl5n6V+o0sRHqfG/xVElUkk1LKI91YSD0YmXXYZb2n80zS9FTK",
-	"tzQf3/vxD2U6JwgGiuySX/iPpBvPcE0DLeUgM6tya/VkhDeUZyy97+U6YaJSISiUTKJSUJnSzBBFgJyW",
-	"lOIeo0XHA9sgsL8PJcm9vx2Wu+OKTOtyWjcOC2i48FMpf6Fibim7us81fzD0DLAJnHhONRvYP+PeEVGM",
-	"kfgD0/l864XhdoDP8dRI3k9tTuoEdqyIluSSch1UjFTsMzBlghZ6woQ2+73fy7OCdVQBYEQKcS7kpYiI",
-	"xVvmNi2yQhJiEbTFDjRNc6aQoiCFKZklmmXyknTjor5BQ+6FIeopiwzunHChyeWEJxMDGFfuvOCoXySa",
-	"X3ANKqJZLmcs1xyZQppopOfLtu66v4DGV1EHGYp0AHoiGIcbqSkgzpdsKc1zOjd/8zTYzCyqVJpVakBL",
-	"0XwJrs3qIpfMlB4sGBw0devr7yqe+7cOSDK2pTdLZE/OX3jrXD6Vg8vh7yzRZin1s2zdx4INcHFhdYp2",
-	"i6LIMjo0R4RiQauHkSEGStCZmki95GK+dJgwUulvdiMyLwXFTCY0G7jP5gXOlWZGeCoUqHk4KEoM2+pt",
-	"dcE5wq8RHmd9bctO6S1HaaVxSA7Yyn+sA70hYGxI1WucbBM8YAXtgYKbGjOhf5bD9oYSOZ1SEb56y5EP",
-	"qF4Xghe8sRBgu4lr0yxb+61ciDuH1oUED3fhcm5jLb767+EBpEi5XooYFokjx68iEsN73XLvFQREeLAx",
-	"6Q5pcj7ODe9JLmV+jqwpRXIDYmUvItQw3Tk5fkW6VBB5KVhupQhB8KWTczZ3v9MxGnRyNuZKIwYEa8lq",
-	"3NXQ3xg2p45qYhR9jl85JZcFU1INZWbaHAcuOL4nipimlcDMLozAPqGzGRMsDe7qq8aeBo5eX1jW5zoE",
-	"vwLEILUv6fNvHZUV407USbmaZXQ+ANXVp2gDfoA5jUL7ciyj9kSRGFrFwO1U10S1ZtOZJiMQSAyoXlJF",
-	"UiY4XtpKAEF4rLgNdqEHO7u/J/ufn093J9/nBxdPxQ9/7F0+Yzv6+TwEBgvYFsSmq7gWWehEImey8jbe",
-	"2barmR3kKAeWo6yva29nv7/T393d738fWpDSVBcqfBn/OD19T7ABvkmaZaA4Shi/wPMu59nbCSi5o442",
-	"AqVWa+331La9R+7NLa+6mPJEWo+gdczL3+GtkM3qVX8VhOpdBb0OCaoiQa1SJ+rgozSoAd5jAMfZcU4r",
-	"qKgfT9P8sw7bW+vTwv8ru/sGjOArSNksk3NQWPPU+jm4TnVdq0hYLtRaaAgOer0dXgVu40eqk8kLq/IK",
-	"Yfzql4bRe6hYfgFnpQhHnDo0g3kUz3u+aYEyNAsfDfQkE5qSIWOCuGnJkI1kzo6MLDvhYkwEuwQ8jRZ0",
-	"b6qhlBmjogWZ5Qb8JYTA8mXGmdAnLMkZCv0p6kxo9t47kRHNFGupmdG2nzC42gQGIgpG6pN/5VyzLSmy",
-	"+RER7AKwni5yyxrUT/uCZgVrGNd2d/YOllvXos6lmeOdyOZ48c0zwGFDm35VQmT76kEzbF7COKcJG8xY",
-	"zmUADv4hL0H1SigxyCYtDDV1fUH/ouwtVgwj6f4kSVp4jF9FZb7f25nsTHdUiMQwccFzKdx6HeaY5TIt",
-	"EouIU3bBMjmDNp+CZNu8vBFn+ZqP1DT1eFhFEprnc9KNP7z+9acXg1ev379999+/vP71dHD8yqrOzTus",
-	"74oVu+s85pnMeDIfWFPwSqz+Hpq/cq3NAMUw48mgyLM67Qb7wOH2ds7EmPbt934C1szWKqx2c4G3CMsv",
-	"WF55Y9X3udPf7e+sQVnLO6gtuX7D1UKiBcDYPrAgkCN7+Su19KZc7ItkyshLmc9kScaXW7U90/Nv//Ps",
-	"7PPOztbZ2efdN2dnn79/8+nvfwsd5uvRiCWaX7AfLYZqPTRkBta76xNsay7J4YoVCBDbOZYjeEDlEo8t",
-	"vr7tJZbMFxf62UEn6MNw3TXjpO0lA33NACUH2IPf5XDl62rdXJNFcER84Ij49YY0wvKAfZ7JXG/ev3Fy",
-	"q9YX4c4bs4YOGJTxgZOzkudwrpky73CQ0vnayz6uGIIp/TwAPYC6bm+zk5uuwIjT11qArNifQc60OWgp",
-	"zEquMVrjDr2T8RcZhY9+6VICBxW66wCzvIlLVNSxzgQBcAEDBEsHbEp5NkjllHKx/hGdABpVneqEBtMR",
-	"vc4rc92VktfprphCiyDezWAii/zmN+0vqr7DRTNGCw60favLEUOnfOBRHVN6d7kU7bqbuW1Ssa7u5xoU",
-	"wxxYnQEAJPh/02TKHEtkZE9HrOCEGzzB04MQiTcNX8FN1MdvjFwbaH8Jc9H9jW79ubP1/JP7x9anLzvR",
-	"s90r9733P87O+r2//4aOb9Gz/asw79GggRvINK9pMiEeZJCMjTSRhSZcTFhuuHpd55YtD9aWahytbTIq",
-	"a1HTQKcGvQzwP+27z3OZv5QpW+QBDf7tU5pMuDWLEjki1CkRgce1wkbD0QzQctOXDLStYeez4E+Fgh8a",
-	"RloYuukX1Ik6dV8fI1Y43xADY0xPZDownyymMPfRdMyAyVQxM2fI0sGUpZwOrJ446DBQMeOlU4R5baU3",
-	"GpiDrOdcdSLgfYZ/Nzxx6h+tbbv+0ZPczW4sLNpTqdy3vWl9JwKzOufQZI5FXrAS6ZX+SxW2s25wII54",
-	"jnIdT6vDhAES9E2l6cBI9KipP5eFxtu7oBzlO6DVLBc0C8qg/7Cqr/o7mdivy2TSJ4qgvEQ+fnhbF72c",
-	"iMeK3f4aYl4DgcLkIbR5C3EiIBP7MSArw0YghuaH5we7vYhMmEgYKWY4z/feuESi2umS56x+Fk9HO8kz",
-	"+gPb2k92062DZP+Hreejp2xrb/h9ujvcZQd0d6eJkL9fJu2dnX3eA2Hv+9cL5Lxji76cn3PQesIvmAF2",
-	"vli8dr+CnG2OQvGx2OKi1Cs4ZQolmilNRuDBDENTzcyRwFG0JK4FqgdPQ7eQU1vfHIOqr0W2hesYo2um",
-	"oaBzQ8MKw9PZhlYYrlSB19V+S5kcc7FKXWKQjEEha17sJeUG45ARuvAUScKUGhUZ3GdNfXSNS5zlUstE",
-	"Zms4JAGUvnftAR2stf7SrCpGfGx1eERN5KUgXfNDRgEwpWDkMudaM9TwrdQBRB0gcBuCHJgQ19zsiWlb",
-	"Grna24w97VN8SEa5nBKr5Tt+9frX0+PT/x68//Du/z1+9frDSRxBnBRodome5LIYT+BgXrw/9vkF1FQ3",
-	"VFufFtjPagaRiuCkXOE/Q/2KWbrxs1qq4QtEXHbj16d0HK93kSEzmrX0luBZPrvyNtwBNN68j1RKCFmE",
-	"rDwYjlroNvBQfQ2jh51qZ7qAJtZw/Uvou5LDvgXJ2M3oiRyqhXlrZO3pitCcsq8qTR/LFlAzkwQQdM1y",
-	"sbNy7gr5rrPrY2x9QzxXoZm1kAa2vhaqabyEJY9gIcyvA3634svUZF8e2kzcXBDY0TY2zDnu/YkilxOZ",
-	"NchWnxh8N2XToeEmKfnp9am1zikyZAriXfSEKUao4bicURK8icbC4PUInOBnmkBkDgTa2NuNoVmMNxxH",
-	"6F1LpoWyEUxtOXklf3iMc5JuSXh6t83rPTju2eB23zqNxDljM+UHVuNwR4QKggDlDLSKcH2EbHSSMZqb",
-	"v0kXSPjlhGfWROlM8lwRR3l7qwy5zTN/YMNunddeC4xW8t6bovb0+lNfmyysZMVv7w3dDau97vqWcc93",
-	"TdYWc9Dr3m/J616ve53lvd4YC1lgO8BRFTSUssSQguswv5vRdd+fOKAeUnqxGNzIaLBh4oKok1Fl0DAT",
-	"y+SIzTyormNIkmGpz/oInKMCKhDBMeZKs3wjKajJm7RyQrRNJt4youo+YNXNRTROdNV1HweQ5cuJVEyQ",
-	"IeYMAYsguq9yF2qL2VRKX7Itcma2MTjrAO+x94zkVKRyWlOZjQgGzJMtaHRumJeRzGGkjI+YOay6Ms0M",
-	"uVSlUksYoVZF5Nc3/sGe2obCk/8Y1jarrO2zcePXJBuusxkXxee6wvHZwW2stP4wQmGy1dKeKPI63Xv6",
-	"dPe50yGfs3lE9vcIWJQJF0RpKlKap2RIFXt20K9f7m8vtv4/NED9ffvTl4P9q//62zWe1ZJHFH4lNqFK",
-	"IPLl2tEt1c2cs/mm+sJrOZC51FHgPcaZqvS5XWB2Ut9JzhtiQlMiBeutHbOwAEGCgeUGuD2k1LEXV/Pm",
-	"qqlRvGmXXu219Cei5c+VUk0TJjTLt2j9se3ehi9X4whctMLibYXl8upyB6tAyYMf8Dy0kCLkpXNCDPgg",
-	"1l0QV4cxbBjy5F7jXegHwkcTbaY3cCv0XHmz7N2oc/jb+ltr3tlC/IpKBcCjqAKHdy5F0qChYJAbWAce",
-	"VuwOpqN8PP4zHU3/1Jd/7GXnQlyO9/b1TA7nn9nBfiEv9ifyWfrn7Pc/LtleOpo+LT6PV8JkPR7IHcqn",
-	"WoaoxU7eN2L9roOMmXPJWOpFA41Ma0zYdyN0z8XFpkE6N2Vpb457PXlpOQC7Kz6B5kGc3WZqnZuLU7/X",
-	"MLh35lENTtZA7m41GF2wIXZvKh+Wbdx38HUREYvYoTJrCOqI0MhjaK45hYjE7qFecM0GZ8XOzn6CLeHf",
-	"DPIQbJr6qhaMZ/1DmjFvK88vGJ0x42HW7wWZsVyZgyYv3h8D32F4/Hibzvj2xe62zEFXiZstFMuDWyUn",
-	"gNIcNlv6NNZ4FyfFdEpzoBQQxbiix0cVkKdt+KOsB8e5c1h+jmtyGSWy+OLwU8hP7KoJsJvgssamsOvy",
-	"xd9OvHJJAx5cu9/AVX40B+rwPHxTIZsSI4VNoZvHx0tzmQ9B+lKW8YtVGouNY1B/l8NNpZmbirqYxHR9",
-	"NutnOfyAXa4+NXcYsoL/UbDChgLaEwPXrlas4Ke1RJa2OFplMQgSwNo9NQCm3HwIwn+Ww2uJNR64Vvda",
-	"zCxEeKTnYOf5s9VK+Jtd70ph3q12wQncBtYKJnu4Z3RVAe1ml8k+cz1IrN9pW2UvCz0rdEOH9ezp0/1n",
-	"S+Orl0TMrnwFdpTQJt+CC+SJ58q/qb+wdaYks5wp0H8ogn6VREuiJ1QTsFgdYYIIRRIqhNQu7JUHfIdX",
-	"O6WtJLfWMRsDPo6xG+gDmhDViDBoex43YgjaDRZGCbTMBmV61+/3Vqd3bd3UL2x5wPNmzFgus3o2CnM5",
-	"YVej22XbYOIQJHqxxe2NQqjwIh/DlGr/8qohF+ZGuiH5O+cLWAuMytmQK3AJEW5gxghTufLQ6gurz2h3",
-	"Y09xxcX86BKKb4AO/atbaeuISCH4HwWDdMrQ84hQyKo+J4pBfjfnUmydXn2F394Pq9x5d5e683pBVevj",
-	"G+94jtsYBx+6+3tFQEvrwuxSVtzKsdhUzrYPpi0re9MSrhXLRp4QWE3uHoDnPCuV7o9o4uLX1rN4oGFh",
-	"0N9aeiE3eRp1wN8A1G+Di/FR2kNzM+9sXqEyZXiY5qKRP5DR5eXxqw9+tsEpnZdpV0e5nB4RNp3puS3+",
-	"QMW83/H0zBWg7O704X/bPyxOkuQ5l19HwbhaZbixjKXl+YYyVttSoVmeU7OcrVkOcextbq/tC70MvMCd",
-	"Y3VONM9qU7rSLtH3NQAhCEsVK9G2dKznvL9hqOka7iqlm8o6alN/Cqs49WKHBjmjKuQm8q8J0iqXpMtL",
-	"rsx1hIb68lP/ega2UH4st6sFl1HjAW9uLr2BGvY6l4vBVzSc1hXq8sRlJgirJ7L53swGbGJ89LSsko0Y",
-	"9ATxXDUHns30718R0GFK7graujRTEv040IeRa1UlYOGK2INaz4R8w2iCEsXt3ixQIAjygROqg8x1/fn9",
-	"29hcS1x/I6GsIgg+EA7cVhzf4ImtD5ZhT/SVRoh2pRUveDofr+0WZNqudAvyJ7sVlsvHhg/Oc7UevCdx",
-	"o+d3I2S1iegsrOO/MJ7104pT/Ahgf1NYPhZJ/xbBdpmH5KqTg+IpAUbDpt1YCyxgjFc06MEwslViVpRH",
-	"uQWrsJbrlYtZnsPB1qOBYi9wCMEDBH3O5tzZZtZ5xUXII9gV0zMSQgLhvzY97EJiHNQ6DdbJSuwaVjbt",
-	"JhmBNS48o1tBOnDYD41t1k2KtPRm/ba1hECrE3u8xbZXGB9vRAhPq7yse0MHfRsv7Za4kyUJVJp7bKVU",
-	"cUtYfFWvvIxvK+L/Xa4z5/z1/t3b45f/PXj1+s2Lj29PT4i8sNkkhwXP9BYXRAqmeqh/N6/P28gTRTCD",
-	"GvTKwcudvL5g+dwWf6EirWUBmUD0vtXiU6fdd3r/CcuZp/QfyZwwGKxWiOZyIhVz85aVCkwf4G1LVdM3",
-	"DroN+FkXWhbDyNtyF5vaZfAur5/BZVHOr+o97Xy///3B7g97BzuBl1WaN3ZCcSv1RGDlkFD37hpDNbOC",
-	"eWvcueaQZZIwb3HLBgrmL16eMKwc+XlwZGct2n/29BrmolqypXbUu/8440PrwRhCEkdG+nbQAi03Q00R",
-	"YZliddxku/SOSAxsQXxYYgOW2ipWYCx8Yv5Lkonk1rfSWavqNqVqPS7JXZBLxiNZL6bUdwhqICFMbWRd",
-	"Fyos44P0U1vN0UHR050waqkZF12w3zdPve8uyqoN5bbGTtsZTpAPb16S5wdPv3cJnbCc0wcmxvSJIuyz",
-	"ZgLyHNhQ4DYGbBR+WlCJIFA3ygCwy6Ig5KWXuHiNkL6U6VbOsheiQU3NTow8T85AwXDWITTLGYX6XFxp",
-	"FXTdKxPnL4WhMmuW6xHgT4DA2IRPBJL4ROhr2KzIWDMC1E8XujVq96CGorXwKVNOBlzOLuOYVYcQXQ15",
-	"AFTJ8X3v7T82VPnXq/YtAJdg1b+qLGClXQbgYSxV/eWJ98sVH+w8D+bQNyihvrUTAzkuhdfiQhULEgmn",
-	"7MJVxFLbtWxga5WkwPV4ifIRLD+FX3c7+LwNjOZXYt1EHKPJ5CyzWmA+Fpir3KVr4aoM93ZWK7B6tM1W",
-	"t+dn0ghbDnL872ZMHL/CgI8cSrx3+XRaQH6tXp9gvUdbtNP8OyZaAj8uZ0OanLuSYOEMYaGsRiU2KnLe",
-	"dHE++CFEQZthzYuqcLj8Cy5e2t/JkdvoSykES3SNsPM0CdPueghzOKMf/OYqk2JNUptJ6wiTMECB3ZSR",
-	"WM6Y4Fhg3itNgl89VcIslyOe1euTtFwKzP/tb52dfX46NP+XgosB+/RlN9rd2QlrPStg2VvuIOBt3Kp9",
-	"lx63mshcY2kaH3RqAJHIfNYJmeE/+Xkn95+HV37iUJu7sYr3OjQEqOHwo8IfIcWBy+TNWdmq/Lts4NJC",
-	"li3KD65JYTC9+9mmN2z+6drqnAo18oarPrgmtEi57R+CQ99TLpQnHX81+GYk84T1yYtSUM44ACUXUL3o",
-	"nKUxhA9hPK+VnkHIvo5H3EpLus11uDEzd58Ocm3i5bFem+pubi/Pbnl4y5U67tSuk7Tm1BN5FEuKnOt5",
-	"CU1HhIFA70R5Q26VtfiBIEW6OCix/9k7iAwpszSx97AelhXgbZKzoTrWr9ND816lnDDufysvWZ5QxUjG",
-	"NKbcTPnYgAUVKZnMZxMmVET2DZdwsFNLzQmWcYOTUNWXmn/aGt84luExYLA++YgOeZD/yJGUOkUBE+cK",
-	"irIb7f9QZjIOUxY0g3kV59cV0J3hvPNRzCjHom88YWRvZ+/Z1u5u24y1xNIeGfx8KXPradhQiVgX5kue",
-	"ZVCttvvT61PixVdtT5HaepzU002DxeziQhimtGKFjGFrmbB8pd6aKNh2yb16wWv0Ao2cNcev2UWzfMoF",
-	"zQZTLgod9EFDhhGTPUG1X5uXEnPit+aA+oUstXlk7bD9zqEosmx1FhcYs7n7xhE2NhrYxMJ7PJWaZitq",
-	"LXxtVxSwy7QZj8A13tzuctf3EDYDrm0a3sxe6N//rVgNr2da9g3JmxgaP6p7MC031TGFyjdSx4T8jIIW",
-	"4mAVBceDnZhluXdZ+def8LGgusgDSh40pGHiHgut1kXNL3wK3lx8LFiKdFcvSduSQ5bnM3HO5jZH9s7+",
-	"XkRmRc5co16fnE5yxoitln54Js7EFolB2bnlBzBYDb4/Fzl+1fdan/IpU5pOZ/FhVTjT7QTKsMG6gVAa",
-	"xmZKM8MjfHY42R+rPKf4kMQM1/pfMRlJ5D+d638jAw1hIpHAk3ThcGaGERDjHpGjM0Ggx7ODLfPwYS0w",
-	"gaMENpe4lvBT35zDaeuzOX1M8aj4Z5JxwRT5XXKBK6JEcTHOGInPzkRMukISnVOe2VJ0pnkPdv/x9M3W",
-	"D3DUu30bV71lD2rrYjc+E3t9WBMUwsQc/REpZjOWE2DbuvH7dyence9M7Pdrp4x1JQn7TBOdzYk5c4is",
-	"qt+FWcghmVHDtglzHyPD9Eck/h+YhlJPmDku8kfBoHSZ41MANrf9AAOzhANcQgsIUCQ9E09rv9dAyjV5",
-	"hk2yki+dsM/k5B8vtvaePnP34xY/lGm1sa79EXVx9q4c7OW4C66IkNCtV14qVCWzKToVoeAPCquGR8UF",
-	"2d/Z8VkFwxuDQcnIJEY0n2IdfsPtlpX4zwQ+oqg2oCy04imzqedFKi+NiOWK9tfek6vTX4ImGOFTydQZ",
-	"RL5dsJyP5gvffZVSzMvYZLYfH+zskmZN//4ZFJ4wmAeX7Zy9DzuNJ1ihSDrjNpkL9/MstQwoDea3Kofn",
-	"pUwAGvwbJhIIJkHCvAKDT4FcA2gzcPs19+AfhSJGJuyTY038LSuHNBqAZQ7JHCnYussEaZBGp1tfbWAl",
-	"vSO8Ca/2n7L5PnVeKI3GG6BRIFsymsNJ2wOdaD2ravt6MRbtI3WO40Bdy3Msa0EHT2lq2CRATdi8HGUL",
-	"QzGQ64nXWmKhWP7P9bJHrMwVEZXJUCFdhFmgl2sDnyUVCeuTX1n1UCu0Xx7Gi/fHkUEG9dNRkIBXtLrW",
-	"ElqssekrAPSRDKvszGah7As8F8+0DbTju+/eeYv87jsPjZa1x3uHAMeXE4kJYgvRdLLokxf+owUiI85E",
-	"fbukG5tWMrcv7pD8CNshq0Gk1ydgkfMMR3TKVGVWOhNcozHJEBHzPOLPW0iw0ARVmUPxJVjUygRoMVVJ",
-	"iqp43ogoibaUEc/MBFZgFtmcQNpdp443l5iyJKM5S/skrqOvKlyIoDHRvgshsTtcwociM0tAp6Jyi8hE",
-	"OFbnu+/e5SnLzVUmE5acq+++OwTCe0K6VanQHvk//+t/++gE89yHECs2tadHoNE+CRjvsJ0ja7AJC/9j",
-	"atAZnpFLrw/j7JCmmTQyU8QHu/ukVbXHTuBVZNn6J5vjN6dfMn/UDYfWoQpPBky66rvv4CpiOsOKuFwK",
-	"Z8b7++/KkPGus5j3nDIoVCOJC1dc3SzaMhruAJ4ocvwKmlRm1dguo7EFc0GOQydSlNktzYjS0H0ipNgq",
-	"6yZhvRMpVEQmUsjC9gKoMAvBLqDF75NfDfjPaMIOSRcf1/GrqM6H5bLQjGg2nWVUs57hBjDMtKTLEGVq",
-	"yAoVqeM74Zu7bJc13EtCnTM1k0IxyK4IaAH+AWPG5QHorQ/MCCAsPTT0hcVHtfEdKSOUpHw0YrkvSyAj",
-	"8JyEC0rFffJSCuu44PooMzoMKIUdnXJMAAqKZTi6o/KNm0bsM0tAWULemQftFSxxO4SHbQbGnR8S6qrq",
-	"uyL7tgC6K+MMCAOOGCi9LucgdJQzNcEbsMdn8AwMDgYS6hI3AZnpUuFBOh5tic2gHdYVUnEPxCy8mYo3",
-	"ODSvwwwO+cHL5Iz4gjBzuGuMqBCm7uZSU83AWxE5DqzCUy7ZiEaZVLrnnCnbmzErUQR4HjOzgtBmVWS6",
-	"XEPsP5LXGJcXky7VJGNUabJ3QEB7bUXKchlmeDxPg+WOWpcBfKVdjvO+jAi4Rpdltr0S2/bBWvxiXio8",
-	"LGUEKKv3ZmmJ1BSQFhK79ofkrINUyrZFMnXWiavH5dxjMoqLzxlNsZQMVh1BmvzT69Nen/xScenxdzFg",
-	"u/hg7wcSLFoWH5FLRs+jiqEnMsfTpxmznXf3SMBtB10HQDIp76PhA+Rw2VuutMGohWIkKXIlczKjYy4s",
-	"5Y5Bg6L4nywm3d1+/+nOTlQaa3Z3dnpYJ6DSs8Swd7PMWc4uuCyUGY89USRuaGTiiMgZ/aNgPaCNrx3d",
-	"Vj7dNqepXJozj/w4vUCd+B96/ifU41Ebfiik2yTeBoMICeIwnrF154tIDEJmDFeGUgy2hjcGmDrJGXDb",
-	"NAMR1qoN3MKmhbZHCfjx0NZpAPYD8YqBVfMeu9wZxEA0M2AKA/bqA9YRw2H1GvCLTeRo8EtkWU4Pb5hT",
-	"8QgRvtn6+HZRW/JSbFVbK5dfp85uB1BSiWagWag6NRYOuogt2CxcYXkioik54ubhjMA4CBY6MioEEE4y",
-	"Nadkbgm9w0k5JOlOZAb6lqbJA8AU+CnE2e7QgYnsWRaQkRmfsYwLgF85M5w76kyEQppNKGjiq7oLIx+6",
-	"Sk0YsMW1TR3iXQCjUaRcsxRYwwYn0UMhOOMJE4pVaWI773M5yznTNueJ9YTqNDl9w9p7tl1X0BwFOkFn",
-	"vHPY2e/v9PfRyDUBdWBdm+LK+I1ZIDv9xzprCYeaU822bNlCSHaB8dalDw95UcsprErdhZnJUDBChbpk",
-	"Of7gCpxUOgPwHrJ1rN5//PHt8cvBxw9v4x65nFAN8O279ZoJuqB9iUqVhswJFfhWfX/fXgTrd0TD6qRw",
-	"MVA8g+X8wuYE8DlDS95lBuKcJpRcsizbwrnsrss9tVitEWhoxNxbijL86iuytw8WtxKajtPOYecnpqHc",
-	"ormvnE6ZBi/c39bP3AzkqNwC3HFDA2KYJ3Ngfad+ATVbpX2p+SSjdruVt7yd8enqE+QXQw7LtN/b2cEE",
-	"YcKgHsz/WPHvv1szZjX+Mt06HAmIw+1jMGAFAX8HOGFonHJh2z/S0k5ruuw9X93lVMpfqJh/cAYcWAUQ",
-	"xNV9QYCp6eU7h799ijrKJSHo/AuiUJDW+c7p6JANqWPMTfKceBYkTccKIjHHLgijRhc7hzZtOcxcf+81",
-	"RRXYQqQK1aWoiIYU4Pvpp+gBMlQpv0BgbIgfngbQvY29nZ2w7vCofK9eLyw42FZSVnJEqK4qiBGFOTkn",
-	"xcaVe3tsheF6WdXYiFANN2UkRX7cuhGImNksBLoCLsRdwYhlu/gIKBT0h6hXr93uDn6K28/e1RWo1dQo",
-	"PXx/lOn81t5SsJzBVd3qZEME7uw917YZeNcvrEu4p1G2gMOVByPw7Pd2du9tXR/K9Vwb4+Bql3dpkF3s",
-	"t7+63xuZD3maMoE91sBtL105YtNhd43d/CQFw8ZrrOc9qoROpXwLZZwfDON+8e0Fv326qmFgd6mGhUPr",
-	"Zw3dlGx0SULXQsDwSwD/uvLiQX7rZznE8MI506RM3hkRmaVl9dwjcMc0mGhK83PgOKakzPvZRi1G4Hth",
-	"pjaDd+7wUbtJwCFhAbG2yQGIOYX+Pb+HjcD7wcA0aKpvgqw5SnOEBNPNWgHV8Np1+rEYTJ2Y6twyNgHf",
-	"7S+/y+GAp1fbVTbdBrca2nzVZPtnOTxOIaNumPs4sWDicdOgbEJGA+gyqPWOGopGaISMQ/l6zEF5PINX",
-	"6j1Ah0+K4ZTrKn/q3ZBgL6nw/dJdSE4bfpm/y2FUHdq3QN4OVvf4Veo3Rn5/pIfXRDQf2EzmRuT9XQ5R",
-	"E4uv4vr0r5mpMowAXrG0QCBHY0m37qYQu3yTcQ+e+/4OSelcHdqMm5ylmILT06KDPshIBs7maz4gb85S",
-	"Eu/t7JEvZ51y1rMOqquuKoHCMgBODIMBylJUEMtxVGUzaHggxKGY9Dgi8cHe86Y4Yg0DH5jO51svRprl",
-	"sVPngzuIRtWVYJ81+Xj6kkx5Kvh4oknXqTasY0HjCI5QmOQOjZon2FuEAt/513Q3WLCVnXUtZLh3a/PD",
-	"pGW1ipAU4kz3XUNRrEji7Pm9bwBFPiIw4CQItU9Bjoisw/W6eMz73tBqV9HvDs9VniRqm5bFZMJ4rqlg",
-	"7epa2ZcnyhnxrJNCpWvvraeMfWlt06ZzoVgOsJxxgYIDxlwblAG/WRmbagL+pr0INe8oYrhMSA67tLTt",
-	"zqhMA/44UJSFvBC+mw1XXo1qTaZSoZn0iNiiGRGxdTSIzDFdqxTMqVpBn+JwZTXqwPY1uNX7agdCs473",
-	"3S0gwAri6/eKkNyVOqZReGgtLLh7Z/OHUWEZ5eXcJnhelurpVhaoGyDFu+f//rrYsIbx8Bqr58p9CHb4",
-	"DsOB1lQcO7PqNliyttiFy+gR1GH8yi5LXUWfvBOMQAfATtamz1Li5E9rOqtjwYRmGaZcC6gyzBpeX9hU",
-	"VZuJne/pmJ3wPxmUzFujLXpDmsYhO0k71GNNvqeR88uMv8LdEpyA4kwmNNsqvfciEqu50mwaR4QiAj9+",
-	"hcYvT1lFjl8tMvTQRMu8uXIvFq5bn/DfONu/u1qe/7tQ+b/P2bxXy5PZC5ahXLg72D+SE8/SHxHWH/dJ",
-	"jF5V/mHFizZSDrfIYAXhne3SsAvqZi647kIn0uaiXksdZgD1ne0UOAZwT8K3ZMifuTfrGWNovS1rHFoI",
-	"pgX0l7FedvllCyirua6YuxAaq+9tNvdd2gYrhLBI8fgCPFLAL8e0tXv+Bvj3eyQmJfkwh+iblv0j8xlm",
-	"8znIL1dZCII0xLMuL6IgrRyClXk78rwEIsLEBc+lQKxhHYice5bhU8qkBsDTqgmdMfAiKLGrYa9Z0Aj/",
-	"yjeC3xnserMsYLo8V+z/AOB7BfsfNstKe3DnfQwAXzOlRxACXQH6rTIjx0JIPEHdUdnQRp2XUOf90o1R",
-	"9Ip7keFpVFaM++RXWblrOcc8SpKMm74o2YW5nGO7xvflEu+J17lLTN3c1Gp8XR5vdaaPWHsh1tZhvKnn",
-	"1Tl6LynwDELiQD2NzdVCiw16CGsvqw/K5r6Tl9UVoIoALTw5u+CAr7vlv3Z7UenGbOCOJtrZgjDBFERW",
-	"AboHdz2bKIkAb0Io0Ub8AK6S6mp8W30OnzBkMAe9CNd9YvBs7U0SrggTST53uokcYmFFah0sXfAQ5MjJ",
-	"ijEqJzAAEzEGcuEhTFGaoqr8YwHlA6ptmg9mYyTguRtC3NynTXUYXq6KBZlXfuv4mbk+RR08SYixxzri",
-	"nfKbKmucQyCO4RD30bk1l9MtPWElLLaLeXRe4zRQq8BwpzYd2dI0YbMy2xfm56oK1SxPmWUrIEDCqavo",
-	"mujNlma4b31OE2YCCBZXlkYuVqP5GA082nhsM93rU7qwboNttg1trqJOIApgVVevi+uB5R2XFgd0vct2",
-	"sM+/mkfO16+FqvROaUpo2ynVoz43ID6Y42xNdm77i/vngKdXSKsypgMpDz6wqbxoki3IF6RV+RpUn3xg",
-	"I0DxqG022DuTybksdIzB3lyTS1lkKckYvWhyr9hLSFIoiElz9MrFc0FAhRnTUNiBFNkcIw4WEJA+eQWl",
-	"NsQYjht9HBrU5SBAUqDXbZOUdzNMcxRiHA9CZl3rXVDDL7eEM64eXRYeSGgzl3rnbz9arCzw8khmFNi/",
-	"GscZwXPGqjXw2pr0TkXlo3fqAy+gq7eAQ5RTrs3bM7vJWTYP6hEC7+3e5KuFTngOk1yXzP8FX9pDPJyf",
-	"mL67V1OKa5tpDVyyX+udV+gQ0YQoeWuQrol2lxOZ4ROzEaNco7gn2GVA5FPFjOWKpZjPb34mGM0zzvKy",
-	"qRTMJriwr7fse87YTIEQaNoFRcBSyDsT6C9zCZV3ya8gBpYxn7GR4iB0EkJngFj/9PqUJFSQIcblaSbI",
-	"kCbnhzYsyGZ9PBM2ATuEp3NMnmjpuZEg4ojETgLBxDYxSi0xpLyxZccjTPDL/ihohplvrAwJMpICTDTH",
-	"Gaq8uGfiTMQ1qSo+rNJs4uF4wd3Y5IjEX85Q9DrrHJKzTr/fP+tcxRjUm8B1HZFYFFkWn4kkYxSCtCJM",
-	"jYDV+mqcElck5cDUpKQLxRKAjym5Lybgt9is98UKcbhifjAmro5J3xf65pzL6Bd0M4puxuTcpfxcZofs",
-	"y3y8SJpeLhivI+FeW6b9l+XD7zdaZEO6FlWapxDeeXjp9pFT7Rzs7q0h2nph8m8gK8DNpOIfNpvyg4Pw",
-	"h2IQLKUl1OdwaxT3YUTqbYv1N3f8b/IXQV2y/5YNBWsT+qOQWhlc0CxDT5SmcyTF1M8B4nTDtOIkkEip",
-	"0i+2T04hid2WDRivAiG7uG0reTvC51MyO1PvTjUGpCsFI+OC5oaw55xm/M8yy1C5GozU722uXmgrDnCn",
-	"96g5+AZFokfa8K1rMRDKH0SFWSsx4Rmj23bhd7WW9+f/FvAcqi0asylwm2VjoeeSq4u9sZ+cLTq+YCkt",
-	"d+QqWBhtxguWg0Wb1luNLUx9l8iqVVF6qW28dv71ENFHI/liI7lsvKDSI7b2PfCSA8VhPGt4yHz7rl7r",
-	"755Nt5vD3MMYLOt1zxcaKx9tko82yY1fPMJOs4zw9V/9ujR8+0vDOfxqIVX/iekGnrgX+rIwyMNr82gf",
-	"+ArsA7cFutezBzRjFT6BG30yWVBELCvGkPGrrLbTUraH8yiCbNqWPD/O0huT0QdQ+m7+GnGj961XXQcf",
-	"FLCy9HbwwqOQ/KhAvV/6D0qwJhJ9AmYryKALkuADsAPb4LhTFmELeyc16XGVtlm64iOY1ndCU9KtUpXx",
-	"EagXqer1yUsqEoZ5OkHvKCRxU4PCMpmwtMhMp1J72SfvRMLIrMjHptsEkuvSHBwG0b5X5GM2sN9Czqsw",
-	"p49dXrndfgs6w3tjkx7R4TeuM0RAJ9R7RmkF6TdDKrfBqS20rtSwypAlcsoUid3aB9Zi6qLr8b1TzETy",
-	"X1AX/u/tYINxTg3WYDmX6ZGNZeQaK4TDCCS33pZgqcBMJS3NnbwUqk9O8DzRL6RMvdE+ZQ9rgZ2jcnzA",
-	"FOcpo2nGRSDEy87A/mOwVFQdmr3eR7z1n4q3HPCHGKPbwl/XYYq8zClLrSDHXruHzQGwmUWjWrezZ9yp",
-	"7bOcbbUxwTv5iAg/g0PnUZdza7aH9nNrpuioBeh5X+9RvRNkGlwaoSpWyEvk08UCSN9DDjbMSwR5KTHD",
-	"+5TyzCVbh1yOXnp99KxekO9I2vwEuettRjoyEkwrppZDkvbA0lzlBpiY4VJUmVbIVvOynqGkC0VNmEh7",
-	"CwPy/FwqX6U9p1rhA4WfVSe02JZzVF4n3jPAySWd301cyF/UbnP3CqZvyNADYMeqpEfDOXFOr9dCp7fD",
-	"xGx/8VKNrQhFC6IvJ5o5hAVJLClocTIpxmajrEyi1icfTDN0T7M9IpdLDSKSXba1ehI2X4By9V1cJsku",
-	"FcFuSkMRqCoXYjuhvZn/1vDlPXmLLUVedVL1GMP2FXNbCH0rcqBdByFEC424jUSBXwGEki5mK4DiR8BV",
-	"9R65+du1zN4ScN0O876GhbNcFDD716FuNnHguj6K77D5XyB5DexkDa882HDkRBYJpV0hggvLtD++wLuX",
-	"p9WDe0lc52XNZMaT+TI/offY4g6B3M6wyEkefi0TNR4ROoQi+LYQIRcTlvNAGiJ70erRn+ir8yd6opq3",
-	"6r0d+IWzsF+7/e0WFU8rY40xutgDP4S8Ku7VQmCziHlZv7RLIQqHlZkBva5Yd8f+DIoh7s6mF44Zjl1l",
-	"VYJhwA7nQywxVy4g+Mj3fkpZwlOm+uRfXE/SnF46I1jcwAcYWzAowwdiSDOgMyx7aYOPVKjUgLwUjYR1",
-	"zu52aYuaDaGkJToRTKvUn6zUq/VD8bcl9vmrOGDhhh4konU5nrVB2w7QH+10d5EM/NF7av3w09umGTfQ",
-	"ruHM22w0YpARYhm/9No1unvGqTlV4GW/pskES71ENVzuJaqt4tYhSQP+BFlFH8WG22OBdMXKcrAQJcxm",
-	"DLiEWqzMXBReAGpfRzlkZngItug6TyRnqpheIzZ7bWPgBzOB883BvCw1H57lOuU+8fvXw/agjH3YPzEB",
-	"XyvH2tkWWkooo242xLRhcZx3OXocSc/smMtLYO+OsPzTuu6NQd22OeBbjO76Wj2G8HIf+Y//VD8hBHTI",
-	"oFCVQX7YOKptu5Q7RG/H2umRwJ8QYlMMphgWmoyZbhZ8NkgG9qMwK4Ut3B1o2Scn+G800YUPdaVFzqag",
-	"UqUVrnJ3lIJ5qSe6gYqXPZvGKYhjQ7XgYIl3h+puX6qzSy7RwNcXUlPHsSUUPKLZ/1h3TASBryFMdRvq",
-	"WC6sh/BOIB81YzmUnkzpHLhjEpv/j4mWJNYyJlwkWaEMY9h1ld0OdrBGZy8if7JcKmyThrBOIyT2Iyxp",
-	"U7QDvd4Yzn0NzRM0PpX3x3/hngII4hXl2dycsXoU+W4pL3XbxxnOuLBg5d4Y/h14W/DDXQp0UOJLbSuW",
-	"jZapM8DIeWIa3SWQ2kVZi2qYgiUUI8qwNtlCN4NrwuGDF56pbc+DELyncNGj2iZWXPI2OmctrgpqzhjP",
-	"FrOfXcoc3bqwQGYEbq2Y78uyULbCkZFZlV9HTBqEjVGDzoghJIFlkyGbS0N1qrVbt6aQJ5cPfPeYMBwn",
-	"/4skDH9AT6jNwNrKHFvyUmxVFWeRe74W8C/nKt7InCR0RhPItJVRIUBNdCo1zTC3riqmytWdTUsKSbqa",
-	"5VMuaEamXBTgn54bBqUAqaqYAZ+S0jkEoQkzypSlvT6pZdEqa83AIp0RL8fA4ZyVJsJwoab7ZE6ib9Fv",
-	"xq7eXOUa9Z5YvlUThjV0hOpPte/Hrx5zXAXfOxy3PTYA/3p0pSHU1AK3HAFDvikL5L/vfLwNOkIoQ7vg",
-	"df/LUCbEKGm4cPTlRJKUpxAtilKBs4rX3Eiqon1dqnXOh4VmzozdqJf6RJHjV1iwiU4ZUYLO1ETq3oKS",
-	"sm4LfwE3NbeX1W/NtXx8SItKzBeK5f9k83ZR+dO214U7zXr03FoVl+GX9rsaN6osB+B2fJ9VkO8Uasdr",
-	"lW/1a/6jj2XOxlxpmwEYnC0fwXljcC6LBzZg2mqyu7Vj790Ypre/+AOiV/FQsfxinfynfsO/gldxtZ81",
-	"fIu9zT9qh+7pXVCB78AwIN75Xx/Pbyw/e4+lpULKx9tY6n3rnM0X17F9kSlJcjaTeds5siquDIGwZhyI",
-	"q533yQsoIA81S1LfT9DrPaGgt/YGcdMIKVhka8HQObi08HRBtVvYwj/Z/K9R5tbtZh2C5sr0f3th998K",
-	"FfPO2Kkq9YTx3CorNyNoy5Lq4FshMXQc4LSDs2JnZz+pngf87T7jCvCTrQvQel6q/rwignV2ApPURsMQ",
-	"6yqYfn/PSH2pnJLhHOreCpLJS5YnVDEypIrt7/UJJNOm5OQfL7b2nj4D2zC4oh463YvZolOXcO0XZifd",
-	"lUvqRURJVFRScplLMSYyJ1OuFES9VkOVTjw5H0/Kims+zKJpHCoCV924suV5ZzTHIg8rNJsupt8+1683",
-	"pN8u8KEi+u30J1i9d4FN4JzNvbo79s6sDjphj5H9d5mReY3d/CQF+1ai+tdC91Vq5wrBk66ayEsBELcJ",
-	"Wve+M6xHDRFNpus5m3c+XS1muba/nLP5qth+Rx3QmuOjJShLVYmwypl4QrH8jsCUaRp9zlCVWdJwPJYz",
-	"TIdmiZ05FhdVsjha/3Yw4X0F67vVLsZIj0H664ZDbIJCvjZUUEX7V6jgbiUyC3krxLESN2znEvJ9beyz",
-	"WJ9paUbHrMQPfrIQ6pIbRRVXBd7QoBd3TFRNzZ4UeV6XCyMcVRe5YKlDT2ZHQfQU8DoMIBw4kFtmvR6W",
-	"AbLC8yMT9K2kN/q2UV4ZmuWxP8N59eDvixf6XQ6Xq2x/Ng3+Amqdn+VwtULHnMaj7ubWdDfmOG+kaQ3S",
-	"S/SDgqhrM0E9tLoLTvtC6oH9msaY0jCRhQD3fsqF0iSe0s8D030wY/kgpfPYdN17jiF+A/Y5YSxlaRyR",
-	"+APT+XzrBeZPxoSDnzX4z055Kvh4ont98tIMD0m2rCMKqIOSqvhRSHfxsxx+rVqLn+XwYfQV5kwWkGjI",
-	"SpkaqHokxd8sKf6rKDD+HwOMhBpodPVYwdB0A/vqdGk49C/sLh2Hf2ELS8goI0IEPX+0/fmJIrnMwPmO",
-	"6/6jd0npq2kauZPi+cLwkA3hxIabL7YXQqy6bfXERaM3gqXRvoAD+THVmUzOFYaphbMG2JS8wRRBPW+z",
-	"NhcLTK5IIVKWkxg/Qv6VRioXw+5ixmG/o7U5VGljIJwPkmgOGcTtaSbIkCbnwTiUE3dSd/hyyjkWpQOx",
-	"v98wfdKjt1YFia5jebYbspUrUxXhIE8qqMPcRd1WyiIjuyHU2v33AqA9pXMDrWUnmZeQWyobfKA/IlTY",
-	"AhtgLXRaGTveoHxE4JtZrRfjWJEaNdcA8M1QkQFdzO9m5IyPIPlsK0VSKImQ957+KmmE3JYeJJHQurjD",
-	"GnIjQhVmIzRTzkmXKvLT61OLO/WETXuPYah3YaF7zDZ0K+oufcuovLUCWQt/c+tg+YVDU0WedQ4724BN",
-	"7DQhdbzvX6UVy0b9qmZI9VugtLrP/NV92r0RbMROoBp6LbBlIpWuqhxU03oj1QOLAwM261N4ff0Ut8uX",
-	"0swX5Y9SZtNpD4GxDKNgdFA1AAYttHu/WlLGX5Gu4mOxxasKEe6wDUgVs5nMNZkxOctYz99yu+Z/+Aq9",
-	"+6dFyjXJpL9m+Laga01I6gKg9siL98cRiT0ePkbXOi/bMyZjp9bO4O4XX0B4JhA3G0PDt/iQTOQU8gHK",
-	"rMA8Bb6ZOrJK58jqO6t9oUf61aer/z8AAP//",
+	"7L35chs3+ij6KijeqTKZaVLUYseWaupcxbIzyjixryXf1O8X+bDBbpBE1AQYAC2J8ejf8wDnEc+TnMIH",
+	"oBvdDW5a7YxqqiZWEzs+fPvypZXw6YwzwpRs7X9pTQhOiYB/vjnFY/3flMhE0JminLX2W6cTgqQSnI0R",
+	"YYqqOVJ4HCE1ISjlST4lTD2T6IIISTlDlKE/cq6I7LWilkwmZIr1kOQKT2cZae23zlq7Z61W1FLzmf5T",
+	"KkHZuHV9HbWOUzKdcUVYMn9zNaOCyOZifp0QBlNLxQVJkSAyzxTiI6QmVKJzMoePf+REKnRJswwNCRpx",
+	"MeZKEYbaH9++Rru7u6861eWNuJhi1dpvpViRrqJTElzhO55gs5DQISWCYGXWxHORkGcSffr4Ds2wmlRn",
+	"qw98HbVmWOApUfYivJP4F5k3Z9tGiqOd58/RTFCm8DAj6PDk9fExSiZY4EQPc4CwuYhUX16eqFyQtDui",
+	"JIMPlI3RlGAmzWHiKUFYIqokSjhThKke+plKqZv9n//1v1G81+8jWq5qcE7mA33MVJA01rujel0GllpR",
+	"i+Gp3qG3j67eSNRyfVr7SuTEP5S/CTJq7bf+n60SPLfMr3Krdh41YPkXmb+Hk8FZ86jcLwfoUoPOmF4Q",
+	"FiFBlKBEokuqJogqJMgsw/MmYG2ws5vvZPQzVslk6cPTLxNlWOqV4jRCpDfuofis9f1ZKy5vigsUfxfb",
+	"C9t5iWaCJJylVI9X3tYBuiT4XDeWCmfENt/ecU94MKVyqle05F5HXbPmZRcaeOBMz5jBEzpOdRsYXT+Q",
+	"cmzqNRrQ9OYwU53MzK/wOfkXmS+cXIP1ijlnWCkidNf/qVv/1u++wt0/P3/ZeXH9tzBaYxdUrdqza7LB",
+	"7JRdrDH7T3y4cNrf+XCD+XTr1fO9F2PM6J/L98u9Rre549pkev4PeExO6J+k+ZyOFZlKNCMCzfCYFLD9",
+	"R07EvFya/m0g9QD+IlIywnmmWvvb/X7UmuIrOs2nrf3n8Bdl5q/t4jwoU2RMRLGgU35OFhCNmJErNYBZ",
+	"lW4VG1pG9OO9oDyXq1cL/SrLneKrd4SN1aS1v2OX6P7eDl3aB8EvaErEwgub2QabgGc6WwNcPkk8Jm8F",
+	"nzZP5y0VUqFPp69RiucRoizJckkvFp7FSI+ybHEVIr94Nae8uZZ3OLiUA4QVmnKpkKaPKZ5LhEeKCBTr",
+	"xcSLVqr4rdZ5rTvLGWfScEg/4PSj4Xj0X5Z+63/i2SyjhmPZmgk+zMj0779Lw76s98A+mF5m0ibwOkYr",
+	"5UQixhUCumFYMccbonZM2QXOaDqwzeMIxQt5Cf2bbe49ik6vdR21XnM2ymjyaNtM7PyWb0hyIfQGpcKK",
+	"oHYss3w80BSGhXeYy+r+oJ/+MMuFRjoKC2VaSKIUZeNBxpNz+KIpu5s9NpyMxhHJBLMxQQnPMpo6dgYj",
+	"wS8RZlxNiCjXbplTrEqOb8r1BZmzfSMEFw95sIcM5YxczUiil0X09LCQt1wMaZoafPmQtwyQhjKcnFum",
+	"OOEzAtAr89GIJpQwNYCPcWROOnZQaz93IvTP09MPJ4hK5H5C7Xii1EyWEN4xspNPA3UHmcsZYSlJ9WUP",
+	"iebnUpIRBUMUP+reXCCMMjqlykyEkwk0gk8DcpUQAi3hOH/kjDz0SZbsDEowQ4yjjLMx0dtC+hEYlOA4",
+	"HgKynnsZ7qsgF/y88RUnCZmpYnO/cPWW5yx9yA3+wpHMk0kh5aF2zLgajPQ67LI+4HnGcXrK+Tssxg9+",
+	"/EOezpEBA4m20c/0B9SOZ2ZNA8X5INOrcmv1ZIS3mGYkfejlOmGiVCFII5lEhaAyxZkmigA5DSnFPUaL",
+	"jge2QWB/HwuS+3A7LHZHJZpW5bR2HBbQzMJPOf8Zs7ml7PIh1/xR0zPAJnDiAisysH/GnQMkCUHxR6LE",
+	"vHuouR3gczw1kvdTk5M6gR1LpDi6xFQFFSMl+wxMGcO5mhCm9H4f9vKsYB2VABihnJ0zfskiZPGWvk2L",
+	"rAwJsQjaYgecpoJIQ1EMhSmYJZxl/BK147y6QU3umSbqKYk07pxQptDlhCaTTu2gf/311+6h13WBCkHv",
+	"kyA1wQr5E0nUjn8gWACTgLPpP85agrAxPmtZhuOj/qt7QscMq1yQRis00htlyJfYn0kk6ZiVSjjZWaH7",
+	"0qdur0L/fpgoekEVKL1mgs+IUNSwuThRhkNZdpmu+yE0vo5ahkVKB6D5gnGolgMDSykYbSwEnuu/aRps",
+	"phdVqAFLxaal0b5M2mTeDd9PpBosGBx0j+trJEsp4rcWyGa2pTdLZE/OX3jjXD4Xg/Ph7yRReinVs2zc",
+	"x4INUHZhtaR2iyzPMjzUR2QEnUYPLRUNJMMzOeFqycV8aRGm5ezf7Ea4KETfjCc4G7jPGuDmUhEtDuYS",
+	"FFcUVD+aEfe2uuAc4dfIHGd1bctO6R018lftkBywFf9YB3pDwFjTE6xxsnXwgBU0BwpuakyY+okPmxtK",
+	"+HSKWfjqrYwxwGpdCF7wxkKA7SauTLNs7XdyIe4cGhcSPNyFy7mLtfgKzccHkDylailiWCRgHR9FKIb3",
+	"2nXvFUReeLAxag9xcj4WmptGl1ycG2YbGwIKgnInQliLEQIdH6E2ZohfMiKsXKSpkX7p6JzM3e94bExU",
+	"goypVAYDAlVajbtqGilNFauoJjbC3PGRU9tZMEXlUHqmzXHgguN7JpFuWqoAyAVhCk3wbEYYSYO7+qqx",
+	"p4ajNxeWmbsJwS8BMUjtC/r8W0tm+bgVtVIqZxmeD0AZ9znagB8gTkfSvBzLej6TKIZWMfBv5TVhpch0",
+	"ptAIRCwNqpdYopQwai5tJYAYeCy5DXKhBv3t35Pdq1fT7cn3Yu/iOXv5x87lC9JXr+YhMFjAthhsuopr",
+	"4blKuOFMVt7Ge9t2NbNjeOSB5ZGr69rp7/b6ve3t3d73oQVJhVUuw5fxz9PTD8g0MG8SZxlwuQmhF+a8",
+	"i3l2+gG1fdRSWkRWcq39ntq2D8i9ueWVF1OcSOMRNI55+Tu8E7JZvuqvglC9L6HXIUGZJ0ZP1opa5lFq",
+	"1ADvMYDj7DinJVRUj6du0FqH7a30aeD/ld19k0zwFaRklvE5qOBpaj03XKeq9pglRDC5FhqCg15vh9eB",
+	"2/gBq2RyaJV4IYxf/lIz4w8lERdwVhJRg1OHejCP4nnPN82NVmCBSAw90QSnaEgIQ25aNCQjLsiBls4n",
+	"lI0RI5eAp41PgDfVkPOMYNaAzGID/hJCYPk6o4SpE5IIYtQYqdEC4eyDdyIjnEnSUJwbb4WEwNUmMBCS",
+	"MFIP/SqoIl3OsvkBYuQCsJ7KhWUNqqd9gbOc1MyF2/2dveX2wqh1qed4z7K5ufj6GZhhQ5s+KiCyefWg",
+	"69YvYSxwQgYzIigPwME/+SUokxEGvUaaa2rq+oJGSdpbLBlG1P6RozT3GL+Syny/05/0p30ZIjGEXVDB",
+	"mVuvwxwzwdM8sYg4JRck4zNo8zlItvXLG1Ei1nykuqnHw0qUYCHmqB1/fPPLj4eDozcf3r3/r5/f/HI6",
+	"OD6yxgD9Dqu7Ivn2Oo95xjOazAfWuL0Sq3+A5keutR4gH2Y0GeQiq9JusHjsb22Bpqhnv/cSsM82VmH1",
+	"tQuUV0RcEFH6l1X32e9t9/prUNbiDipLrt5wuZBoATA2DywI5Ia9/AVbelMs9jCZEvSaixkvyPhyO71n",
+	"TP/tf56dXfX73bOzq+23Z2dX37/9/Pe/hQ7zzWhEEkUvyA8WQzUemmEG1rvrE9NWX5LDFSsQoGnnWI7g",
+	"ARVLPLb4+q6XWDBflKkXe62gV8ZN12wmbS4Z6GsGKDnAHvzOhytfV+Pm6iyCI+IDR8RvNqQWlgfkasaF",
+	"2rx/7eRWrS8yO6/NGjpgMC8ETs5KnsO5IlK/w0GK52sv+7hkCKb4agB6AHnT3nont12BFqdvtABesj8D",
+	"QZQ+aM70Sm4wWu0OvZPxFxmFj37pUgIHFbrrALO8iZNX1LLuEQFwAZMKSQdkimk2SPkUU7b+EZ0AGpWt",
+	"8oQG0xG+yStz3aXkN+kuiTQ2TnM3gwnPxe1v2l9UdYeLZowWHGjzVpcjhlbxwKMqpvTucinadTdz16Ri",
+	"Xd3PDSiGPrAqAwBI8P/FyZQ4lkjLno5YwQnXeILneyESrxsewU1Ux6+NXBlodwlz0f4Nd//sd199dv/o",
+	"fv7Sj15sX7vvnf9xdtbr/P0348oXvdi9DvMeNRq4gUzzBicT5EEGyshIIZ4rRNmECM3Vqyq3bHmwplTj",
+	"aG2dUVmLmgY61ehlgP9p3r0QXLzm6SKDrPHYn+JkQq2hF/ERwk6JCDyuFTZqrnOAluvecaBtDbvTBX/K",
+	"JfxQMzvD0HVPp1bUqnovabHCebtoGCNqwtOB/mQxhb6PuqsJTCbzmT5Dkg6mJKV4YPXEQReIkhkv3Dz0",
+	"ayv868AcZH0ByxMBfzrzd823qPrRWuurHz3JXe/GwqI9ldIh3ZvWd4vQq3MuWvpY+AUpkF7hkVViO+vY",
+	"B+KI5/rX8rQ6hGkgMd62OB1oid5o6s95rsztXWBq5Dug1UQwnAVl0H9a1Vf1nUzs12Uy6TOJjLyEPn18",
+	"VxW9nIhH8u3eGmJeDYHC5CG0eQeRLyAT+1EtKwNhICro5au97U6EJoQlBOUzM8/33riIG7XTJRWkehbP",
+	"R/3kBX5JurvJdtrdS3Zfdl+NnpPuzvD7dHu4Tfbwdr+OkL9fJu2dnV3tgLD3/ZsFct6xRV/OcztoPaEX",
+	"RAM7XSxeu19BztZHIemYdSkr9ApOmYKRIlKhEfhkw9DgQcIZHEVD4lqgevA0dAs5tfXNMUb1tci2cBNj",
+	"dMU0FHRuqFlhaDrb0ApDpczNdTXfUsbHlK1Sl2gko1HImhd7ianGOMZXB4HWW8pRnsF9VtRHN7jEmeCK",
+	"Jzxbw8UKoPSDaw/oYK31F2ZVNqJjq8NDcsIvGWrrHzIMgMkZQZeCKkWMhm+lDiBqAYHbEOTAhLjmZk90",
+	"28LI1dxm7Gmf4n00EnyKrJbv+OjNL6fHp/81+PDx/f9/fPTm40kcQeQXaHaRmgiejydwMIcfjn1+wWiq",
+	"a6qtzwvsZxWDSElwUirNP0P98lm68bNaquELxJC24zeneByvd5EhM5q19BbgWTy74jbcAdTevI9UCghZ",
+	"hKw8GI4a6DbwUH0No4edKme6gCZWcP1r6LuSw74DydjN6IkcsoF5K2Tt+Ypgo6KvLEwfyxZQMZMEEHTF",
+	"ctFfOXeJfNfZ9bFpfUs8V6KZtZCGaX0jVFN7CUsewUKYXwf87sSXqc6+PLaZuL4gsKNtbJhz3PsziS4n",
+	"PKuRrR7S+G5KpkPNTWL045tTa52TaEgkRPCoCZEEYc1xOaMkeBONmcbrEbj1zxSCWCMIHbK3G0Oz2Nxw",
+	"HBl/YTTNpY3JasrJK/nDYzMnaheEp3PXvN6j454Nbved00icEzKTfqi4Ge4AYYYMQDkDrURUHRg2OskI",
+	"Fvpv1AYSfjmhmTVROpM8lchR3s4qQ279zB/ZsFvltdcCo5W896aoPb351DcmCytZ8bt7Q/fDaq+7vmXc",
+	"832TtcUc9Lr3W/C6N+teZXlvNsZCFtgOcFCGQaUk0aTgJszvZnTd9ycOqIekWiwG13I0bJiKIWplWGo0",
+	"TNgyOWIzD6qbGJJ4WOqzPgLnRgEViOAYU6mI2EgKqvMmjSwXTZOJt4yovA9YdX0RtRNddd3HAWT5esIl",
+	"YWhosqCARdC4r1IXPGzywxS+ZF10prcxOGsB77HzAgnMUj6tqMxGyKQAQF1odK6ZlxEXMFJGR0QfVlWZ",
+	"podcqlKppMCQq3IMVDf+0Z7ahsKT/xjWNqus7bNx69fEa66zGWX5VVXh+GLvLlZafRihwN9KJNibdOf5",
+	"8+1XTod8TuYR2t1BYFFGlCGpMEuxSNEQS/Jir1e93N8Ou/9tDFB/3/r8ZW/3+h9/u8GzWvKIwq/EpogJ",
+	"RL7cOLqlvJlzMt9UX3gjBzKXDAu8xyiRpT63DcxO6jvJeUNMcIo4I521YxYWIEgwsNwCt4eUOvbiKt5c",
+	"FTWKN+3Sq72R/oQ1/LlSrHBCmCKii6uPbfsufLlqR+CiFRZvKyyXl5c7WAVKHvyA56GFFMYvnRNiwAex",
+	"6oK4Ooxhw5An9xrvQz8QPppoM72BW6Hnyptl70et/d/W31r9zhbiV6NUADxqVODwzjlLajQUDHID68BD",
+	"8u3BdCTG4z/T0fRPdfnHTnbO2OV4Z1fN+HB+RfZ2c36xO+Ev0j9nv/9xSXbS0fR5fjVeCZPVeCB3KJ8r",
+	"Oa8WO3nfivW7CTImziVjqRcNNNKtTQrCW6F7yi42DdK5LUt7e9zryUvLAdhd8Qk0D+LsJlPr3Fyc+r2C",
+	"wb0zjypwsgZyd6sx0QUbYve68mHZxn0HXxcRsYgdKvKgGB2RMfJomqtPIUKxe6gXVJHBWd7v7yamJfyb",
+	"QGaFTZN5VYLxrH9IPeZt5fkFozNmNMz6HaIZEVIfNDr8cAx8h+bx4y08o1sX21tcgK7SbDaXRAS3ik4A",
+	"pTlstvRprPEuTvLpFAugFBDFuKLHJxmQp234I68Gx7lzWH6Oa3IZBbL44vBTyE/sug6wm+Cy2qZM1+WL",
+	"v5t45YIGPLp2v4ar/GgOo8Pz8E2JbAqMFDaFbh4fz/VlPgbpS0lGL1ZpLDaOQf2dDzeVZm4r6pq0rOuz",
+	"WT/x4UfT5fpzfYchK/gfOcltKKA9MXDtasQKfl5LZGmKo2UWgyABrNxTDWCKzYcg/Cc+vJFY44Frea/5",
+	"zEKER3r2+q9erFbC3+56VwrzbrULTuAusFYw2cMDo6sSaDe7THJF1SCxfqdNlT3P1SxXNR3Wi+fPd18s",
+	"ja9eEjG78hXYUUKbfAcukCeeK/+m/sLWmRLNBJGg/5DI+FUixU26I7BYHZgEERIlmDGuXNgrDfgOr3ZK",
+	"W0lurWO2Cfg4Nt1AH1CHqFqEQdPzuBZD0GywMEqgYTYoEtZ+v7M6YW3jpn4mywOeN2PGBM+q2Sj05YRd",
+	"je6WbYOJQ5DoxRY3Nwqhwot8DFOs/Msrh1yYG+mW5O+cLmAtTFTOhlyBS4hwCzNGmMoVh1ZdWHVGuxt7",
+	"iisu5geXIn0DdOhf3UpbR4RyRv/ICSSIhp4HCEOe+DmSBDLWOZdi6/TqK/x2Xq5y591e6s7rBVWtj2+8",
+	"4zluYhzz0N3fKwJaGhdml7LiVo7ZpnK2fTBNWdmbFlElSTbyhMBycvcAPOdZLlVvhBMXv7aexcMYFga9",
+	"7tILuc3TqAL+BqB+F1yMj9Iem5t5b/MKFUnQwzTXGPkDGV1eHx999PMnTvG8SCQ7Enx6gMh0pua2nAVm",
+	"817L0zOXgLLd78H/tl4uTpLkOZffRMG4WmW4sYyl+PmGMlbTUqGIEFgvpzsTEMfe5PaavtDLwAvcOVbn",
+	"RPOsNoUr7RJ9Xw0QgrBUshJNS8d6zvsbhpqu4a5SuKmsozb1p7CKUy92aCAIliE3kV8nhla5JF1eumiq",
+	"ImOoLz71bmZgC+XHcrtacBkVHvD25tJbqGFvcrkm+AqHE9VCpaG4yARh9UQ235vegE31bzwty2QjGj1B",
+	"PFfFgWcz/ftXBHQmyXgJbW2cSW78OIwPI1WyTMBCJbIHtZ4J+ZbRBAWK275doEAQ5AMnVAWZm/rz+7ex",
+	"uZa4+kZCWUUM+EA4cFNxfIsntj5Yhj3RVxohmrVjvOBpMV7bLUi3XekW5E92JyyXjw0fnedqPHhP4jae",
+	"37WQ1Tqis7Bu/mXiWT+vOMVPAPa3heVjlvTuEGyXeUiuOjkoBxNgNGzajbXAAsY4wkEPhpGte7Oi4Msd",
+	"WIUVX68AzvIcDrbCDpSvgUMIHiDoczbnzjazzkvKQh7BrjyglhASCP+16WEXEuOg1mmwTlZi17C0adfJ",
+	"CKxx4RndCdKBw35sbLNuUqSlN+u3rSQEWp3Y451pe23i47UI4WmVl3Wv6aDv4qXdEXeyJIFKfY+NlCpu",
+	"CYuv6sjL+LYi/t/lOnPOXx/evzt+/V+DozdvDz+9Oz1B/MJmkxzmNFNdyhBnRHZsuQFWKXPzTCKTQQ16",
+	"CfByR28uiJjbcjaYpZUsIBOI3rdafOy0+07vPyGCeEr/EReIwGCV0jqXEy6Jm7eovaD7AG9bqJq+cdCt",
+	"wc+60LIYRt4Vu9jULmPu8uYZXBbl/CrfU//73e/3tl/u7PWjJcaOvRfb2y9evuhvv9zb+X735ct+pVpf",
+	"PxTVUk0TVkwIdf7ufKJ6RjFvf/17mbBIP+Zt7ObTBPMmL09UVsz7aum8uy+e38BMVUny1Iy295FCvG89",
+	"J0PI6UBL/Q5KoeVmKDFCJJOkihNtl84BioEdifcLLERSWw8MjJTP9H9RMuHU+nQ6K1nVllWuxyXXC3Ln",
+	"5kjWi2X1HZFqyM+kVLIuEyV28x/Lc1sX08HY834YpVWMmi7I8JvnGu4vuqsJ5bZaUdMJj6GPb1+jV3vP",
+	"v3eJpExhLCjj80wicqUIg/wKNgS5iXlrJbQWVEAIVODSAOyyNzB+6SVMXiOUMCWqkSvtkNWouN6JzPIx",
+	"OgPFxlkL4UwQDJXOqFQy6DJYJOxfCkNFti7XI8AXAWGziaYQJA+KjI9jvbZlxfhQPV3oVqsZZDQjjYVP",
+	"iXSy53I23YxZdgjR85DnQZmU3/ca/2NDU0O1/uECcAnWTywLLJZabQAeQlLZW57wv1jxXv9VMHe/RgnV",
+	"rZ1oyHGpwxYXyFiQwDglF662mNyqZCFbqxSGWY+XoN+A5efw624GvTeBUf+KrHuKY3AJn2VW+0zHzORI",
+	"d2liqCzCzJ21DKwtTXPZ3fm31MKlg5LG+xlhx0cm0ERAsfw2nU5zyOvV6SFTOdNWI9P/jpHiIAfw2RAn",
+	"5664WjgzWSibUoGNckHrrtV7L0MUtB5Ovaj6h8v74OK0/Z0cuI2+5oyRRFUIO02TMO2uhk4vKO2mf3Ol",
+	"1kx1V5vB68Akf4BSxSlBMZ8RRk2pfq8kivnqqTBmgo9oVq2L0nBl0P+32z07u3o+1P+XgmsD+fxlO9ru",
+	"98Pa1hJYdpY7Jngbt+rmpcctJ1woUxLHB50KQCRczFoh8/9nP9/l7qvwyk8canM3VvJe+5oA1RyNZPgj",
+	"pFZwGcQpKVoVfxcNXDrKokXxwTXJNaZ3P9u0ivU/XVslMJMjb7jyg2uC85Ta/iE49D30QvnZza8a34y4",
+	"SEgPHRYCekYBKCmDqknnJI0hbMnEEVupHYT7m3jirbTg2xyLGzNzD+mY1yReHuu1qc7o7vL7Foe3XJnk",
+	"Tu0myXJOPZFHkiQXVM0LaDpABBQJToWgya20lkYQpFDbDIrsf3b2Ik3KLE3sPK5nZwl4m+SKKI/16/QM",
+	"fVApJ4z73/FLIhIsCcqIMqk+UzrWYIFZiibz2YQwGaFdzSXs9SspQcEir3GSUTGm+p+2WroZS/MYMFgP",
+	"fTKOgJB3yZGUKkUB0+oKirId7b4sMiiHKYsxv3m1+9cV0J3BvvWJzTA1xeZoQtBOf+dFd3u7aT5bYuGP",
+	"NH6+5MJ6ONZUItZ1+pJmGdT9bf/45hR5cV1bU0NtPU7q+aZBanZxIQxTWM9CRri1TGe+MnFNFGy7CK/y",
+	"8hq9QJtn3QDW7KKImFKGs8GUslwFfd8Mw2iSTEHdZJsP0+Tib8wBdRNJavPX2mF7rX2WZ9nq7DEwZn33",
+	"tSOsbTSwiYX3eMoVzlbUePjarihgD2oyHoFrvL29577vIWx+XNskvZmd0r//O7FW3syk7RuwNzFwfpIP",
+	"YNKuq2NyKTZSx4T8m4KW6WD1BseDnUC1cPsuS7/+ogp4QBsBNjeTMMhCq3WN8wuugheZqQwOdFctSRcj",
+	"ILv0GTsnc5ubu7+7E6FZLohr1Omh04kgBNly6Ptn7Ix1Xc1yP3DCavD9udDxUc9rfUqnRCo8ncX7ZcFO",
+	"txMo/wbrBkKpGZspzjSPcOVwsj9WcU7xPoqJWes/YjTihv90IQe1zDeIsIQDT9KGw5lpRoCNO4iPzhiC",
+	"Hi/2uvrhw1pMOXZLCWwOc8Xhp54+h9PGZ336JrWkpFcoo4xI9DunzKwII0nZOCMoPjtjMWozjpTANLMl",
+	"8HTzDuz+0+nb7ks46u2ejefu2oPqXmzHZ2ynB2uCApymNkCE8tmMCARsWzv+8P7kNO6csd1e5ZRNPUtE",
+	"rnCisjnSZw4RXdW70AvZRzOs2Tam72Okmf4Ixf/DpL9UE6KPC/2REyiZ5vgUgM0tP7BBL2HPLKEBBEYk",
+	"PWPPK79XQMo1eWGaZAVfOiFX6OSfh92d5y/c/bjFD3labqxtfzS6OHtXDvaE2QWViHHo1ikuFaqh2dSg",
+	"EmHwQ4VVw6OiDO32+z6roHljMChpmUSL5lMq9V1rbneKM409SXrGzCOKKgPyXEmaEpvynqX8UotYKGfn",
+	"TI/ovydTetkDTTD+p5zIM4i4uyCCjuYL332ZyszLFKW3H+/1t1GtTEXcO4OCFxrzmGU7J/P9Vu0JligS",
+	"z6hNIkP9/E4NA0qN+S3L8HmpGoAG/2YSGASTL5l8BoPPgRwHxmbg9qvvwT8KibRM2EPHCvlblg5p1ABL",
+	"H5I+UrCxF4nZIH1Pu7rawEo6B+YmvJqD0uYZVSKXyhhvgEaBbEmwgJO2BzpRalbWFPZiO5pH6hzWgboW",
+	"51jUoA6e0lSzSYCaTPNilK4JATFcT7zWEnNJxL/Wy1qxMkdFVCRhhTQVeoFejg/zLDFLSA/9QsqHWqL9",
+	"4jAOPxxHGhlUT0dC4l/W6FpJpLHGpq8B0Ec8rLLTm4VyM/BcPNM20I7vvnvvLfK77zw0WtQ87+wDHF9O",
+	"uElMm7O6c0cPHfqPFogMO2PV7aJ2rFtxYV/cPvoBtoNWg0inh8Ai5xmO8JTI0qx0xqgyxiRNRPTziK+6",
+	"hmAZE1RpDjUvwaJWwkCLKQtSVMYRR0hyY0sZ0UxPYAVmls0RpPt16nh9iSlJMixI2kNxFX2VYUrIGBPt",
+	"u2DcdIdL+JhnegnGmanYomEiHKvz3XfvRUqEvspkQpJz+d13+0B4T1C7LFHaQf/nf/1vH52Y/PohxGqa",
+	"2tND0GgXBYx3pp0ja7AJC/9jrNGZOSOX1h/G6aO6mTTSU8R727uoUS3ITuBVgun+i8zNN6df0n9UDYfW",
+	"kcucDJh05XffwVXEeGYq8VLOnBnv779LTcbbzmLeccqgUG0mylxRd71oy2i4A3gm0fERNCnNqrFdRm0L",
+	"+oIch444K7Jq6hG5pvuIcdYt6jWZOiucyQhNOOO57QVQoRdiuoAWv4d+0eA/wwnZR23zuI6PoiofJniu",
+	"CFJkOsuwIh3NDZjw1oIuQ3SrJiuYpY7vhG/usl22ci/5tSByxpkkkNUR0AL8A8aMiwNQ3Y9ECyAk3df0",
+	"hcQHlfEdKUMYpXQ0IsKXJQwj8AqFC1nFPfSaM+u44PpIPToMyJkdHVOTeBQUy3B0B8Ub143IFUlAWYLe",
+	"6wftFUpxO4SHrQc2O99H2FXzd8X9beF1Vz4aEAYcMVB6VcyB8EgQOTE3YI9P4xkYHAwk2CWMAjLTxsyD",
+	"dHO0BTaDdqaekYw7IGaZmyl5g339OvTgkJe8SAppXpDJWO4aG1QIU7cFV1gR8JI0HIep/lMsWYtGGZeq",
+	"45w4m5vRK5EIeB49s4SQaplnqlhD7D+SNyYeMEZtrFBGsFRoZw+B9tqKlMUy9PDmPDWWO2hcBvCVdjnO",
+	"6zNC4JJdlPf2SnvbB2vxi36p8LCkFqCs3pukBVKTQFpQ7Nrvo7OWoVK2rSFTZ624fFzOPSbDZvGC4NSU",
+	"sDHVTgxN/vHNaaeHfi659Pi7GLBdvLfzEgWLpcUH6JLg86hk6BEX5vRxRmzn7R0UcNsxrgMgmRT3UfMB",
+	"crgM5COLUTXW3N3dfYUKR3ppny8z0h7IQvGpLUrw3zHIBwzx0UgSZYiLVVV3d/un2zv7/f5+v//fjist",
+	"5alY2TH+jMtZIQJtRsQUNP9Co6cRRAPrNejR9/p94K6oobMGUeqjsXt5R6XSe8klQUkuJBdohseUWS4k",
+	"Bm2QpH+SGLW3e73nejhneNru9ztmSaXOKIZ71DPPBLmgPJd6PPJMorimXYojxGf4j5x0gM6/cTyI9HkQ",
+	"DRnSpYrzSKnTcVQZmX3PlwZ7/HbNpwa164yIxoaMg2hv4MW6JkYoBoEZbi02EplpDfgCDjMRBCQHnIE4",
+	"blUgbmHTXNmjBFy/b2tdACtlcKR+dxq3tKkz7oGYqZ8cDNipDlhFcvvlyzZfbDJMjSsjyz57OFCfikdU",
+	"Df6pjm8X1eWXrFturVh+ldNwO4CyVDgDLUnZqbZw0Kt0YbNwhcWJsLoUbDYPZwSGTrA2olHOgAlAU31K",
+	"+paMhz0qhkTtCc9Ad1Q33wCYAm9o6I87dGCIO5adJWhGZySjDOCXz7QUYvQ/TBr+A2GwKpS1K0Y+dBVa",
+	"PWDxK5vaN3cBTFOeUkVSYHNrXFHHCPQZTQiTpEy12/og+ExQomzeGOvV1apLLVpM8ezUrii8EU4ZntHW",
+	"fmu31+/tGoPdBFSbVc2QK4U4JoEM/5+qbDIcqtB4z5Z+hIQhJma98EdCh5W8zLLQw+iZNDVGmMlLIswP",
+	"rkhMqf8ATyhbC+zDpx/eHb8efPr4Lu6gywlWAN++i7KeoA2apKhQzwDCNW/V913uRLB+RwCtfs0sBgqQ",
+	"EEEvbF4Fn8u1rArPQDRVCKNLkmVdM5fddbGnBts4Am0Tm3tLkZr3PkI7u2A9LKDpOG3tt34kCkpW6vsS",
+	"eEoUeBT/tn72ayCtxRbgjmvaHM0I6gPrOVUSqAxLTVLFv9po6hu535tZs64/Q442wy3q9jv9vkmyxjTq",
+	"MTk0S1nkd2uSLcdfZieAIwHRvnkMGqwgaHLPTBgap1jY1g+4sDnrLjuvVnc55fxnzOYfnTEKVgEEcXVf",
+	"EMYqNobW/m+fo5Z0iRxav0Ikj6F1vqO9cS6H9Dv6JqlAnjVM4bGEaNaxC2Sp0MXWvk39DjNX33tF6QZ2",
+	"HS5DtT1KosEZ+LH6aY6ADJWKPBB+a6KUp810b2On3w/rQQ+K9+r1MkUbmwrXUiYK1aYFkSjXJ+ck8rh0",
+	"1Y+tYF8tTRtrcbDmcm1IkR/7r4U7ojcLwcKAC82uYMSiXXwAFAr6Q+Sw1267bz7FzWfvajNU6pIU3so/",
+	"8HR+Z28pWBLiumpBs+EO9/aeK9sMvOtD697uacct4FDpwQg8+53+9oOt62OxnhtjHLPa5V1qZNf0213d",
+	"7y0XQ5qmhJkea+C2166ks+6wvcZufuSMmMZrrOeDUW+dcv4OSmE/Gsb94ts+fvt8XcHA7lI1C2csuRV0",
+	"U7DRBQldCwHDLwH860q0B/mtn/jQhGjOiUJFAtQI8SwtKhAfgGupxkRTLM6B45iiIndqE7Voge9QT60H",
+	"b93jo3aTgHPFAmJtEywgfQq9B34PG4H3o4Fp0O2gDrL6KPURIpOy1wqomteu0o/FYOrEVOdisgn4bn35",
+	"nQ8HNL3eKjMS17jV0ObLJls/8eFxClmJw9zHiQUTj5sGxZlhNIAug4ryoKY0hUaGcShejz4oj2fwyuUH",
+	"6PBJPpxSVeagvR8S7CVmfli6Cwl+wy/zdz6MykP7Fsjb3uoev3D1VsvvT/TwhojmI5lxoUXe3/nQaJXN",
+	"q7g5/atn+wwjgCOS5gbIjeGnXXW5iF3OzrgDz323j1I8l/s2ayklqUlj6lkEQB+kJQNnv9YfDG9OUhTv",
+	"9HfQl7NWMetZy6irrkuBwjIATgyDAYpyXhCXclBmhKh5U8ShuP44QvHezqu6OGKNHB+JEvPu4UgRETvT",
+	"BLi2KKO6YuRKoU+nr9GUpoyOJwq1nWrDOknUjuDACJPUoVH9BDuLUOB7/5ruBws2MtyuhQx37mx+mLSo",
+	"+BGSQpwbQltTFCuSON+EzjeAIp8QGHASCNunwEeIV+F6XTzmfa9ptctIfofnSq8YuYWLgjxhPFdXsLZV",
+	"pXTOM+kMktbhotS1d9ZTxr62dnbdOZdEACxnlBnBwcSPa5QBv1kZGysEvrOdyGjejYjhskk57NLQtjsD",
+	"OQ74FkFhG3TIfJchKr063wpNuTQm3wNkC49EyNYiQVyYlLecEadqBX2Kw5XlqAPbV+NW76sdyJh1vO9u",
+	"AQFW0Lx+r5DLfaljasWb1sKC2/c2fxgVFhFrzgWEiqLcUbu0QN0CKd4///fXxYYVjGeusXyu1Idgh+9M",
+	"aNOaimNnVt0CS1aXXLjsJEEdxi/kstBV9NB7RhB0AOxk/RNIipz8aU1nVSyY4CwzaesCqgy9hjcXNt3X",
+	"ZmLnBzwmJ/RPAmUH12hrPDt145CdpBm2sibfU8ubpsdf4ToKDk1xxhOcdQtPxAjFci4VmcYRwgaBHx9Z",
+	"b4NSWYWOjxYZenCiuKiv3Ivra1cn/LeZ7d9txc//nUvx73My71RyjXaCpTwX7g72b8iJZ+mPEOmNeyg2",
+	"HmL+YcWLNlIMt8hgBaGqzfK6C2qPLrjuXCXc5vNeSx2mAfW97RQ4BnC1Mm9Jkz99b9bLR9N6Wxo6tBCT",
+	"WtFfxnoZ+pctoKiIu2LunClTwXCzue/TNlgihEWKx0PwSAEfI93W7vkb4N8fkJgU5EMfom9a9o/MZ5j1",
+	"5yC/XGZUCNIQz7q8iII08jCW5u3I8xKIEGEXVHBmsIZ1IHKuZppPKRI0AE8rJ3hGwIugwK6avSZBI/yR",
+	"bwS/N9j1ZlnAdHlu5f8BwHcE+x/WS3N7cOd9DABfPT1JEAJdEf9ukV1kISSeGN1R0dBG0BdQ5/3Sjo3o",
+	"FXcizdPILB/30C+8dNdyToYYJRnVfY1kF+Zyju0aPxRLfCBe5z4xdX1Tq/F1cbzlmT5h7YVYW4XxppqX",
+	"5+i9pMAzCIkD1ZQ81wstNsbbWXkZioxs7jt5WV2BUREYC48gFxTwdbv413YnKlyyNdzhRDlbkEmWBVFi",
+	"gO7BXc8mfULAmyCMlBY/gKvEqhzfVvAzTxiywINehKoe0ni28iYRlYiwRMydbkJAXC9LrYOlC4SCfD9Z",
+	"PjbKCRNMajCG4cJDmKIwRZW51ALKB6O2qT+YjZGA524IMYCfN9VheHk3FmSR+a3lZxn7HLXMSUK+AFOL",
+	"vVV8k0WdeAgq0hzirnFuFXzaVRNSwGKzIErrjZkG6j1o7tSmVlua8mxWZC4zucbKYj/L03/ZKhKQPOs6",
+	"uiF6s+UtHlqfU4eZAII1K0sjF3dSf4waHm1suZ7uzSleWPvCNtuCNtdRKxDRsKqr18X1MCUylxZYdL2L",
+	"drDPv5pHztevhSr1TmmKcNMp1aM+tyA+Jl/bmuzc1hf3zwFNrw2tyogKpG/4SKb8ok62IPeRksVrkD30",
+	"0QuyMNg748k5z1VsAtepQpc8z1KUEXxR515NL8ZRLiG+ztErF5sGARV6TE1hB5xlcxNxsICA9NARlCth",
+	"Yzhu4+NQoy57AZICve6apLyfmZRNIcZxL2TWtd4FFfxyRzjj+sll4ZGENn2p9/72o8XKAi8nZoaB/atw",
+	"nBE8Z1P5B15bnd7JqHj0Tn3gBad1FnCIfEqVfnt6N4Jk86AeIfDeHky+WuiE5zDJTcn8X/ClPcbD+ZGo",
+	"+3s1hbi2mdbAJS623nm5ChFNiPi3BumKaHc54Zl5Yjb6lSoj7jFyGRD5ZD4jQpLU5CacnzGCRUaJKJpy",
+	"RmxYpH29Rd9zQmYShEDdLigCFkLeGTP+MpdQvRj9AmJgEb8aaykOwkAhdAaI9Y9vTlGCGRqauDxFGBri",
+	"5HzfhgXZDJZnzCaTh0BMahJBWnquJYg4QrGTQGwop5FaYkjfY0u3RyZZMfkjx5nJ4mNlSJCRJGCiuZmh",
+	"zPF7xs5YXJGq4v0yZag5HC9Q3TQ5QPGXMyN6nbX20Vmr1+udta5jE6CcwHUdoJjlWRafsSQjGIK0IpPm",
+	"wVQ8rHBKVKKUAlOTojYUfgA+puC+CIPfYr3ewxXicMn8mJi4Kib9kKvbcy6jn42bUXQ7Juc+5eci02WP",
+	"i/EiaXq5YLyOhHtjmfZXy4c/bLTIhnQtKjVPIbzz+NLtE6fa2tveWUO09UL+30KGg9tJxS83m/Kjg/DH",
+	"YhAspUXY53ArFPdxROoti/U3d/yv8xdBXbL/ljUFaxL6g5BaGVzQLEOPpMJzQ4qxn8/E6YZxyUkYIiUL",
+	"v9geOoWEfF0bMF4GQrbNtq3k7QifT8nsTJ171RigNmcEjXMsNGEXFGf0zyJjUrEaE6nf2Vy90FQcmJ0+",
+	"oObgGxSJnmjDt67FMFD+KCrMSrkMzxjdtAu/r7R8OP+3gOdQZdEmmwK1WTYWei652uIb+8nZwu0LltJw",
+	"Ry6DhY3NeMFyTAGq9VZji3vfJ7JqVOVeahuvnH81RPTJSL7YSM5rL6jwiK18D7zkQKEbzxoeMt++r9Yt",
+	"fGDT7eYw9zgGy2rt+IXGyieb5JNNcuMXb2CnXor55q9+XRq+9aXmHH69kKr/SFQNTzwIfVkY5OG1ebIP",
+	"fAX2gbsC3ZvZA+qxCp/BjT6ZLCiIluVjyPhVVA5qKNvDOSFBNm1Knp9m6a3J6CMofTd/jWajD61XXQcf",
+	"5LCy9G7wwpOQ/KRAfVj6D0qwOhJ9BmYryAYMkuAjsANb4LhTFJQLeyfV6XGZgpq7QiomRfEEp6hdpiqj",
+	"I1AvYtnpodeYJcTk6QS9I+PITQ0Ky2RC0jzTnQrtZQ+9ZwlBs1yMdbcJJArGAhwGjX0vF2MysN9Czqsw",
+	"p49djtxuvwWd4YOxSU/o8BvXGRpAR9h7RmkJ6bdDKnfBqS20rlSwypAkfEokit3aB9Zi6qLrzXvHJhPJ",
+	"P6DG/d+bwQZjgTXWIILy9MDGMlJlqp3DCEhYb0uwVJhMJQ3NHb9ksodOzHkav5Ai9UbzlD2sBXaO0vHB",
+	"pGtPCU4zygIhXnYG8h+DpaLy0Oz1PuGt/1S85YA/xBjdFf66CVPkZU5ZagU59to9bg6AzSwa5bqdPeNe",
+	"bZ/FbKuNCd7JR4j5GRxaT7qcO7M9NJ9bPUVHJUDP+/qA6p0g0+DSCJWxQl4in7Yp5vQ95GAzeYkgL6XJ",
+	"8D7FNHPJ1iGXo5de33hWL8h3xG1+AuF665EOtATTiKmlkKQ9sDRXuQEmJmYpskgrZCuTWc9Q1IYCLYSl",
+	"nYUBeX4ula/SnlOu8JHCz8oTWmzLOSiu09wzwMklnt9PXMhf1G5z/wqmb8jQA2BHyqRHwzlyTq83Qqd3",
+	"w8RsffFSja0IRQuiLyeaOYQFSSwxaHEyzsZ6o6RIotZDH3Uz455me0QulxpEJLtsa9UkbL4A5eq7uEyS",
+	"bcyC3aSCglZlLsRmQns9/53hywfyFluKvKqk6imG7a8kERlwXZE07SYYJFpo9a1lFvwKQBq1TXoDqJYE",
+	"bFjnif2/W1PuHQHX3XD7a5hEi0WBdHATcmgzDa7r1PjeNP8LZLuBnazhxgcbjpyMw6GuLYR8mRr1Ty/w",
+	"/gVw+ehuFTd5WTOe0WS+zLHog2lxj0BuZ1jkVQ+/FpkdDxAeSsKUq1xI2YQIGshbZC9aPjkgfXUOSM9k",
+	"/Va9twO/UBJ2hLe/3aGmamVwsglH9sDPQF4ZKGshsF7BvSh42sYQtkOKVIJeV1Oox/4MmiTqzqYTDjKO",
+	"XVlZZOKGHc6H4GMqXQTxge8ulZKEpkT20K9UTVKBL53VLK7hAxOMMCjiDWLIS6AyUyfTRivJUG0Cfslq",
+	"Ge6coe7SVkEbQg1M43UwLXOFkkIR1wsF7BbY56/isWU29CghsMvxrI3ydoD+ZNh78s/6xgJc75rI3EJ/",
+	"Z2beIqMRgZwTyxisN67R/XNa9akCqOANTiammExUQf5eKtwyMh7SQJifIG/pk5xxdzyTKnlfCjaohNic",
+	"BJdQ7ZXoizIXYPS7IwG5Hx6Dj7rJExFE5tMbRH+vbW78qCdw3j8m80vFS2i51rqH/P7VwEAo+h/2gEzA",
+	"m8vxgraF4hwKtesNEeVq/Zc+TdwzbAp+CfzggSkwta4DZVB7rg/4DuPHvlafJHO5TwzLf67eXQM65Ggo",
+	"Cy0/bqTWll3KPaK3Y+UUT+CxCNEvGlMMc4XGRNVLSmskA/uRJu+FLQ0eaNlDJ+bfxggYPtSVNj+b5EoW",
+	"dr7SoZIz4iW3aAdqanZsoqggjg1Vm4Ml3h+qu3sx0C65QANfX9BOFccWUPCEZv9jHT4NCHwNgbBbUClz",
+	"YcWF98zwUTMioLhliufAHaNY/3+MFEex4jGiLMlyqRnDtqsdt9c3VUA7EfqTCC5NmzSEdWpBt59gSZui",
+	"Hej1VnPua6iqoPEpfzj+y+wpgCCOMM3m+ozlk8h3R5mvm17UcMa5BSv3xszfgbcFP9ynQAdFxOSWJNlo",
+	"mToDrKInutF9AqldlDXBhilYgk3Mmql+ttAv4YZw+OilbSrb8yDE3FO4rFJlEysuecu4fy2uO6rP2Jyt",
+	"ya92yYVxHDMlOCNwnDUZxSwLZWsoaZlV+pXKuEbYJi7RWT0YR7BsNCRzrqlOuXbrOBXyFfOB7wFTkpvJ",
+	"/yopyb8hX6vN3oEVUrr8knXLIriG3b7Ra1nOhrzlAiV4hhNI/pVhxkCvdMoVzky6X5lPpSuFmxYkFbUV",
+	"EVPKcIamlOXgMi80R5ODGJbPgLFJ8Rzi4pgeZUrSTg9VEnsV5W9gkc5MKEwssyCFETJcO+ohuZnoW/TM",
+	"savXV7lGCSoiuhXpWUFHKEhV+X589JR2K/je4bjtsQH4VwM+NWXHFrj5CDj4TXkm/32L8RYoFaEy7oLX",
+	"/asmZQajpOFa1pcTjlKaQgCrESOc3b3iqFLWEWxjpQQd5oo4Q3mthOsziY6PTA0pPCVIMjyTE646C6rc",
+	"ui38BRzh3F5WvzXX8ukhLap6n0si/kXmzTr3p02/Dnea1YC+tYpAwy/NdzWuFX4OwO34IQsz3yvUjteq",
+	"KEuZVDjLXOgkZUiQMZXKJiUGd84ncN4YnIt6hjWYtqrvduXYO7eG6a0v/oDGb3koibhYJyWr3/Cv4Ldc",
+	"7mcN72Vv80/qpAd6F5iZd6AZEO/8b47nNxa4vcfS0DmJ8ZapPt89J/PFpXUPM8mRIDMumu6XZb1niM3V",
+	"40Co77yHDqGmPZRRSX1PRK/3BIOi2xvETcM4I5EtT4Pn4AND0wUFeGEL/yLzv0blXbebdQiabgpn/s1l",
+	"AvhWqJh3xk63qSaECqvd3IygLcvzY94KiqHjwEw7OMv7/d2kfB7wt/tsVmA+2VIFjeclq88rQqb0T2CS",
+	"ymgm6ruM79/d0VJfyqdoOIdSvAxl/JKIBEuChliS3Z0egvzeGJ3887C78/wFGJPB2XXf6V70Fp26hCq/",
+	"Vjxqr1xSJ0KSG80mRpeCszHiAk2plBCIWw5VeP0IOp4UReB8mDW2dChSXHaj0lYMnmFh6k6sUIW6NAP2",
+	"uX69WQbsAh8ryYCd/sQUFF5gRDgnc68UkL0zq7ROyFOygftMEr3Gbn7kjHwriQbWQvdltukSwaO2nPBL",
+	"BhC3CVr3vhNTIhtipnTXczJvfb5ezHJtfTkn81XpBhx1MOYfHy1BpaxShJXOJhRKL+AITJE50ucMZZG4",
+	"zYxHBDEZ2iyx08fi4lYWJxC4G0z4UPkD3GoXY6SnvAH3FnCxCc752nBHmYCgxB33K8JZUF0hvxXIZEtw",
+	"yFm2sVdkdaalWSmzAqH4CU+wS9AUlWwY+FuDIt1xXRW9fJILURUkIzOqygUjqcNnekdBfBbwawxgKDiQ",
+	"O+bVHpdjstL2E9f0hPIeAuUVwV8evzSclw/+oZin3/lwuY73J93gL6AH+okPV2uA9Gk8KXvuTNmjj/NW",
+	"qtkgvTSeVhAIrieoRnu3ISyAcTWwX9PYpGVMeM4ggABTJhWKp/hqoLsPZkQMUjyPddedVyaIcECuEkJS",
+	"ksYRij8SJebdQ5MD2iRNvFLgoTulKaPjier00Gs9PCQKs54roD9KygJOIWXHT3z4tao5fuLDx1Fw6DNZ",
+	"QKIhs2aqoeqJFH+zpPivovH4/zQwIqyh0dWUBcvULQyy06UB1z+T+3RN/pksLIMjtQgRdBVS9udnEgme",
+	"gbceVb0nd5TCuVM3cidFxcIAlA3hxAa0LzYwQjS8bfXMxbvXwrGNQcIM5EdtZzw5lyYQLpyXwKYVDmYt",
+	"6nibtelhYHKJcpYSgWLzEVLC1LLLaHbXZE32O1ojRZnJBgIGIRHokEBkoCIMDXFyHox0OXEndY8vp5hj",
+	"UYYS+/stMzo9uXeVkOg6Fme7IVu5MnuSGeRZCXUmnVK7kUVJy24Gau3+OwHQnuK5htaiExcF5BbKBh/o",
+	"DxBmtkgImBedVsaONygeEThzlus1kbKGGtXXAPBNjCIDuujf9cgZHUEC3UbWplBeI+89/VUyG7ktPUpu",
+	"o3Vxh7X8RghLkyBRTzlHbSzRj29OLe5UEzLtPAW63odJ7ymf0Z2ou9Qdo/LGCnglwM6tg4gLh6ZykbX2",
+	"W1uATew0IXW875ClJMlGvbLuSflboDy8z/xVneC9EWyIT6CieyUSZsKlKis1lNN6I1VDlwMD1mtseH39",
+	"rLvLl1LPSOWPUuTraQ5hgh9GwXCicgAT5dDsfVT3idPdi1R9bUnHrEvLKhfusDVI5bMZFwrNCJ9lpONv",
+	"2Q7ULQZacIXe/eM8pQpl3F8zfFvQtSIktQFQO+jww3GEYo+Hj40vnpeA2iSUx9bO4O7XvIDwTCBu1oaG",
+	"b/E+mvAppCjkWW4yIfh27cgqnSOr7yz3ZVzYrz9f/98AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -6510,6 +6510,11 @@ func (r GetHomeResponse) ContentType() string {
 	return ""
 }
 
+// RegisterInstallationResponse401Headers the declared response headers of an HTTP 401 response for RegisterInstallation
+type RegisterInstallationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RegisterInstallationResponse429Headers the declared response headers of an HTTP 429 response for RegisterInstallation
 type RegisterInstallationResponse429Headers struct {
 	RetryAfter *int
@@ -6538,6 +6543,8 @@ type RegisterInstallationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RegisterInstallationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RegisterInstallationResponse429Headers
 }
@@ -6621,6 +6628,11 @@ func (r RegisterInstallationResponse) ContentType() string {
 	return ""
 }
 
+// ListAgentJobsResponse401Headers the declared response headers of an HTTP 401 response for ListAgentJobs
+type ListAgentJobsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListAgentJobsResponse429Headers the declared response headers of an HTTP 429 response for ListAgentJobs
 type ListAgentJobsResponse429Headers struct {
 	RetryAfter *int
@@ -6641,6 +6653,8 @@ type ListAgentJobsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAgentJobsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAgentJobsResponse429Headers
 }
@@ -6704,6 +6718,11 @@ func (r ListAgentJobsResponse) ContentType() string {
 	return ""
 }
 
+// SubmitJobResultResponse401Headers the declared response headers of an HTTP 401 response for SubmitJobResult
+type SubmitJobResultResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // SubmitJobResultResponse429Headers the declared response headers of an HTTP 429 response for SubmitJobResult
 type SubmitJobResultResponse429Headers struct {
 	RetryAfter *int
@@ -6732,6 +6751,8 @@ type SubmitJobResultResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubmitJobResultResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SubmitJobResultResponse429Headers
 }
@@ -6815,6 +6836,11 @@ func (r SubmitJobResultResponse) ContentType() string {
 	return ""
 }
 
+// SubmitObservationsResponse401Headers the declared response headers of an HTTP 401 response for SubmitObservations
+type SubmitObservationsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // SubmitObservationsResponse429Headers the declared response headers of an HTTP 429 response for SubmitObservations
 type SubmitObservationsResponse429Headers struct {
 	RetryAfter *int
@@ -6839,6 +6865,8 @@ type SubmitObservationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SubmitObservationsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SubmitObservationsResponse429Headers
 }
@@ -7009,6 +7037,11 @@ func (r AcceptInvitationResponse) ContentType() string {
 	return ""
 }
 
+// ListAuditEventsResponse401Headers the declared response headers of an HTTP 401 response for ListAuditEvents
+type ListAuditEventsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListAuditEventsResponse429Headers the declared response headers of an HTTP 429 response for ListAuditEvents
 type ListAuditEventsResponse429Headers struct {
 	RetryAfter *int
@@ -7029,6 +7062,8 @@ type ListAuditEventsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAuditEventsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAuditEventsResponse429Headers
 }
@@ -7092,6 +7127,11 @@ func (r ListAuditEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetDeploymentResponse401Headers the declared response headers of an HTTP 401 response for GetDeployment
+type GetDeploymentResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetDeploymentResponse429Headers the declared response headers of an HTTP 429 response for GetDeployment
 type GetDeploymentResponse429Headers struct {
 	RetryAfter *int
@@ -7110,6 +7150,8 @@ type GetDeploymentResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetDeploymentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetDeploymentResponse429Headers
 }
@@ -7168,6 +7210,11 @@ func (r GetDeploymentResponse) ContentType() string {
 	return ""
 }
 
+// ListIdentityProvidersResponse401Headers the declared response headers of an HTTP 401 response for ListIdentityProviders
+type ListIdentityProvidersResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListIdentityProvidersResponse429Headers the declared response headers of an HTTP 429 response for ListIdentityProviders
 type ListIdentityProvidersResponse429Headers struct {
 	RetryAfter *int
@@ -7188,6 +7235,8 @@ type ListIdentityProvidersResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListIdentityProvidersResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListIdentityProvidersResponse429Headers
 }
@@ -7258,6 +7307,11 @@ type CreateIdentityProviderResponse201Headers struct {
 	Location           *string
 }
 
+// CreateIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for CreateIdentityProvider
+type CreateIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CreateIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for CreateIdentityProvider
 type CreateIdentityProviderResponse429Headers struct {
 	RetryAfter *int
@@ -7284,6 +7338,8 @@ type CreateIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateIdentityProviderResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateIdentityProviderResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateIdentityProviderResponse429Headers
 }
@@ -7362,6 +7418,11 @@ type DeleteIdentityProviderResponse204Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// DeleteIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // DeleteIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DeleteIdentityProvider
 type DeleteIdentityProviderResponse429Headers struct {
 	RetryAfter *int
@@ -7386,6 +7447,8 @@ type DeleteIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *DeleteIdentityProviderResponse204Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteIdentityProviderResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteIdentityProviderResponse429Headers
 }
@@ -7459,6 +7522,11 @@ type GetIdentityProviderResponse200Headers struct {
 	ETag *string
 }
 
+// GetIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for GetIdentityProvider
+type GetIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for GetIdentityProvider
 type GetIdentityProviderResponse429Headers struct {
 	RetryAfter *int
@@ -7483,6 +7551,8 @@ type GetIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetIdentityProviderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetIdentityProviderResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetIdentityProviderResponse429Headers
 }
@@ -7557,6 +7627,11 @@ type PutIdentityProviderResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// PutIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for PutIdentityProvider
+type PutIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // PutIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for PutIdentityProvider
 type PutIdentityProviderResponse429Headers struct {
 	RetryAfter *int
@@ -7589,6 +7664,8 @@ type PutIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutIdentityProviderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutIdentityProviderResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutIdentityProviderResponse429Headers
 }
@@ -7683,6 +7760,11 @@ type DisableIdentityProviderResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// DisableIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for DisableIdentityProvider
+type DisableIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // DisableIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DisableIdentityProvider
 type DisableIdentityProviderResponse429Headers struct {
 	RetryAfter *int
@@ -7709,6 +7791,8 @@ type DisableIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *DisableIdentityProviderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableIdentityProviderResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DisableIdentityProviderResponse429Headers
 }
@@ -7782,6 +7866,11 @@ func (r DisableIdentityProviderResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationsResponse401Headers the declared response headers of an HTTP 401 response for ListOrganizations
+type ListOrganizationsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListOrganizationsResponse429Headers the declared response headers of an HTTP 429 response for ListOrganizations
 type ListOrganizationsResponse429Headers struct {
 	RetryAfter *int
@@ -7802,6 +7891,8 @@ type ListOrganizationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListOrganizationsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrganizationsResponse429Headers
 }
@@ -7872,6 +7963,11 @@ type CreateOrganizationResponse201Headers struct {
 	Location           *string
 }
 
+// CreateOrganizationResponse401Headers the declared response headers of an HTTP 401 response for CreateOrganization
+type CreateOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CreateOrganizationResponse429Headers the declared response headers of an HTTP 429 response for CreateOrganization
 type CreateOrganizationResponse429Headers struct {
 	RetryAfter *int
@@ -7898,6 +7994,8 @@ type CreateOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateOrganizationResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOrganizationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateOrganizationResponse429Headers
 }
@@ -7976,6 +8074,11 @@ type GetOrganizationResponse200Headers struct {
 	ETag *string
 }
 
+// GetOrganizationResponse401Headers the declared response headers of an HTTP 401 response for GetOrganization
+type GetOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetOrganizationResponse429Headers the declared response headers of an HTTP 429 response for GetOrganization
 type GetOrganizationResponse429Headers struct {
 	RetryAfter *int
@@ -8000,6 +8103,8 @@ type GetOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetOrganizationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetOrganizationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetOrganizationResponse429Headers
 }
@@ -8074,6 +8179,11 @@ type UpdateOrganizationResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// UpdateOrganizationResponse401Headers the declared response headers of an HTTP 401 response for UpdateOrganization
+type UpdateOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // UpdateOrganizationResponse429Headers the declared response headers of an HTTP 429 response for UpdateOrganization
 type UpdateOrganizationResponse429Headers struct {
 	RetryAfter *int
@@ -8106,6 +8216,8 @@ type UpdateOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *UpdateOrganizationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateOrganizationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateOrganizationResponse429Headers
 }
@@ -8200,6 +8312,11 @@ type CancelOrganizationDeletionResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// CancelOrganizationDeletionResponse401Headers the declared response headers of an HTTP 401 response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CancelOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for CancelOrganizationDeletion
 type CancelOrganizationDeletionResponse429Headers struct {
 	RetryAfter *int
@@ -8226,6 +8343,8 @@ type CancelOrganizationDeletionResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CancelOrganizationDeletionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelOrganizationDeletionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CancelOrganizationDeletionResponse429Headers
 }
@@ -8305,6 +8424,11 @@ type ScheduleOrganizationDeletionResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// ScheduleOrganizationDeletionResponse401Headers the declared response headers of an HTTP 401 response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ScheduleOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for ScheduleOrganizationDeletion
 type ScheduleOrganizationDeletionResponse429Headers struct {
 	RetryAfter *int
@@ -8331,6 +8455,8 @@ type ScheduleOrganizationDeletionResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ScheduleOrganizationDeletionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ScheduleOrganizationDeletionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ScheduleOrganizationDeletionResponse429Headers
 }
@@ -8404,6 +8530,11 @@ func (r ScheduleOrganizationDeletionResponse) ContentType() string {
 	return ""
 }
 
+// ListInvitationsResponse401Headers the declared response headers of an HTTP 401 response for ListInvitations
+type ListInvitationsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListInvitationsResponse429Headers the declared response headers of an HTTP 429 response for ListInvitations
 type ListInvitationsResponse429Headers struct {
 	RetryAfter *int
@@ -8426,6 +8557,8 @@ type ListInvitationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListInvitationsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListInvitationsResponse429Headers
 }
@@ -8500,6 +8633,11 @@ type CreateInvitationResponse201Headers struct {
 	Location           *string
 }
 
+// CreateInvitationResponse401Headers the declared response headers of an HTTP 401 response for CreateInvitation
+type CreateInvitationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CreateInvitationResponse429Headers the declared response headers of an HTTP 429 response for CreateInvitation
 type CreateInvitationResponse429Headers struct {
 	RetryAfter *int
@@ -8528,6 +8666,8 @@ type CreateInvitationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateInvitationResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateInvitationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateInvitationResponse429Headers
 }
@@ -8611,6 +8751,11 @@ type RevokeInvitationResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// RevokeInvitationResponse401Headers the declared response headers of an HTTP 401 response for RevokeInvitation
+type RevokeInvitationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RevokeInvitationResponse429Headers the declared response headers of an HTTP 429 response for RevokeInvitation
 type RevokeInvitationResponse429Headers struct {
 	RetryAfter *int
@@ -8629,12 +8774,16 @@ type RevokeInvitationResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RevokeInvitationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeInvitationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeInvitationResponse429Headers
 }
@@ -8662,6 +8811,11 @@ func (r RevokeInvitationResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RevokeInvitationResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeInvitationResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8703,6 +8857,11 @@ func (r RevokeInvitationResponse) ContentType() string {
 	return ""
 }
 
+// GetInvitationResponse401Headers the declared response headers of an HTTP 401 response for GetInvitation
+type GetInvitationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetInvitationResponse429Headers the declared response headers of an HTTP 429 response for GetInvitation
 type GetInvitationResponse429Headers struct {
 	RetryAfter *int
@@ -8725,6 +8884,8 @@ type GetInvitationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetInvitationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetInvitationResponse429Headers
 }
@@ -8793,6 +8954,11 @@ func (r GetInvitationResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationOwnersResponse401Headers the declared response headers of an HTTP 401 response for ListOrganizationOwners
+type ListOrganizationOwnersResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListOrganizationOwnersResponse429Headers the declared response headers of an HTTP 429 response for ListOrganizationOwners
 type ListOrganizationOwnersResponse429Headers struct {
 	RetryAfter *int
@@ -8815,6 +8981,8 @@ type ListOrganizationOwnersResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListOrganizationOwnersResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrganizationOwnersResponse429Headers
 }
@@ -8888,6 +9056,11 @@ type GetPolicyResponse200Headers struct {
 	ETag *string
 }
 
+// GetPolicyResponse401Headers the declared response headers of an HTTP 401 response for GetPolicy
+type GetPolicyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetPolicyResponse429Headers the declared response headers of an HTTP 429 response for GetPolicy
 type GetPolicyResponse429Headers struct {
 	RetryAfter *int
@@ -8912,6 +9085,8 @@ type GetPolicyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetPolicyResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetPolicyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetPolicyResponse429Headers
 }
@@ -8986,6 +9161,11 @@ type PutPolicyResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// PutPolicyResponse401Headers the declared response headers of an HTTP 401 response for PutPolicy
+type PutPolicyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // PutPolicyResponse429Headers the declared response headers of an HTTP 429 response for PutPolicy
 type PutPolicyResponse429Headers struct {
 	RetryAfter *int
@@ -9004,6 +9184,8 @@ type PutPolicyResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -9016,6 +9198,8 @@ type PutPolicyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutPolicyResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutPolicyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutPolicyResponse429Headers
 }
@@ -9043,6 +9227,11 @@ func (r PutPolicyResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r PutPolicyResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
@@ -9099,6 +9288,11 @@ func (r PutPolicyResponse) ContentType() string {
 	return ""
 }
 
+// GetEffectivePolicyResponse401Headers the declared response headers of an HTTP 401 response for GetEffectivePolicy
+type GetEffectivePolicyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetEffectivePolicyResponse429Headers the declared response headers of an HTTP 429 response for GetEffectivePolicy
 type GetEffectivePolicyResponse429Headers struct {
 	RetryAfter *int
@@ -9121,6 +9315,8 @@ type GetEffectivePolicyResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEffectivePolicyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetEffectivePolicyResponse429Headers
 }
@@ -9195,6 +9391,11 @@ type ResumeOrganizationResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// ResumeOrganizationResponse401Headers the declared response headers of an HTTP 401 response for ResumeOrganization
+type ResumeOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ResumeOrganizationResponse429Headers the declared response headers of an HTTP 429 response for ResumeOrganization
 type ResumeOrganizationResponse429Headers struct {
 	RetryAfter *int
@@ -9221,6 +9422,8 @@ type ResumeOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ResumeOrganizationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeOrganizationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ResumeOrganizationResponse429Headers
 }
@@ -9300,6 +9503,11 @@ type SuspendOrganizationResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// SuspendOrganizationResponse401Headers the declared response headers of an HTTP 401 response for SuspendOrganization
+type SuspendOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // SuspendOrganizationResponse429Headers the declared response headers of an HTTP 429 response for SuspendOrganization
 type SuspendOrganizationResponse429Headers struct {
 	RetryAfter *int
@@ -9326,6 +9534,8 @@ type SuspendOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SuspendOrganizationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SuspendOrganizationResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SuspendOrganizationResponse429Headers
 }
@@ -9399,6 +9609,11 @@ func (r SuspendOrganizationResponse) ContentType() string {
 	return ""
 }
 
+// GetOrganizationUsageResponse401Headers the declared response headers of an HTTP 401 response for GetOrganizationUsage
+type GetOrganizationUsageResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetOrganizationUsageResponse429Headers the declared response headers of an HTTP 429 response for GetOrganizationUsage
 type GetOrganizationUsageResponse429Headers struct {
 	RetryAfter *int
@@ -9421,6 +9636,8 @@ type GetOrganizationUsageResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetOrganizationUsageResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetOrganizationUsageResponse429Headers
 }
@@ -9489,6 +9706,11 @@ func (r GetOrganizationUsageResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenSelfResponse401Headers the declared response headers of an HTTP 401 response for GetTokenSelf
+type GetTokenSelfResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetTokenSelfResponse429Headers the declared response headers of an HTTP 429 response for GetTokenSelf
 type GetTokenSelfResponse429Headers struct {
 	RetryAfter *int
@@ -9505,6 +9727,8 @@ type GetTokenSelfResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTokenSelfResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetTokenSelfResponse429Headers
 }
@@ -9563,6 +9787,11 @@ type RevokeTokenSelfResponse204Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// RevokeTokenSelfResponse401Headers the declared response headers of an HTTP 401 response for RevokeTokenSelf
+type RevokeTokenSelfResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RevokeTokenSelfResponse429Headers the declared response headers of an HTTP 429 response for RevokeTokenSelf
 type RevokeTokenSelfResponse429Headers struct {
 	RetryAfter *int
@@ -9575,12 +9804,16 @@ type RevokeTokenSelfResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RevokeTokenSelfResponse204Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeTokenSelfResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeTokenSelfResponse429Headers
 }
@@ -9593,6 +9826,11 @@ func (r RevokeTokenSelfResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r RevokeTokenSelfResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeTokenSelfResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -9634,6 +9872,11 @@ func (r RevokeTokenSelfResponse) ContentType() string {
 	return ""
 }
 
+// ListUsageResponse401Headers the declared response headers of an HTTP 401 response for ListUsage
+type ListUsageResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListUsageResponse429Headers the declared response headers of an HTTP 429 response for ListUsage
 type ListUsageResponse429Headers struct {
 	RetryAfter *int
@@ -9654,6 +9897,8 @@ type ListUsageResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUsageResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListUsageResponse429Headers
 }
@@ -9717,6 +9962,11 @@ func (r ListUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListActivityResponse401Headers the declared response headers of an HTTP 401 response for ListActivity
+type ListActivityResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListActivityResponse429Headers the declared response headers of an HTTP 429 response for ListActivity
 type ListActivityResponse429Headers struct {
 	RetryAfter *int
@@ -9737,6 +9987,8 @@ type ListActivityResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListActivityResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListActivityResponse429Headers
 }
@@ -9800,6 +10052,11 @@ func (r ListActivityResponse) ContentType() string {
 	return ""
 }
 
+// ListAgentsResponse401Headers the declared response headers of an HTTP 401 response for ListAgents
+type ListAgentsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
 type ListAgentsResponse429Headers struct {
 	RetryAfter *int
@@ -9820,6 +10077,8 @@ type ListAgentsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAgentsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAgentsResponse429Headers
 }
@@ -9883,6 +10142,11 @@ func (r ListAgentsResponse) ContentType() string {
 	return ""
 }
 
+// ListObservationsResponse401Headers the declared response headers of an HTTP 401 response for ListObservations
+type ListObservationsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListObservationsResponse429Headers the declared response headers of an HTTP 429 response for ListObservations
 type ListObservationsResponse429Headers struct {
 	RetryAfter *int
@@ -9905,6 +10169,8 @@ type ListObservationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListObservationsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListObservationsResponse429Headers
 }
@@ -9973,6 +10239,11 @@ func (r ListObservationsResponse) ContentType() string {
 	return ""
 }
 
+// ListIntakeKeysResponse401Headers the declared response headers of an HTTP 401 response for ListIntakeKeys
+type ListIntakeKeysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListIntakeKeysResponse429Headers the declared response headers of an HTTP 429 response for ListIntakeKeys
 type ListIntakeKeysResponse429Headers struct {
 	RetryAfter *int
@@ -9993,6 +10264,8 @@ type ListIntakeKeysResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListIntakeKeysResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListIntakeKeysResponse429Headers
 }
@@ -10062,6 +10335,11 @@ type CreateIntakeKeyResponse201Headers struct {
 	Location           *string
 }
 
+// CreateIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateIntakeKey
+type CreateIntakeKeyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CreateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateIntakeKey
 type CreateIntakeKeyResponse429Headers struct {
 	RetryAfter *int
@@ -10090,6 +10368,8 @@ type CreateIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateIntakeKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateIntakeKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateIntakeKeyResponse429Headers
 }
@@ -10173,6 +10453,11 @@ type RevokeIntakeKeyResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// RevokeIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RevokeIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeIntakeKey
 type RevokeIntakeKeyResponse429Headers struct {
 	RetryAfter *int
@@ -10191,6 +10476,8 @@ type RevokeIntakeKeyResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
 	ApplicationproblemJSON410 *Gone
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -10199,6 +10486,8 @@ type RevokeIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RevokeIntakeKeyResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeIntakeKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeIntakeKeyResponse429Headers
 }
@@ -10226,6 +10515,11 @@ func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeIntakeKeyResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
@@ -10278,6 +10572,11 @@ type RotateIntakeKeyResponse201Headers struct {
 	Location           *string
 }
 
+// RotateIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateIntakeKey
+type RotateIntakeKeyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RotateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateIntakeKey
 type RotateIntakeKeyResponse429Headers struct {
 	RetryAfter *int
@@ -10306,6 +10605,8 @@ type RotateIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *RotateIntakeKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateIntakeKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RotateIntakeKeyResponse429Headers
 }
@@ -10384,6 +10685,11 @@ func (r RotateIntakeKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListJobsResponse401Headers the declared response headers of an HTTP 401 response for ListJobs
+type ListJobsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ListJobsResponse429Headers the declared response headers of an HTTP 429 response for ListJobs
 type ListJobsResponse429Headers struct {
 	RetryAfter *int
@@ -10404,6 +10710,8 @@ type ListJobsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListJobsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListJobsResponse429Headers
 }
@@ -10473,6 +10781,11 @@ type CreateJobResponse201Headers struct {
 	Location           *string
 }
 
+// CreateJobResponse401Headers the declared response headers of an HTTP 401 response for CreateJob
+type CreateJobResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CreateJobResponse429Headers the declared response headers of an HTTP 429 response for CreateJob
 type CreateJobResponse429Headers struct {
 	RetryAfter *int
@@ -10503,6 +10816,8 @@ type CreateJobResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateJobResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateJobResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateJobResponse429Headers
 }
@@ -10586,6 +10901,11 @@ func (r CreateJobResponse) ContentType() string {
 	return ""
 }
 
+// GetMeResponse401Headers the declared response headers of an HTTP 401 response for GetMe
+type GetMeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetMeResponse429Headers the declared response headers of an HTTP 429 response for GetMe
 type GetMeResponse429Headers struct {
 	RetryAfter *int
@@ -10604,6 +10924,8 @@ type GetMeResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMeResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMeResponse429Headers
 }
@@ -10667,6 +10989,11 @@ type GetSettingsResponse200Headers struct {
 	ETag *string
 }
 
+// GetSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetSettings
+type GetSettingsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // GetSettingsResponse429Headers the declared response headers of an HTTP 429 response for GetSettings
 type GetSettingsResponse429Headers struct {
 	RetryAfter *int
@@ -10687,6 +11014,8 @@ type GetSettingsResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetSettingsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSettingsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetSettingsResponse429Headers
 }
@@ -10751,6 +11080,11 @@ type PutSettingsResponse200Headers struct {
 	IdempotencyExpires *time.Time
 }
 
+// PutSettingsResponse401Headers the declared response headers of an HTTP 401 response for PutSettings
+type PutSettingsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // PutSettingsResponse429Headers the declared response headers of an HTTP 429 response for PutSettings
 type PutSettingsResponse429Headers struct {
 	RetryAfter *int
@@ -10781,6 +11115,8 @@ type PutSettingsResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutSettingsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutSettingsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutSettingsResponse429Headers
 }
@@ -11899,6 +12235,16 @@ func ParseRegisterInstallationResponse(rsp *http.Response) (*RegisterInstallatio
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RegisterInstallationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RegisterInstallationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -11973,6 +12319,16 @@ func ParseListAgentJobsResponse(rsp *http.Response) (*ListAgentJobsResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAgentJobsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAgentJobsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12075,6 +12431,16 @@ func ParseSubmitJobResultResponse(rsp *http.Response) (*SubmitJobResultResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers SubmitJobResultResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers SubmitJobResultResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12163,6 +12529,16 @@ func ParseSubmitObservationsResponse(rsp *http.Response) (*SubmitObservationsRes
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers SubmitObservationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers SubmitObservationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12325,6 +12701,16 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAuditEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAuditEventsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12392,6 +12778,16 @@ func ParseGetDeploymentResponse(rsp *http.Response) (*GetDeploymentResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetDeploymentResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetDeploymentResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12466,6 +12862,16 @@ func ParseListIdentityProvidersResponse(rsp *http.Response) (*ListIdentityProvid
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListIdentityProvidersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListIdentityProvidersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12578,6 +12984,16 @@ func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityPro
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12672,6 +13088,16 @@ func ParseDeleteIdentityProviderResponse(rsp *http.Response) (*DeleteIdentityPro
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DeleteIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12763,6 +13189,16 @@ func ParseGetIdentityProviderResponse(rsp *http.Response) (*GetIdentityProviderR
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12889,6 +13325,16 @@ func ParsePutIdentityProviderResponse(rsp *http.Response) (*PutIdentityProviderR
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12994,6 +13440,16 @@ func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityP
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers DisableIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DisableIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13068,6 +13524,16 @@ func ParseListOrganizationsResponse(rsp *http.Response) (*ListOrganizationsRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListOrganizationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrganizationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13180,6 +13646,16 @@ func ParseCreateOrganizationResponse(rsp *http.Response) (*CreateOrganizationRes
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13271,6 +13747,16 @@ func ParseGetOrganizationResponse(rsp *http.Response) (*GetOrganizationResponse,
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13397,6 +13883,16 @@ func ParseUpdateOrganizationResponse(rsp *http.Response) (*UpdateOrganizationRes
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpdateOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13502,6 +13998,16 @@ func ParseCancelOrganizationDeletionResponse(rsp *http.Response) (*CancelOrganiz
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelOrganizationDeletionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CancelOrganizationDeletionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13607,6 +14113,16 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ScheduleOrganizationDeletionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ScheduleOrganizationDeletionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13688,6 +14204,16 @@ func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListInvitationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListInvitationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13800,6 +14326,16 @@ func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationRespons
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateInvitationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13864,6 +14400,13 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13891,6 +14434,16 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeInvitationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13972,6 +14525,16 @@ func ParseGetInvitationResponse(rsp *http.Response) (*GetInvitationResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetInvitationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14053,6 +14616,16 @@ func ParseListOrganizationOwnersResponse(rsp *http.Response) (*ListOrganizationO
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListOrganizationOwnersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrganizationOwnersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14144,6 +14717,16 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetPolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetPolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14208,6 +14791,13 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
 		var dest PreconditionFailed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14263,6 +14853,16 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutPolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutPolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14344,6 +14944,16 @@ func ParseGetEffectivePolicyResponse(rsp *http.Response) (*GetEffectivePolicyRes
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEffectivePolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetEffectivePolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14449,6 +15059,16 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResumeOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ResumeOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14554,6 +15174,16 @@ func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationR
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers SuspendOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers SuspendOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14635,6 +15265,16 @@ func ParseGetOrganizationUsageResponse(rsp *http.Response) (*GetOrganizationUsag
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetOrganizationUsageResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetOrganizationUsageResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14695,6 +15335,16 @@ func ParseGetTokenSelfResponse(rsp *http.Response) (*GetTokenSelfResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTokenSelfResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetTokenSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14741,6 +15391,13 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14768,6 +15425,16 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeTokenSelfResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeTokenSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14842,6 +15509,16 @@ func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListUsageResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListUsageResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14916,6 +15593,16 @@ func ParseListActivityResponse(rsp *http.Response) (*ListActivityResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListActivityResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListActivityResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14990,6 +15677,16 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAgentsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAgentsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15071,6 +15768,16 @@ func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListObservationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListObservationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15145,6 +15852,16 @@ func ParseListIntakeKeysResponse(rsp *http.Response) (*ListIntakeKeysResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListIntakeKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListIntakeKeysResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15257,6 +15974,16 @@ func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse,
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateIntakeKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15321,6 +16048,13 @@ func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse,
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest Gone
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15355,6 +16089,16 @@ func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse,
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeIntakeKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15467,6 +16211,16 @@ func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse,
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers RotateIntakeKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RotateIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15541,6 +16295,16 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ListJobsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListJobsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15660,6 +16424,16 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateJobResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15727,6 +16501,16 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers GetMeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetMeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15804,6 +16588,16 @@ func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) 
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSettingsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetSettingsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15923,6 +16717,16 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 			headers.IdempotencyExpires = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutSettingsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutSettingsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

@@ -1,7 +1,6 @@
 package apitest
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
@@ -50,8 +49,14 @@ func TestSpecDeclaresTheContract(t *testing.T) {
 		if op.IfMatch {
 			want = append(want, "412", "428")
 		}
-		if op.KeyAccepted && op.Method == http.MethodPost && op.KeyRequired {
+		// Any operation that takes an Idempotency-Key can answer 409 idempotency_key_reused.
+		if op.KeyAccepted {
 			want = append(want, "409")
+		}
+		if op.Auth != "public" {
+			if r := o.Responses.Value("401"); r != nil && r.Value != nil && r.Value.Headers["WWW-Authenticate"] == nil {
+				t.Errorf("%s: the 401 does not declare WWW-Authenticate", name)
+			}
 		}
 		for _, code := range want {
 			r := o.Responses.Value(code)

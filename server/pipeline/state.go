@@ -134,7 +134,20 @@ func From(ctx context.Context) *State {
 func Fail(w http.ResponseWriter, r *http.Request, p *problem.Error) {
 	st := From(r.Context())
 	st.Problem = p
+	if p.Status == http.StatusUnauthorized {
+		// RFC 9110 §11.6.1: a 401 names the scheme that would authenticate.
+		w.Header().Set("WWW-Authenticate", challenge(st.Op))
+	}
 	problem.Write(w, st.ID, p)
+}
+
+// challenge is the WWW-Authenticate of a 401: the signature scheme of an installation's
+// requests, a bearer credential for the others.
+func challenge(op *Operation) string {
+	if op != nil && op.Auth == AuthInstallation {
+		return `Renga-Signature realm="renga"`
+	}
+	return `Bearer realm="renga"`
 }
 
 // NewInvocationID identifies one run of a release command.

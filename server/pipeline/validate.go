@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,13 @@ const MaxBodyBytes = 1 << 20
 // readBody reads the body (at most MaxBodyBytes; once: a signed request's was read to check its
 // signature) and checks its media type against the operation's.
 func readBody(r *http.Request, st *State) *problem.Error {
+	// A coded body would be read as if it were plain: none is accepted.
+	for _, ce := range r.Header.Values("Content-Encoding") {
+		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+			return problem.New(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
+				"Send the body without Content-Encoding: this API does not decode "+strings.TrimSpace(ce)+".")
+		}
+	}
 	if !st.bodyRead {
 		body, pe := readAll(r)
 		if pe != nil {
@@ -140,6 +148,12 @@ func mediaTypes(c openapi3.Content) []string {
 // validate checks the request against the spec (leaving out the headers the pipeline checks
 // itself) and lists each bad field.
 func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
+	// A malformed escape would otherwise drop its parameter silently (url.Values skips it).
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The query string is malformed.")
+		pe.Errors = []problem.FieldError{{Field: "query", Message: err.Error()}}
+		return pe
+	}
 	if pe := unstorable(r, pathParams, st.Body); pe != nil {
 		return pe
 	}

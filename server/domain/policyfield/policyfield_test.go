@@ -74,13 +74,13 @@ func sameField(f policyfield.Field, s *openapi3.Schema) error {
 		if int64(*s.Min) != f.Min {
 			return fmt.Errorf("minimum %v in the spec, %d in the table", *s.Min, f.Min)
 		}
-		// A spec without maximum means Unbounded in the table.
-		max := policyfield.Unbounded
-		if s.Max != nil {
-			max = int64(*s.Max)
+		// Every limit declares its maximum (Unbounded, 2^62, for those with no other), so that
+		// a client knows what the server accepts.
+		if s.Max == nil {
+			return fmt.Errorf("spec gives no maximum, table has %d", f.Max)
 		}
-		if max != f.Max {
-			return fmt.Errorf("maximum %d in the spec, %d in the table", max, f.Max)
+		if int64(*s.Max) != f.Max {
+			return fmt.Errorf("maximum %v in the spec, %d in the table", *s.Max, f.Max)
 		}
 	case policyfield.Boolean:
 		if !s.Type.Is("boolean") {

@@ -1,0 +1,95 @@
+package apitest
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"renga.dev/renga/server/domain/policyfield"
+	"renga.dev/renga/server/servertest"
+)
+
+// TestValidationGaps: what an outsider's tools found the server letting through or answering
+// outside the contract.
+func TestValidationGaps(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, servertest.AllScopes()...)
+	org := createOrg(t, env, token, newSlug(), "Gaps")
+
+	t.Run("a malformed query escape is a 400, not ignored", func(t *testing.T) {
+		for _, path := range []string{"/api/v1/operator/audit-events?%zz=1", orgsPath + "?page_size=%zz", orgsPath + "?state=active&%"} {
+			rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: token})
+			if rep.Status != http.StatusBadRequest || rep.problem(t).Errors[0].Field != "query" {
+				t.Errorf("GET %s: %d %s; want 400 naming query", path, rep.Status, rep.Body)
+			}
+		}
+	})
+
+	t.Run("a Content-Encoding is a 415 and nothing is created", func(t *testing.T) {
+		slug := newSlug()
+		for _, ce := range []string{"gzip", "br", "gzip, identity"} {
+			rep := send(t, env, req{Method: http.MethodPost, Path: orgsPath, Token: token,
+				Body: jsonBody(map[string]string{"slug": slug, "display_name": "x"}), Header: headers("Idempotency-Key", newKey(), "Content-Encoding", ce)})
+			if rep.Status != http.StatusUnsupportedMediaType || rep.problem(t).Error != "unsupported_media_type" {
+				t.Errorf("Content-Encoding %s: %d %s", ce, rep.Status, rep.Body)
+			}
+		}
+		rep := send(t, env, req{Method: http.MethodPost, Path: orgsPath, Token: token,
+			Body: jsonBody(map[string]string{"slug": slug, "display_name": "x"}), Header: headers("Idempotency-Key", newKey(), "Content-Encoding", "identity")})
+		if rep.Status != http.StatusCreated {
+			t.Errorf("Content-Encoding identity: %d %s", rep.Status, rep.Body)
+		}
+	})
+
+	t.Run("limits up to the declared maximum", func(t *testing.T) {
+		rep := send(t, env, putPolicyReq(token, org.ID, `"1"`, map[string]any{"limits": map[string]int64{"max_agents": policyfield.Unbounded}}))
+		if rep.Status != http.StatusOK {
+			t.Fatalf("max_agents = 2^62: %d %s", rep.Status, rep.Body)
+		}
+		rep = send(t, env, putPolicyReq(token, org.ID, `"2"`, map[string]any{"limits": map[string]int64{"max_agents": policyfield.Unbounded + 1}}))
+		if rep.Status != http.StatusBadRequest || rep.problem(t).Errors[0].Field != "limits.max_agents" {
+			t.Errorf("max_agents = 2^62+1: %d %s", rep.Status, rep.Body)
+		}
+	})
+
+	t.Run("several bad fields are each reported", func(t *testing.T) {
+		rep := send(t, env, req{Method: http.MethodPost, Path: orgsPath, Token: token, Body: []byte(`{"slug": "BAD SLUG", "display_name": 5}`),
+			Header: headers("Idempotency-Key", newKey())})
+		fields := map[string]bool{}
+		for _, e := range rep.problem(t).Errors {
+			fields[e.Field] = true
+		}
+		if rep.Status != http.StatusBadRequest || !fields["slug"] || !fields["display_name"] {
+			t.Errorf("two bad fields: %d %s", rep.Status, rep.Body)
+		}
+	})
+
+	t.Run("times have an uppercase T and Z", func(t *testing.T) {
+		rep := send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/audit-events?since=2026-01-01t00:00:00z", Token: token})
+		if rep.Status != http.StatusBadRequest || rep.problem(t).Errors[0].Field != "since" {
+			t.Errorf("lowercase t and z: %d %s", rep.Status, rep.Body)
+		}
+		rep = send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/audit-events?since=2026-01-01T00:00:00Z", Token: token})
+		if rep.Status != http.StatusOK {
+			t.Errorf("uppercase T and Z: %d %s", rep.Status, rep.Body)
+		}
+	})
+
+	t.Run("a 401 names its scheme", func(t *testing.T) {
+		rep := send(t, env, req{Method: http.MethodGet, Path: orgsPath})
+		if rep.Status != http.StatusUnauthorized || rep.Header.Get("WWW-Authenticate") != `Bearer realm="renga"` {
+			t.Errorf("operator 401: %d, WWW-Authenticate %q", rep.Status, rep.Header.Get("WWW-Authenticate"))
+		}
+		rep = send(t, env, req{Method: http.MethodPost, Path: "/api/v1/agent/observations",
+			Body: []byte(`{"batch_id": "b", "observations": []}`)})
+		if rep.Status != http.StatusUnauthorized || rep.Header.Get("WWW-Authenticate") != `Renga-Signature realm="renga"` {
+			t.Errorf("installation 401: %d, WWW-Authenticate %q", rep.Status, rep.Header.Get("WWW-Authenticate"))
+		}
+	})
+
+	var n int
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM organizations`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d organizations, %v; want 2 (the first and the identity-encoded create)", n, err)
+	}
+}
