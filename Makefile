@@ -4,7 +4,7 @@ TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
-.PHONY: all build run test generate check-generated lint bench clean
+.PHONY: all build run test generate check-generated lint bench fuzz clean
 
 all: build
 
@@ -39,6 +39,14 @@ check-generated: generate
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 lint:
 	$(GO) run $(GOLANGCI_LINT) run ./...
+
+# The spec-driven fuzzer's long run (make test runs a short, seeded one): every operation,
+# FUZZ_ITERATIONS valid and as many invalid requests each, from a new seed (printed; replay a
+# run with RENGA_FUZZ_SEED=<seed>).
+FUZZ_ITERATIONS ?= 500
+fuzz:
+	RENGA_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) RENGA_FUZZ_SEED=$${RENGA_FUZZ_SEED:-$$(date +%s)} \
+		$(GO) test -count=1 -timeout 60m -run '^TestSpecFuzz$$' -v ./server/apitest/ | grep -E 'fuzz_test|^(ok|FAIL|---)'
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./bench/...

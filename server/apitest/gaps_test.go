@@ -3,6 +3,7 @@ package apitest
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"renga.dev/renga/server/domain/policyfield"
@@ -73,6 +74,17 @@ func TestValidationGaps(t *testing.T) {
 		rep = send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/audit-events?since=2026-01-01T00:00:00Z", Token: token})
 		if rep.Status != http.StatusOK {
 			t.Errorf("uppercase T and Z: %d %s", rep.Status, rep.Body)
+		}
+	})
+
+	t.Run("a malformed ID never reaches the database before validation", func(t *testing.T) {
+		// Found by the fuzzer: a read by ID travels with the token's check (a Prefetch); a NUL in
+		// the ID failed that round trip, and the answer was a 500.
+		for _, path := range []string{orgPath("%00%E2%80%AEx"), orgPath("%00") + "/policy", orgPath("org_" + strings.Repeat("0", 25) + "%00")} {
+			rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: token})
+			if rep.Status != http.StatusBadRequest {
+				t.Errorf("GET %s: %d %s; want 400", path, rep.Status, rep.Body)
+			}
 		}
 	})
 

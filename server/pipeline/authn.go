@@ -134,7 +134,9 @@ func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State
 	batch := &pgx.Batch{}
 	readToken := domain.QueueTokenForAuth(batch, hash)
 	var readPrefetch func(pgx.BatchResults) (any, error)
-	if st.Op != nil && !st.Op.Mutation {
+	// Only IDs of the form the spec gives travel before validation: anything else is refused by
+	// validation, and must not reach the database first (a NUL would fail the whole batch).
+	if st.Op != nil && !st.Op.Mutation && st.Op.wellFormed(st.pathParams) {
 		if prefetch := p.opts.Prefetch[st.Op.ID]; prefetch != nil {
 			readPrefetch = prefetch(st.pathParams, batch)
 		}

@@ -40,8 +40,11 @@ type Operation struct {
 	Streaming bool
 
 	spec       *openapi3.Operation
-	pathParams []string       // the names in Route, in order
-	validation *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
+	pathParams []string // the names in Route, in order
+	// pathPatterns are the patterns the spec gives path parameters, by name: a read sent to
+	// the database before validation (a Prefetch) only with values that match them.
+	pathPatterns map[string]*regexp.Regexp
+	validation   *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
 }
 
 // Credential paths, from an operation's security requirement.
@@ -161,6 +164,18 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	for _, m := range pathParamPattern.FindAllStringSubmatch(path, -1) {
 		o.pathParams = append(o.pathParams, m[1])
 	}
+	for _, ref := range append(append(openapi3.Parameters{}, item.Parameters...), op.Parameters...) {
+		if p := ref.Value; p != nil && p.In == "path" && p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Pattern != "" {
+			re, err := regexp.Compile(p.Schema.Value.Pattern)
+			if err != nil {
+				return nil, fmt.Errorf("path parameter %s: %w", p.Name, err)
+			}
+			if o.pathPatterns == nil {
+				o.pathPatterns = map[string]*regexp.Regexp{}
+			}
+			o.pathPatterns[p.Name] = re
+		}
+	}
 	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
 		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
 	return o, nil
@@ -240,6 +255,16 @@ func lowerFirst(s string) string {
 
 // Spec is the operation as openapi.yaml declares it.
 func (o *Operation) Spec() *openapi3.Operation { return o.spec }
+
+// wellFormed reports whether every path parameter with a pattern in the spec matches it.
+func (o *Operation) wellFormed(params map[string]string) bool {
+	for name, re := range o.pathPatterns {
+		if !re.MatchString(params[name]) {
+			return false
+		}
+	}
+	return true
+}
 
 // streaming reports whether an operation's request or a response carries a body other than
 // JSON or problem+json.
