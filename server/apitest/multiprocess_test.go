@@ -274,6 +274,20 @@ func TestTwoProcesses(t *testing.T) {
 		}
 	})
 
+	t.Run("periodic jobs run once per interval", func(t *testing.T) {
+		// Each process runs River; only the elected leader enqueues periodic jobs, so the hourly
+		// retention jobs (run on start) ran once, not once per process.
+		for _, kind := range []string{"idempotency_retention", "usage_retention", "observation_retention"} {
+			var n int
+			if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`, kind).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("%d %s jobs, want 1", n, kind)
+			}
+		}
+	})
+
 	for i, p := range procs {
 		if strings.Contains(p.logs.String(), token) {
 			t.Errorf("process %d logged the operator token", i)
