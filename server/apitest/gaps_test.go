@@ -1,9 +1,13 @@
 package apitest
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 	"testing"
 
 	"renga.dev/renga/server/domain/policyfield"
@@ -103,5 +107,50 @@ func TestValidationGaps(t *testing.T) {
 	var n int
 	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM organizations`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("%d organizations, %v; want 2 (the first and the identity-encoded create)", n, err)
+	}
+}
+
+// TestRawRequestAnswers: what a client that speaks HTTP badly gets. Whatever reaches the
+// application is problem+json with a code; what Go's HTTP server refuses while parsing (the
+// README lists it) is a plain 400 or 431, and never reaches a handler.
+func TestRawRequestAnswers(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	host := strings.TrimPrefix(env.URL, "http://")
+	for _, c := range []struct {
+		raw     string
+		status  int
+		problem bool
+	}{
+		{"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 404, true},
+		{"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 404, true},
+		{"BREW /api/v1/operator/organizations HTTP/1.1\r\nHost: x\r\n\r\n", 401, true},
+		{"GET /api/v1/operator//organizations HTTP/1.1\r\nHost: x\r\n\r\n", 401, true},
+		{"GET /nothing/here HTTP/1.1\r\nHost: x\r\n\r\n", 404, true},
+		{"GET /api/v1/operator/organizations/a\x00b HTTP/1.1\r\nHost: x\r\n\r\n", 400, false},
+		{"GET /api/v1/operator/organizations/a b HTTP/1.1\r\nHost: x\r\n\r\n", 400, false},
+		{"POST /api/v1/operator/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, false},
+		{"GET /api/v1/operator/organizations HTTP/1.1\r\n\r\n", 400, false},
+		{"GET /api/v1/operator/organizations HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n", 431, false},
+	} {
+		name := c.raw[:min(len(c.raw), 50)]
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		go func() { _, _ = io.WriteString(conn, c.raw) }()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%q: %v", name, err)
+			conn.Close()
+			continue
+		}
+		ct := resp.Header.Get("Content-Type")
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != c.status || strings.HasPrefix(ct, "application/problem+json") != c.problem {
+			t.Errorf("%q: %d %s; want %d (problem+json: %v)", name, resp.StatusCode, ct, c.status, c.problem)
+		}
 	}
 }
