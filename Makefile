@@ -4,7 +4,7 @@ TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
-.PHONY: all build run test generate check-generated lint bench fuzz clean
+.PHONY: all build run test generate check-generated lint lint-spec bench fuzz clean
 
 all: build
 
@@ -39,6 +39,11 @@ check-generated: generate
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 lint:
 	$(GO) run $(GOLANGCI_LINT) run ./...
+
+# openapi.yaml under Redocly's recommended rules and Spectral's spec:oas, both pinned in
+# tools/spec/package-lock.json: no error, no warning.
+lint-spec:
+	cd tools/spec && npm ci --no-audit --no-fund --loglevel=error && npm run --silent lint
 
 # The spec-driven fuzzer's long run (make test runs a short, seeded one): every operation,
 # FUZZ_ITERATIONS valid and as many invalid requests each, from a new seed (printed; replay a

@@ -966,8 +966,10 @@ type Job struct {
 	//
 	// Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
 	InstallationId InstallationId `json:"installation_id"`
-	Result         *JobResult     `json:"result"`
-	State          JobState       `json:"state"`
+
+	// Result The installation's report, once it sent one.
+	Result *JobResult `json:"result"`
+	State  JobState   `json:"state"`
 }
 
 // JobState defines model for Job.State.
@@ -1340,7 +1342,7 @@ type UsageDay struct {
 	IntakeRequests int64              `json:"intake_requests"`
 	JobsCreated    int64              `json:"jobs_created"`
 
-	// TerminalMinutes Connected seconds of the day
+	// TerminalMinutes Minutes of terminal sessions that day: the day's connected seconds, rounded up to whole minutes.
 	TerminalMinutes int64 `json:"terminal_minutes"`
 }
 
@@ -2002,10 +2004,14 @@ type ClientInterface interface {
 
 	// ListOrganizations List organizations
 	//
+	// Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
+	//
 	// Corresponds with GET /api/v1/operator/organizations (the `ListOrganizations` operationId).
 	ListOrganizations(ctx context.Context, params *ListOrganizationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateOrganizationWithBody Create an organization
+	//
+	// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2014,12 +2020,16 @@ type ClientInterface interface {
 
 	// CreateOrganization Create an organization
 	//
+	// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/operator/organizations (the `CreateOrganization` operationId).
 	CreateOrganization(ctx context.Context, params *CreateOrganizationParams, body CreateOrganizationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOrganization Get an organization
+	//
+	// The organization and its version (the `ETag` an update sends back in `If-Match`).
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id} (the `GetOrganization` operationId).
 	GetOrganization(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2058,6 +2068,8 @@ type ClientInterface interface {
 
 	// ListInvitations List an organization's owner invitations
 	//
+	// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
+	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations (the `ListInvitations` operationId).
 	ListInvitations(ctx context.Context, organizationId OrganizationId, params *ListInvitationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2088,15 +2100,21 @@ type ClientInterface interface {
 
 	// GetInvitation Get an owner invitation
 	//
+	// One owner invitation: its email, state and expiry (never its secret).
+	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id} (the `GetInvitation` operationId).
 	GetInvitation(ctx context.Context, organizationId OrganizationId, invitationId InvitationId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrganizationOwners List an organization's owners
 	//
+	// The organization's owners: user ID, email and since when. The operator API never reads other members or the inventory.
+	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/owners (the `ListOrganizationOwners` operationId).
 	ListOrganizationOwners(ctx context.Context, organizationId OrganizationId, params *ListOrganizationOwnersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPolicy Get an organization's policy document
+	//
+	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy (the `GetPolicy` operationId).
 	GetPolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2120,6 +2138,8 @@ type ClientInterface interface {
 	PutPolicy(ctx context.Context, organizationId OrganizationId, params *PutPolicyParams, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEffectivePolicy Get the policy in force, with where each value comes from
+	//
+	// Every limit, locked setting and entitlement in force for the organization, each with where it comes from (`organization`, `deployment` or `owner`).
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy/effective (the `GetEffectivePolicy` operationId).
 	GetEffectivePolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2158,6 +2178,8 @@ type ClientInterface interface {
 
 	// GetTokenSelf Describe the calling token
 	//
+	// The calling operator token: its ID, name, scopes, expiry and allowed source addresses (never its secret). Any valid token may read itself.
+	//
 	// Corresponds with GET /api/v1/operator/tokens/self (the `GetTokenSelf` operationId).
 	GetTokenSelf(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2184,10 +2206,14 @@ type ClientInterface interface {
 
 	// ListAgents List the organization's agents (installations)
 	//
+	// The organization's registered installations, in registration order, with their public keys and when they were last seen.
+	//
 	// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
 	ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListObservations List an agent's observations, newest first
+	//
+	// One installation's observations, newest first, a page at a time; each keeps the JSON its agent sent (numbers with their digits).
 	//
 	// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
 	ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2233,6 +2259,8 @@ type ClientInterface interface {
 
 	// ListJobs List the organization's jobs, newest first
 	//
+	// The organization's jobs, newest first, with their state and, once reported, their result.
+	//
 	// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2255,6 +2283,8 @@ type ClientInterface interface {
 	CreateJob(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe The calling user and their organization
+	//
+	// The calling owner, their organization, and the organization's state (with the reason when it is suspended).
 	//
 	// Corresponds with GET /api/v1/org/me (the `GetMe` operationId).
 	GetMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2667,6 +2697,8 @@ func (c *Client) DisableIdentityProvider(ctx context.Context, providerId Provide
 
 // ListOrganizations List organizations
 //
+// Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
+//
 // Corresponds with GET /api/v1/operator/organizations (the `ListOrganizations` operationId).
 func (c *Client) ListOrganizations(ctx context.Context, params *ListOrganizationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrganizationsRequest(c.Server, params)
@@ -2681,6 +2713,8 @@ func (c *Client) ListOrganizations(ctx context.Context, params *ListOrganization
 }
 
 // CreateOrganizationWithBody Create an organization
+//
+// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2699,6 +2733,8 @@ func (c *Client) CreateOrganizationWithBody(ctx context.Context, params *CreateO
 
 // CreateOrganization Create an organization
 //
+// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/operator/organizations (the `CreateOrganization` operationId).
@@ -2715,6 +2751,8 @@ func (c *Client) CreateOrganization(ctx context.Context, params *CreateOrganizat
 }
 
 // GetOrganization Get an organization
+//
+// The organization and its version (the `ETag` an update sends back in `If-Match`).
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id} (the `GetOrganization` operationId).
 func (c *Client) GetOrganization(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2803,6 +2841,8 @@ func (c *Client) ScheduleOrganizationDeletion(ctx context.Context, organizationI
 
 // ListInvitations List an organization's owner invitations
 //
+// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
+//
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations (the `ListInvitations` operationId).
 func (c *Client) ListInvitations(ctx context.Context, organizationId OrganizationId, params *ListInvitationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListInvitationsRequest(c.Server, organizationId, params)
@@ -2873,6 +2913,8 @@ func (c *Client) RevokeInvitation(ctx context.Context, organizationId Organizati
 
 // GetInvitation Get an owner invitation
 //
+// One owner invitation: its email, state and expiry (never its secret).
+//
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id} (the `GetInvitation` operationId).
 func (c *Client) GetInvitation(ctx context.Context, organizationId OrganizationId, invitationId InvitationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetInvitationRequest(c.Server, organizationId, invitationId)
@@ -2888,6 +2930,8 @@ func (c *Client) GetInvitation(ctx context.Context, organizationId OrganizationI
 
 // ListOrganizationOwners List an organization's owners
 //
+// The organization's owners: user ID, email and since when. The operator API never reads other members or the inventory.
+//
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/owners (the `ListOrganizationOwners` operationId).
 func (c *Client) ListOrganizationOwners(ctx context.Context, organizationId OrganizationId, params *ListOrganizationOwnersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrganizationOwnersRequest(c.Server, organizationId, params)
@@ -2902,6 +2946,8 @@ func (c *Client) ListOrganizationOwners(ctx context.Context, organizationId Orga
 }
 
 // GetPolicy Get an organization's policy document
+//
+// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy (the `GetPolicy` operationId).
 func (c *Client) GetPolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2955,6 +3001,8 @@ func (c *Client) PutPolicy(ctx context.Context, organizationId OrganizationId, p
 }
 
 // GetEffectivePolicy Get the policy in force, with where each value comes from
+//
+// Every limit, locked setting and entitlement in force for the organization, each with where it comes from (`organization`, `deployment` or `owner`).
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy/effective (the `GetEffectivePolicy` operationId).
 func (c *Client) GetEffectivePolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3043,6 +3091,8 @@ func (c *Client) GetOrganizationUsage(ctx context.Context, organizationId Organi
 
 // GetTokenSelf Describe the calling token
 //
+// The calling operator token: its ID, name, scopes, expiry and allowed source addresses (never its secret). Any valid token may read itself.
+//
 // Corresponds with GET /api/v1/operator/tokens/self (the `GetTokenSelf` operationId).
 func (c *Client) GetTokenSelf(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTokenSelfRequest(c.Server)
@@ -3109,6 +3159,8 @@ func (c *Client) ListActivity(ctx context.Context, params *ListActivityParams, r
 
 // ListAgents List the organization's agents (installations)
 //
+// The organization's registered installations, in registration order, with their public keys and when they were last seen.
+//
 // Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
 func (c *Client) ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAgentsRequest(c.Server, params)
@@ -3123,6 +3175,8 @@ func (c *Client) ListAgents(ctx context.Context, params *ListAgentsParams, reqEd
 }
 
 // ListObservations List an agent's observations, newest first
+//
+// One installation's observations, newest first, a page at a time; each keeps the JSON its agent sent (numbers with their digits).
 //
 // Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
 func (c *Client) ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3228,6 +3282,8 @@ func (c *Client) RotateIntakeKey(ctx context.Context, keyId IntakeKeyId, params 
 
 // ListJobs List the organization's jobs, newest first
 //
+// The organization's jobs, newest first, with their state and, once reported, their result.
+//
 // Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobsRequest(c.Server, params)
@@ -3280,6 +3336,8 @@ func (c *Client) CreateJob(ctx context.Context, params *CreateJobParams, body Cr
 }
 
 // GetMe The calling user and their organization
+//
+// The calling owner, their organization, and the organization's state (with the reason when it is suspended).
 //
 // Corresponds with GET /api/v1/org/me (the `GetMe` operationId).
 func (c *Client) GetMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6110,12 +6168,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListOrganizationsWithResponse List organizations
 	//
+	// Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/operator/organizations (the `ListOrganizations` operationId).
 	ListOrganizationsWithResponse(ctx context.Context, params *ListOrganizationsParams, reqEditors ...RequestEditorFn) (*ListOrganizationsResponse, error)
 
 	// CreateOrganizationWithBodyWithResponse Create an organization
+	//
+	// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6124,12 +6186,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateOrganizationWithResponse Create an organization
 	//
+	// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/operator/organizations (the `CreateOrganization` operationId).
 	CreateOrganizationWithResponse(ctx context.Context, params *CreateOrganizationParams, body CreateOrganizationJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrganizationResponse, error)
 
 	// GetOrganizationWithResponse Get an organization
+	//
+	// The organization and its version (the `ETag` an update sends back in `If-Match`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6174,6 +6240,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListInvitationsWithResponse List an organization's owner invitations
 	//
+	// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations (the `ListInvitations` operationId).
@@ -6208,6 +6276,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetInvitationWithResponse Get an owner invitation
 	//
+	// One owner invitation: its email, state and expiry (never its secret).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id} (the `GetInvitation` operationId).
@@ -6215,12 +6285,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListOrganizationOwnersWithResponse List an organization's owners
 	//
+	// The organization's owners: user ID, email and since when. The operator API never reads other members or the inventory.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/owners (the `ListOrganizationOwners` operationId).
 	ListOrganizationOwnersWithResponse(ctx context.Context, organizationId OrganizationId, params *ListOrganizationOwnersParams, reqEditors ...RequestEditorFn) (*ListOrganizationOwnersResponse, error)
 
 	// GetPolicyWithResponse Get an organization's policy document
+	//
+	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6246,6 +6320,8 @@ type ClientWithResponsesInterface interface {
 	PutPolicyWithResponse(ctx context.Context, organizationId OrganizationId, params *PutPolicyParams, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPolicyResponse, error)
 
 	// GetEffectivePolicyWithResponse Get the policy in force, with where each value comes from
+	//
+	// Every limit, locked setting and entitlement in force for the organization, each with where it comes from (`organization`, `deployment` or `owner`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6290,6 +6366,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetTokenSelfWithResponse Describe the calling token
 	//
+	// The calling operator token: its ID, name, scopes, expiry and allowed source addresses (never its secret). Any valid token may read itself.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/operator/tokens/self (the `GetTokenSelf` operationId).
@@ -6324,12 +6402,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListAgentsWithResponse List the organization's agents (installations)
 	//
+	// The organization's registered installations, in registration order, with their public keys and when they were last seen.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
 	ListAgentsWithResponse(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
 
 	// ListObservationsWithResponse List an agent's observations, newest first
+	//
+	// One installation's observations, newest first, a page at a time; each keeps the JSON its agent sent (numbers with their digits).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6383,6 +6465,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobsWithResponse List the organization's jobs, newest first
 	//
+	// The organization's jobs, newest first, with their state and, once reported, their result.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
@@ -6407,6 +6491,8 @@ type ClientWithResponsesInterface interface {
 	CreateJobWithResponse(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
 
 	// GetMeWithResponse The calling user and their organization
+	//
+	// The calling owner, their organization, and the organization's state (with the reason when it is suspended).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11518,6 +11604,8 @@ func (c *ClientWithResponses) DisableIdentityProviderWithResponse(ctx context.Co
 
 // ListOrganizationsWithResponse List organizations
 //
+// Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/operator/organizations (the `ListOrganizations` operationId).
@@ -11530,6 +11618,8 @@ func (c *ClientWithResponses) ListOrganizationsWithResponse(ctx context.Context,
 }
 
 // CreateOrganizationWithBodyWithResponse Create an organization
+//
+// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11544,6 +11634,8 @@ func (c *ClientWithResponses) CreateOrganizationWithBodyWithResponse(ctx context
 
 // CreateOrganizationWithResponse Create an organization
 //
+// Creates an active organization with an empty policy (every value inherits the deployment defaults). Needs an Idempotency-Key; a slug in use is `409 slug_taken`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/operator/organizations (the `CreateOrganization` operationId).
@@ -11556,6 +11648,8 @@ func (c *ClientWithResponses) CreateOrganizationWithResponse(ctx context.Context
 }
 
 // GetOrganizationWithResponse Get an organization
+//
+// The organization and its version (the `ETag` an update sends back in `If-Match`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11630,6 +11724,8 @@ func (c *ClientWithResponses) ScheduleOrganizationDeletionWithResponse(ctx conte
 
 // ListInvitationsWithResponse List an organization's owner invitations
 //
+// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations (the `ListInvitations` operationId).
@@ -11688,6 +11784,8 @@ func (c *ClientWithResponses) RevokeInvitationWithResponse(ctx context.Context, 
 
 // GetInvitationWithResponse Get an owner invitation
 //
+// One owner invitation: its email, state and expiry (never its secret).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/invitations/{invitation_id} (the `GetInvitation` operationId).
@@ -11701,6 +11799,8 @@ func (c *ClientWithResponses) GetInvitationWithResponse(ctx context.Context, org
 
 // ListOrganizationOwnersWithResponse List an organization's owners
 //
+// The organization's owners: user ID, email and since when. The operator API never reads other members or the inventory.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/owners (the `ListOrganizationOwners` operationId).
@@ -11713,6 +11813,8 @@ func (c *ClientWithResponses) ListOrganizationOwnersWithResponse(ctx context.Con
 }
 
 // GetPolicyWithResponse Get an organization's policy document
+//
+// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11756,6 +11858,8 @@ func (c *ClientWithResponses) PutPolicyWithResponse(ctx context.Context, organiz
 }
 
 // GetEffectivePolicyWithResponse Get the policy in force, with where each value comes from
+//
+// Every limit, locked setting and entitlement in force for the organization, each with where it comes from (`organization`, `deployment` or `owner`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11830,6 +11934,8 @@ func (c *ClientWithResponses) GetOrganizationUsageWithResponse(ctx context.Conte
 
 // GetTokenSelfWithResponse Describe the calling token
 //
+// The calling operator token: its ID, name, scopes, expiry and allowed source addresses (never its secret). Any valid token may read itself.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/operator/tokens/self (the `GetTokenSelf` operationId).
@@ -11888,6 +11994,8 @@ func (c *ClientWithResponses) ListActivityWithResponse(ctx context.Context, para
 
 // ListAgentsWithResponse List the organization's agents (installations)
 //
+// The organization's registered installations, in registration order, with their public keys and when they were last seen.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/org/agents (the `ListAgents` operationId).
@@ -11900,6 +12008,8 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, params
 }
 
 // ListObservationsWithResponse List an agent's observations, newest first
+//
+// One installation's observations, newest first, a page at a time; each keeps the JSON its agent sent (numbers with their digits).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11989,6 +12099,8 @@ func (c *ClientWithResponses) RotateIntakeKeyWithResponse(ctx context.Context, k
 
 // ListJobsWithResponse List the organization's jobs, newest first
 //
+// The organization's jobs, newest first, with their state and, once reported, their result.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/org/jobs (the `ListJobs` operationId).
@@ -12031,6 +12143,8 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, params 
 }
 
 // GetMeWithResponse The calling user and their organization
+//
+// The calling owner, their organization, and the organization's state (with the reason when it is suspended).
 //
 // Returns a wrapper object for the known response body format(s).
 //
