@@ -1,0 +1,157 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"renga.dev/renga/agent"
+)
+
+func TestQueueDropsOldestAtTheBound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q, err := agent.OpenQueue(dir, agent.MinQueueMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]any{"blob": strings.Repeat("x", 10_000)}
+	totalDropped := 0
+	var last uint64
+	for range 1000 { // ~10 MB into a 4 MiB queue
+		seq, dropped, err := q.Add("test.blob", time.Now(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		totalDropped += dropped
+		last = seq
+	}
+	st, err := q.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bytes > agent.MinQueueMaxBytes || st.Dropped != int64(totalDropped) || st.Depth+st.Dropped != 1000 || totalDropped == 0 {
+		t.Errorf("stats %+v, dropped %d", st, totalDropped)
+	}
+	// What is left is the newest, in order.
+	b, ok, err := q.NextBatch()
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	var first struct {
+		Data struct{ Sequence uint64 } `json:"data"`
+	}
+	if err := json.Unmarshal(b.Observations[0], &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Data.Sequence != last-uint64(st.Depth)+1 {
+		t.Errorf("oldest kept %d, newest %d, depth %d", first.Data.Sequence, last, st.Depth)
+	}
+	// A formed batch is the oldest: it goes first when room is needed.
+	for range 400 {
+		if _, _, err := q.Add("test.blob", time.Now(), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Sent(b, time.Now()); err != nil { // dropped meanwhile: nothing to remove
+		t.Fatal(err)
+	}
+	st2, _ := q.Stats()
+	if st2.Depth+st2.Dropped != 1400 || st2.Bytes > agent.MinQueueMaxBytes {
+		t.Errorf("after more: %+v", st2)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened, it holds the same.
+	q, err = agent.OpenQueue(dir, agent.MinQueueMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	st3, _ := q.Stats()
+	if st3.Depth != st2.Depth || st3.Bytes != st2.Bytes || st3.NextSequence != 1401 {
+		t.Errorf("reopened: %+v, was %+v", st3, st2)
+	}
+}
+
+// A batch keeps its batch_id across retries (and restarts): the home's deduplication then
+// makes a retry after a lost response harmless. It leaves the queue only on 202.
+func TestBatchIDFixedAcrossRetries(t *testing.T) {
+	t.Parallel()
+	d := newFakeDeployment(t, newRegistry(), testKey(""))
+	var failures atomic.Int32
+	d.answer("/api/v1/agent/observations", func(w http.ResponseWriter) bool {
+		if failures.Add(1) <= 3 {
+			problemJSON(w, 503, "unavailable")
+			return true
+		}
+		return false
+	})
+	cfg := testConfig(t, d.URL, testKey(""))
+	cfg.Interval = time.Hour // one observation, at start
+	r := start(t, cfg, nil)
+	eventually(t, "the batch accepted", func() bool { return len(d.sequences()) == 1 })
+	r.stop()
+	var ids []string
+	for _, q := range d.rec.all() {
+		if q.Path == "/api/v1/agent/observations" {
+			var b struct {
+				BatchID string `json:"batch_id"`
+			}
+			_ = json.Unmarshal(q.Body, &b)
+			ids = append(ids, b.BatchID)
+		}
+	}
+	if len(ids) != 4 || ids[0] != ids[3] || ids[1] != ids[0] || !strings.HasPrefix(ids[0], "bat_") {
+		t.Errorf("batch IDs sent: %v", ids)
+	}
+	st, _ := agent.ReadQueueStats(cfg.StateDir)
+	if st.Depth != 0 || st.LastSend.IsZero() {
+		t.Errorf("after the 202: %+v", st)
+	}
+}
+
+// A batch already accepted whose 202 was lost is sent again after a restart with the same
+// batch_id, answered as a duplicate and stored once.
+func TestLostResponseIsADuplicate(t *testing.T) {
+	t.Parallel()
+	d := newFakeDeployment(t, newRegistry(), testKey(""))
+	cfg := testConfig(t, d.URL, testKey(""))
+	cfg.Interval = time.Hour
+	// A first run, then a batch formed and accepted by the home whose 202 the agent never
+	// recorded (as a kill -9 between the two would leave it).
+	r := start(t, cfg, nil)
+	eventually(t, "accepted", func() bool { return len(d.sequences()) == 1 })
+	r.stop()
+	q, err := agent.OpenQueue(cfg.StateDir, cfg.QueueMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Add("test.tick", time.Now(), map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := q.NextBatch() // formed, as a crash after sending would leave it
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Close()
+	d.mu.Lock()
+	d.batches[b.ID] = 1 // the home had accepted and stored it
+	d.accepted = append(d.accepted, b.Observations...)
+	d.mu.Unlock()
+	r = start(t, cfg, nil)
+	eventually(t, "the resend", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.batches[b.ID] == 2
+	})
+	eventually(t, "the queue empty", func() bool { st, _ := r.Queue().Stats(); return st.Depth == 0 })
+	r.stop()
+	if got := d.sequences(); len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Errorf("stored sequences %v, want [1 2 3] (the resent batch once)", got)
+	}
+}
