@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +29,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "renga")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "renga.dev/renga/cmd/renga")
+	cmd := exec.Command("go", "build", "-o", bin, "renga.dev/renga/cmd/renga")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", &buildError{out: string(out), err: err}
