@@ -270,3 +270,37 @@ func TestDeletingHomeForcesResolution(t *testing.T) {
 		}
 	}
 }
+
+// An organization that moved before this agent ever registered: the intake key was issued by
+// the first home (recorded before it was sent), so the agent does not carry it to the new
+// home; it says why and keeps its queue.
+func TestKeyNotCarriedToANewHomeBeforeRegistration(t *testing.T) {
+	t.Parallel()
+	key := testKey("a")
+	reg := newRegistry()
+	a := newFakeDeployment(t, reg, key)
+	a.answer("/api/v1/agent/installations", func(w http.ResponseWriter) bool { problemJSON(w, 410, "moved"); return true })
+	b := newFakeDeployment(t, reg, "")
+	resolver := newFakeDeployment(t, newRegistry(), "")
+	resolver.home = a.URL
+	r := start(t, testConfig(t, resolver.URL, key), nil)
+	eventually(t, "the registration refused", func() bool { return a.rec.count(http.MethodPost, "/api/v1/agent/installations") >= 1 })
+	resolver.mu.Lock()
+	resolver.home = b.URL
+	resolver.mu.Unlock()
+	eventually(t, "the new home resolved", func() bool { h, err := agent.LoadHome(r.cfg.StateDir); return err == nil && h.Home == b.URL })
+	time.Sleep(300 * time.Millisecond)
+	r.stop()
+	for _, q := range b.rec.all() {
+		if strings.Contains(q.Header.Get("Authorization"), key) {
+			t.Errorf("the key went to B: %s %s", q.Method, q.Path)
+		}
+	}
+	if !strings.Contains(r.logs.String(), "this intake key was issued by "+a.URL) {
+		t.Errorf("not explained:\n%s", r.logs.String())
+	}
+	st, _ := agent.ReadQueueStats(r.cfg.StateDir)
+	if st.Depth == 0 {
+		t.Errorf("the queue was not kept")
+	}
+}
