@@ -161,35 +161,58 @@ func (q *Queue) Add(kind string, observedAt time.Time, data map[string]any) (uin
 	var seq uint64
 	dropped := 0
 	err := q.db.Update(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		seq = max(1, u64(m.Get(metaNextSequence)))
-		d := make(map[string]any, len(data)+1)
-		for k, v := range data {
-			d[k] = v
-		}
-		d["sequence"] = seq
-		b, err := json.Marshal(map[string]any{"observed_at": observedAt.UTC().Format(time.RFC3339Nano), "kind": kind, "data": d})
-		if err != nil {
-			return err
-		}
-		if len(b) > MaxObservationBytes {
-			return fmt.Errorf("an observation of %d bytes is over the %d the queue takes", len(b), MaxObservationBytes)
-		}
-		if dropped, err = q.makeRoom(tx, int64(len(b))); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketObservations).Put(key(seq), b); err != nil {
-			return err
-		}
-		if err := m.Put(metaNextSequence, key(seq+1)); err != nil {
-			return err
-		}
-		if err := addMeta(tx, metaBytes, int64(len(b))); err != nil {
-			return err
-		}
-		return addMeta(tx, metaCount, 1)
+		var err error
+		seq, dropped, err = q.add(tx, kind, observedAt, data)
+		return err
 	})
 	return seq, dropped, err
+}
+
+// AddMany queues observations in one transaction (one fsync), as Add would one by one.
+func (q *Queue) AddMany(kind string, observedAt time.Time, data []map[string]any) (int, error) {
+	dropped := 0
+	err := q.db.Update(func(tx *bolt.Tx) error {
+		for _, d := range data {
+			_, n, err := q.add(tx, kind, observedAt, d)
+			if err != nil {
+				return err
+			}
+			dropped += n
+		}
+		return nil
+	})
+	return dropped, err
+}
+
+func (q *Queue) add(tx *bolt.Tx, kind string, observedAt time.Time, data map[string]any) (uint64, int, error) {
+	m := tx.Bucket(bucketMeta)
+	seq := max(1, u64(m.Get(metaNextSequence)))
+	d := make(map[string]any, len(data)+1)
+	for k, v := range data {
+		d[k] = v
+	}
+	d["sequence"] = seq
+	b, err := json.Marshal(map[string]any{"observed_at": observedAt.UTC().Format(time.RFC3339Nano), "kind": kind, "data": d})
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(b) > MaxObservationBytes {
+		return 0, 0, fmt.Errorf("an observation of %d bytes is over the %d the queue takes", len(b), MaxObservationBytes)
+	}
+	dropped, err := q.makeRoom(tx, int64(len(b)))
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Bucket(bucketObservations).Put(key(seq), b); err != nil {
+		return 0, 0, err
+	}
+	if err := m.Put(metaNextSequence, key(seq+1)); err != nil {
+		return 0, 0, err
+	}
+	if err := addMeta(tx, metaBytes, int64(len(b))); err != nil {
+		return 0, 0, err
+	}
+	return seq, dropped, addMeta(tx, metaCount, 1)
 }
 
 // makeRoom drops the oldest observations (whole batches first: they are older than anything
