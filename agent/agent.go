@@ -246,6 +246,8 @@ func (a *Agent) logFailure(err error, wait time.Duration) {
 		case he.Status >= 300 && he.Status < 400:
 			a.log.Error("redirect not followed", attrs...)
 		case he.Status == http.StatusUnauthorized:
+			// A signature older or newer than 5 minutes by the home's clock is also a 401.
+			attrs = append(attrs, "hint", "check the intake key, that the installation exists at this home, and the host's clock")
 			a.log.Error("the home refused this agent's credentials (not re-resolving)", attrs...)
 		case he.Status == http.StatusForbidden:
 			a.log.Error("the home refused the request (not re-resolving)", attrs...)

@@ -125,6 +125,23 @@ func TestRedirectNotFollowed(t *testing.T) {
 	if d.rec.count(http.MethodGet, "/api/v1/agent/home") != 1 {
 		t.Errorf("a redirect made the agent resolve again")
 	}
+
+	// Nor is a redirect from renga_url's home request followed.
+	target2 := newFakeDeployment(t, newRegistry(), testKey(""))
+	rec := &recorder{}
+	redirecting := httptest.NewServer(rec.wrap(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, target2.URL+req.URL.RequestURI(), http.StatusFound)
+	})))
+	defer redirecting.Close()
+	r = start(t, testConfig(t, redirecting.URL, testKey("")), nil)
+	eventually(t, "resolution retries", func() bool { return rec.count(http.MethodGet, "/api/v1/agent/home") >= 2 })
+	r.stop()
+	if n := len(target2.rec.all()); n != 0 {
+		t.Errorf("the resolution's redirect target got %d requests", n)
+	}
+	if !r.logged("redirect not followed") {
+		t.Errorf("no log of the resolution's redirect:\n%s", r.logs.String())
+	}
 }
 
 // The intake key goes only to the home: renga_url (a resolver) sees one unauthenticated home

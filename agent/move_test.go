@@ -107,10 +107,20 @@ func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 	p.signal(t, syscall.SIGKILL)
 	p = startAgentProcess(t, bin, config)
 
+	// A bad map on SIGHUP keeps the previous one, and the log says why.
+	writeFile(t, mapFile, "deployments:\n  a: not a URL\n")
+	if err := res.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bad map refused", func() bool {
+		return strings.Contains(resolverLog.String(), "map not reloaded: keeping the previous one")
+	})
+
 	writeFile(t, mapFile, "deployments:\n  a: "+b.URL+"\n  b: "+b.URL+"\n")
 	if err := res.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the map reloaded", func() bool { return strings.Contains(resolverLog.String(), `"msg":"map reloaded"`) })
 	eventually(t, "observations at B", func() bool { return len(sequencesAt(t, b, installationID)) >= 5 })
 	p.signal(t, syscall.SIGKILL)
 	p = startAgentProcess(t, bin, config)

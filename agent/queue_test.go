@@ -109,6 +109,10 @@ func TestBatchIDFixedAcrossRetries(t *testing.T) {
 	if len(ids) != 4 || ids[0] != ids[3] || ids[1] != ids[0] || !strings.HasPrefix(ids[0], "bat_") {
 		t.Errorf("batch IDs sent: %v", ids)
 	}
+	// 503 is retried at the home: it never makes the agent resolve again.
+	if n := d.rec.count(http.MethodGet, "/api/v1/agent/home"); n != 1 {
+		t.Errorf("%d home requests, want 1", n)
+	}
 	st, _ := agent.ReadQueueStats(cfg.StateDir)
 	if st.Depth != 0 || st.LastSend.IsZero() {
 		t.Errorf("after the 202: %+v", st)

@@ -173,6 +173,9 @@ func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	home, ok := r.Map()[ident]
 	if ident == "" || !ok {
 		problem.Write(w, id, problem.New(http.StatusNotFound, api.ErrorCodeNotFound, "This resolver knows no home for that deployment identifier."))
+		if len(ident) > 32 { // an identifier is at most 16 characters: keep the log small
+			ident = ident[:32] + "..."
+		}
 		r.log.Info("home request", "request_id", id, "source", addr, "deployment", ident, "status", http.StatusNotFound)
 		return
 	}
