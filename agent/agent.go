@@ -135,12 +135,19 @@ func (a *Agent) logHome(msg string) {
 func (a *Agent) Run(ctx context.Context) error {
 	a.logHome("agent starting")
 	a.writeStatus()
+	// The collector stops, and is waited for, before Run returns and the queue may close.
+	ctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- a.collectLoop(ctx) }()
+	var collector sync.WaitGroup
+	collector.Go(func() { errc <- a.collectLoop(ctx) })
+	defer func() { cancel(); collector.Wait() }()
 	for {
 		wait, failed, err := a.step(ctx)
 		if err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 		a.writeStatus()
 		// A new observation wakes the sender, but never shortens a back-off.

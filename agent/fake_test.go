@@ -111,6 +111,7 @@ func (d *fakeDeployment) answer(path string, f func(w http.ResponseWriter) bool)
 func (d *fakeDeployment) serve(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	override := d.status[r.URL.Path]
+	home := d.home
 	d.mu.Unlock()
 	if override != nil && override(w) {
 		return
@@ -118,7 +119,6 @@ func (d *fakeDeployment) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/agent/home":
-		home := d.home
 		if home == "" {
 			home = d.URL
 		}

@@ -130,6 +130,7 @@ func TestLostResponseIsADuplicate(t *testing.T) {
 	// recorded (as a kill -9 between the two would leave it).
 	r := start(t, cfg, nil)
 	eventually(t, "accepted", func() bool { return len(d.sequences()) == 1 })
+	eventually(t, "the 202 recorded", func() bool { st, _ := r.Queue().Stats(); return st.Depth == 0 })
 	r.stop()
 	q, err := agent.OpenQueue(cfg.StateDir, cfg.QueueMaxBytes)
 	if err != nil {

@@ -67,6 +67,9 @@ func agentRunRun(ctx context.Context, opts *agentRunOptions) error {
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused: %w", err)}
 	}
+	// Signals are taken before anything is opened, so SIGTERM always stops the agent cleanly.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(opts.LogLevel))
 	log := slog.New(slog.NewJSONHandler(f.Stderr, &slog.HandlerOptions{Level: level}))
@@ -79,8 +82,6 @@ func agentRunRun(ctx context.Context, opts *agentRunOptions) error {
 		return err
 	}
 	defer func() { _ = a.Close() }()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := a.Run(ctx); err != nil {
 		return err
 	}
