@@ -435,7 +435,8 @@ func (a *Agent) sendAll(ctx context.Context, c *client.ClientWithResponses) erro
 			if err := a.queue.Sent(b, time.Now()); err != nil {
 				return &stateError{err}
 			}
-			dup := r.JSON202 != nil && r.JSON202.Duplicate
+			var accepted client.BatchAccepted
+			dup := json.Unmarshal(r.Body, &accepted) == nil && accepted.Duplicate
 			a.log.Debug("batch sent", "batch_id", b.ID, "observations", len(b.Observations), "duplicate", dup)
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 			he := homeError(a.home.Home, r.HTTPResponse, r.Body)
@@ -460,11 +461,15 @@ func (a *Agent) jobs(ctx context.Context, c *client.ClientWithResponses) error {
 			if err != nil {
 				return err
 			}
-			if r.StatusCode() != http.StatusOK || r.JSON200 == nil {
+			if r.StatusCode() != http.StatusOK {
 				return homeError(a.home.Home, r.HTTPResponse, r.Body)
 			}
+			var list client.AgentJobList
+			if err := json.Unmarshal(r.Body, &list); err != nil {
+				return fmt.Errorf("%s: the jobs list is unreadable: %w", a.home.Home, err)
+			}
 			a.lastJobsFetch = time.Now()
-			for _, j := range r.JSON200.Items {
+			for _, j := range list.Items {
 				if _, ok := a.pendingJobs[j.Id]; !ok {
 					a.log.Info("running a job", "job_id", j.Id, "command", j.Command)
 					a.pendingJobs[j.Id] = a.runJob(ctx, j.Command)

@@ -182,6 +182,10 @@ func TestKeyNeverSentToRengaURL(t *testing.T) {
 	if keyed != 1 {
 		t.Errorf("the key was sent %d times, want once (the registration)", keyed)
 	}
+	// A healthy home: nothing failed (jobs included), so nothing was retried.
+	if strings.Contains(r.logs.String(), `"level":"WARN"`) || strings.Contains(r.logs.String(), `"level":"ERROR"`) {
+		t.Errorf("warnings or errors against a healthy home:\n%s", r.logs.String())
+	}
 }
 
 // 401 and 403 do not re-resolve: they are logged and retried at the same home.
