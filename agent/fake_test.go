@@ -26,6 +26,7 @@ type recorded struct {
 	Method, Path, RawQuery string
 	Header                 http.Header
 	Body                   []byte
+	At                     time.Time
 }
 
 // recorder keeps every request a test server receives.
@@ -38,7 +39,7 @@ func (r *recorder) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.reqs = append(r.reqs, recorded{Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header.Clone(), Body: body})
+		r.reqs = append(r.reqs, recorded{Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header.Clone(), Body: body, At: time.Now()})
 		r.mu.Unlock()
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		h.ServeHTTP(w, req)

@@ -325,3 +325,30 @@ func TestKeyNotCarriedToANewHomeBeforeRegistration(t *testing.T) {
 		t.Errorf("the queue was not kept")
 	}
 }
+
+// Changing renga_url in the configuration resolves again from the new one.
+func TestChangedRengaURLResolvesAgain(t *testing.T) {
+	t.Parallel()
+	first := newFakeDeployment(t, newRegistry(), testKey(""))
+	cfg := testConfig(t, first.URL, testKey(""))
+	r := start(t, cfg, nil)
+	eventually(t, "a batch", func() bool { return len(first.sequences()) > 0 })
+	r.stop()
+	reg := newRegistry()
+	second := newFakeDeployment(t, reg, "")
+	first.reg.mu.Lock()
+	for id, k := range first.reg.keys {
+		reg.keys[id] = k
+	}
+	first.reg.mu.Unlock()
+	cfg.RengaURL = second.URL
+	r = start(t, cfg, nil)
+	eventually(t, "a batch at the new renga_url", func() bool { return len(second.sequences()) > 0 })
+	r.stop()
+	if !r.logged("renga_url changed since the home was resolved: resolving again") {
+		t.Errorf("not logged:\n%s", r.logs.String())
+	}
+	if h, _ := agent.LoadHome(cfg.StateDir); h.Home != second.URL || h.RengaURL != second.URL {
+		t.Errorf("home.json: %+v", h)
+	}
+}

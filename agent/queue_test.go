@@ -160,3 +160,90 @@ func TestLostResponseIsADuplicate(t *testing.T) {
 		t.Errorf("stored sequences %v, want [1 2 3] (the resent batch once)", got)
 	}
 }
+
+// A batch is at most 1,000 observations.
+func TestBatchLimit(t *testing.T) {
+	t.Parallel()
+	q, err := agent.OpenQueue(t.TempDir(), agent.MinQueueMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	data := make([]map[string]any, 1500)
+	for i := range data {
+		data[i] = map[string]any{}
+	}
+	if _, err := q.AddMany("test.tick", time.Now(), data); err != nil {
+		t.Fatal(err)
+	}
+	b, ok, err := q.NextBatch()
+	if err != nil || !ok || len(b.Observations) != 1000 {
+		t.Fatalf("first batch: %d observations, %v %v", len(b.Observations), ok, err)
+	}
+	again, _, _ := q.NextBatch()
+	if again.ID != b.ID {
+		t.Errorf("the formed batch is not the one returned again: %s, %s", again.ID, b.ID)
+	}
+	if err := q.Sent(b, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b2, ok, err := q.NextBatch()
+	if err != nil || !ok || len(b2.Observations) != 500 || b2.ID == b.ID {
+		t.Errorf("second batch: %d observations, %v %v", len(b2.Observations), ok, err)
+	}
+}
+
+// A batch the home refuses as invalid can never be accepted: it is dropped and counted, and
+// the next one goes.
+func TestRejectedBatchDroppedAndCounted(t *testing.T) {
+	t.Parallel()
+	d := newFakeDeployment(t, newRegistry(), testKey(""))
+	var refused atomic.Int32
+	d.answer("/api/v1/agent/observations", func(w http.ResponseWriter) bool {
+		if refused.Add(1) == 1 {
+			problemJSON(w, 400, "invalid_request")
+			return true
+		}
+		return false
+	})
+	r := start(t, testConfig(t, d.URL, testKey("")), nil)
+	eventually(t, "later batches accepted", func() bool { return len(d.sequences()) >= 2 })
+	r.stop()
+	st, _ := agent.ReadQueueStats(r.cfg.StateDir)
+	if st.Rejected != 1 || d.sequences()[0] != 2 {
+		t.Errorf("rejected %d, accepted %v", st.Rejected, d.sequences())
+	}
+	if !r.logged("the home refused a batch as invalid: dropped") {
+		t.Errorf("not logged:\n%s", r.logs.String())
+	}
+}
+
+// 429 waits for Retry-After, even when the back-off would retry sooner.
+func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
+	d := newFakeDeployment(t, newRegistry(), testKey(""))
+	var refused atomic.Int32
+	d.answer("/api/v1/agent/observations", func(w http.ResponseWriter) bool {
+		if refused.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			problemJSON(w, 429, "limit_exceeded")
+			return true
+		}
+		return false
+	})
+	r := start(t, testConfig(t, d.URL, testKey("")), nil)
+	eventually(t, "accepted after the wait", func() bool { return len(d.sequences()) >= 1 })
+	r.stop()
+	var times []time.Time
+	for _, q := range d.rec.all() {
+		if q.Path == "/api/v1/agent/observations" {
+			times = append(times, q.At)
+		}
+	}
+	if len(times) < 2 || times[1].Sub(times[0]) < 900*time.Millisecond {
+		t.Errorf("retried after %v, want Retry-After's 1 s", times[1].Sub(times[0]))
+	}
+	if d.rec.count(http.MethodGet, "/api/v1/agent/home") != 1 {
+		t.Errorf("429 made the agent resolve again")
+	}
+}
