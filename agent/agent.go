@@ -237,6 +237,15 @@ func (a *Agent) step(ctx context.Context) (time.Duration, bool, error) {
 	return wait, true, nil
 }
 
+// keyIssuerError: the home is not the one the intake key was first sent to (its issuer), so the
+// key is not sent there.
+type keyIssuerError struct{ issuer, home string }
+
+func (e *keyIssuerError) Error() string {
+	return fmt.Sprintf("this intake key was issued by %s, not by the home %s: the organization moved before this agent registered; configure an intake key from %s",
+		e.issuer, e.home, e.home)
+}
+
 // stateError is a failure of the state directory: the agent stops rather than lose data.
 type stateError struct{ err error }
 
@@ -261,6 +270,11 @@ func (a *Agent) logFailure(err error, wait time.Duration) {
 		default:
 			a.log.Warn("request failed", attrs...)
 		}
+		return
+	}
+	var ke *keyIssuerError
+	if errors.As(err, &ke) {
+		a.log.Error("the intake key is not sent to this home", attrs...)
 		return
 	}
 	a.log.Warn("request failed", attrs...)
@@ -369,8 +383,7 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	hash := keyHash(a.cfg.IntakeKey)
 	if rec.IntakeKeySHA256 == hash && rec.Home != a.home.Home {
-		return fmt.Errorf("this intake key was issued by %s, not by the home %s: the organization moved before this agent registered; configure an intake key from %s",
-			rec.Home, a.home.Home, a.home.Home)
+		return &keyIssuerError{issuer: rec.Home, home: a.home.Home}
 	}
 	if rec.IntakeKeySHA256 != hash || rec.Home != a.home.Home {
 		rec = registrationFile{IntakeKeySHA256: hash, Home: a.home.Home}
@@ -426,7 +439,9 @@ func (a *Agent) sendAll(ctx context.Context, c *client.ClientWithResponses) erro
 		if err != nil {
 			return err
 		}
-		r, err := c.SubmitObservationsWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body))
+		// A batch in flight when the agent is stopped finishes (within the request timeout), so
+		// that its 202 is recorded rather than the batch sent again as a duplicate next time.
+		r, err := c.SubmitObservationsWithBodyWithResponse(context.WithoutCancel(ctx), "application/json", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}

@@ -317,7 +317,7 @@ func TestKeyNotCarriedToANewHomeBeforeRegistration(t *testing.T) {
 			t.Errorf("the key went to B: %s %s", q.Method, q.Path)
 		}
 	}
-	if !strings.Contains(r.logs.String(), "this intake key was issued by "+a.URL) {
+	if !strings.Contains(r.logs.String(), "this intake key was issued by "+a.URL) || !r.logged("the intake key is not sent to this home") {
 		t.Errorf("not explained:\n%s", r.logs.String())
 	}
 	st, _ := agent.ReadQueueStats(r.cfg.StateDir)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,20 +133,7 @@ func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), `"home":"`+b.URL) {
 		t.Errorf("the last run does not log B as its home:\n%s", p.stderr.String())
 	}
-	st, err := agent.ReadQueueStats(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := append(sequencesAt(t, a, installationID), sequencesAt(t, b, installationID)...)
-	slices.Sort(all)
-	if int64(len(all)) != int64(st.NextSequence-1)-st.Depth || st.Dropped != 0 {
-		t.Errorf("produced %d, queued %d, arrived %d at A and B", st.NextSequence-1, st.Depth, len(all))
-	}
-	for i, s := range all {
-		if s != i+1 {
-			t.Fatalf("sequences at A and B are not 1..%d exactly once: %v", len(all), all)
-		}
-	}
+	exactlyOnce(t, append(sequencesAt(t, a, installationID), sequencesAt(t, b, installationID)...), state)
 	// B never saw an intake key (its log would show the registration attempt) nor a new
 	// installation: the one the import carried is the only one.
 	var n int

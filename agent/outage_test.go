@@ -99,19 +99,7 @@ func TestAgentProcessThroughAnOutage(t *testing.T) {
 	eventually(t, "the queue drained", func() bool { s := statusOf(t, bin, config); return s.Depth == 0 && !s.AsOf.IsZero() })
 	p.signal(t, syscall.SIGTERM)
 
-	final, err := agent.ReadQueueStats(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := sequencesAt(t, env, installationID)
-	if int64(len(got)) != int64(final.NextSequence-1)-final.Depth || final.Dropped != 0 {
-		t.Errorf("produced %d, queued %d, arrived %d", final.NextSequence-1, final.Depth, len(got))
-	}
-	for i, s := range got {
-		if s != i+1 {
-			t.Fatalf("arrived sequences are not 1..%d exactly once: %v", len(got), got)
-		}
-	}
+	exactlyOnce(t, sequencesAt(t, env, installationID), state)
 }
 
 // statusOf runs `renga agent status -o json`.
