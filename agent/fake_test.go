@@ -194,7 +194,7 @@ func (d *fakeDeployment) signed(w http.ResponseWriter, r *http.Request, body []b
 	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/agent/jobs":
 		items := []map[string]any{}
 		for _, j := range d.jobs {
-			if _, done := d.results[j["id"].(string)]; !done {
+			if _, done := d.results[fmt.Sprint(j["id"])]; !done {
 				items = append(items, j)
 			}
 		}

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -35,11 +36,11 @@ func TestJobsRunBuiltInsOnly(t *testing.T) {
 	r.stop()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.results["job_facts"]["status"] != "succeeded" || !strings.Contains(d.results["job_facts"]["output"].(string), "queued test.tick as observation") {
+	if d.results["job_facts"]["status"] != "succeeded" || !strings.Contains(fmt.Sprint(d.results["job_facts"]["output"]), "queued test.tick as observation") {
 		t.Errorf("facts: %v", d.results["job_facts"])
 	}
 	var status map[string]any
-	if d.results["job_status"]["status"] != "succeeded" || json.Unmarshal([]byte(d.results["job_status"]["output"].(string)), &status) != nil ||
+	if d.results["job_status"]["status"] != "succeeded" || json.Unmarshal([]byte(fmt.Sprint(d.results["job_status"]["output"])), &status) != nil ||
 		status["installation_id"] != r.InstallationID() || status["home"] != d.URL {
 		t.Errorf("status: %v", d.results["job_status"])
 	}
@@ -47,7 +48,7 @@ func TestJobsRunBuiltInsOnly(t *testing.T) {
 		t.Errorf("the refused result was not sent again")
 	}
 	shell := d.results["job_shell"]
-	if shell["status"] != "failed" || shell["exit_code"] != float64(127) || !strings.Contains(shell["output"].(string), "built-in jobs (facts, status)") {
+	if shell["status"] != "failed" || shell["exit_code"] != float64(127) || !strings.Contains(fmt.Sprint(shell["output"]), "built-in jobs (facts, status)") {
 		t.Errorf("shell command: %v", shell)
 	}
 	// Each job ran once: listing again returns nothing pending, and no job ran twice.
