@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"crypto/ed25519"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -24,8 +25,9 @@ import (
 // with the same ID and public key (what RFD 20's import carries; transfers build the real
 // archive), and A's organization is marked moved. While the resolver still answers A, the
 // agent backs off; after the map points a at B and the resolver gets SIGHUP, the agent
-// continues at B with the same installation ID and without its intake key. Every
-// observation is at A (before the move) or B (after), exactly once.
+// continues at B with the same installation ID and without its intake key. The agent is killed
+// with SIGKILL twelve times along the way. Every observation is at A (before the move) or B
+// (after), exactly once.
 func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 	t.Parallel()
 	bin := rengaBinary(t)
@@ -76,9 +78,11 @@ func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 		installationID = id.InstallationID
 		return len(sequencesAt(t, a, installationID)) >= 5
 	})
+	// Killed at random points before the move.
+	p = killAndRestart(t, p, bin, config, 5)
 	identity, err := agent.LoadIdentity(state)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || identity.InstallationID != installationID {
+		t.Fatalf("identity after restarts: %v %v", identity.InstallationID, err)
 	}
 
 	// The import at B: the organization and its installation with the same public key.
@@ -121,8 +125,8 @@ func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 	}
 	eventually(t, "the map reloaded", func() bool { return strings.Contains(resolverLog.String(), `"msg":"map reloaded"`) })
 	eventually(t, "observations at B", func() bool { return len(sequencesAt(t, b, installationID)) >= 5 })
-	p.signal(t, syscall.SIGKILL)
-	p = startAgentProcess(t, bin, config)
+	// Killed at random points after the move.
+	p = killAndRestart(t, p, bin, config, 5)
 	atB := len(sequencesAt(t, b, installationID))
 	eventually(t, "more observations at B after a restart", func() bool { return len(sequencesAt(t, b, installationID)) > atB+3 })
 	p.signal(t, syscall.SIGTERM)
@@ -143,6 +147,18 @@ func TestAgentFollowsAMoveThroughTheResolver(t *testing.T) {
 	if strings.Contains(b.Logs.String(), "/api/v1/agent/installations") {
 		t.Errorf("the agent tried to register at B")
 	}
+}
+
+// killAndRestart kills the agent with SIGKILL n times, each after a random 200-700 ms, and
+// returns the process running after the last.
+func killAndRestart(t *testing.T, p *agentProcess, bin, config string, n int) *agentProcess {
+	t.Helper()
+	for range n {
+		time.Sleep(time.Duration(200+rand.IntN(500)) * time.Millisecond)
+		p.signal(t, syscall.SIGKILL)
+		p = startAgentProcess(t, bin, config)
+	}
+	return p
 }
 
 func writeFile(t *testing.T, path, content string) {
