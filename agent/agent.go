@@ -44,7 +44,7 @@ type Agent struct {
 	queue    *Queue
 	retry    *backoff.ExponentialBackOff
 
-	mu           sync.Mutex // guards home and lastJobsFetch's readers in Status
+	mu           sync.Mutex // guards home, which Status (a job) reads
 	home         Home
 	registration Registration
 

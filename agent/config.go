@@ -49,15 +49,16 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return e.Setting + ": " + e.Problem }
 
-// fileConfig is the YAML as written: interval is a Go duration string.
+// fileConfig is the YAML as written. Every value is read as its text and parsed below, as the
+// environment's are, so that a bad value is refused by its setting's name.
 type fileConfig struct {
 	RengaURL          string `yaml:"renga_url"`
 	IntakeKey         string `yaml:"intake_key"`
 	IntakeKeyFile     string `yaml:"intake_key_file"`
 	StateDir          string `yaml:"state_dir"`
-	AllowInsecureHTTP *bool  `yaml:"allow_insecure_http"`
+	AllowInsecureHTTP string `yaml:"allow_insecure_http"`
 	Interval          string `yaml:"interval"`
-	QueueMaxBytes     *int64 `yaml:"queue_max_bytes"`
+	QueueMaxBytes     string `yaml:"queue_max_bytes"`
 }
 
 // LoadConfig reads path (none when empty), then the environment through getenv, validates the
@@ -75,41 +76,31 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	env := func(name string) (string, bool) {
-		v := getenv("RENGA_AGENT_" + strings.ToUpper(name))
-		return v, v != ""
-	}
-	c := Config{RengaURL: fc.RengaURL, IntakeKey: fc.IntakeKey, IntakeKeyFile: fc.IntakeKeyFile, StateDir: fc.StateDir,
-		Interval: DefaultInterval, QueueMaxBytes: DefaultQueueMaxBytes}
-	if fc.AllowInsecureHTTP != nil {
-		c.AllowInsecureHTTP = *fc.AllowInsecureHTTP
-	}
-	if fc.QueueMaxBytes != nil {
-		c.QueueMaxBytes = *fc.QueueMaxBytes
-	}
-	interval := fc.Interval
-	for name, dst := range map[string]*string{"renga_url": &c.RengaURL, "intake_key": &c.IntakeKey,
-		"intake_key_file": &c.IntakeKeyFile, "state_dir": &c.StateDir, "interval": &interval} {
-		if v, ok := env(name); ok {
+	for name, dst := range map[string]*string{"renga_url": &fc.RengaURL, "intake_key": &fc.IntakeKey,
+		"intake_key_file": &fc.IntakeKeyFile, "state_dir": &fc.StateDir, "allow_insecure_http": &fc.AllowInsecureHTTP,
+		"interval": &fc.Interval, "queue_max_bytes": &fc.QueueMaxBytes} {
+		if v := getenv("RENGA_AGENT_" + strings.ToUpper(name)); v != "" {
 			*dst = v
 		}
 	}
-	if v, ok := env("allow_insecure_http"); ok {
-		b, err := strconv.ParseBool(v)
+	c := Config{RengaURL: fc.RengaURL, IntakeKey: fc.IntakeKey, IntakeKeyFile: fc.IntakeKeyFile, StateDir: fc.StateDir,
+		Interval: DefaultInterval, QueueMaxBytes: DefaultQueueMaxBytes}
+	if fc.AllowInsecureHTTP != "" {
+		b, err := strconv.ParseBool(fc.AllowInsecureHTTP)
 		if err != nil {
 			return Config{}, &ConfigError{"allow_insecure_http", "must be true or false"}
 		}
 		c.AllowInsecureHTTP = b
 	}
-	if v, ok := env("queue_max_bytes"); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
+	if fc.QueueMaxBytes != "" {
+		n, err := strconv.ParseInt(fc.QueueMaxBytes, 10, 64)
 		if err != nil {
 			return Config{}, &ConfigError{"queue_max_bytes", "must be a number of bytes"}
 		}
 		c.QueueMaxBytes = n
 	}
-	if interval != "" {
-		d, err := time.ParseDuration(interval)
+	if fc.Interval != "" {
+		d, err := time.ParseDuration(fc.Interval)
 		if err != nil {
 			return Config{}, &ConfigError{"interval", "must be a Go duration such as 30s"}
 		}

@@ -87,8 +87,29 @@ func TestBadConfigNamesTheSetting(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.setting)
 		}
 	}
-	// An unknown setting in the file is refused, by name.
+	// A bad value in the file is refused by the setting's name too.
 	path := filepath.Join(dir, "agent.yaml")
+	for content, setting := range map[string]string{
+		"queue_max_bytes: lots\n":       "queue_max_bytes",
+		"allow_insecure_http: maybe\n":  "allow_insecure_http",
+		"interval: 5\n":                 "interval",
+		"renga_url: http://x.example\n": "renga_url",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := agent.LoadConfig(path, func(k string) string {
+			if k == "RENGA_AGENT_RENGA_URL" && strings.HasPrefix(content, "renga_url") {
+				return ""
+			}
+			return good[k]
+		})
+		var ce *agent.ConfigError
+		if !errors.As(err, &ce) || ce.Setting != setting {
+			t.Errorf("file %q: %v, want an error naming %s", content, err, setting)
+		}
+	}
+	// An unknown setting in the file is refused, by name.
 	if err := os.WriteFile(path, []byte("renga_url: https://r.example.com\nintake_keys: x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
