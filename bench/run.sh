@@ -28,6 +28,9 @@ RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
 RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
   go test -count=1 -run TestIntakeLoad -v ./bench/ | grep intake-load | tee "$out/load"
 
+RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
+  go test -count=1 -run TestAgentFootprint -v ./bench/ | grep agent-footprint | tee "$out/agent"
+
 # Terraform: examples/scale against a fresh server beside the same graph of terraform_data.
 if command -v terraform >/dev/null; then
   RENGA_TF_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
@@ -61,5 +64,6 @@ printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare 
 printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
+printf '%s (target: RSS <= 25 MiB, idle CPU about 0)\n' "$(cat "$out/agent")"
 [ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(cat "$out/tf")"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

@@ -51,8 +51,8 @@ type Config struct {
 	// MaxInFlight bounds the API requests served at once (0: no bound).
 	MaxInFlight int
 	// HTTP are the connection timeouts (DefaultHTTPTimeouts; not read from the environment).
-	HTTP HTTPTimeouts
-	Version                 string
+	HTTP    HTTPTimeouts
+	Version string
 	// PolicyDefaults are the deployment's defaults (RENGA_POLICY_DEFAULTS over the built-in ones).
 	PolicyDefaults domain.PolicyDocument
 	// SMTPURL is where mail goes (smtp://[user:password@]host:port); without it, mail is written

@@ -266,7 +266,7 @@ func checkAnswer(spec *openapi3.T, op *pipeline.Operation, reqHeader http.Header
 	}
 	hr.Header = reqHeader
 	in := &openapi3filter.RequestValidationInput{Request: hr, PathParams: pathParams,
-		Route: &routers.Route{Spec: spec, Path: op.Route, PathItem: spec.Paths.Find(op.Route), Method: op.Method, Operation: o},
+		Route:   &routers.Route{Spec: spec, Path: op.Route, PathItem: spec.Paths.Find(op.Route), Method: op.Method, Operation: o},
 		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}
 	verr := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in, Status: rep.Status, Header: rep.Header, Body: io.NopCloser(bytes.NewReader(rep.Body)),
@@ -296,7 +296,6 @@ func paramText(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-
 
 // TestFuzzCheckFindsNonConformingAnswers: the fuzzer's check is not a check that cannot fail.
 func TestFuzzCheckFindsNonConformingAnswers(t *testing.T) {

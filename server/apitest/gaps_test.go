@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/servertest"

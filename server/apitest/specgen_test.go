@@ -96,7 +96,6 @@ func (g *specGen) valid(ref *openapi3.SchemaRef, depth int) any {
 	return out
 }
 
-
 // anyJSON is a free-form JSON value.
 func (g *specGen) anyJSON(depth int) any {
 	switch n := g.r.IntN(6); {

@@ -248,6 +248,13 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 	return leaked, nil
 }
 
+// OwnURL as the public URL (WithOwnPublicURL) becomes the test server's own address, so the home
+// request answers a URL the test (and an agent) can reach.
+const OwnURL = "http://servertest.own"
+
+// WithOwnPublicURL makes the server's public URL its own address.
+func WithOwnPublicURL() Option { return func(c *server.Config) { c.PublicURL = OwnURL } }
+
 // Option adjusts the server's configuration.
 type Option func(*server.Config)
 
@@ -280,13 +287,20 @@ func Start(t testing.TB, opts ...Option) *Env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The listener exists before the server, so that the server can be its own public URL.
+	ts := httptest.NewUnstartedServer(nil)
+	if cfg.PublicURL == OwnURL {
+		cfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	}
 	logs := &SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := server.New(cfg, pool, log)
 	if err != nil {
+		ts.Close()
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	ts.Config.Handler = s.Handler()
+	ts.Start()
 	t.Cleanup(ts.Close)
 	env := &Env{URL: ts.URL, Pool: pool, Server: s, Config: cfg, Logs: logs, DBURL: dbURL}
 	// Registered after the pool's cleanup, so it runs before the pool closes.
