@@ -32,6 +32,13 @@ func (s *Server) GetPolicy(ctx context.Context, req api.GetPolicyRequestObject) 
 
 // PutPolicy replaces an organization's policy document, guarded by If-Match.
 func (s *Server) PutPolicy(ctx context.Context, req api.PutPolicyRequestObject) (api.PutPolicyResponseObject, error) {
+	// A GET body written back carries organization_id: it must be this one, then it is dropped.
+	if id := req.Body.OrganizationId; id != nil {
+		if *id != req.OrganizationId {
+			return nil, &domain.ValidationError{Field: "organization_id", Message: "must be the organization in the path, " + req.OrganizationId}
+		}
+		req.Body.OrganizationId = nil
+	}
 	doc, err := convert[domain.PolicyDocument](req.Body)
 	if err != nil {
 		return nil, err

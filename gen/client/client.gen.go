@@ -1236,6 +1236,9 @@ type PolicyWrite struct {
 	// LockedSettings Each setting present is locked to that value; owners cannot change it.
 	LockedSettings *LockedSettings `json:"locked_settings,omitempty"`
 
+	// OrganizationId Read-only, so that a GET body can be written back; when present it must be the organization in the path.
+	OrganizationId *string `json:"organization_id,omitempty"`
+
 	// Version Ignored; If-Match decides.
 	Version *int64 `json:"version,omitempty"`
 }
