@@ -30,7 +30,10 @@ func TestWriteBackEveryPut(t *testing.T) {
 	}{
 		"putPolicy": {policyPath(org.ID), operator,
 			func(b map[string]any) { b["limits"] = map[string]any{"max_agents": 7} },
-			func(b map[string]any) bool { return b["limits"].(map[string]any)["max_agents"] == float64(7) }},
+			func(b map[string]any) bool {
+				limits, ok := b["limits"].(map[string]any)
+				return ok && limits["max_agents"] == float64(7)
+			}},
 		"putSettings": {"/api/v1/org/settings", owner,
 			func(b map[string]any) { b["session_max_age_hours"] = 12 },
 			func(b map[string]any) bool { return b["session_max_age_hours"] == float64(12) }},
