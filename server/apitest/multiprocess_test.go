@@ -294,3 +294,57 @@ func TestTwoProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeLimitAcrossProcesses: near intake_bytes_per_day, batches serialize on the
+// organization in PostgreSQL, so two processes taking one organization's batches at once never
+// let its total pass the limit, and fill it (README: Agents).
+func TestIntakeLimitAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, operator := scopedToken(t, env, "policies:write", "usage:read")
+	s := newAgentSetup(t, env)
+	procs := []*process{startProcess(t, env), startProcess(t, env)}
+	size := len(batchBody("b-000000", 1, 900))
+	limit := 30*size + size/2
+	setPolicy(t, env, operator, s.OrgID, map[string]any{"limits": map[string]any{"intake_bytes_per_day": limit}})
+
+	var (
+		mu       sync.Mutex
+		accepted int
+		wrong    []string
+	)
+	var wg sync.WaitGroup
+	for c := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				body := batchBody(fmt.Sprintf("b-%02d%04d", c, i), 1, 900)
+				rep, err := sendTo(procs[c%2], req{Method: http.MethodPost, Path: observationsURL, Body: body,
+					Header: s.Agent.sign(http.MethodPost, observationsURL, body, time.Now())})
+				mu.Lock()
+				switch {
+				case err != nil:
+					wrong = append(wrong, err.Error())
+				case rep.Status == http.StatusAccepted:
+					accepted++
+				case rep.Status != http.StatusTooManyRequests:
+					wrong = append(wrong, fmt.Sprintf("%d %s", rep.Status, rep.Body))
+				}
+				mu.Unlock()
+				if err != nil || rep.Status != http.StatusAccepted {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(wrong) > 0 {
+		t.Fatalf("answers other than 202 and 429: %v", wrong)
+	}
+	u := usageToday(t, env, operator, s.OrgID)
+	if u.IntakeBytes > int64(limit) || u.IntakeBytes < int64(limit-size) || u.IntakeRequests != int64(accepted) {
+		t.Errorf("%d batches accepted, usage %d requests and %d bytes; want the limit %d filled (within one batch of %d bytes), never passed",
+			accepted, u.IntakeRequests, u.IntakeBytes, limit, size)
+	}
+}
