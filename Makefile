@@ -4,7 +4,7 @@ TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
-.PHONY: all build run test generate check-generated lint lint-spec bench fuzz clean
+.PHONY: all build run test generate check-generated check-breaking lint lint-spec bench fuzz clean
 
 all: build
 
@@ -39,6 +39,11 @@ check-generated: generate
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 lint:
 	$(GO) run $(GOLANGCI_LINT) run ./...
+
+# Changes to openapi.yaml that break clients of the last release (api/openapi.released.yaml)
+# fail unless CHANGELOG.md declares them (make test runs the same check in api/).
+check-breaking:
+	$(GO) tool oasdiff breaking api/openapi.released.yaml openapi.yaml --fail-on ERR --err-ignore CHANGELOG.md
 
 # openapi.yaml under Redocly's recommended rules and Spectral's spec:oas, both pinned in
 # tools/spec/package-lock.json: no error, no warning.
