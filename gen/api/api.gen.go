@@ -136,6 +136,7 @@ const (
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                  ErrorCode = "moved"
+	ErrorCodeNoPendingRevision      ErrorCode = "no_pending_revision"
 	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
 	ErrorCodeNotFound               ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
@@ -189,6 +190,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeNoPendingRevision:
 		return true
 	case ErrorCodeNotEntitled:
 		return true
@@ -765,6 +768,20 @@ type IdentityProviderCreate struct {
 type IdentityProviderList struct {
 	Items         []IdentityProvider `json:"items"`
 	NextPageToken *string            `json:"next_page_token"`
+}
+
+// IdentityProviderTest A started test of a provider's pending revision.
+type IdentityProviderTest struct {
+	// ExpiresAt The test URL works until then.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Revision The pending revision the test is bound to.
+	Revision int64 `json:"revision"`
+
+	// TestUrl Open it in a browser to test and activate the revision. Single use; shown in the response that started the test only (absent from a replay).
+	//
+	// Example: https://renga.example.com/signin/test?capability=5Jm0yq3f4nQ2
+	TestUrl *string `json:"test_url,omitempty"`
 }
 
 // IdentityProviderWrite A provider's whole configuration. The members a GET returns besides these are accepted and ignored, except `slug`, `protocol` and `issuer`, which must match.
@@ -1508,6 +1525,12 @@ type DisableIdentityProviderParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// StartIdentityProviderTestParams defines parameters for StartIdentityProviderTest.
+type StartIdentityProviderTestParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // ListOrganizationsParams defines parameters for ListOrganizations.
 type ListOrganizationsParams struct {
 	// PageSize Items per page.
@@ -1796,6 +1819,9 @@ type ServerInterface interface {
 	// DisableIdentityProvider Disable a deployment identity provider
 	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
 	DisableIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DisableIdentityProviderParams)
+	// StartIdentityProviderTest Start a test of the provider's pending revision
+	// (POST /api/v1/operator/identity-providers/{provider_id}/tests)
+	StartIdentityProviderTest(w http.ResponseWriter, r *http.Request, providerId ProviderId, params StartIdentityProviderTestParams)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(w http.ResponseWriter, r *http.Request, params ListOrganizationsParams)
@@ -2437,6 +2463,60 @@ func (siw *ServerInterfaceWrapper) DisableIdentityProvider(w http.ResponseWriter
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DisableIdentityProvider(w, r, providerId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StartIdentityProviderTest operation middleware
+func (siw *ServerInterfaceWrapper) StartIdentityProviderTest(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StartIdentityProviderTestParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StartIdentityProviderTest(w, r, providerId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4112,6 +4192,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.DeleteIdentityProvider)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.GetIdentityProvider)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/tests", wrapper.StartIdentityProviderTest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
@@ -6033,6 +6114,155 @@ type DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTestRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+	Params     StartIdentityProviderTestParams
+}
+
+type StartIdentityProviderTestResponseObject interface {
+	VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error
+}
+
+type StartIdentityProviderTest201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type StartIdentityProviderTest201JSONResponse struct {
+	Body    IdentityProviderTest
+	Headers StartIdentityProviderTest201ResponseHeaders
+}
+
+func (response StartIdentityProviderTest201JSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest400ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest401ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest403ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest404ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest409ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest429ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTestdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StartIdentityProviderTestdefaultApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10397,6 +10627,9 @@ type StrictServerInterface interface {
 	// DisableIdentityProvider Disable a deployment identity provider
 	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
 	DisableIdentityProvider(ctx context.Context, request DisableIdentityProviderRequestObject) (DisableIdentityProviderResponseObject, error)
+	// StartIdentityProviderTest Start a test of the provider's pending revision
+	// (POST /api/v1/operator/identity-providers/{provider_id}/tests)
+	StartIdentityProviderTest(ctx context.Context, request StartIdentityProviderTestRequestObject) (StartIdentityProviderTestResponseObject, error)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(ctx context.Context, request ListOrganizationsRequestObject) (ListOrganizationsResponseObject, error)
@@ -10926,6 +11159,33 @@ func (sh *strictHandler) DisableIdentityProvider(w http.ResponseWriter, r *http.
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(DisableIdentityProviderResponseObject); ok {
 		if err := validResponse.VisitDisableIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StartIdentityProviderTest operation middleware
+func (sh *strictHandler) StartIdentityProviderTest(w http.ResponseWriter, r *http.Request, providerId ProviderId, params StartIdentityProviderTestParams) {
+	var request StartIdentityProviderTestRequestObject
+
+	request.ProviderId = providerId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StartIdentityProviderTest(ctx, request.(StartIdentityProviderTestRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StartIdentityProviderTest")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StartIdentityProviderTestResponseObject); ok {
+		if err := validResponse.VisitStartIdentityProviderTestResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11836,260 +12096,271 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L35chs3+ij6KijeqTKZaVGrnViqX53reMko48S+lnynfjfyYYPdIImoCTANtGTGo3/PA5xHPE9yC98H",
-	"dKO7wU2rnVFN1cRqYseHb1++dBI5nUnBhFadwy+dCaMpy+Gfr0/p2Pw3ZSrJ+UxzKTqHndMJI0rnUowJ",
-	"E5rrOdF0HBE9YSSVSTFlQj9R5ILliktBuCB/FFIz1e9EHZVM2JSaIdlnOp1lrHPYOevsn3U6UUfPZ+ZP",
-	"pXMuxp2rq6hznLLpTGomkvnrzzOeM9VezL8mTMDUSsucpSRnqsg0kSOiJ1yRczaHj38UTGlyybOMDBkZ",
-	"yXwstWaCdD+8eUn29/ef9+rLG8l8SnXnsJNSzbY0n7LgCt/KhOJCQoeU5IxqXJMs8oQ9UeTjh7dkRvWk",
-	"Pltz4KuoM6M5nTJtL8I7iX+yeXu2XaIl2Xv6lMxyLjQdZoy8OHl5fEySCc1pYoY5IhQvIjWXVyS6yFm6",
-	"NeIsgw9cjMmUUaHwMOmUEaoI14okUmgmdJ/8wpUyzf7P//rfJD7Y2SG8WtXgnM0H5ph5ztLY7I6bdSEs",
-	"daKOoFOzQ28fW2YjUcf16RzqvGD+ofwtZ6POYef/2q7Acxt/VduN82gAyz/Z/B2cDM3aR+V+OSKXBnTG",
-	"/IKJiORM55wpcsn1hHBNcjbL6LwNWBvs7Po7Gf1CdTJZ+vDMyyQZVWalNI0I64/7JD7rfH/WiaubkjmJ",
-	"v4vthe39QGY5S6RIuRmvuq0jcsnouWmsNM2Ybb67557wYMrV1Kxoyb2OtnDNyy408MCFmTGDJ3ScmjYw",
-	"unkg1djcazTg6fVhpj4Zzq/pOfsnmy+c3ID1ijlnVGuWm67/07T+bWfrOd3689OXvWdXfwujNXHB9ao9",
-	"uyYbzM7FxRqz/yyHC6f9XQ43mM+0Xj3fu3xMBf9z+X6l1+gmd9yYzMz/no7ZCf+TtZ/TsWZTRWYsJzM6",
-	"ZiVs/1GwfF4tzfw2UGYAfxEpG9Ei053D3Z2dqDOln/m0mHYOn8JfXOBfu+V5cKHZmOXlgk7lOVtANGLB",
-	"PusBzKpNqxhpGTOP94LLQq1eLfSrLXdKP79lYqwnncM9u0T3927o0t7n8oKnLF94YTPbYBPwTGdrgMtH",
-	"RcfsTS6n7dN5w3OlycfTlySl84hwkWSF4hcLz2JkRlm2uBqRX7yaU9ley1saXMoRoZpMpdLE0MeUzhWh",
-	"I81yEpvFxItWquWN1nllOquZFAo5pB9p+gE5HvOXpd/mn3Q2yzhyLNuzXA4zNv377wrZl/Ue2HvshZO2",
-	"gdcxWqlkigipCdANZMUcb0i6MRcXNOPpwDaPIxIv5CXMb7a59yh6/c5V1HkpxSjjyYNtM7HzW74hKfLc",
-	"bFBpqhnpxiorxgNDYUR4h4Wq7w/6mQ+zIjdIR9NcYwvFtOZiPMhkcg5fDGV3s8fIyRgckUyoGDOSyCzj",
-	"qWNnKMnlJaFC6gnLq7Vb5pTqiuObSnNBeLav81zm93mwLwQpBPs8Y4lZFjPTw0LeyHzI0xTx5X3eMkAa",
-	"yWhybpniRM4YQK8qRiOecCb0AD7GEZ507KDWfu5F5B+np+9PCFfE/US68UTrmaogvIeyk08DTQdVqBkT",
-	"KUvNZQ+Z4edSljENQ5Q/mt4yJ5RkfMo1TkSTCTSCTwP2OWEMWsJx/iQFu++TrNgZklBBhCSZFGNmtkXM",
-	"I0CU4DgeBrKeexnua84u5HnrK00SNtPl5n6V+o0sRHqfG/xVElUkk1LKI91YSD0YmXXYZb2n80zS9FTK",
-	"tzQf3/vxD2U6JwgGiuySX/iPpBvPcE0DLeUgM6tya/VkhDeUZyy97+U6YaJSISiUTKJSUJnSzBBFgJyW",
-	"lOIeo0XHA9sgsL8PJcm9vx2Wu+OKTOtyWjcOC2i48FMpf6Fibim7us81fzD0DLAJnHhONRvYP+PeEVGM",
-	"kfgD0/l864XhdoDP8dRI3k9tTuoEdqyIluSSch1UjFTsMzBlghZ6woQ2+73fy7OCdVQBYEQKcS7kpYiI",
-	"xVvmNi2yQhJiEbTFDjRNc6aQoiCFKZklmmXyknTjor5BQ+6FIeopiwzunHChyeWEJxMDGFfuvOCoXySa",
-	"X3ANKqJZLmcs1xyZQppopOfLtu66v4DGV1EHGYp0AHoiGIcbqSkgzpdsKc1zOjd/8zTYzCyqVJpVakBL",
-	"0XwJrs3qIpfMlB4sGBw0devr7yqe+7cOSDK2pTdLZE/OX3jrXD6Vg8vh7yzRZin1s2zdx4INcHFhdYp2",
-	"i6LIMjo0R4RiQauHkSEGStCZmki95GK+dJgwUulvdiMyLwXFTCY0G7jP5gXOlWZGeCoUqHk4KEoM2+pt",
-	"dcE5wq8RHmd9bctO6S1HaaVxSA7Yyn+sA70hYGxI1WucbBM8YAXtgYKbGjOhf5bD9oYSOZ1SEb56y5EP",
-	"qF4Xghe8sRBgu4lr0yxb+61ciDuH1oUED3fhcm5jLb767+EBpEi5XooYFokjx68iEsN73XLvFQREeLAx",
-	"6Q5pcj7ODe9JLmV+jqwpRXIDYmUvItQw3Tk5fkW6VBB5KVhupQhB8KWTczZ3v9MxGnRyNuZKIwYEa8lq",
-	"3NXQ3xg2p45qYhR9jl85JZcFU1INZWbaHAcuOL4nipimlcDMLozAPqGzGRMsDe7qq8aeBo5eX1jW5zoE",
-	"vwLEILUv6fNvHZUV407USbmaZXQ+ANXVp2gDfoA5jUL7ciyj9kSRGFrFwO1U10S1ZtOZJiMQSAyoXlJF",
-	"UiY4XtpKAEF4rLgNdqEHO7u/J/ufn093J9/nBxdPxQ9/7F0+Yzv6+TwEBgvYFsSmq7gWWehEImey8jbe",
-	"2barmR3kKAeWo6yva29nv7/T393d738fWpDSVBcqfBn/OD19T7ABvkmaZaA4Shi/wPMu59nbCSi5o442",
-	"AqVWa+331La9R+7NLa+6mPJEWo+gdczL3+GtkM3qVX8VhOpdBb0OCaoiQa1SJ+rgozSoAd5jAMfZcU4r",
-	"qKgfT9P8sw7bW+vTwv8ru/sGjOArSNksk3NQWPPU+jm4TnVdq0hYLtRaaAgOer0dXgVu40eqk8kLq/IK",
-	"Yfzql4bRe6hYfgFnpQhHnDo0g3kUz3u+aYEyNAsfDfQkE5qSIWOCuGnJkI1kzo6MLDvhYkwEuwQ8jRZ0",
-	"b6qhlBmjogWZ5Qb8JYTA8mXGmdAnLMkZCv0p6kxo9t47kRHNFGupmdG2nzC42gQGIgpG6pN/5VyzLSmy",
-	"+RER7AKwni5yyxrUT/uCZgVrGNd2d/YOllvXos6lmeOdyOZ48c0zwGFDm35VQmT76kEzbF7COKcJG8xY",
-	"zmUADv4hL0H1SigxyCYtDDV1fUH/ouwtVgwj6f4kSVp4jF9FZb7f25nsTHdUiMQwccFzKdx6HeaY5TIt",
-	"EouIU3bBMjmDNp+CZNu8vBFn+ZqP1DT1eFhFEprnc9KNP7z+9acXg1ev379999+/vP71dHD8yqrOzTus",
-	"74oVu+s85pnMeDIfWFPwSqz+Hpq/cq3NAMUw48mgyLM67Qb7wOH2ds7EmPbt934C1szWKqx2c4G3CMsv",
-	"WF55Y9X3udPf7e+sQVnLO6gtuX7D1UKiBcDYPrAgkCN7+Su19KZc7ItkyshLmc9kScaXW7U90/Nv//Ps",
-	"7PPOztbZ2efdN2dnn79/8+nvfwsd5uvRiCWaX7AfLYZqPTRkBta76xNsay7J4YoVCBDbOZYjeEDlEo8t",
-	"vr7tJZbMFxf62UEn6MNw3TXjpO0lA33NACUH2IPf5XDl62rdXJNFcER84Ij49YY0wvKAfZ7JXG/ev3Fy",
-	"q9YX4c4bs4YOGJTxgZOzkudwrpky73CQ0vnayz6uGIIp/TwAPYC6bm+zk5uuwIjT11qArNifQc60OWgp",
-	"zEquMVrjDr2T8RcZhY9+6VICBxW66wCzvIlLVNSxzgQBcAEDBEsHbEp5NkjllHKx/hGdABpVneqEBtMR",
-	"vc4rc92VktfprphCiyDezWAii/zmN+0vqr7DRTNGCw60favLEUOnfOBRHVN6d7kU7bqbuW1Ssa7u5xoU",
-	"wxxYnQEAJPh/02TKHEtkZE9HrOCEGzzB04MQiTcNX8FN1MdvjFwbaH8Jc9H9jW79ubP1/JP7x9anLzvR",
-	"s90r9733P87O+r2//4aOb9Gz/asw79GggRvINK9pMiEeZJCMjTSRhSZcTFhuuHpd55YtD9aWahytbTIq",
-	"a1HTQKcGvQzwP+27z3OZv5QpW+QBDf7tU5pMuDWLEjki1CkRgce1wkbD0QzQctOXDLStYeez4E+Fgh8a",
-	"RloYuukX1Ik6dV8fI1Y43xADY0xPZDownyymMPfRdMyAyVQxM2fI0sGUpZwOrJ446DBQMeOlU4R5baU3",
-	"GpiDrOdcdSLgfYZ/Nzxx6h+tbbv+0ZPczW4sLNpTqdy3vWl9JwKzOufQZI5FXrAS6ZX+SxW2s25wII54",
-	"jnIdT6vDhAES9E2l6cBI9KipP5eFxtu7oBzlO6DVLBc0C8qg/7Cqr/o7mdivy2TSJ4qgvEQ+fnhbF72c",
-	"iMeK3f4aYl4DgcLkIbR5C3EiIBP7MSArw0YghuaH5we7vYhMmEgYKWY4z/feuESi2umS56x+Fk9HO8kz",
-	"+gPb2k92062DZP+Hreejp2xrb/h9ujvcZQd0d6eJkL9fJu2dnX3eA2Hv+9cL5Lxji76cn3PQesIvmAF2",
-	"vli8dr+CnG2OQvGx2OKi1Cs4ZQolmilNRuDBDENTzcyRwFG0JK4FqgdPQ7eQU1vfHIOqr0W2hesYo2um",
-	"oaBzQ8MKw9PZhlYYrlSB19V+S5kcc7FKXWKQjEEha17sJeUG45ARuvAUScKUGhUZ3GdNfXSNS5zlUstE",
-	"Zms4JAGUvnftAR2stf7SrCpGfGx1eERN5KUgXfNDRgEwpWDkMudaM9TwrdQBRB0gcBuCHJgQ19zsiWlb",
-	"Grna24w97VN8SEa5nBKr5Tt+9frX0+PT/x68//Du/z1+9frDSRxBnBRodome5LIYT+BgXrw/9vkF1FQ3",
-	"VFufFtjPagaRiuCkXOE/Q/2KWbrxs1qq4QtEXHbj16d0HK93kSEzmrX0luBZPrvyNtwBNN68j1RKCFmE",
-	"rDwYjlroNvBQfQ2jh51qZ7qAJtZw/Uvou5LDvgXJ2M3oiRyqhXlrZO3pitCcsq8qTR/LFlAzkwQQdM1y",
-	"sbNy7gr5rrPrY2x9QzxXoZm1kAa2vhaqabyEJY9gIcyvA3634svUZF8e2kzcXBDY0TY2zDnu/YkilxOZ",
-	"NchWnxh8N2XToeEmKfnp9am1zikyZAriXfSEKUao4bicURK8icbC4PUInOBnmkBkDgTa2NuNoVmMNxxH",
-	"6F1LpoWyEUxtOXklf3iMc5JuSXh6t83rPTju2eB23zqNxDljM+UHVuNwR4QKggDlDLSKcH2EbHSSMZqb",
-	"v0kXSPjlhGfWROlM8lwRR3l7qwy5zTN/YMNunddeC4xW8t6bovb0+lNfmyysZMVv7w3dDau97vqWcc93",
-	"TdYWc9Dr3m/J616ve53lvd4YC1lgO8BRFTSUssSQguswv5vRdd+fOKAeUnqxGNzIaLBh4oKok1Fl0DAT",
-	"y+SIzTyormNIkmGpz/oInKMCKhDBMeZKs3wjKajJm7RyQrRNJt4youo+YNXNRTROdNV1HweQ5cuJVEyQ",
-	"IeYMAYsguq9yF2qL2VRKX7Itcma2MTjrAO+x94zkVKRyWlOZjQgGzJMtaHRumJeRzGGkjI+YOay6Ms0M",
-	"uVSlUksYoVZF5Nc3/sGe2obCk/8Y1jarrO2zcePXJBuusxkXxee6wvHZwW2stP4wQmGy1dKeKPI63Xv6",
-	"dPe50yGfs3lE9vcIWJQJF0RpKlKap2RIFXt20K9f7m8vtv4/NED9ffvTl4P9q//62zWe1ZJHFH4lNqFK",
-	"IPLl2tEt1c2cs/mm+sJrOZC51FHgPcaZqvS5XWB2Ut9JzhtiQlMiBeutHbOwAEGCgeUGuD2k1LEXV/Pm",
-	"qqlRvGmXXu219Cei5c+VUk0TJjTLt2j9se3ehi9X4whctMLibYXl8upyB6tAyYMf8Dy0kCLkpXNCDPgg",
-	"1l0QV4cxbBjy5F7jXegHwkcTbaY3cCv0XHmz7N2oc/jb+ltr3tlC/IpKBcCjqAKHdy5F0qChYJAbWAce",
-	"VuwOpqN8PP4zHU3/1Jd/7GXnQlyO9/b1TA7nn9nBfiEv9ifyWfrn7Pc/LtleOpo+LT6PV8JkPR7IHcqn",
-	"WoaoxU7eN2L9roOMmXPJWOpFA41Ma0zYdyN0z8XFpkE6N2Vpb457PXlpOQC7Kz6B5kGc3WZqnZuLU7/X",
-	"MLh35lENTtZA7m41GF2wIXZvKh+Wbdx38HUREYvYoTJrCOqI0MhjaK45hYjE7qFecM0GZ8XOzn6CLeHf",
-	"DPIQbJr6qhaMZ/1DmjFvK88vGJ0x42HW7wWZsVyZgyYv3h8D32F4/Hibzvj2xe62zEFXiZstFMuDWyUn",
-	"gNIcNlv6NNZ4FyfFdEpzoBQQxbiix0cVkKdt+KOsB8e5c1h+jmtyGSWy+OLwU8hP7KoJsJvgssamsOvy",
-	"xd9OvHJJAx5cu9/AVX40B+rwPHxTIZsSI4VNoZvHx0tzmQ9B+lKW8YtVGouNY1B/l8NNpZmbirqYxHR9",
-	"NutnOfyAXa4+NXcYsoL/UbDChgLaEwPXrlas4Ke1RJa2OFplMQgSwNo9NQCm3HwIwn+Ww2uJNR64Vvda",
-	"zCxEeKTnYOf5s9VK+Jtd70ph3q12wQncBtYKJnu4Z3RVAe1ml8k+cz1IrN9pW2UvCz0rdEOH9ezp0/1n",
-	"S+Orl0TMrnwFdpTQJt+CC+SJ58q/qb+wdaYks5wp0H8ogn6VREuiJ1QTsFgdYYIIRRIqhNQu7JUHfIdX",
-	"O6WtJLfWMRsDPo6xG+gDmhDViDBoex43YgjaDRZGCbTMBmV61+/3Vqd3bd3UL2x5wPNmzFgus3o2CnM5",
-	"YVej22XbYOIQJHqxxe2NQqjwIh/DlGr/8qohF+ZGuiH5O+cLWAuMytmQK3AJEW5gxghTufLQ6gurz2h3",
-	"Y09xxcX86BKKb4AO/atbaeuISCH4HwWDdMrQ84hQyKo+J4pBfjfnUmydXn2F394Pq9x5d5e683pBVevj",
-	"G+94jtsYBx+6+3tFQEvrwuxSVtzKsdhUzrYPpi0re9MSrhXLRp4QWE3uHoDnPCuV7o9o4uLX1rN4oGFh",
-	"0N9aeiE3eRp1wN8A1G+Di/FR2kNzM+9sXqEyZXiY5qKRP5DR5eXxqw9+tsEpnZdpV0e5nB4RNp3puS3+",
-	"QMW83/H0zBWg7O704X/bPyxOkuQ5l19HwbhaZbixjKXl+YYyVttSoVmeU7OcrVkOcextbq/tC70MvMCd",
-	"Y3VONM9qU7rSLtH3NQAhCEsVK9G2dKznvL9hqOka7iqlm8o6alN/Cqs49WKHBjmjKuQm8q8J0iqXpMtL",
-	"rsx1hIb68lP/ega2UH4st6sFl1HjAW9uLr2BGvY6l4vBVzSc1hXq8sRlJgirJ7L53swGbGJ89LSsko0Y",
-	"9ATxXDUHns30718R0GFK7graujRTEv040IeRa1UlYOGK2INaz4R8w2iCEsXt3ixQIAjygROqg8x1/fn9",
-	"29hcS1x/I6GsIgg+EA7cVhzf4ImtD5ZhT/SVRoh2pRUveDofr+0WZNqudAvyJ7sVlsvHhg/Oc7UevCdx",
-	"o+d3I2S1iegsrOO/MJ7104pT/Ahgf1NYPhZJ/xbBdpmH5KqTg+IpAUbDpt1YCyxgjFc06MEwslViVpRH",
-	"uQWrsJbrlYtZnsPB1qOBYi9wCMEDBH3O5tzZZtZ5xUXII9gV0zMSQgLhvzY97EJiHNQ6DdbJSuwaVjbt",
-	"JhmBNS48o1tBOnDYD41t1k2KtPRm/ba1hECrE3u8xbZXGB9vRAhPq7yse0MHfRsv7Za4kyUJVJp7bKVU",
-	"cUtYfFWvvIxvK+L/Xa4z5/z1/t3b45f/PXj1+s2Lj29PT4i8sNkkhwXP9BYXRAqmeqh/N6/P28gTRTCD",
-	"GvTKwcudvL5g+dwWf6EirWUBmUD0vtXiU6fdd3r/CcuZp/QfyZwwGKxWiOZyIhVz85aVCkwf4G1LVdM3",
-	"DroN+FkXWhbDyNtyF5vaZfAur5/BZVHOr+o97Xy///3B7g97BzuBl1WaN3ZCcSv1RGDlkFD37hpDNbOC",
-	"eWvcueaQZZIwb3HLBgrmL16eMKwc+XlwZGct2n/29BrmolqypXbUu/8440PrwRhCEkdG+nbQAi03Q00R",
-	"YZliddxku/SOSAxsQXxYYgOW2ipWYCx8Yv5Lkonk1rfSWavqNqVqPS7JXZBLxiNZL6bUdwhqICFMbWRd",
-	"Fyos44P0U1vN0UHR050waqkZF12w3zdPve8uyqoN5bbGTtsZTpAPb16S5wdPv3cJnbCc0wcmxvSJIuyz",
-	"ZgLyHNhQ4DYGbBR+WlCJIFA3ygCwy6Ig5KWXuHiNkL6U6VbOsheiQU3NTow8T85AwXDWITTLGYX6XFxp",
-	"FXTdKxPnL4WhMmuW6xHgT4DA2IRPBJL4ROhr2KzIWDMC1E8XujVq96CGorXwKVNOBlzOLuOYVYcQXQ15",
-	"AFTJ8X3v7T82VPnXq/YtAJdg1b+qLGClXQbgYSxV/eWJ98sVH+w8D+bQNyihvrUTAzkuhdfiQhULEgmn",
-	"7MJVxFLbtWxga5WkwPV4ifIRLD+FX3c7+LwNjOZXYt1EHKPJ5CyzWmA+Fpir3KVr4aoM93ZWK7B6tM1W",
-	"t+dn0ghbDnL872ZMHL/CgI8cSrx3+XRaQH6tXp9gvUdbtNP8OyZaAj8uZ0OanLuSYOEMYaGsRiU2KnLe",
-	"dHE++CFEQZthzYuqcLj8Cy5e2t/JkdvoSykES3SNsPM0CdPueghzOKMf/OYqk2JNUptJ6wiTMECB3ZSR",
-	"WM6Y4Fhg3itNgl89VcIslyOe1euTtFwKzP/tb52dfX46NP+XgosB+/RlN9rd2QlrPStg2VvuIOBt3Kp9",
-	"lx63mshcY2kaH3RqAJHIfNYJmeE/+Xkn95+HV37iUJu7sYr3OjQEqOHwo8IfIcWBy+TNWdmq/Lts4NJC",
-	"li3KD65JYTC9+9mmN2z+6drqnAo18oarPrgmtEi57R+CQ99TLpQnHX81+GYk84T1yYtSUM44ACUXUL3o",
-	"nKUxhA9hPK+VnkHIvo5H3EpLus11uDEzd58Ocm3i5bFem+pubi/Pbnl4y5U67tSuk7Tm1BN5FEuKnOt5",
-	"CU1HhIFA70R5Q26VtfiBIEW6OCix/9k7iAwpszSx97AelhXgbZKzoTrWr9ND816lnDDufysvWZ5QxUjG",
-	"NKbcTPnYgAUVKZnMZxMmVET2DZdwsFNLzQmWcYOTUNWXmn/aGt84luExYLA++YgOeZD/yJGUOkUBE+cK",
-	"irIb7f9QZjIOUxY0g3kV59cV0J3hvPNRzCjHom88YWRvZ+/Z1u5u24y1xNIeGfx8KXPradhQiVgX5kue",
-	"ZVCttvvT61PixVdtT5HaepzU002DxeziQhimtGKFjGFrmbB8pd6aKNh2yb16wWv0Ao2cNcev2UWzfMoF",
-	"zQZTLgod9EFDhhGTPUG1X5uXEnPit+aA+oUstXlk7bD9zqEosmx1FhcYs7n7xhE2NhrYxMJ7PJWaZitq",
-	"LXxtVxSwy7QZj8A13tzuctf3EDYDrm0a3sxe6N//rVgNr2da9g3JmxgaP6p7MC031TGFyjdSx4T8jIIW",
-	"4mAVBceDnZhluXdZ+def8LGgusgDSh40pGHiHgut1kXNL3wK3lx8LFiKdFcvSduSQ5bnM3HO5jZH9s7+",
-	"XkRmRc5co16fnE5yxoitln54Js7EFolB2bnlBzBYDb4/Fzl+1fdan/IpU5pOZ/FhVTjT7QTKsMG6gVAa",
-	"xmZKM8MjfHY42R+rPKf4kMQM1/pfMRlJ5D+d638jAw1hIpHAk3ThcGaGERDjHpGjM0Ggx7ODLfPwYS0w",
-	"gaMENpe4lvBT35zDaeuzOX1M8aj4Z5JxwRT5XXKBK6JEcTHOGInPzkRMukISnVOe2VJ0pnkPdv/x9M3W",
-	"D3DUu30bV71lD2rrYjc+E3t9WBMUwsQc/REpZjOWE2DbuvH7dyence9M7Pdrp4x1JQn7TBOdzYk5c4is",
-	"qt+FWcghmVHDtglzHyPD9Eck/h+YhlJPmDku8kfBoHSZ41MANrf9AAOzhANcQgsIUCQ9E09rv9dAyjV5",
-	"hk2yki+dsM/k5B8vtvaePnP34xY/lGm1sa79EXVx9q4c7OW4C66IkNCtV14qVCWzKToVoeAPCquGR8UF",
-	"2d/Z8VkFwxuDQcnIJEY0n2IdfsPtlpX4zwQ+oqg2oCy04imzqedFKi+NiOWK9tfek6vTX4ImGOFTydQZ",
-	"RL5dsJyP5gvffZVSzMvYZLYfH+zskmZN//4ZFJ4wmAeX7Zy9DzuNJ1ihSDrjNpkL9/MstQwoDea3Kofn",
-	"pUwAGvwbJhIIJkHCvAKDT4FcA2gzcPs19+AfhSJGJuyTY038LSuHNBqAZQ7JHCnYussEaZBGp1tfbWAl",
-	"vSO8Ca/2n7L5PnVeKI3GG6BRIFsymsNJ2wOdaD2ravt6MRbtI3WO40Bdy3Msa0EHT2lq2CRATdi8HGUL",
-	"QzGQ64nXWmKhWP7P9bJHrMwVEZXJUCFdhFmgl2sDnyUVCeuTX1n1UCu0Xx7Gi/fHkUEG9dNRkIBXtLrW",
-	"ElqssekrAPSRDKvszGah7As8F8+0DbTju+/eeYv87jsPjZa1x3uHAMeXE4kJYgvRdLLokxf+owUiI85E",
-	"fbukG5tWMrcv7pD8CNshq0Gk1ydgkfMMR3TKVGVWOhNcozHJEBHzPOLPW0iw0ARVmUPxJVjUygRoMVVJ",
-	"iqp43ogoibaUEc/MBFZgFtmcQNpdp443l5iyJKM5S/skrqOvKlyIoDHRvgshsTtcwociM0tAp6Jyi8hE",
-	"OFbnu+/e5SnLzVUmE5acq+++OwTCe0K6VanQHvk//+t/++gE89yHECs2tadHoNE+CRjvsJ0ja7AJC/9j",
-	"atAZnpFLrw/j7JCmmTQyU8QHu/ukVbXHTuBVZNn6J5vjN6dfMn/UDYfWoQpPBky66rvv4CpiOsOKuFwK",
-	"Z8b7++/KkPGus5j3nDIoVCOJC1dc3SzaMhruAJ4ocvwKmlRm1dguo7EFc0GOQydSlNktzYjS0H0ipNgq",
-	"6yZhvRMpVEQmUsjC9gKoMAvBLqDF75NfDfjPaMIOSRcf1/GrqM6H5bLQjGg2nWVUs57hBjDMtKTLEGVq",
-	"yAoVqeM74Zu7bJc13EtCnTM1k0IxyK4IaAH+AWPG5QHorQ/MCCAsPTT0hcVHtfEdKSOUpHw0YrkvSyAj",
-	"8JyEC0rFffJSCuu44PooMzoMKIUdnXJMAAqKZTi6o/KNm0bsM0tAWULemQftFSxxO4SHbQbGnR8S6qrq",
-	"uyL7tgC6K+MMCAOOGCi9LucgdJQzNcEbsMdn8AwMDgYS6hI3AZnpUuFBOh5tic2gHdYVUnEPxCy8mYo3",
-	"ODSvwwwO+cHL5Iz4gjBzuGuMqBCm7uZSU83AWxE5DqzCUy7ZiEaZVLrnnCnbmzErUQR4HjOzgtBmVWS6",
-	"XEPsP5LXGJcXky7VJGNUabJ3QEB7bUXKchlmeDxPg+WOWpcBfKVdjvO+jAi4Rpdltr0S2/bBWvxiXio8",
-	"LGUEKKv3ZmmJ1BSQFhK79ofkrINUyrZFMnXWiavH5dxjMoqLzxlNsZQMVh1BmvzT69Nen/xScenxdzFg",
-	"u/hg7wcSLFoWH5FLRs+jiqEnMsfTpxmznXf3SMBtB10HQDIp76PhA+Rw2VuutMGohWIkKXIlczKjYy4s",
-	"5Y5Bg6L4nywm3d1+/+nOTlQaa3Z3dnpYJ6DSs8Swd7PMWc4uuCyUGY89USRuaGTiiMgZ/aNgPaCNrx3d",
-	"Vj7dNqepXJozj/w4vUCd+B96/ifU41Ebfiik2yTeBoMICeIwnrF154tIDEJmDFeGUgy2hjcGmDrJGXDb",
-	"NAMR1qoN3MKmhbZHCfjx0NZpAPYD8YqBVfMeu9wZxEA0M2AKA/bqA9YRw2H1GvCLTeRo8EtkWU4Pb5hT",
-	"8QgRvtn6+HZRW/JSbFVbK5dfp85uB1BSiWagWag6NRYOuogt2CxcYXkioik54ubhjMA4CBY6MioEEE4y",
-	"Nadkbgm9w0k5JOlOZAb6lqbJA8AU+CnE2e7QgYnsWRaQkRmfsYwLgF85M5w76kyEQppNKGjiq7oLIx+6",
-	"Sk0YsMW1TR3iXQCjUaRcsxRYwwYn0UMhOOMJE4pVaWI773M5yznTNueJ9YTqNDl9w9p7tl1X0BwFOkFn",
-	"vHPY2e/v9PfRyDUBdWBdm+LK+I1ZIDv9xzprCYeaU822bNlCSHaB8dalDw95UcsprErdhZnJUDBChbpk",
-	"Of7gCpxUOgPwHrJ1rN5//PHt8cvBxw9v4x65nFAN8O279ZoJuqB9iUqVhswJFfhWfX/fXgTrd0TD6qRw",
-	"MVA8g+X8wuYE8DlDS95lBuKcJpRcsizbwrnsrss9tVitEWhoxNxbijL86iuytw8WtxKajtPOYecnpqHc",
-	"ormvnE6ZBi/c39bP3AzkqNwC3HFDA2KYJ3Ngfad+ATVbpX2p+SSjdruVt7yd8enqE+QXQw7LtN/b2cEE",
-	"YcKgHsz/WPHvv1szZjX+Mt06HAmIw+1jMGAFAX8HOGFonHJh2z/S0k5ruuw9X93lVMpfqJh/cAYcWAUQ",
-	"xNV9QYCp6eU7h799ijrKJSHo/AuiUJDW+c7p6JANqWPMTfKceBYkTccKIjHHLgijRhc7hzZtOcxcf+81",
-	"RRXYQqQK1aWoiIYU4Pvpp+gBMlQpv0BgbIgfngbQvY29nZ2w7vCofK9eLyw42FZSVnJEqK4qiBGFOTkn",
-	"xcaVe3tsheF6WdXYiFANN2UkRX7cuhGImNksBLoCLsRdwYhlu/gIKBT0h6hXr93uDn6K28/e1RWo1dQo",
-	"PXx/lOn81t5SsJzBVd3qZEME7uw917YZeNcvrEu4p1G2gMOVByPw7Pd2du9tXR/K9Vwb4+Bql3dpkF3s",
-	"t7+63xuZD3maMoE91sBtL105YtNhd43d/CQFw8ZrrOc9qoROpXwLZZwfDON+8e0Fv326qmFgd6mGhUPr",
-	"Zw3dlGx0SULXQsDwSwD/uvLiQX7rZznE8MI506RM3hkRmaVl9dwjcMc0mGhK83PgOKakzPvZRi1G4Hth",
-	"pjaDd+7wUbtJwCFhAbG2yQGIOYX+Pb+HjcD7wcA0aKpvgqw5SnOEBNPNWgHV8Np1+rEYTJ2Y6twyNgHf",
-	"7S+/y+GAp1fbVTbdBrca2nzVZPtnOTxOIaNumPs4sWDicdOgbEJGA+gyqPWOGopGaISMQ/l6zEF5PINX",
-	"6j1Ah0+K4ZTrKn/q3ZBgL6nw/dJdSE4bfpm/y2FUHdq3QN4OVvf4Veo3Rn5/pIfXRDQf2EzmRuT9XQ5R",
-	"E4uv4vr0r5mpMowAXrG0QCBHY0m37qYQu3yTcQ+e+/4OSelcHdqMm5ylmILT06KDPshIBs7maz4gb85S",
-	"Eu/t7JEvZ51y1rMOqquuKoHCMgBODIMBylJUEMtxVGUzaHggxKGY9Dgi8cHe86Y4Yg0DH5jO51svRprl",
-	"sVPngzuIRtWVYJ81+Xj6kkx5Kvh4oknXqTasY0HjCI5QmOQOjZon2FuEAt/513Q3WLCVnXUtZLh3a/PD",
-	"pGW1ipAU4kz3XUNRrEji7Pm9bwBFPiIw4CQItU9Bjoisw/W6eMz73tBqV9HvDs9VniRqm5bFZMJ4rqlg",
-	"7epa2ZcnyhnxrJNCpWvvraeMfWlt06ZzoVgOsJxxgYIDxlwblAG/WRmbagL+pr0INe8oYrhMSA67tLTt",
-	"zqhMA/44UJSFvBC+mw1XXo1qTaZSoZn0iNiiGRGxdTSIzDFdqxTMqVpBn+JwZTXqwPY1uNX7agdCs473",
-	"3S0gwAri6/eKkNyVOqZReGgtLLh7Z/OHUWEZ5eXcJnhelurpVhaoGyDFu+f//rrYsIbx8Bqr58p9CHb4",
-	"DsOB1lQcO7PqNliyttiFy+gR1GH8yi5LXUWfvBOMQAfATtamz1Li5E9rOqtjwYRmGaZcC6gyzBpeX9hU",
-	"VZuJne/pmJ3wPxmUzFujLXpDmsYhO0k71GNNvqeR88uMv8LdEpyA4kwmNNsqvfciEqu50mwaR4QiAj9+",
-	"hcYvT1lFjl8tMvTQRMu8uXIvFq5bn/DfONu/u1qe/7tQ+b/P2bxXy5PZC5ahXLg72D+SE8/SHxHWH/dJ",
-	"jF5V/mHFizZSDrfIYAXhne3SsAvqZi647kIn0uaiXksdZgD1ne0UOAZwT8K3ZMifuTfrGWNovS1rHFoI",
-	"pgX0l7FedvllCyirua6YuxAaq+9tNvdd2gYrhLBI8fgCPFLAL8e0tXv+Bvj3eyQmJfkwh+iblv0j8xlm",
-	"8znIL1dZCII0xLMuL6IgrRyClXk78rwEIsLEBc+lQKxhHYice5bhU8qkBsDTqgmdMfAiKLGrYa9Z0Aj/",
-	"yjeC3xnserMsYLo8V+z/AOB7BfsfNstKe3DnfQwAXzOlRxACXQH6rTIjx0JIPEHdUdnQRp2XUOf90o1R",
-	"9Ip7keFpVFaM++RXWblrOcc8SpKMm74o2YW5nGO7xvflEu+J17lLTN3c1Gp8XR5vdaaPWHsh1tZhvKnn",
-	"1Tl6LynwDELiQD2NzdVCiw16CGsvqw/K5r6Tl9UVoIoALTw5u+CAr7vlv3Z7UenGbOCOJtrZgjDBFERW",
-	"AboHdz2bKIkAb0Io0Ub8AK6S6mp8W30OnzBkMAe9CNd9YvBs7U0SrggTST53uokcYmFFah0sXfAQ5MjJ",
-	"ijEqJzAAEzEGcuEhTFGaoqr8YwHlA6ptmg9mYyTguRtC3NynTXUYXq6KBZlXfuv4mbk+RR08SYixxzri",
-	"nfKbKmucQyCO4RD30bk1l9MtPWElLLaLeXRe4zRQq8BwpzYd2dI0YbMy2xfm56oK1SxPmWUrIEDCqavo",
-	"mujNlma4b31OE2YCCBZXlkYuVqP5GA082nhsM93rU7qwboNttg1trqJOIApgVVevi+uB5R2XFgd0vct2",
-	"sM+/mkfO16+FqvROaUpo2ynVoz43ID6Y42xNdm77i/vngKdXSKsypgMpDz6wqbxoki3IF6RV+RpUn3xg",
-	"I0DxqG022DuTybksdIzB3lyTS1lkKckYvWhyr9hLSFIoiElz9MrFc0FAhRnTUNiBFNkcIw4WEJA+eQWl",
-	"NsQYjht9HBrU5SBAUqDXbZOUdzNMcxRiHA9CZl3rXVDDL7eEM64eXRYeSGgzl3rnbz9arCzw8khmFNi/",
-	"GscZwXPGqjXw2pr0TkXlo3fqAy+gq7eAQ5RTrs3bM7vJWTYP6hEC7+3e5KuFTngOk1yXzP8FX9pDPJyf",
-	"mL67V1OKa5tpDVyyX+udV+gQ0YQoeWuQrol2lxOZ4ROzEaNco7gn2GVA5FPFjOWKpZjPb34mGM0zzvKy",
-	"qRTMJriwr7fse87YTIEQaNoFRcBSyDsT6C9zCZV3ya8gBpYxn7GR4iB0EkJngFj/9PqUJFSQIcblaSbI",
-	"kCbnhzYsyGZ9PBM2ATuEp3NMnmjpuZEg4ojETgLBxDYxSi0xpLyxZccjTPDL/ihohplvrAwJMpICTDTH",
-	"Gaq8uGfiTMQ1qSo+rNJs4uF4wd3Y5IjEX85Q9DrrHJKzTr/fP+tcxRjUm8B1HZFYFFkWn4kkYxSCtCJM",
-	"jYDV+mqcElck5cDUpKQLxRKAjym5Lybgt9is98UKcbhifjAmro5J3xf65pzL6Bd0M4puxuTcpfxcZofs",
-	"y3y8SJpeLhivI+FeW6b9l+XD7zdaZEO6FlWapxDeeXjp9pFT7Rzs7q0h2nph8m8gK8DNpOIfNpvyg4Pw",
-	"h2IQLKUl1OdwaxT3YUTqbYv1N3f8b/IXQV2y/5YNBWsT+qOQWhlc0CxDT5SmcyTF1M8B4nTDtOIkkEip",
-	"0i+2T04hid2WDRivAiG7uG0reTvC51MyO1PvTjUGpCsFI+OC5oaw55xm/M8yy1C5GozU722uXmgrDnCn",
-	"96g5+AZFokfa8K1rMRDKH0SFWSsx4Rmj23bhd7WW9+f/FvAcqi0asylwm2VjoeeSq4u9sZ+cLTq+YCkt",
-	"d+QqWBhtxguWg0Wb1luNLUx9l8iqVVF6qW28dv71ENFHI/liI7lsvKDSI7b2PfCSA8VhPGt4yHz7rl7r",
-	"755Nt5vD3MMYLOt1zxcaKx9tko82yY1fPMJOs4zw9V/9ujR8+0vDOfxqIVX/iekGnrgX+rIwyMNr82gf",
-	"+ArsA7cFutezBzRjFT6BG30yWVBELCvGkPGrrLbTUraH8yiCbNqWPD/O0huT0QdQ+m7+GnGj961XXQcf",
-	"FLCy9HbwwqOQ/KhAvV/6D0qwJhJ9AmYryKALkuADsAPb4LhTFmELeyc16XGVtlm64iOY1ndCU9KtUpXx",
-	"EagXqer1yUsqEoZ5OkHvKCRxU4PCMpmwtMhMp1J72SfvRMLIrMjHptsEkuvSHBwG0b5X5GM2sN9Czqsw",
-	"p49dXrndfgs6w3tjkx7R4TeuM0RAJ9R7RmkF6TdDKrfBqS20rtSwypAlcsoUid3aB9Zi6qLr8b1TzETy",
-	"X1AX/u/tYINxTg3WYDmX6ZGNZeQaK4TDCCS33pZgqcBMJS3NnbwUqk9O8DzRL6RMvdE+ZQ9rgZ2jcnzA",
-	"FOcpo2nGRSDEy87A/mOwVFQdmr3eR7z1n4q3HPCHGKPbwl/XYYq8zClLrSDHXruHzQGwmUWjWrezZ9yp",
-	"7bOcbbUxwTv5iAg/g0PnUZdza7aH9nNrpuioBeh5X+9RvRNkGlwaoSpWyEvk08UCSN9DDjbMSwR5KTHD",
-	"+5TyzCVbh1yOXnp99KxekO9I2vwEuettRjoyEkwrppZDkvbA0lzlBpiY4VJUmVbIVvOynqGkC0VNmEh7",
-	"CwPy/FwqX6U9p1rhA4WfVSe02JZzVF4n3jPAySWd301cyF/UbnP3CqZvyNADYMeqpEfDOXFOr9dCp7fD",
-	"xGx/8VKNrQhFC6IvJ5o5hAVJLClocTIpxmajrEyi1icfTDN0T7M9IpdLDSKSXba1ehI2X4By9V1cJsku",
-	"FcFuSkMRqCoXYjuhvZn/1vDlPXmLLUVedVL1GMP2FXNbCH0rcqBdByFEC424jUSBXwGEki5mK4DiR8BV",
-	"9R65+du1zN4ScN0O876GhbNcFDD716FuNnHguj6K77D5XyB5DexkDa882HDkRBYJpV0hggvLtD++wLuX",
-	"p9WDe0lc52XNZMaT+TI/offY4g6B3M6wyEkefi0TNR4ROoQi+LYQIRcTlvNAGiJ70erRn+ir8yd6opq3",
-	"6r0d+IWzsF+7/e0WFU8rY40xutgDP4S8Ku7VQmCziHlZv7RLIQqHlZkBva5Yd8f+DIoh7s6mF44Zjl1l",
-	"VYJhwA7nQywxVy4g+Mj3fkpZwlOm+uRfXE/SnF46I1jcwAcYWzAowwdiSDOgMyx7aYOPVKjUgLwUjYR1",
-	"zu52aYuaDaGkJToRTKvUn6zUq/VD8bcl9vmrOGDhhh4konU5nrVB2w7QH+10d5EM/NF7av3w09umGTfQ",
-	"ruHM22w0YpARYhm/9No1unvGqTlV4GW/pskES71ENVzuJaqt4tYhSQP+BFlFH8WG22OBdMXKcrAQJcxm",
-	"DLiEWqzMXBReAGpfRzlkZngItug6TyRnqpheIzZ7bWPgBzOB883BvCw1H57lOuU+8fvXw/agjH3YPzEB",
-	"XyvH2tkWWkooo242xLRhcZx3OXocSc/smMtLYO+OsPzTuu6NQd22OeBbjO76Wj2G8HIf+Y//VD8hBHTI",
-	"oFCVQX7YOKptu5Q7RG/H2umRwJ8QYlMMphgWmoyZbhZ8NkgG9qMwK4Ut3B1o2Scn+G800YUPdaVFzqag",
-	"UqUVrnJ3lIJ5qSe6gYqXPZvGKYhjQ7XgYIl3h+puX6qzSy7RwNcXUlPHsSUUPKLZ/1h3TASBryFMdRvq",
-	"WC6sh/BOIB81YzmUnkzpHLhjEpv/j4mWJNYyJlwkWaEMY9h1ld0OdrBGZy8if7JcKmyThrBOIyT2Iyxp",
-	"U7QDvd4Yzn0NzRM0PpX3x3/hngII4hXl2dycsXoU+W4pL3XbxxnOuLBg5d4Y/h14W/DDXQp0UOJLbSuW",
-	"jZapM8DIeWIa3SWQ2kVZi2qYgiUUI8qwNtlCN4NrwuGDF56pbc+DELyncNGj2iZWXPI2OmctrgpqzhjP",
-	"FrOfXcoc3bqwQGYEbq2Y78uyULbCkZFZlV9HTBqEjVGDzoghJIFlkyGbS0N1qrVbt6aQJ5cPfPeYMBwn",
-	"/4skDH9AT6jNwNrKHFvyUmxVFWeRe74W8C/nKt7InCR0RhPItJVRIUBNdCo1zTC3riqmytWdTUsKSbqa",
-	"5VMuaEamXBTgn54bBqUAqaqYAZ+S0jkEoQkzypSlvT6pZdEqa83AIp0RL8fA4ZyVJsJwoab7ZE6ib9Fv",
-	"xq7eXOUa9Z5YvlUThjV0hOpPte/Hrx5zXAXfOxy3PTYA/3p0pSHU1AK3HAFDvikL5L/vfLwNOkIoQ7vg",
-	"df/LUCbEKGm4cPTlRJKUpxAtilKBs4rX3Eiqon1dqnXOh4VmzozdqJf6RJHjV1iwiU4ZUYLO1ETq3oKS",
-	"sm4LfwE3NbeX1W/NtXx8SItKzBeK5f9k83ZR+dO214U7zXr03FoVl+GX9rsaN6osB+B2fJ9VkO8Uasdr",
-	"lW/1a/6jj2XOxlxpmwEYnC0fwXljcC6LBzZg2mqyu7Vj790Ypre/+AOiV/FQsfxinfynfsO/gldxtZ81",
-	"fIu9zT9qh+7pXVCB78AwIN75Xx/Pbyw/e4+lpULKx9tY6n3rnM0X17F9kSlJcjaTeds5siquDIGwZhyI",
-	"q533yQsoIA81S1LfT9DrPaGgt/YGcdMIKVhka8HQObi08HRBtVvYwj/Z/K9R5tbtZh2C5sr0f3th998K",
-	"FfPO2Kkq9YTx3CorNyNoy5Lq4FshMXQc4LSDs2JnZz+pngf87T7jCvCTrQvQel6q/rwignV2ApPURsMQ",
-	"6yqYfn/PSH2pnJLhHOreCpLJS5YnVDEypIrt7/UJJNOm5OQfL7b2nj4D2zC4oh463YvZolOXcO0XZifd",
-	"lUvqRURJVFRScplLMSYyJ1OuFES9VkOVTjw5H0/Kims+zKJpHCoCV924suV5ZzTHIg8rNJsupt8+1683",
-	"pN8u8KEi+u30J1i9d4FN4JzNvbo79s6sDjphj5H9d5mReY3d/CQF+1ai+tdC91Vq5wrBk66ayEsBELcJ",
-	"Wve+M6xHDRFNpus5m3c+XS1muba/nLP5qth+Rx3QmuOjJShLVYmwypl4QrH8jsCUaRp9zlCVWdJwPJYz",
-	"TIdmiZ05FhdVsjha/3Yw4X0F67vVLsZIj0H664ZDbIJCvjZUUEX7V6jgbiUyC3krxLESN2znEvJ9beyz",
-	"WJ9paUbHrMQPfrIQ6pIbRRVXBd7QoBd3TFRNzZ4UeV6XCyMcVRe5YKlDT2ZHQfQU8DoMIBw4kFtmvR6W",
-	"AbLC8yMT9K2kN/q2UV4ZmuWxP8N59eDvixf6XQ6Xq2x/Ng3+Amqdn+VwtULHnMaj7ubWdDfmOG+kaQ3S",
-	"S/SDgqhrM0E9tLoLTvtC6oH9msaY0jCRhQD3fsqF0iSe0s8D030wY/kgpfPYdN17jiF+A/Y5YSxlaRyR",
-	"+APT+XzrBeZPxoSDnzX4z055Kvh4ont98tIMD0m2rCMKqIOSqvhRSHfxsxx+rVqLn+XwYfQV5kwWkGjI",
-	"SpkaqHokxd8sKf6rKDD+HwOMhBpodPVYwdB0A/vqdGk49C/sLh2Hf2ELS8goI0IEPX+0/fmJIrnMwPmO",
-	"6/6jd0npq2kauZPi+cLwkA3hxIabL7YXQqy6bfXERaM3gqXRvoAD+THVmUzOFYaphbMG2JS8wRRBPW+z",
-	"NhcLTK5IIVKWkxg/Qv6VRioXw+5ixmG/o7U5VGljIJwPkmgOGcTtaSbIkCbnwTiUE3dSd/hyyjkWpQOx",
-	"v98wfdKjt1YFia5jebYbspUrUxXhIE8qqMPcRd1WyiIjuyHU2v33AqA9pXMDrWUnmZeQWyobfKA/IlTY",
-	"AhtgLXRaGTveoHxE4JtZrRfjWJEaNdcA8M1QkQFdzO9m5IyPIPlsK0VSKImQ957+KmmE3JYeJJHQurjD",
-	"GnIjQhVmIzRTzkmXKvLT61OLO/WETXuPYah3YaF7zDZ0K+oufcuovLUCWQt/c+tg+YVDU0WedQ4724BN",
-	"7DQhdbzvX6UVy0b9qmZI9VugtLrP/NV92r0RbMROoBp6LbBlIpWuqhxU03oj1QOLAwM261N4ff0Ut8uX",
-	"0swX5Y9SZtNpD4GxDKNgdFA1AAYttHu/WlLGX5Gu4mOxxasKEe6wDUgVs5nMNZkxOctYz99yu+Z/+Aq9",
-	"+6dFyjXJpL9m+Laga01I6gKg9siL98cRiT0ePkbXOi/bMyZjp9bO4O4XX0B4JhA3G0PDt/iQTOQU8gHK",
-	"rMA8Bb6ZOrJK58jqO6t9oUf61aer/z8AAP//",
+	"7L37ctw21i/6Kqg+X5W7M1TraieW6qvvOL5klHFib0s+U9+JvJtoEt2NiA10CFByx6N/9wPsR9xPsgtr",
+	"ASRIom+62hnVVE0sNok71n391pdOIqczKZjQqnP4pTNhNGU5/PP1KR2b/6ZMJTmfaS5F57BzOmFE6VyK",
+	"MWFCcz0nmo4joieMpDIppkzoJ4pcsFxxKQgX5I9Caqb6naijkgmbUtMk+0yns4x1Djtnnf2zTifq6PnM",
+	"/Kl0zsW4c3UVdY5TNp1JzUQyf/15xnOm2oP554QJ6FppmbOU5EwVmSZyRPSEK3LO5vDwj4IpTS55lpEh",
+	"IyOZj6XWTJDuhzcvyf7+/vNefXgjmU+p7hx2UqrZluZTFhzhW5lQHEhokZKcUY1jkkWesCeKfPzwlsyo",
+	"ntR7azZ8FXVmNKdTpu1GeCvxDzZv97ZLtCR7T5+SWc6FpsOMkRcnL4+PSTKhOU1MM0eE4kakZvOKRBc5",
+	"S7dGnGXwgIsxmTIqFC4mnTJCFeFakUQKzYTuk1+4Uua1//O//jeJD3Z2CK9GNThn84FZZp6zNDaz42Zc",
+	"eJY6UUfQqZmhN48tM5Go477pHOq8YP6i/EfORp3Dzv+zXR3PbfxVbTfWo3FY/sHm72BlaNZeKvfLEbk0",
+	"R2fML5iISM50zpkil1xPCNckZ7OMztsHa4OZXX8mo1+oTiZLL565mSSjyoyUphFh/XGfxGed7886cbVT",
+	"Mifxd7HdsL0fyCxniRQpN+1Vu3VELhk9Ny8rTTNmX9/dc1d4MOVqaka0ZF9HWzjmZRsauODC9JjBFTpO",
+	"zTvQurkgVdvce2nA0+ufmXpn2L+m5+wfbL6wc3OsV/Q5o1qz3Hz6P83bv+1sPadbf376svfs6j/CZE1c",
+	"cL1qzu6VDXrn4mKN3n+Ww4Xd/i6HG/Rn3l7d37t8TAX/c/l8pffSTfa40Znp/z0dsxP+J2tfp2PNporM",
+	"WE5mdMzKs/1HwfJ5NTTz20CZBvxBpGxEi0x3Dnd3dqLOlH7m02LaOXwKf3GBf+2W68GFZmOWlwM6leds",
+	"AdOIBfusB9CrNm/FyMuYubwXXBZq9Wjhu9pwp/TzWybGetI53LNDdH/vhjbtfS4veMryhRs2sy9scjzT",
+	"2RrH5aOiY/Yml9P26rzhudLk4+lLktJ5RLhIskLxi4VrMTKtLBtcjckvHs2pbI/lLQ0O5YhQTaZSaWL4",
+	"Y0rnitCRZjmJzWDiRSPV8kbjvDIfq5kUCiWkH2n6ASUe85fl3+afdDbLOEos27NcDjM2/dvvCsWX9S7Y",
+	"e/wKO20fXidopZIpIqQmwDdQFHOyIenGXFzQjKcD+3ockXihLGF+s697l6LX71xFnZdSjDKePNg0E9u/",
+	"lRuSIs/NBJWmmpFurLJiPDAcRoRnWKj6/OA782BW5IboaJprfEMxrbkYDzKZnMMTw9ld7zFKMoZGJBMq",
+	"xowkMst46sQZSnJ5SaiQesLyauxWOKW6kvim0mwQru3rPJf5fS7sC0EKwT7PWGKGxUz3MJA3Mh/yNEV6",
+	"eZ+7DCeNZDQ5t0JxImcMTq8qRiOecCb0AB7GEa507E6tfdyLyN9PT9+fEK6I+4l044nWM1Wd8B7qTj4P",
+	"NB+oQs2YSFlqNnvIjDyXsoxpaKL80Xwtc0JJxqdcY0c0mcBL8GjAPieMwZuwnD9Jwe57JStxhiRUECFJ",
+	"JsWYmWkRcwmQJDiJh4Gu526Ge5qzC3neekqThM10OblfpX4jC5He5wR/lUQVyaTU8kg3FlIPRmYcdljv",
+	"6TyTND2V8i3Nx/e+/EOZzgkeA0V2yS/8R9KNZzimgZZykJlRubF6OsIbyjOW3vdwnTJRmRAUaiZRqahM",
+	"aWaYIpyclpbiLqMlxwP7QmB+H0qWe38zLGfHFZnW9bRuHFbQcOCnUv5CxdxydnWfY/5g+BlQE1jxnGo2",
+	"sH/GvSOiGCPxB6bz+dYLI+2AnOOZkbyf2pLUCcxYES3JJeU6aBipxGcQygQt9IQJbeZ7v5tnFeuoOoAR",
+	"KcS5kJciIpZumd20xApZiCXQljrQNM2ZQo6CHKYUlmiWyUvSjYv6BA27F4appywytHPChSaXE55MzMG4",
+	"cusFS/0i0fyCazARzXI5Y7nmKBTSRCM/XzZ19/kLePkq6qBAkQ7ATgTtcKM1BdT5UiyleU7n5m+eBl8z",
+	"gyqNZpUZ0HI0X4Nri7ooJTOlBwsaB0vd+va7Sub+rQOajH3T6yWyK+cPvLUun8rG5fB3lmgzlPpatvZj",
+	"wQS4uLA2RTtFUWQZHZolQrWg9YXRIQZK0JmaSL1kY750mDBa6W92IjIvFcVMJjQbuMfmBs6VZkZ5KhSY",
+	"eTgYSozY6k11wTrCrxEuZ31sy1bpLUdtpbFI7rCV/1jn9IYOY0OrXmNlm8cDRtBuKDipMRP6ZzlsTyiR",
+	"0ykV4a23EvmA6nVP8II7FjrYruNaN8vGfisb4tahtSHBxV04nNsYi2/+e/gDUqRcLyUMi9SR41cRieG+",
+	"brn7CgoiXNiYdIc0OR/nRvYklzI/R9GUIrsBtbIXEWqE7pwcvyJdKoi8FCy3WoQgeNPJOZu73+kYHTo5",
+	"G3OlkQKCt2Q17WrYb4yYUyc1Mao+x6+ckcseU1I1ZXranAYuWL4niphXK4WZXRiFfUJnMyZYGpzVV009",
+	"zTl6fWFFn+sw/OogBrl9yZ9/66isGHeiTsrVLKPzAZiuPkUbyAPMWRTam2MFtSeKxPBWDNJOtU1Uazad",
+	"aTIChcQc1UuqSMoEx01beUDwPFbSBrvQg53d35P9z8+nu5Pv84OLp+KHP/Yun7Ed/XweOgYLxBakpquk",
+	"FlnoRKJksnI33tl3Vws7KFEOrERZH9fezn5/p7+7u9//PjQgpakuVHgz/n56+p7gC3gnaZaB4Shh/ALX",
+	"u+xnbydg5I462iiUWq0131P77j1Kb2541caUK9K6BK1lXn4Pb4VtVrf6q2BU76rT64igKhK0KnWiDl5K",
+	"QxrgPgZonG3ntDoV9eVpun/WEXtr37To/8rPfQdG8BakbJbJORiseWrjHNxHdVurSFgu1FpkCBZ6vRle",
+	"BXbjR6qTyQtr8gpR/OqXhtN7qFh+AWulCEeaOjSNeRzPu75pgTo0Cy8NfEkmNCVDxgRx3ZIhG8mcHRld",
+	"dsLFmAh2CXQaPeheV0MpM0ZF62SWE/CHEDqWLzPOhD5hSc5Q6U/RZkKz996KjGimWMvMjL79hMHWJtAQ",
+	"UdBSn/wz55ptSZHNj4hgF0D1dJFb0aC+2hc0K1jDuba7s3ew3LsWdS5NH+9ENseNb64BNhua9KvyRLa3",
+	"HizD5iaMc5qwwYzlXAbOwd/lJZheCSWG2KSF4abuW7C/KLuLlcBIuj9Jkhae4Fdxme/3diY70x0VYjFM",
+	"XPBcCjdeRzlmuUyLxBLilF2wTM7gnU9Btm1u3oizfM1Lal71ZFhFEprnc9KNP7z+9acXg1ev379999+/",
+	"vP71dHD8yprOzT2sz4oVu+tc5pnMeDIfWFfwSqr+Hl5/5d42DRTDjCeDIs/qvBv8A4fb2zkTY9q3z/sJ",
+	"eDNbo7DWzQXRIiy/YHkVjVWf505/t7+zBmct96A25PoOVwOJFhzG9oIFDzmKl79Sy2/Kwb5Ipoy8lPlM",
+	"lmx8uVfbcz3/9j/Pzj7v7GydnX3efXN29vn7N5/+9h+hxXw9GrFE8wv2o6VQrYuGwsB6e32C75pNcrRi",
+	"BQHE95zIEVygcojHll7f9hBL4YsL/eygE4xhuO6YsdP2kIG/ZkCSA+LB73K48na1dq4pIjgmPnBM/HpN",
+	"GmV5wD7PZK43/76xcqvGF+HMG72GFhiM8YGVs5rncK6ZMvdwkNL52sM+rgSCKf08ADuAuu7XZiY3HYFR",
+	"p681AFmJP4OcabPQUpiRXKO1xh56K+MPMgov/dKhBBYqtNcBYXmTkKioY4MJAscFHBAsHbAp5dkglVPK",
+	"xfpLdAJkVHWqFRpMR/Q6t8x9rpS8zueKKfQI4t4MJrLIb77T/qDqM1zUY7RgQdu7upwwdMoLHtUppbeX",
+	"S8mu25nbZhXr2n6uwTHMgtUFACCC/y9NpsyJREb3dMwKVrghEzw9CLF48+Ir2Il6+42Waw3tLxEuur/R",
+	"rT93tp5/cv/Y+vRlJ3q2e+We9/7r7Kzf+9tvGPgWPdu/CsseDR64gU7zmiYT4p0MkrGRJrLQhIsJy41U",
+	"r+vSspXB2lqN47VNQWUtbhr4qMEvA/JPe+/zXOYvZcoWRUBDfPuUJhNu3aJEjgh1RkSQca2y0Qg0A7Lc",
+	"jCUDa2s4+Cz4U6Hgh4aTFppuxgV1ok491seoFS42xJwxpicyHZhHllKY/WgGZkBnqpiZNWTpYMpSTgfW",
+	"ThwMGKiE8TIowty2MhoN3EE2cq5aEYg+w78bkTj1h9a3XX/oae5mNvYs2lWpwre9bv0gAjM6F9BklkVe",
+	"sJLolfFLFbWzYXCgjniBch3PqsOEOSQYm0rTgdHo0VJ/LgsNgxyY7kxjObvgVnEpBL2gHLU+4OAsFzQL",
+	"aqZ/twax+u2Z2KfLNNUniqAWRT5+eFtXyJzix4rd/hrKX4OsQuchYnoL2SOgKfuZISuTSSCz5ofnB7u9",
+	"iEyYSBgpZtjP9167RKIx6pLnrL4WT0c7yTP6A9vaT3bTrYNk/4et56OnbGtv+H26O9xlB3R3p0mmv1+m",
+	"A56dfd4DFfD71wu0v2NL1Fz0c9Cnwi9YdWSCW+1+Be3bLIXiY7HFRWltcCYWSjRTmowgrhmappqZJYGl",
+	"aOlhCwwSnt1uofy2vpMGDWKLPA7XcVHXHEbBkIeGb4answ19M1ypArerfZcyOeZilRGlRQuWb+wl5YYO",
+	"kREG9hRJwpQaFRnsZ82odI1NnOVSy0Rma4QpwSl9794HcrDW+EtnqxjxsbXsETWRl4J0zQ8ZhYMpBSOX",
+	"Odeaod1vpWUg6gDb2/DIgWNxzcmemHdL11d7mrFnk4oPySiXU2Jtf8evXv96enz634P3H979f8evXn84",
+	"iSPIngJ7L9GTXBbjCSzMi/fHvhSB9uuGwevTAq9azU1SsaGUK/xn6Ltilm58rZba/QJ5mN349Skdx+tt",
+	"ZMi5Zv2/5fEsr125G24BGnfeJyrlCVlErLwzHLXIbeCi+nZHjzrV1nQBT6zR+pfw7Uq5+xb0Zdejp4io",
+	"FuWtsbWnKxJ2ym9V6RBZNoCa8yRAoGv+jJ2VfVfEd51ZH+PbN6RzFZlZi2jg29ciNY2bsOQSLDzz6xy/",
+	"W4lwaoovD+08bg7o1GYkbeSts8I9ikpOz4PmjCCN5KDkbG19FlUYZUlrICzINPvxw1uIllKkEJpnhgeI",
+	"Gp1cSomXM93mEDHw1/TKFRlCoJaWa3JX85lzFzWzmpkg3Oj7hJJhLi8Vy420DR1RkZbiJXRfLhc54WKc",
+	"QRLGkRUArHfYJZQRPaG62gQ3dmCZXTpUTGjkstTmTPfCKk1Lndk2UjEX26a5/0rojA55xvX8P5/+PN2Z",
+	"/7E/OhD/Y2+lyuOxAW+j1zmL4Ond+DB6R+9yIrOGCNUnZsOnbDo0mg0lP70+tf5jRYZMQUaWnjDFCDXS",
+	"v3ObQ7zbWBgZI4I0jZkmkDsGqWCW0sTwWozUJo4w/ptMC2Vz7Nonf6Wucox9km4pBPVuW+94cD64we6+",
+	"dTazc8Zmyk/9x+aOCBUED5QLIVCE6yNU6ZKM0dz8TbpwNy4nPLNOdBc0whVxUmBvVahBc80fOPSgrvet",
+	"dYxW6oGbihnp9bu+toiyUi28vTt0N2rfuuNbpsndtYi1WJtbd39Lvet6n9fVr+u1sVAdsw0cVWltKUsM",
+	"K7iOIraZjOlHvAdMlUovNsk0MDc2hNaIOhlVhgwzsUyn3SzG7zquThm2QNgolnM0hgYEujFXmuUbaeRN",
+	"ObmFWtJ26nnDiKr9gFE3B9FY0VXbfRwgli8nUjFBhohqAz5rDLDmLhkc8X7KaMctcmamMTjrgOyx94zk",
+	"VKRyWjPfjghCOpAteOncCC8jmUNLGR8xs1h1idA0udS8V4M0UaswI+oT/2BXbUNF3r8Mazv+1o4quvFt",
+	"ko3g7oyL4nPd+P3s4DZGWr8YoUTuamhPFHmd7j19uvvc+TPO2Twi+3sEYh6MIqE0FSnNUzKkij076Nc3",
+	"97cXW/8/ukj/tv3py8H+1X/+xzWu1ZJLFL4lFvInkJt17fyramfO2XxT2/W1QhwduBnEN3KmKt9CF4Sd",
+	"1A/j9JqY0JRIwXprZ9UsIJDgArwBbQ8ZGO3G1eINayY9r9ulW3stW55oRRymVNOECc3yLVq/bLu3EW3Y",
+	"WAKXT7N4WmEbUbW5g1VHyTs/EBtrT4qQly5MNhAlWw+SXZ1os2FSnruNd2GrCi9NtJkNy43QCzbPsnej",
+	"zuFv60+tuWcL6SsaFYCOojUG7rkUSYOHgjVlYEPMWLE7mI7y8fjPdDT9U1/+sZedC3E53tvXMzmcf2YH",
+	"+4W82J/IZ+mfs9//uGR76Wj6tPg8Xnkm6xlrblE+1TDMFqch3Ej0uw4xZi5oaGmcF7x0FTUsg9cj91xc",
+	"bJpGdlOR9ua019OXlh9gt8Un8HqQZreFWheI5VxBNQrurXlUOydrEHc3Gsx/2ZC6N40Pyybuh6C7nJ1F",
+	"4lCJa4M2IjSFGp5rViEisbuoF1yzwVmxs7Of4JvwbwZIGZuCs9XSRW0EUzMrc+X6BfOHZjws+r0gM5Yr",
+	"s9DkxftjkDuMjB9v0xnfvtjdljnYKnGyhWJ5cKrkBEiao2ZLr8Ya9+KkmE5pDpwC8mxXfPFRBfRpm6Ar",
+	"6+mbbh2Wr+OaUkZJLL44+hSKZLxq+S02oGWNSeGnywd/Oxn1JQ94cE9Tg1b5+UZow/PoTUVsSooUdstv",
+	"juAgzWY+BOtLWcYvVlksNs6S/l0ON9VmbqrqIszu+mLWz3L4AT+5+tScYSgi44+CFTZZ1a4YBB+2slk/",
+	"raWytNXRCmcjyABr+9Q4MOXkQyf8Zzm8llrjHddqX4uZPREe6znYef5stRH+Ztu7Upl3o12wArdBtYJw",
+	"JPdMrqpDu9lmss9cDxIbGd022ctCzwrdsGE9e/p0/9lSBIAlOd0rb4FtJTTJtxCke+Ilm2wa0W7Dfcks",
+	"Z+Bn5opg5C94tidUE/BYHSGEiSIJFUJql5jNA9HtqwMkV7JbmzqAKUnH+BnYA5onqpED046Nb2S5tF9Y",
+	"mMfSchuUAMTf760GIG7t1C9seUr+ZsJYLrM6XorZnHDY2+2KbdBx6CR62e/tiUIy+6J415Rqf/OqJhei",
+	"d92Q/Z3zBaIF5o1tKBU4yI4buDHCXK5ctPrA6j3a2dhVXLExPzrI+w3Iob91K30dESkE/6NgAPgNXx5B",
+	"zIrO50QxQCB04e02ANs3+O39sCq0fHdpaLmX9rc+vfGW57hNcfCiu79XpFy1NswOZcWuHItN9Wx7Ydq6",
+	"stct4VqxbOQpgVXn7gJ4EURS6f6IJi7Dcj2PBzoWBv2tpRtyk6tRP/gbHPXbkGJ8kvbQ0sw7i3xVgtqH",
+	"eS46+QOYQy+PX33w8TCndF4CA49yOT0ibDrTc1uehIp5v+PZmauDsrvTh/9t/7AYxstLdLiOgXG1yXBj",
+	"HUvL8w11rLanQrM8p2Y4W7MckBba0l47Ln/Z8YJwjtWofZ7XpgzrXmLvaxyE4FmqRIm2p2O9RJINk6HX",
+	"CFcpw1TWMZv6XVjDqZfdNsgZVaEwkX9OkFc5GDkP/pvrCB315aP+9RxsIQQ3N6sFm1GTAW/uLr2BGfY6",
+	"m4vpgTQMPAyVo+ISq8TaiSwioZmALd2AkZYVHI4hTxAPuzBCeLX9/Ss6dAgaX522Ls2UxDgOjGHkWlUQ",
+	"QbyMuV7PhXzDzJaSxO3eLGkleOQDK1Q/MtfNLfF3Y3Mrcf2OhHBv8PhAwnrbcHyDK7b+sQxnRax0QrRr",
+	"AXnp/fl47bAg8+7KsCC/s1sRuXxq+OAyV+vCexo3Rn43kqqbhM6edfwXZlx/WrGKH+HY3/QsH4ukf4vH",
+	"dlmE5KqVg/I+AUHDAsOsdSygjVc0GMEwsnWMVhTwuQWvsJbrFTRajjJiKyZBOSJYhOACgj1nc+lsM++8",
+	"4iIUEezKPRoNIYFUdAtgvH66Dvgn18HNdi9WPu0mG4ExLlyjWyE6sNgPTW3Whe1aurP+uzXIqtXQM2/x",
+	"3StEcDAqhGdVXvZ5wwZ9GzftlqSTJRA/zTm2QH/cEBZv1SsPk3AFFoVD43PBX+/fvT1++d+DV6/fvPj4",
+	"9vSEyAuLdzoseKa3uCBSMNVD+7u5fd5EniiCGH/wVQ5R7uT1BcvntjwRFWkNp2YCSBLWik+ddd/Z/Scs",
+	"Z57RfyRzwqCxWqmky4lUzPVb1tIw34BsW5qavvGj2zg/656WxWfkbTmLTf0yuJfXxxhahEpX3aed7/e/",
+	"P9j9Ye9gJ3CzSvfGTihvpQ5VVzYJlRmv0VQTt84b4841myxh7LzBLWsoiLC9HNKubPl5sGXnLdp/9vQa",
+	"7qIaHFgbgcG/nPGhjWAMEYkjo3270wJvbkaaIsIyxeq0yX7SOyIxiAXxYUkNWGrrrIGz8In5L0kmktvY",
+	"SuetqvuUqvE4GMaglIxLsl5OqR8Q1CBCCL5lQxcqKuMf6ae23qg7RU93wqSl5lx0yX7fPPe+uyyr9im3",
+	"VaDawXCCfHjzkjw/ePq9gxzDgmMfmBjTJ4qwz5oJSPW2qcBtCtgoTbagVkagspk5wA7RQ8hLD1p7jZS+",
+	"lOkWqt4L0eCmZiZGnydnYGA46xCa5YxCBTmutAqG7pWlHZaeoRLXzX0RkE+AwVhIMgKAUhHGGjZrhtac",
+	"APXVhc8a1aXQQtEa+JQppwMuF5exzeqDEF8NRQBU5Rv86O0/NjT51+tKLjguwbqUVeHKyroMh4exVPWX",
+	"l4YoR3yw8zwIR2BIQn1qJ+bkOJC5xaVUFsADpOzC1WxT2zW8urWKpuB4vFIOeCw/hW93O/m8fRjNr8SG",
+	"iThBk8lZZq3AfGzxEhx0EFdlurfzWoHXo+22ur04k0baclDifzdj4vgVJnzkAHfR5dNpAVhvvT7BiqS2",
+	"rKz5d0y0BHlczoY0OXdF68LQDiGErZIaFTlvhjgf/BDioM205kV1YkroD/uiP5MjN9GXUgiW6Bpj52kS",
+	"5t31FOYw5iT85mrnYtVci+p2hCAMUAI6ZSSWMyZ4GteWCooGiZopYZbLEc/qFXRaIQXm//a3zs4+Px2a",
+	"/0shxIB9+rIb7e7shK2e1WHZWx4g4E3cmn2XLreayFxj8ST/6NQORCLzWSfkhv/kI6PuPw+P/MSRNrdj",
+	"lex1aBhQI+BHhR8CxIHDmuesfKv8u3zBAZeWb5QP3CuFofTuZwvA2fzTvatzKtTIa6564F6hRcrt96Fz",
+	"6EfKhZD88VdDb0YyT1ifvCgV5YzDoeQC6mudszSG9CHM57XaMyjZ14mIW+lJt2icGwtz9xkg12Zenui1",
+	"qe3m9pCgy8VbbtRxq3Yd0JpTT+VRLClyruflaToiDBR6p8obdqusxw8UKdLFRon9z95BZFiZ5Ym9h42w",
+	"rA7eJpgN1bJ+nRGa96rlhGn/W3nJ8oQqRjKmEf415WNzLKhIyWQ+mzChIrJvpISDnRpMLHjGDU1CUx9A",
+	"X9kq9NiWkTGgsT75iAF5gH/kWEqdo4CLcwVH2Y32fyixtsOcBd1gtnLyJgq6c5x3PooZ5ViWkCeM7O3s",
+	"Pdva3W27sZZ42iNDny9lbiMNGyYRG8J8ybMM6il3f3p9Srz8qu0pcltPknq6abKYHVyIwpRerJAzbC0X",
+	"lm/UW5ME209yr6L1Gl+BRc6649f8RLN8ygXNBlMuCh2MQUOBEcGeoB61xUjFqg2tPqDCJkstprFttt85",
+	"FEWWrUZxgTabs28sYWOigUks3MdTqWm2ohrI17ZFAb9MW/AIbOPN/S53vQ9hN+DaruHN/IX+/t+K1/B6",
+	"rmXfkbyJo/GjugfXctMcU6h8I3NMKM4o6CEO1vlwMtiJGZa7l1V8/QkfC6qLPGDkQUcaAvfY02pD1PzS",
+	"vBDNxceCpch39RLYlhwgIc/EOZtbvPad/b2IzIqcuZd6fXI6yRkjtp7/4Zk4E1skBmPnlp/AYC34fl/k",
+	"+FXfe/uUT5nSdDqLD6vSrm4mUCgQxg2M0gg2U5oZGeGzo8l+W+U6xYckZjjW/4zJSKL86UL/Gwg0hIlE",
+	"gkzShcWZGUFAjHtEjs4EgS+eHWyZiw9jgQ4cJ7C49lrCT32zDqetx2b1EeJR8c8k44Ip8rvkAkdEiUK8",
+	"zfjsTMSkKyTROeWZLZZoXu/B7D+evtn6AZZ6t2/zqrfsQm1d7MZnYq8PY4JSrVhFIiLFbMZyAmJbN37/",
+	"7uQ07p2J/X5tlbHyKWGfaaKzOTFrDplV9b0wAzkkM2rENmH2Y2SE/ojE/4UwlHrCzHKRPwoGxfWcnAJn",
+	"c9tPMDBDOMAhtA4BqqRn4mnt99qRcq88w1eyUi6dsM/k5O8vtvaePnP74wY/lGk1sa79EW1xdq/c2ctx",
+	"FlwRIeGzXrmpUDfPQnQqQiEeFEYNl4oLsr+z44sKRjYGh5LRSYxqPuXK7LWRdqc0M9STpWcCL1FUa1AW",
+	"WvGU2TIIIpWXRsUihTgXiMdarQcW6faOJjjhU8nUGWS+XbCcj+YL730FKeYhNpnpxwc7u6RR0CTun0Fp",
+	"FEN5cNgu2Puw07iCFYmkM27BXLiPs9RyoDSE36pgoweZADz4NwQSCIIgIa7A4FMAawB9Bm6+Zh/8pVAA",
+	"X9snx5r4U1aOaDQOllkks6Tg6y4B0gBGp1sfbWAkvSPcCa86pbJ4nzovlEbnDfAo0C0ZzWGl7YJOtJ5V",
+	"1ae9HIv2krrAceCu5TqW1cqDqzQ1YhKQJny9bGULUzFQ6onXGmKhWP6P9dAjVmJFRCUYKsBFmAF6WBt4",
+	"LalIWJ/8yqqLWpH9cjFevD+ODDGor44CAF7R+rQGaLHGpK/goI9k2GRnJguA1XBdPNc28I7vvnvnDfK7",
+	"7zwyWlbH7x3COb6cSASILUQzyKJPXviXFpiMOBP16ZJubN6Sub1xh+RHmA5ZfUR6fQIeOc9xRKdMVW6l",
+	"M8E1OpMMEzHXI/68hQwLXVCVOxRvgiWtTIAVU5WsqMrnjYiS6EsZ8cx0YBVmkc0JwO46c7zZxJQlGc1Z",
+	"2idxnXxV6UIEnYn2XgiJn8MmfCgyMwQMKiqniEKEE3W+++5dnrLcbGUyYcm5+u67Q2C8J6RbFbPtkf/z",
+	"v/63T06w5kKIsOKrdvUIvLRPAs47fM+xNZiEPf9jasgZrpEr9QDt7JCmmzQyXcQHu/ukVVfKduBVB9r6",
+	"B5vjM2dfMn/UHYc2oApXBly66rvvYCtiOsOazVwK58b72+/KsPGu85j3nDEoVMWLC1f+3wzaChpuAZ4o",
+	"cvwKXqncqrEdRmMKZoOchE6kKNEtTYvS8H0ipNgqK3th7R0pVEQmUsjCfgWnwgwEPwErfp/8ao7/jCbs",
+	"kHTxch2/iupyWC4LzYhm01lGNesZaQDTTEu+DFmmhq1QkTq5E565zXao4R4IdQnIDtKpIQvwD2gzLhdA",
+	"b30AFHaWHhr+wuKjWvuOlRFKUj4asdzXJVAQeE7CJc/iPnkphQ1ccN8o0zo0KIVtnXIEAAXDMizdUXnH",
+	"zUvsM0vAWELemQvtFc9xM4SLbRrGmR8SShCOgFBtVtVl+Keu0DgQDFhi4PS67IPQUc7UBHfAw7OHxsFB",
+	"Qh1wE7CZLhXeScelLakZvIc1rlTcAzULd6aSDQ7N7TCNIxS+A2fEG4TI4e5lJIXQdTeXmmoG0YoocWBF",
+	"qHLIRjXKpNI9F0zZnowZiSIg85ieFaQ2qyLT5Rhi/5K8xry8mHSpJhmjSpO9AwLWa6tSlsMwzeN6Gip3",
+	"1NoMkCvtcFz0ZUQgNLosBO8VgbcX1tIXc1PhYimjQFm7N0tLoqaAtZDYvX9IzjrIpey7yKbOOnF1uVx4",
+	"TEZx8DmjKZY1wgo4yJN/en3a65NfKik9/i4Gahcf7P1AgmX14iNyyeh5VAn0ROa4+jRj9uPdPRII28HQ",
+	"AdBMyv1oxAA5WvaWK20oaqEYSYpcyZzM6JgLy7ljsKAo/ieLSXe333+6sxOVzprdnZ0e1gmo7CwxzN0M",
+	"c5azCy4LZdpjTxSJGxaZOCJyRv8oWA9442vHt5XPt81qKgdz5rEfZxeoM/9DL/6EejJqIw6FdJvM21AQ",
+	"IUEdxjW24XwRiUHJjGHLUIvBt+GOAaVOcgbSNs1AhbVmAzewaaHtUgJ9PLR1GkD8QLpizqq5j13uHGKg",
+	"mpljCg326g3WCcNhdRvwiQVyNPQlsiKnRzfMqniMCO9svX07qC15KbaqqZXDr3NnNwMo70UzsCxUHzUG",
+	"DraILZgsbGG5IqKpOeLkYY3AOQgeOjIqBDBOMjWrZHYJo8NJ2STpTmQG9pamywOOKchTSLPdooMQ2bMi",
+	"ICMzPmMZF3B+5cxI7mgzEQp5NqFgia/qLoz801VawkAsrk3qEPcCBI0i5ZqlIBo2JIkeKsEZT5hQrIKJ",
+	"7bzP5SznTFvMExsJ1WlK+ka093y7ruQ+KnSCznjnsLPf3+nvo5NrAubAujXFlZQcswA6/ce6aAmLmlPN",
+	"tmxhTQC7wHzrMoaHvKhhCqvSdmF6MhyMUKEuWY4/uAInlc0AoodsTbX3H398e/xy8PHD27hHLidUw/n2",
+	"w3pNB12wvkSlSUPmhAq8q368by+C8TumYW1SOBgonsFyfmExAXzJ0LJ3mYE6pwkllyzLtrAvO+tyTi1R",
+	"awQWGjH3hqKMvPqK7O2Dx608Tcdp57DzE9NQ+tPsV06nTEMU7m/rIzcDOyqnAHvcsIAY4cksWN+ZX8DM",
+	"VllfajHJaN1u4Za3EZ+uPgG+GEpY5v29nR0ECBOG9CD+YyW//27dmFX7y2zrsCSgDreXwRwrSPg7wA5D",
+	"7ZQD2/6Rln5a88ne89WfnEr5CxXzD86BA6MAhrj6W1Bganb5zuFvn6KOciAEnX9CFgryOj84HQOyATrG",
+	"7CTPiedB0nSsIBNz7JIwanyxc2hhy6Hn+n2vGarAFyJVqC5FxTSkgNhPH6IH2FBl/AKFsaF+eBZAdzf2",
+	"dnbCtsOj8r56X2Hxy7aRstIjQpV/QY0ozMo5LTauwttjqwzXC//GRoVqhCkjK/Lz1o1CxMxkIdEVaCHO",
+	"Clos34uPgEPB95D16r23u4OP4va1d3UFajU1ygjfH2U6v7W7FCxncFX3OtkUgTu7z7VpBu71CxsS7lmU",
+	"7cHhyjsjcO33dnbvbVwfyvFcm+LgaJd/0mC7+N3+6u/eyHzI05QJ/GIN2vbSFcw2H+yuMZufpGD48hrj",
+	"eY8moVMp30Kh8QejuF98f8Fvn65qFNhtqhHh0PtZIzelGF2y0LUIMPwSoL+uAH5Q3vpZDjG9cM40KcE7",
+	"IyKztKzkfAThmIYSTWl+DhLHlJS4n23SYhS+F6Zr03jnDi+16wQCEhYwa1et0KxC/57vw0bH+8GOadBV",
+	"3zyyZinNEhKEm7UKqpG16/xj8TF1aqoLy9jk+G5/+V0OBzy92q7QdBvSamjy1SvbP8vhcQqIumHp48Qe",
+	"E0+aBmMTChrAl8Gsd9QwNMJLKDiUt8cslCczoPkalMEAHz4phlOuK/zUu2HBHqjw/fJdAKcN38zf5TCq",
+	"Fu1bYG8Hq7/4Veo3Rn9/5IfXJDQf2EzmRuX9XQ7REou34vr8r4lUGSYAr1ha4CFHZ0m3HqYQO7zJuAfX",
+	"fX+HpHSuDi3iJmcpQnB6VnSwBxnNwPl8oWotyOYsJfHezh75ctYpez3roLnqqlIorADg1DBooCxFBbkc",
+	"RxWaQSMCIQ7lpMcRiQ/2njfVEesY+MB0Pt96MdIsj505H8JBNJquBPusycfTl2TKU8HHE026zrRhAwsa",
+	"S3CEyiR3ZNRcwd4iEvjO36a7oYItdNa1iOHerfUPnZbVKkJaiHPddw1HsSqJ8+f3vgES+UjAQJIg1F4F",
+	"OSKyfq7XpWPe84ZVu8p+d3SuiiRR27QsJhOmc00Da1fXyr48Uc6JZ4MUKlt7bz1j7EvrmzYfF4rlcJYz",
+	"LlBxwJxrQzLgN6tjU00g3rQXoeUdVQyHhOSoS8va7pzKNBCPA0VZyAvhh9lw5dWo1mQqFbpJj4gtmhER",
+	"W0eDyBzhWqVgztQK9hRHK6tWB/ZbQ1u9p7YhdOt4z90AAqIg3n6vCMldmWMahYfWooK7d9Z/mBSWWV4u",
+	"bILnZamebuWBugFRvHv5769LDWsUD7exuq7cP8GO3mE60JqGY+dW3QZP1ha7cIgeQRvGr+yytFX0yTvB",
+	"CHwA1Mn69FlKnP5pXWd1KpjQLEPItYApw4zh9YWFqtpM7XxPx+yE/8mgZN4a72I0pHk55Cdpp3qsKfc0",
+	"ML9M+yvCLSEIKM5kQrOtMnovIrGaK82mcUQoEvDjV+j88oxV5PjVIkcPTbTMmyP3cuG69Q7/hb39q6vl",
+	"+b8Klf/rnM17NZzMXrAM5cLZwfyRnXie/oiw/rhPYoyq8hcrXjSRsrlFDitI72yXhl1QN3PBdhc6kRaL",
+	"ei1zmDmo7+xHgWWA8CS8S4b9mX2zkTGG19uyxqGBICygP4z10OWXDaCs5rqi70JorL63Wd936RusCMIi",
+	"w+MLiEiBuBzzrp3zNyC/3yMzKdmHWUTftewvmS8wm8dBeblCIQjyEM+7vIiDtDAEK/d25EUJRISJC55L",
+	"gVTDBhC58Cwjp5SgBiDTqgmdMYgiKKmrEa9Z0An/yneC39nZ9XpZIHR5odj/BofvFcx/2Cwr7Z0772Hg",
+	"8DUhPYIn0BWg3yoRORaexBO0HZUv2qzz8tR5v3RjVL3iXmRkGpUV4z75VVbhWi4wj5Ik4+Zb1OzCUs6x",
+	"HeP7coj3JOvcJaVuTmo1vS6Xt1rTR6q9kGrrMN3U82odvZsUuAYhdaAOY3O10GODEcLaQ/VB3dwP8rK2",
+	"AjQRoIcnZxcc6HW3/NduLyrDmM25o4l2viAEmILMKiD3EK5ngZIIyCaEEm3UD5Aqqa7at9Xn8AoDgjnY",
+	"RbjuE0Nna3eScEWYSPK5s03kkAsrUhtg6ZKHACMnK8ZonMAETKQYKIWHKEXpiqrwxwLGBzTbNC/MxkTA",
+	"CzeEvLlPm9owPKyKBcgrv3V8ZK5PUQdXEnLssY54p3ymyhrnkIhjJMR9DG7N5XRLT1h5FtvFPDqvsRuo",
+	"VWCkUwtHthQmbFaifSE+V1WoZjlklq2AAIBTV9E1yZstzXDf9pzmmQkQWBxZGrlcjeZlNOfR5mOb7l6f",
+	"0oV1G+xr2/DOVdQJZAGs+tT7xH2B5R2XFgd0X5fvwTz/ahE5X78VqrI7pSmh7aBUj/vcgPkgxtma4tz2",
+	"F/fPAU+vkFdlTAcgDz6wqbxosi3AC9KqvA2qTz6wEZB4tDYb6p3J5FwWOsZkb67JpSyylGSMXjSlV/xK",
+	"SFIoyElz/Mrlc0FChWnTcNiBFNkcMw4WMJA+eQWlNsQYlhtjHBrc5SDAUuCr22Yp72YIcxQSHA9Cbl0b",
+	"XVCjL7dEM64eQxYeSGkzm3rndz9abCzwcCQzCuJfTeKM4Dpj1Rq4bU1+p6Ly0jvzgZfQ1VsgIcop1+bu",
+	"mdnkLJsH7QiB+3Zv+tXCIDxHSa7L5v+CN+0hLs5PTN/drSnVtc2sBg7s10bnFTrENCFL3jqka6rd5URm",
+	"eMVsxijXqO4JdhlQ+VQxY7liKeL5zc8Eo3nGWV6+KgWzABf29pbfnjM2U6AEmveCKmCp5J0JjJe5hMq7",
+	"5FdQA8ucz9hocZA6CakzwKx/en1KEirIEPPyNBNkSJPzQ5sWZFEfz4QFYIf0dI7giZafGw0ijkjsNBAE",
+	"tolRa4kB8saWHY8Q4Jf9UdAMkW+sDgk6kgJKNMceKlzcM3Em4ppWFR9WMJu4OF5yN75yROIvZ6h6nXUO",
+	"yVmn3++fda5iTOpNYLuOSCyKLIvPRJIxCklaEUIjYLW+mqTEFUk5CDUp6UKxBJBjSumLCfgtNuN9sUId",
+	"roQfzImrU9L3hb655DL6BcOMopsJOXepP5fokH2Zjxdp08sV43U03GvrtP+0cvj9ZotsyNeiyvIUojsP",
+	"r90+Sqqdg929NVRbL03+DaAC3Ewr/mGzLj+4E/5QAoLltIT6Em6N4z6MSr1tqf7mgf9N+SJoS/bvsuFg",
+	"bUZ/FDIrQwiaFeiJ0nSOrJj6GCDONkwrSQKZlCrjYvvkFEDstmzCeJUI2cVpW83bMT6fk9meendqMSBd",
+	"KRgZFzQ3jD3nNON/lihD5WgwU7+3uXmhbTjAmd6j5eAbVIkeecO3bsXAU/5VmjC3tQNHvgNq+6EM241N",
+	"N4Miz+KIDAH2QksyK/KZNJK9+dHCc8qaGvBEtVU7qgC4DaAvL42ChSHBFmODAyIoJcNcXrq4YwDnKsv5",
+	"x6S7u+Nwr3uHqBf5tf+4SuSFA1ywdWfM0Y4gycFadLHPEjpVEKprIz8TXeoD1yFMGBDf9/94+TqymCGI",
+	"GiESQ00BAtNhLh2/suF5VJ+JeNv0wsV2QrPMaIuxBTdFzBIPVCTy/I91JyUoWnzkiqZrnmWovHoKMeli",
+	"EAJyrbo+Bl9e0kotA3SwANOjZyKj2sGOEaeIsxTQl5RFT0GsF5tVglYwu6agsk4M56JuSVIMGj8TdsIl",
+	"bCp2+USROKgCxWZCruJDhdubcYQMA6iKXgmHW51RiB+3gLdbgGZEZ3TIM67nh24BJwgegHFtZSQGrHKX",
+	"WiyrM+EAeOmUtdDqXPa+D8IFNQhKyAIzIMtm61z8TKAejpuqFZlQNcFVtPvvouARIIZQs0T2ZDQZVxxZ",
+	"7MkzgUcOQ5rMSBh2rAGq5FfZvoxOxRbSFeceuN/iI8BzvIFmfmKG0BztqeFKt+KsvicvKQx4gWxgFjZy",
+	"S/3ouvgrMf0TvMleyMhStnZj7u+94aN6QY05S9c6n4IiQq0KlRev1g4de1d78/5C5APBxbVBl3QYmOrC",
+	"4GaN+P+bh9KfaIy2CA+llbFU4YlgWNmC4WBdx/VGA8Vu7jbY2Z/w6vC52vrXUSQe4+gWx9HJxg0qk2Zq",
+	"zwPXPVA/zguYC0V4vauXA77n6K7Nz9zDxDTVVmlxPNNj2NJj2NLGNx7PDqTL1e/iNW/9EjW/9uL2l0b+",
+	"2NVCrv4T0w06cS/8ZWEeqPfOYwjBVxBCcFtH93ohA810xk+QaZdMFtQZzYoxgIKWBfla/vgw1DKooW3j",
+	"9MdZemM2+gB+4c1vI070vl2v69CDAkaW3g5deLSjP/pY75f/g5WzSUSfgAkVQPZBE3wAcWAbYnvLOq3h",
+	"AOYmP64qO0hXnwyR/yc0Jd0KzbS0FPf65CUVCUMob7C+Cklc12BETSYsLTLzUeng7JN3ImFkVuRj89kE",
+	"8PfBPhbZEKAiH7OBfRbKb4E+feryys32W3Ar3puY9EgOv3ELIx50Qr1rlFYn/WZE5TYktYUBGDWqMmSJ",
+	"nDJFYjd250hwADx43ymClf0nEfKS/K2djzjOaQIuJC7TIwt3wHWEZlfTAsltQgYEMyCYWctyJy+F6pMT",
+	"XE8MHS3Rudqr7FEt8NFUsZFYBSVlNM24CGSB2x7Yvw2ViqpFs9v7SLf+bT0j9vCHBKPbol/XEYo8cLWl",
+	"XpBj772HhQnazKNRjdv5M+40PKrsbbUzwVv5iAgf5KnzaMu5Nd9D+7o1UbxqOfze03s07wSFBoc0WKUT",
+	"e1h/XayR+D3AtCJ0IUBXYxGYKeWZq8cCURhesAwGTCyARJQWwih3X5uWjowG04Ld4BrDkFpDc8WdoGOG",
+	"Q1El8qAt+GmTRzBqRDGR9hbm7Ptwa1+lP6ca4QNlqFcrtNiXc1RuJ+4znJNLOr+b+Iu/qN/m7g1M35Cj",
+	"B44dq3ARh3Pi8mKuRU5vR4jZ/uKhka7IVg+SL6eaOYIFkXsUrDiZFGMzUVbirPbJB/MaRrDbLyIHtwqg",
+	"JQ6QtY7T6itQjbBAKGoZ+kxpqBNZwSW3a96Y/m+NXt5TQPlS4lVnVY+xYl+xtIWnbwVM6nUIQrTQidvA",
+	"Ev4KTijpIqAR1EcEqar3KM3frmf2lg7X7Qjva3g4y0GBsH8d7maxhdeNUXyHr/8F8O1gJmtE5cGEI6ey",
+	"SKj+Dknev0su/pq1V742fVo9eJTEdW7WTGY8mS+LE3qPb9zhIbc9LMqjg19LLOcjQoeKCe1qFXMxYTkP",
+	"IBXajVaP8URfXTzRE9XcVe/uwC+chYPf7W+3aHhaCUeCACTe8cOTV0Fj2BOomhm3rsR5l0KiLivBg71P",
+	"sTSf/RkMQ9ytTS8MKxK74usEkUIczQe4Ea4cZsiRH/2UsoSnTPXJP7mepDm9dE6wuEEPMAFhUOYYxIBE",
+	"pDPmMuSqDLE2CWxg2jq/26Wte1qm/0HpjxIdnJV2tX4IoqOkPn+VACyc0IOAXiynsxbXxR30Rz/dXdQL",
+	"eYyeWh+h4rZ5xg2sa9jzNhuNGIBGLZOXXruX7l5wanYVuNmvaTLBanBRjZZ7WPYVtA3gOOFPADz+qDbc",
+	"ngikK1GWg4coYRZU6BLKtTOzUbgBaH0d5QDe9BBi0XWuSM5UMb0GfMvazsAPpgMXm4PQbbUYnuU25T7x",
+	"v6+n7U2kYgviExOItXKinX1DS0m6HKspM81UFV2OEUfSczvm8hLEuyOsELlueGPQtm0W+Bazu77WiCHc",
+	"3Ef54981TggPOoAsudjih86j2rZDuUPydqydHQniCSE3xVCKYaHJmGlDJParFYkNkYH5KASuwmqToTf7",
+	"5AT/jS668KKu9MhZlEpVeuGqcEcpmIdO1Q0Uxe5ZpMcgjQ2Vi4Uh3h2pu32tzg65JANfX0pNncaWp+CR",
+	"zP7bhmPiEfga0lS3odT1wpJJ7wTKUTOWQ3XqlM5BOiax+f+YaEliLWPCRZIVygiGXVf89WAHy3j3IvIn",
+	"y6XCd9IQ1WmkxH6EIW1KduCrN0ZyX8PyBC+fyvuTv3BOAQLxivJsbtZYPap8t1S6oh3jDGtc2GPl7hj+",
+	"Hbhb8MNdKnSA+aS2FctGy8wZ4OQ8MS/d5SG1g7Ie1TAHSyhmlCFY1cIwg2uewwevTVebnndCcJ/CdRFr",
+	"k1ixydsYnLW4cDgAU8HaIkDqpcwxrAtraEcQ1oqQoFaE8hDDlF9qVBqCjVmDzokhJIFhkyGbS8N1qrHb",
+	"sKZQJJd/+O6xpgh2/hcB5nrASKjNjrXVObbkpdiqitKj9Hytw79cqngjc8D3SwCMM6NCICKh1DRD+H1V",
+	"TJWD8EpLDkm6muVTLmjmwCTh5dywG5aSYgZySkrnkIQmTCtTQE2soWiV6H8wSOfEyzFxOGelizBcy/E+",
+	"hZPoW4ybsaM3W7lGSUiWb9WUYQ0fAjxi7fnxq0eMq+B9h+W2ywbHv55daRg1tYdbjkAg31QE8u93Pt4G",
+	"GyFUql9wu/9pOBNSlLSd70lFSi4nkqQ8hWxR1AqcV7wWRlLV9e1SrXM+LAAdE3Ph6yXVnyhy/AqhXemU",
+	"ESXoTE2k7i2oOu+m8BcIU3NzWX3X3JuPF8m/SCwpcjjNv33pFIrl/2Dm35/MnlWX7LQddeFWs54956vw",
+	"GJkW0t3NL+17BWbEpYGWL8a2bve3f2rHa1V450JpmmUuT5ELkrMxV9oWCYBgy8fjvPFxLusLN860tWR3",
+	"a8veu/GZ3v7iN4hRxUPF8ot18E/9F/8KUcXVfNaILfYm/2gduqd7QQXeAyOAeOt/fTq/sf7sXZaWCSkf",
+	"b3Oh6TnbOmfzxaXuX2RKkpzNZN4OjsRYwxFnOSTCmnYgr3beJy/MXwjAn/pxgt7XEwp2a68R142QgkW2",
+	"XBydQ0gLTxcUxIcp/IPN/xqV8N1s1mFo5lVY828u7f5b4WLeGjtTpZ4wnltj5WYMbRmoDt4VEsOHA+x2",
+	"cFbs7Own1fWAv91jHAE+iqvqCLXrperXKyJYii/QSa01TLGukun394zWl8opGc6hNL4gmbxkeUIVI0Oq",
+	"2P5enwCYNiUnf3+xtff0GVapkDlLD53txUyxKpag/GvfXTmkXkSUREMlJZe5FGMiczLlSkHWa9VUGcST",
+	"8/GkLMrqn1lVVmTwPuPKVvCf0RxLYqywbLqcfntdv96UfjvAh8rot92fYIH/BT6Bczb3SvPZPbM26IQ9",
+	"ZvbfJSLzGrP5SQr2rWT1r0XuK2jnisCTLhaFgXI+G5D1JZUbztm8UbShLnJtfzln81W5/Y47oDfHJ0tQ",
+	"f6JSYZVz8YRy+R2DKWEafclQlShp2B7LGcKhWWYHtXJsVsnibP3boYT3lazvRruYIj0m6a+bDrEJCfna",
+	"SEGV7V+RgrvVyOzJW6GOlbRhO5eA97VxzGK9p6WIjllJH3ywEOrAjaJKqoJoaLCLt8taPVEkKfK8rhdG",
+	"2KoucsFSR57MjILkKRB1GCA4sCC3LHo9rABkledHIehbgTf6tklemZrliT/DeXXh70sW+l0Ol5tsfzYv",
+	"/AXMOj/L4WqDjlmNR9vNrdluzHLeyNIa5JcYBwVZ16aDemp1F4L2hdQD+zSNEdIwkYWA8H7KhdIkntLP",
+	"A/P5YMbyQUrnsfl07zmm+A3Y54SxlKVxROIPTOfzrReIn4yAg581xM9OeSr4eKJ7ffLSNA8gWzYQBcxB",
+	"SVX8KGS7+FkOv1arxc9y+DD2CrMmC1g0oFKm5lQ9suJvlhX/VQwY/8McRkLNaXQl28HRdAP/6nRpOvQv",
+	"7C4Dh39hC0vIKKNCBCN/tP35iSK5zCD4juv+Y3RJGatpXnIrxfOF6SEbnhObbr7YXwi56vatJy4bvZEs",
+	"jf4FbMjPqc5kcq4wTS2MGmAheYMQQT1vshaLBTpXpBApy0mMDwF/pQHlYsRdRBz2P7Q+hwo2BtL5AERz",
+	"yCBvTzNBhjQ5D+ahnLiVusObU/axCA7E/n5D+KTHaK3qJLoPy7XdUKxcCVWEjTypTh1iF3VbkEVGd8NT",
+	"a+ffCxztKZ2b01p+JPPy5JbGBv/QHxEqbIEN8BY6q4xtb1BeIojNrMZrC8YDN2qOAc43Q0MG1nCXyblp",
+	"OeMjAJ9tQSSFQIS8+/RXgRFyU3oQIKF1aYd15EaEKkQjNF3OSZcq8tPrU0s79YRNe49pqHfhoXtEG7oV",
+	"c5e+ZVLeGoGspb+5cbD8wpGpIs86h51toCa2m5A53o+v0oplo35VM6T6LVBa3Rf+6jHtXgs2YydQDb2W",
+	"2DKRSldVDqpuvZbqicWBBpv1KbxvfYjb5UNp4kX5rZRoOu0mMJdhFMwOqhrApIX216+aIW7m8xIXr6v4",
+	"WGzxqkKEW2xzpIrZTOaazJicZaznT9k2tFU2tGALvf2nRco1yaQ/Zni24NOaktSFg9ojL94fRyT2ZPgY",
+	"Q+s8tGcEY6fWz+D2F29AuCdQNxtNw7P4kEzkFPAAZVYgToHvpo6s0Tmy9s5qXhiRfvXp6v8GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
