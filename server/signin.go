@@ -172,17 +172,9 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if secret := s.cookie(r, SessionCookie); secret != "" {
-		sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
+		sess, name, err := s.liveSession(ctx, secret)
 		switch {
 		case err == nil:
-			name := sess.ProviderID
-			if list, err := p.SignInProviders(ctx, s.pool); err == nil {
-				for _, sp := range list {
-					if sp.ID == sess.ProviderID {
-						name = sp.DisplayName
-					}
-				}
-			}
 			s.render(w, http.StatusOK, signInView{Title: "Signed in", Session: &sess, ProviderName: name, CSRF: derive(secret, "signout")})
 			return
 		case !errors.Is(err, domain.ErrNotFound):
@@ -196,6 +188,28 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, http.StatusOK, signInView{Title: "Sign in", Providers: list})
+}
+
+// liveSession is the session whose cookie is secret, and its provider's display name. A
+// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted).
+func (s *Server) liveSession(ctx context.Context, secret string) (domain.DeploymentSession, string, error) {
+	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
+	if err != nil {
+		return sess, "", err
+	}
+	list, err := s.providers().SignInProviders(ctx, s.pool)
+	if err != nil {
+		return sess, "", err
+	}
+	for _, sp := range list {
+		if sp.ID == sess.ProviderID {
+			return sess, sp.DisplayName, nil
+		}
+	}
+	if err := domain.RevokeDeploymentSession(ctx, s.pool, sess.ID); err != nil {
+		return sess, "", err
+	}
+	return sess, "", domain.ErrNotFound
 }
 
 // openProviderTest opens a test URL: the issuer is discovered now, and only then is the

@@ -2,9 +2,11 @@ package apitest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/oidctest"
 	"renga.dev/renga/server/servertest"
 )
@@ -379,7 +382,7 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	op := startOP(t, env)
-	signInProvider(t, env, op, "corp")
+	p := signInProvider(t, env, op, "corp")
 
 	b := newBrowser(t, env)
 	list := b.get(t, "/signin")
@@ -444,6 +447,38 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	if p := replayed.do(t, r); p.Status != http.StatusOK || strings.Contains(p.Body, "alice@example.com") || !strings.Contains(p.Body, "provider=corp") {
 		t.Errorf("a revoked session's cookie: %d %s", p.Status, p.Body)
 	}
+
+	// A session ends when its provider stops serving sign-in.
+	if p := b.through(t, op, "/signin?provider=corp", "alice"); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in again: %d %s", p.Status, p.Body)
+	}
+	for _, c := range b.c.Jar.Cookies(mustURL(t, env.URL)) {
+		env.Track(c.Value)
+	}
+	if p := b.get(t, "/signin"); !strings.Contains(p.Body, "alice@example.com") {
+		t.Fatalf("signed in again: %s", p.Body)
+	}
+	token := env.Token(t, "providers:write")
+	spare := startOP(t, env)
+	activateByTest(t, env, token, spare, storeProvider(t, env, token, spare, "spare").ID)
+	if rep := send(t, env, req{Method: http.MethodPost, Path: providersPath + "/" + p.ID + "/disable", Token: token}); rep.Status != http.StatusOK {
+		t.Fatalf("disable: %d %s", rep.Status, rep.Body)
+	}
+	if p := b.get(t, "/signin"); strings.Contains(p.Body, "alice@example.com") || !strings.Contains(p.Body, "provider=spare") {
+		t.Errorf("a session of a disabled provider: %s", p.Body)
+	}
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deployment_sessions WHERE revoked_at IS NULL`).Scan(&stored); err != nil || stored != 0 {
+		t.Errorf("live sessions after the provider was disabled: %d %v", stored, err)
+	}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // TestSignInRefusals: a forged state, a callback in a browser that did not start the sign-in,
@@ -528,5 +563,83 @@ func TestSignInFailsClosedWhenTheProviderIsDown(t *testing.T) {
 	var flows int
 	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM signin_flows WHERE purpose = 'signin'`).Scan(&flows); err != nil || flows > 1 {
 		t.Errorf("sign-in flows recorded: %d %v; the refused one must record none", flows, err)
+	}
+}
+
+// TestSignInInProduction: in production the pages need HTTPS (here from a trusted proxy) and
+// the cookies are __Host- and Secure; an environment provider serves sign-in as it is.
+func TestSignInInProduction(t *testing.T) {
+	t.Parallel()
+	const public = "https://renga.test"
+	op := oidctest.Start(t, []string{public + "/signin/callback"}, callers...)
+	envProviders, err := domain.ParseEnvProviders(fmt.Sprintf(`[{"slug":"corp","protocol":"oidc","issuer":%q,"display_name":"Corp",
+		"client_id":%q,"client_secret":%q,"allowed_email_domains":["example.com"]}]`, op.Issuer, op.ClientID, op.ClientSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := servertest.Start(t, func(c *server.Config) {
+		c.Environment, c.PublicURL, c.IdentityProviders = server.EnvProduction, public, envProviders
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	})
+	env.Track(op.ClientSecret)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, https bool, cookies ...*http.Cookie) *http.Response {
+		t.Helper()
+		r, err := http.NewRequest(http.MethodGet, env.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if https {
+			r.Header.Set("X-Forwarded-Proto", "https")
+		}
+		for _, ck := range cookies {
+			r.AddCookie(ck)
+		}
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	cookieNamed := func(resp *http.Response, name string) *http.Cookie {
+		for _, ck := range resp.Cookies() {
+			if ck.Name == name && ck.Value != "" {
+				return ck
+			}
+		}
+		t.Fatalf("no cookie %s in %v", name, resp.Header.Values("Set-Cookie"))
+		return nil
+	}
+	strict := func(ck *http.Cookie) {
+		t.Helper()
+		if !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Domain != "" {
+			t.Errorf("cookie %s: %+v", ck.Name, ck)
+		}
+	}
+
+	if resp := get("/signin?provider=corp", false); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-in over plain http in production: %d", resp.StatusCode)
+	}
+	resp := get("/signin?provider=corp", true)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("start: %d", resp.StatusCode)
+	}
+	flow := cookieNamed(resp, "__Host-"+server.FlowCookie)
+	strict(flow)
+	back := atProvider(t, env, op, resp.Header.Get("Location"), "alice")
+	resp = get(strings.TrimPrefix(back.String(), public), true, &http.Cookie{Name: flow.Name, Value: flow.Value})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("callback: %d", resp.StatusCode)
+	}
+	session := cookieNamed(resp, "__Host-"+server.SessionCookie)
+	strict(session)
+	env.Track(session.Value)
+	r, _ := http.NewRequest(http.MethodGet, env.URL+"/signin", nil)
+	r.Header.Set("X-Forwarded-Proto", "https")
+	r.AddCookie(&http.Cookie{Name: session.Name, Value: session.Value})
+	page := (&browser{env: env, c: c}).do(t, r)
+	if !strings.Contains(page.Body, "alice@example.com") || !strings.Contains(page.Body, "with Corp") {
+		t.Errorf("signed-in page in production: %d %s", page.Status, page.Body)
 	}
 }
