@@ -100,6 +100,13 @@ func TestIdentityProviderCommands(t *testing.T) {
 	if r := run(t, remote, "identity-provider", "test", "idp_unknown"); r.code == 0 {
 		t.Error("test of an unknown provider succeeded")
 	}
+	// As a release command (the local operator starts the test).
+	r = run(t, local, "identity-provider", "test", p.ID)
+	if localURL := strings.TrimSpace(r.stdout); r.code != 0 || !strings.HasPrefix(localURL, e.Config.PublicURL+"/signin/test?capability=") || localURL == testURL {
+		t.Fatalf("test as a release command: %d %q %s", r.code, r.stdout, r.stderr)
+	} else {
+		e.Track(strings.TrimPrefix(localURL, e.Config.PublicURL+"/signin/test?capability="))
+	}
 	if r := run(t, remote, "identity-provider", "list"); r.code != 0 || !strings.Contains(r.stdout, "corp") {
 		t.Errorf("list: %d %s %s", r.code, r.stdout, r.stderr)
 	}

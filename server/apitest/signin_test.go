@@ -156,6 +156,9 @@ func (b *browser) toProvider(t testing.TB, op *oidctest.Provider, start string) 
 	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, op.Issuer+"/") {
 		t.Fatalf("GET %s: %d to %q (%s); want 303 to the provider", start, p.Status, p.Location, p.Body)
 	}
+	for _, c := range b.c.Jar.Cookies(mustURL(t, b.env.URL)) {
+		b.env.Track(c.Value) // the flow cookie: a secret of this browser
+	}
 	return p.Location
 }
 
@@ -641,5 +644,87 @@ func TestSignInInProduction(t *testing.T) {
 	page := (&browser{env: env, c: c}).do(t, r)
 	if !strings.Contains(page.Body, "alice@example.com") || !strings.Contains(page.Body, "with Corp") {
 		t.Errorf("signed-in page in production: %d %s", page.Status, page.Body)
+	}
+}
+
+// TestProviderTestRefusals: a test cannot start without a stored provider's pending revision
+// or the scope; an expired test URL opens nothing; a test completed after its token was
+// revoked activates nothing; ended flows and sessions are purged.
+func TestProviderTestRefusals(t *testing.T) {
+	t.Parallel()
+	envProviders, err := domain.ParseEnvProviders(`[{"slug":"fixed","protocol":"oidc","issuer":"https://login.example.com","display_name":"F","client_id":"c"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := servertest.Start(t, func(c *server.Config) { c.IdentityProviders = envProviders })
+	op := startOP(t, env)
+	token := env.Token(t, "providers:write", "audit:read")
+	p := storeProvider(t, env, token, op, "corp")
+	testPath := func(id string) string { return providersPath + "/" + id + "/tests" }
+
+	for name, c := range map[string]struct {
+		token, id string
+		status    int
+		code      string
+	}{
+		"environment provider": {token, envProviders[0].ID(), http.StatusConflict, "read_only"},
+		"unknown provider":     {token, "idp_00000000000000000000000000", http.StatusNotFound, "not_found"},
+		"providers:read":       {env.Token(t, "providers:read"), p.ID, http.StatusForbidden, "insufficient_scope"},
+	} {
+		rep := send(t, env, req{Method: http.MethodPost, Path: testPath(c.id), Token: c.token, Header: headers("Idempotency-Key", newKey())})
+		if rep.Status != c.status || rep.problem(t).Error != c.code {
+			t.Errorf("%s: %d %s; want %d %s", name, rep.Status, rep.Body, c.status, c.code)
+		}
+	}
+
+	// Expired before it was opened.
+	expired, _ := startTest(t, env, token, p.ID)
+	if _, err := env.Pool.Exec(context.Background(), `UPDATE signin_flows SET expires_at = now() - interval '2 days'`); err != nil {
+		t.Fatal(err)
+	}
+	if pg := newBrowser(t, env).get(t, expired); pg.Status != http.StatusForbidden || !strings.Contains(pg.Body, "has expired") {
+		t.Errorf("expired test URL: %d %s", pg.Status, pg.Body)
+	}
+
+	// The token that started the test is revoked before the callback.
+	short := env.Token(t, "providers:write")
+	testURL, _ := startTest(t, env, short, p.ID)
+	b := newBrowser(t, env)
+	authorize := b.toProvider(t, op, testURL)
+	if rep := send(t, env, req{Method: http.MethodPost, Path: "/api/v1/operator/tokens/self/revoke", Token: short}); rep.Status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", rep.Status, rep.Body)
+	}
+	if pg := b.get(t, atProvider(t, env, op, authorize, "alice").String()); pg.Status != http.StatusForbidden || !strings.Contains(pg.Body, "revoked") {
+		t.Errorf("test completed after its token was revoked: %d %s", pg.Status, pg.Body)
+	}
+	if got, _ := getProvider(t, env, token, p.ID); got.ActiveRevision != nil {
+		t.Errorf("activated by a revoked token's test: %+v", got)
+	}
+
+	// Retention: the flow expired two days ago goes, the others stay; a session a week past
+	// its expiry goes.
+	if _, err := env.Pool.Exec(context.Background(), `INSERT INTO deployment_sessions (id, token_hash, provider_id, subject, email, expires_at)
+		VALUES ('ses_old', sha256('old'), $1, 's', 'a@example.com', now() - interval '8 days'),
+		       ('ses_new', sha256('new'), $1, 's', 'a@example.com', now() + interval '1 hour')`, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	flows, sessions, err := domain.PurgeEndedSignIns(context.Background(), env.Pool)
+	if err != nil || flows != 1 || sessions != 1 {
+		t.Errorf("purge: %d flows, %d sessions, %v; want 1 and 1", flows, sessions, err)
+	}
+}
+
+// TestSignInPagesAreRateLimited: the pages share the per-address limit of unauthenticated
+// requests.
+func TestSignInPagesAreRateLimited(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAnonymous, c.RateLimitAnonymousBurst = 0.01, 2 })
+	b := newBrowser(t, env)
+	var statuses []int
+	for range 3 {
+		statuses = append(statuses, b.get(t, "/signin").Status)
+	}
+	if statuses[0] != http.StatusOK || statuses[1] != http.StatusOK || statuses[2] != http.StatusTooManyRequests {
+		t.Errorf("three sign-in pages at once: %v; want 200 200 429", statuses)
 	}
 }

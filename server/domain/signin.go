@@ -105,12 +105,8 @@ func OpenProviderTest(ctx context.Context, q db.DBTX, capability string, stateHa
 	return f, err
 }
 
-// StartSignIn records a sign-in flow with the provider's revision that serves it. Flows
-// expired a day ago are deleted on the way.
+// StartSignIn records a sign-in flow with the provider's revision that serves it.
 func StartSignIn(ctx context.Context, q db.DBTX, providerID string, revision int64, stateHash, browserHash []byte) error {
-	if _, err := q.Exec(ctx, `DELETE FROM signin_flows WHERE expires_at < now() - interval '1 day'`); err != nil {
-		return err
-	}
 	_, err := q.Exec(ctx, `INSERT INTO signin_flows (id, purpose, provider_id, revision, state_hash, browser_hash, opened_at, expires_at)
 		VALUES ($1, 'signin', $2, $3, $4, $5, now(), now() + $6::interval)`,
 		db.NewID("sgf"), providerID, revision, stateHash, browserHash, SignInFlowLifetime)
@@ -333,4 +329,20 @@ func DeploymentSessionBySecret(ctx context.Context, q db.DBTX, secret string) (D
 func RevokeDeploymentSession(ctx context.Context, q db.DBTX, id string) error {
 	_, err := q.Exec(ctx, `UPDATE deployment_sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
 	return err
+}
+
+// PurgeEndedSignIns deletes sign-in flows a day after they expired and sessions a week after
+// they expired (a revoked session is kept until then too, for whoever investigates it). It
+// returns how many rows of each it deleted.
+func PurgeEndedSignIns(ctx context.Context, q db.DBTX) (flows, sessions int64, err error) {
+	tag, err := q.Exec(ctx, `DELETE FROM signin_flows WHERE expires_at < now() - interval '1 day'`)
+	if err != nil {
+		return 0, 0, fmt.Errorf("purge ended sign-in flows: %w", err)
+	}
+	flows = tag.RowsAffected()
+	tag, err = q.Exec(ctx, `DELETE FROM deployment_sessions WHERE expires_at < now() - interval '7 days'`)
+	if err != nil {
+		return flows, 0, fmt.Errorf("purge ended sessions: %w", err)
+	}
+	return flows, tag.RowsAffected(), nil
 }
