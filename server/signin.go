@@ -222,7 +222,12 @@ func (s *Server) openProviderTest(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
-	cfg, err := s.providers().RevisionConfig(ctx, s.pool, flow.ProviderID, flow.Revision)
+	p := s.providers()
+	if err := p.CheckStillPending(ctx, s.pool, flow); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	cfg, err := p.RevisionConfig(ctx, s.pool, flow.ProviderID, flow.Revision)
 	if err != nil {
 		s.refuse(w, r, err)
 		return
@@ -381,6 +386,15 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domai
 	if err != nil {
 		s.refuse(w, r, err)
 		return
+	}
+	// Signing in again replaces the browser's session: the one it held ends now.
+	if old := s.cookie(r, SessionCookie); old != "" {
+		if prev, err := domain.DeploymentSessionBySecret(ctx, s.pool, old); err == nil {
+			if err := domain.RevokeDeploymentSession(ctx, s.pool, prev.ID); err != nil {
+				s.refuse(w, r, err)
+				return
+			}
+		}
 	}
 	s.log.InfoContext(ctx, "signed in", "request_id", pipeline.From(ctx).ID, "session_id", sess.ID, "provider_id", flow.ProviderID)
 	s.setCookie(w, SessionCookie, secret, sess.ExpiresAt)

@@ -322,6 +322,7 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	token := env.Token(t, "providers:write", "audit:read")
 	p := storeProvider(t, env, token, op, "corp")
 	first, _ := startTest(t, env, token, p.ID)
+	late, _ := startTest(t, env, token, p.ID)
 	b := newBrowser(t, env)
 	authorize := b.toProvider(t, op, first)
 
@@ -332,6 +333,13 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	if out, _ := putProvider(env, token, p.ID, rep.Header.Get("ETag"), jsonBody(doc)); out.Status != http.StatusOK {
 		t.Fatalf("PUT: %d %s", out.Status, out.Body)
 	}
+	// Opened after the PUT: refused at once, nobody is sent to the provider.
+	requests := op.Requests()
+	if pg := newBrowser(t, env).get(t, late); pg.Status != http.StatusForbidden || !strings.Contains(pg.Body, "no longer the provider&#39;s pending revision") ||
+		op.Requests() != requests {
+		t.Errorf("test URL of a superseded revision opened: %d %s", pg.Status, pg.Body)
+	}
+	// Opened before the PUT, completed after it: fails, nothing activated.
 	done := b.get(t, atProvider(t, env, op, authorize, "alice").String())
 	if done.Status != http.StatusForbidden || !strings.Contains(done.Body, "no longer the provider&#39;s pending revision") {
 		t.Fatalf("test of a superseded revision: %d %s", done.Status, done.Body)
@@ -460,6 +468,16 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	}
 	if p := b.get(t, "/signin"); !strings.Contains(p.Body, "alice@example.com") {
 		t.Fatalf("signed in again: %s", p.Body)
+	}
+	// Signing in once more in the same browser replaces its session.
+	if p := b.through(t, op, "/signin?provider=corp", "alice"); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in once more: %d %s", p.Status, p.Body)
+	}
+	for _, c := range b.c.Jar.Cookies(mustURL(t, env.URL)) {
+		env.Track(c.Value)
+	}
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deployment_sessions WHERE revoked_at IS NULL`).Scan(&stored); err != nil || stored != 1 {
+		t.Errorf("live sessions after signing in twice in one browser: %d %v; want 1", stored, err)
 	}
 	token := env.Token(t, "providers:write")
 	spare := startOP(t, env)

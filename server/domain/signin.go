@@ -81,6 +81,27 @@ func (p Providers) StartProviderTest(ctx context.Context, q db.DBTX, id, tokenID
 	return t, err
 }
 
+// CheckStillPending refuses a test whose revision is no longer the provider's pending one, so
+// that the person is not sent to the provider for nothing (the activation checks again, under
+// the guard's lock).
+func (p Providers) CheckStillPending(ctx context.Context, q db.DBTX, f SignInFlow) error {
+	ip, err := p.readProvider(ctx, q, f.ProviderID, "")
+	if errors.Is(err, ErrNotFound) {
+		return &SignInError{Reason: "The identity provider was deleted."}
+	}
+	if err != nil {
+		return err
+	}
+	if ip.PendingRevision == nil || *ip.PendingRevision != f.Revision {
+		return supersededError(f.Revision)
+	}
+	return nil
+}
+
+func supersededError(revision int64) error {
+	return &SignInError{Reason: fmt.Sprintf("Revision %d is no longer the provider's pending revision (a later write superseded it, or another test activated it): nothing was activated.", revision)}
+}
+
 // PeekProviderTest reads the flow of a test URL that can still be opened, without spending it.
 func PeekProviderTest(ctx context.Context, q db.DBTX, capability string) (SignInFlow, error) {
 	f, err := scanFlow(q.QueryRow(ctx, `SELECT `+flowColumns+` FROM signin_flows
@@ -261,7 +282,7 @@ func ActivateTestedRevision(ctx context.Context, q db.DBTX, f SignInFlow, audit 
 		return IdentityProvider{}, err
 	}
 	if pending == nil || *pending != f.Revision {
-		return IdentityProvider{}, &SignInError{Reason: fmt.Sprintf("Revision %d is no longer the provider's pending revision (a later write superseded it, or another test activated it): nothing was activated.", f.Revision)}
+		return IdentityProvider{}, supersededError(f.Revision)
 	}
 	if _, err := q.Exec(ctx, `UPDATE identity_providers SET active_revision = $2, pending_revision = NULL, state = 'enabled',
 		version = version + 1, updated_at = now() WHERE id = $1`, f.ProviderID, f.Revision); err != nil {
