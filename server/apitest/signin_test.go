@@ -313,8 +313,9 @@ func TestProviderTestActivatesTheRevision(t *testing.T) {
 }
 
 // TestProviderTestOfASupersededRevisionFails: a test started for revision 1 fails once a PUT
-// made revision 2 pending, and changes nothing; of two tests of one revision completed at
-// once, exactly one activates it.
+// made revision 2 pending, and changes nothing (opened after the PUT, it is refused at once);
+// a test racing a PUT serializes with it; of two tests of one revision completed at once,
+// exactly one activates it.
 func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -352,7 +353,40 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 		t.Errorf("audit of the failed test: %+v", events)
 	}
 
-	// Two tests of revision 2, their callbacks at once: one activates, the other fails.
+	// A test's callback racing a PUT made from the same read: the activation changes the
+	// version, so either the test activates revision 2 and the PUT is 412, or the PUT makes
+	// revision 3 pending first and the test fails.
+	raceURL, _ := startTest(t, env, token, p.ID)
+	rb := newBrowser(t, env)
+	raceBack := atProvider(t, env, op, rb.toProvider(t, op, raceURL), "alice").String()
+	_, rep = getProvider(t, env, token, p.ID)
+	rep.decode(t, &doc)
+	doc["display_name"] = "Corp v3"
+	var racePage page
+	var racePut reply
+	var wg sync.WaitGroup
+	wg.Go(func() { racePage = rb.get(t, raceBack) })
+	wg.Go(func() { racePut, _ = putProvider(env, token, p.ID, rep.Header.Get("ETag"), jsonBody(doc)) })
+	wg.Wait()
+	got, _ = getProvider(t, env, token, p.ID)
+	switch {
+	case racePage.Status == http.StatusOK && racePut.Status == http.StatusPreconditionFailed &&
+		got.ActiveRevision != nil && *got.ActiveRevision == 2 && got.PendingRevision == nil:
+	case racePage.Status == http.StatusForbidden && racePut.Status == http.StatusOK &&
+		got.ActiveRevision == nil && got.PendingRevision != nil && *got.PendingRevision == 3:
+	default:
+		t.Fatalf("test racing a PUT: callback %d, PUT %d, provider %+v", racePage.Status, racePut.Status, got)
+	}
+	_, rep = getProvider(t, env, token, p.ID)
+	rep.decode(t, &doc)
+	doc["display_name"] = "Corp v4"
+	if out, _ := putProvider(env, token, p.ID, rep.Header.Get("ETag"), jsonBody(doc)); out.Status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", out.Status, out.Body)
+	}
+	got, _ = getProvider(t, env, token, p.ID)
+	pending := *got.PendingRevision
+
+	// Two tests of the pending revision, their callbacks at once: one activates, the other fails.
 	backs := make([]string, 2)
 	browsers := make([]*browser, 2)
 	for i := range backs {
@@ -361,7 +395,6 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 		backs[i] = atProvider(t, env, op, browsers[i].toProvider(t, op, u), "alice").String()
 	}
 	results := make([]page, 2)
-	var wg sync.WaitGroup
 	for i := range backs {
 		wg.Go(func() { results[i] = browsers[i].get(t, backs[i]) })
 	}
@@ -370,8 +403,8 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 		t.Fatalf("two concurrent activations: %d and %d; want one 200 and one 403", results[0].Status, results[1].Status)
 	}
 	got, _ = getProvider(t, env, token, p.ID)
-	if got.ActiveRevision == nil || *got.ActiveRevision != 2 || got.PendingRevision != nil || got.Version != 3 {
-		t.Errorf("after the concurrent tests: %+v", got)
+	if got.ActiveRevision == nil || *got.ActiveRevision != pending || got.PendingRevision != nil {
+		t.Errorf("after the concurrent tests of revision %d: %+v", pending, got)
 	}
 }
 
@@ -556,6 +589,29 @@ func TestSignInRefusals(t *testing.T) {
 	var n int
 	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deployment_sessions`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("sessions: %d %v; want only the one the right browser made", n, err)
+	}
+}
+
+// TestDiscoveryIsCachedForItsFreshness: within the freshness bound sign-ins reuse the
+// discovery document; past it, it is fetched again and sign-in goes on.
+func TestDiscoveryIsCachedForItsFreshness(t *testing.T) {
+	t.Parallel()
+	const freshness = time.Second
+	env := servertest.Start(t, func(c *server.Config) { c.ProviderCacheFreshness = freshness })
+	op := startOP(t, env)
+	signInProvider(t, env, op, "corp")
+	fetched := op.DiscoveryRequests()
+	start := time.Now()
+	newBrowser(t, env).toProvider(t, op, "/signin?provider=corp")
+	if n := op.DiscoveryRequests(); time.Since(start) < freshness/2 && n != fetched {
+		t.Errorf("discovery fetched %d times within the freshness bound", n-fetched)
+	}
+	time.Sleep(freshness + 100*time.Millisecond)
+	if p := newBrowser(t, env).through(t, op, "/signin?provider=corp", "alice"); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign-in after the freshness bound: %d %s", p.Status, p.Body)
+	}
+	if n := op.DiscoveryRequests(); n != fetched+1 {
+		t.Errorf("discovery fetched %d times after the bound; want once", n-fetched)
 	}
 }
 

@@ -87,7 +87,14 @@ func Start(t testing.TB, redirectURIs []string, users ...User) *Provider {
 		st.login(w, r, callback)
 	}))
 	mux.Handle("/", provider)
-	srv.Config.Handler = mux
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == oidc.DiscoveryEndpoint {
+			st.mu.Lock()
+			st.discoveryCount++
+			st.mu.Unlock()
+		}
+		mux.ServeHTTP(w, r)
+	})
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &Provider{Issuer: issuer, ClientID: st.client.id, ClientSecret: st.client.secret, server: srv, storage: st}
@@ -112,6 +119,13 @@ func (p *Provider) Requests() int {
 	p.storage.mu.Lock()
 	defer p.storage.mu.Unlock()
 	return p.storage.requestCount
+}
+
+// DiscoveryRequests is how many times the discovery document was fetched.
+func (p *Provider) DiscoveryRequests() int {
+	p.storage.mu.Lock()
+	defer p.storage.mu.Unlock()
+	return p.storage.discoveryCount
 }
 
 // SignIn drives the provider's side of a sign-in with plain HTTP: authorizeURL is where the
@@ -196,15 +210,16 @@ func (s *storage) login(w http.ResponseWriter, r *http.Request, callback func(co
 // storage is the provider's state, in memory: what op.Storage asks for, and no more than the
 // authorization code flow needs (no refresh tokens, no client credentials, no device flow).
 type storage struct {
-	mu           sync.Mutex
-	key          *rsa.PrivateKey
-	keyID        string
-	client       *client
-	users        map[string]User         // by username
-	requests     map[string]*authRequest // by ID
-	codes        map[string]string       // code → request ID
-	nonce        string                  // IssueNonce
-	requestCount int
+	mu             sync.Mutex
+	key            *rsa.PrivateKey
+	keyID          string
+	client         *client
+	users          map[string]User         // by username
+	requests       map[string]*authRequest // by ID
+	codes          map[string]string       // code → request ID
+	nonce          string                  // IssueNonce
+	requestCount   int
+	discoveryCount int
 }
 
 var _ op.Storage = (*storage)(nil)
