@@ -2030,8 +2030,9 @@ type ClientInterface interface {
 	// deployment discovers the issuer then, sends the person to sign in at the provider
 	// (authorization code with PKCE, state and nonce), verifies the ID token at
 	// `/signin/callback` and, in one transaction, activates that revision only if it is still
-	// the pending one (and enables the provider if it was disabled). A test of a revision a
-	// later write superseded fails and changes nothing. The person must have a verified email
+	// the pending one (and enables the provider if it was disabled), which changes the
+	// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+	// and changes nothing. The person must have a verified email
 	// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
 	//
 	// The `test_url` is a single-use capability: it is shown in this response only (a replay
@@ -2715,8 +2716,9 @@ func (c *Client) DisableIdentityProvider(ctx context.Context, providerId Provide
 // deployment discovers the issuer then, sends the person to sign in at the provider
 // (authorization code with PKCE, state and nonce), verifies the ID token at
 // `/signin/callback` and, in one transaction, activates that revision only if it is still
-// the pending one (and enables the provider if it was disabled). A test of a revision a
-// later write superseded fails and changes nothing. The person must have a verified email
+// the pending one (and enables the provider if it was disabled), which changes the
+// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+// and changes nothing. The person must have a verified email
 // in one of the revision's `allowed_email_domains` (any domain when the list is empty).
 //
 // The `test_url` is a single-use capability: it is shown in this response only (a replay
@@ -6235,8 +6237,9 @@ type ClientWithResponsesInterface interface {
 	// deployment discovers the issuer then, sends the person to sign in at the provider
 	// (authorization code with PKCE, state and nonce), verifies the ID token at
 	// `/signin/callback` and, in one transaction, activates that revision only if it is still
-	// the pending one (and enables the provider if it was disabled). A test of a revision a
-	// later write superseded fails and changes nothing. The person must have a verified email
+	// the pending one (and enables the provider if it was disabled), which changes the
+	// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+	// and changes nothing. The person must have a verified email
 	// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
 	//
 	// The `test_url` is a single-use capability: it is shown in this response only (a replay
@@ -11433,8 +11436,9 @@ func (c *ClientWithResponses) DisableIdentityProviderWithResponse(ctx context.Co
 // deployment discovers the issuer then, sends the person to sign in at the provider
 // (authorization code with PKCE, state and nonce), verifies the ID token at
 // `/signin/callback` and, in one transaction, activates that revision only if it is still
-// the pending one (and enables the provider if it was disabled). A test of a revision a
-// later write superseded fails and changes nothing. The person must have a verified email
+// the pending one (and enables the provider if it was disabled), which changes the
+// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+// and changes nothing. The person must have a verified email
 // in one of the revision's `allowed_email_domains` (any domain when the list is empty).
 //
 // The `test_url` is a single-use capability: it is shown in this response only (a replay
