@@ -56,6 +56,7 @@ var commandFor = map[string][]string{
 	"putIdentityProvider":          {"identity-provider", "set"},
 	"deleteIdentityProvider":       {"identity-provider", "delete"},
 	"disableIdentityProvider":      {"identity-provider", "disable"},
+	"startIdentityProviderTest":    {"identity-provider", "test"},
 	// The agent's own operations are the agent program's (renga agent run), not commands.
 	"getHome":              nil,
 	"registerInstallation": nil,

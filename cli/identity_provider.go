@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,8 @@ func newCmdIdentityProvider(f *Factory) *cobra.Command {
 	cmd := group("identity-provider", "Deployment identity providers")
 	cmd.Aliases = []string{"idp"}
 	cmd.AddCommand(newCmdIdentityProviderList(f, nil), newCmdIdentityProviderGet(f, nil), newCmdIdentityProviderCreate(f, nil),
-		newCmdIdentityProviderSet(f, nil), newCmdIdentityProviderDisable(f, nil), newCmdIdentityProviderDelete(f, nil))
+		newCmdIdentityProviderSet(f, nil), newCmdIdentityProviderDisable(f, nil), newCmdIdentityProviderDelete(f, nil),
+		newCmdIdentityProviderTest(f, nil))
 	return cmd
 }
 
@@ -380,4 +382,58 @@ func (f *Factory) confirmProvider(ctx context.Context, c *client.ClientWithRespo
 	p := r.JSON200
 	return f.confirmYes(fmt.Sprintf("%s identity provider %s (%s, %s)? Its people can no longer sign in with it.",
 		strings.ToUpper(verb[:1])+verb[1:], p.Slug, p.Issuer, p.Id))
+}
+
+type identityProviderTestOptions struct {
+	f              *Factory
+	ProviderID     string
+	IdempotencyKey string
+}
+
+func newCmdIdentityProviderTest(f *Factory, runF func(*identityProviderTestOptions) error) *cobra.Command {
+	opts := &identityProviderTestOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "test PROVIDER_ID",
+		Short: "Start a test of the pending revision: prints a URL to open in a browser (single use)",
+		Long: `Starts a test of the provider's pending revision and prints its test URL. Open it in a
+browser within ten minutes and sign in at the provider: if the sign-in succeeds and the revision
+is still the pending one, it becomes the active revision (and the provider is enabled).
+The URL works once and is shown only now.`,
+		Args: positional("PROVIDER_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ProviderID = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return identityProviderTestRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
+	return cmd
+}
+
+func identityProviderTestRun(ctx context.Context, opts *identityProviderTestOptions) error {
+	f := opts.f
+	c, err := f.Client(ctx)
+	if err != nil {
+		return err
+	}
+	key := newIdempotencyKey(opts.IdempotencyKey)
+	r, err := c.StartIdentityProviderTestWithResponse(ctx, opts.ProviderID, &client.StartIdentityProviderTestParams{IdempotencyKey: key})
+	if err := f.checkKeyed(&key, r, err); err != nil {
+		return err
+	}
+	if f.JSON() {
+		return f.printJSON(r.Body)
+	}
+	t := r.JSON201
+	if t.TestUrl == nil {
+		return fmt.Errorf("this Idempotency-Key already started a test, whose URL was shown once: start another test without --idempotency-key")
+	}
+	if _, err := fmt.Fprintln(f.Stdout, *t.TestUrl); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f.Stderr, "Open the URL in a browser before %s and sign in: that tests revision %d and, if it is still pending, activates it.\n",
+		t.ExpiresAt.UTC().Format(time.RFC3339), t.Revision)
+	return err
 }

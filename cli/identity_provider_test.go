@@ -90,6 +90,23 @@ func TestIdentityProviderCommands(t *testing.T) {
 	if r := run(t, remote, "identity-provider", "set", p.ID, "-f", doc, "--if-match", "1"); r.code != 5 {
 		t.Errorf("set with a stale version: exit %d, want 5: %s", r.code, r.stderr)
 	}
+	// test prints the single-use test URL of the pending revision, and only it, on stdout.
+	r = run(t, remote, "identity-provider", "test", p.ID)
+	testURL := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(testURL, e.Config.PublicURL+"/signin/test?capability=") || !strings.Contains(r.stderr, "revision 2") {
+		t.Fatalf("test: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	e.Track(strings.TrimPrefix(testURL, e.Config.PublicURL+"/signin/test?capability="))
+	if r := run(t, remote, "identity-provider", "test", "idp_unknown"); r.code == 0 {
+		t.Error("test of an unknown provider succeeded")
+	}
+	// As a release command (the local operator starts the test).
+	r = run(t, local, "identity-provider", "test", p.ID)
+	if localURL := strings.TrimSpace(r.stdout); r.code != 0 || !strings.HasPrefix(localURL, e.Config.PublicURL+"/signin/test?capability=") || localURL == testURL {
+		t.Fatalf("test as a release command: %d %q %s", r.code, r.stdout, r.stderr)
+	} else {
+		e.Track(strings.TrimPrefix(localURL, e.Config.PublicURL+"/signin/test?capability="))
+	}
 	if r := run(t, remote, "identity-provider", "list"); r.code != 0 || !strings.Contains(r.stdout, "corp") {
 		t.Errorf("list: %d %s %s", r.code, r.stdout, r.stderr)
 	}

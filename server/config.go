@@ -65,7 +65,15 @@ type Config struct {
 	Secrets *secretbox.Box
 	// IdentityProviders are the environment's providers (RENGA_IDENTITY_PROVIDERS), read-only.
 	IdentityProviders []domain.EnvProvider
+	// ProviderCacheFreshness bounds how old a provider's discovery document and keys may be
+	// when a sign-in uses them (0: DefaultProviderCacheFreshness). Past it they are fetched
+	// again, and a provider that cannot be reached then fails the sign-in (closed).
+	ProviderCacheFreshness time.Duration
 }
+
+// DefaultProviderCacheFreshness is how long a provider's discovery document and keys serve
+// sign-in before they are fetched again.
+const DefaultProviderCacheFreshness = 10 * time.Minute
 
 // Development reports whether the server runs in development mode.
 func (c Config) Development() bool { return c.Environment == EnvDevelopment }

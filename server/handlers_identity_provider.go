@@ -171,3 +171,17 @@ func (s *Server) DisableIdentityProvider(ctx context.Context, req api.DisableIde
 	}
 	return api.DisableIdentityProvider200JSONResponse{Body: providerJSON(p), Headers: api.DisableIdentityProvider200ResponseHeaders{ETag: etag(p.Version)}}, nil
 }
+
+// StartIdentityProviderTest binds a test to the provider's pending revision and returns its
+// single-use URL (never stored: the pipeline keeps the response without test_url).
+func (s *Server) StartIdentityProviderTest(ctx context.Context, req api.StartIdentityProviderTestRequestObject) (api.StartIdentityProviderTestResponseObject, error) {
+	st := pipeline.From(ctx)
+	st.Audit.ProviderID = req.ProviderId
+	t, err := s.providers().StartProviderTest(ctx, s.q(ctx), req.ProviderId, st.Actor.CredentialID, st.Actor.Name)
+	if err != nil {
+		return nil, err
+	}
+	testURL := s.cfg.PublicURL + signInTestPath + "?capability=" + t.Capability
+	return api.StartIdentityProviderTest201JSONResponse{Body: api.IdentityProviderTest{
+		TestUrl: &testURL, Revision: t.Revision, ExpiresAt: t.ExpiresAt.UTC()}}, nil
+}

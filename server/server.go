@@ -27,6 +27,8 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	jobs    *river.Client[pgx.Tx]
+	// discovery caches identity providers' discovery documents and keys for sign-in.
+	discovery *discovery
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -91,6 +93,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /invitations/accept", serveAcceptPage)
+	s.mountSignIn(mux, pl)
 	mux.Handle("GET /metrics", pl.MetricsHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		pipeline.Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))

@@ -32,6 +32,22 @@ func (w *idempotencyRetentionWorker) Work(ctx context.Context, _ *river.Job[Idem
 	return err
 }
 
+// SignInRetentionArgs is the periodic job that deletes ended sign-in flows and sessions.
+type SignInRetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SignInRetentionArgs) Kind() string { return "signin_retention" }
+
+type signInRetentionWorker struct {
+	river.WorkerDefaults[SignInRetentionArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *signInRetentionWorker) Work(ctx context.Context, _ *river.Job[SignInRetentionArgs]) error {
+	_, _, err := domain.PurgeEndedSignIns(ctx, w.pool)
+	return err
+}
+
 // MailArgs is the job that delivers one queued mail.
 type MailArgs struct {
 	MailID string `json:"mail_id"`
@@ -157,6 +173,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 	river.AddWorker(workers, &purgeWorker{pool: pool, log: log})
 	river.AddWorker(workers, &usageRetentionWorker{pool: pool})
 	river.AddWorker(workers, &observationRetentionWorker{pool: pool, defaults: cfg.PolicyDefaults})
+	river.AddWorker(workers, &signInRetentionWorker{pool: pool})
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
@@ -171,6 +188,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 			periodic(time.Hour, IdempotencyRetentionArgs{}),
 			periodic(time.Hour, UsageRetentionArgs{}),
 			periodic(time.Hour, ObservationRetentionArgs{}),
+			periodic(time.Hour, SignInRetentionArgs{}),
 			periodic(cfg.PurgeInterval, PurgeArgs{}),
 		},
 		FetchCooldown:     50 * time.Millisecond,

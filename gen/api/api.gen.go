@@ -136,6 +136,7 @@ const (
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                  ErrorCode = "moved"
+	ErrorCodeNoPendingRevision      ErrorCode = "no_pending_revision"
 	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
 	ErrorCodeNotFound               ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
@@ -189,6 +190,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeNoPendingRevision:
 		return true
 	case ErrorCodeNotEntitled:
 		return true
@@ -671,7 +674,7 @@ type Entitlements struct {
 	OwnerExport                   *bool `json:"owner_export,omitempty"`
 }
 
-// ErrorCode The stable machine code of a problem.
+// ErrorCode The stable machine codes of problems this version returns. The set grows (a new code is not a breaking change), so a client handles a code it does not know as its HTTP status says. A problem's `error` member is declared as an open set listing these.
 type ErrorCode string
 
 // Home defines model for Home.
@@ -765,6 +768,20 @@ type IdentityProviderCreate struct {
 type IdentityProviderList struct {
 	Items         []IdentityProvider `json:"items"`
 	NextPageToken *string            `json:"next_page_token"`
+}
+
+// IdentityProviderTest A started test of a provider's pending revision.
+type IdentityProviderTest struct {
+	// ExpiresAt The test URL works until then.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Revision The pending revision the test is bound to.
+	Revision int64 `json:"revision"`
+
+	// TestUrl Open it in a browser to test and activate the revision. Single use; shown in the response that started the test only (absent from a replay).
+	//
+	// Example: https://renga.example.com/signin/test?capability=5Jm0yq3f4nQ2
+	TestUrl *string `json:"test_url,omitempty"`
 }
 
 // IdentityProviderWrite A provider's whole configuration. The members a GET returns besides these are accepted and ignored, except `slug`, `protocol` and `issuer`, which must match.
@@ -1257,8 +1274,10 @@ type Problem struct {
 	// Detail Example: An organization with slug "acme" already exists.
 	Detail *string `json:"detail,omitempty"`
 
-	// Error The stable machine code of a problem.
-	Error ErrorCode `json:"error"`
+	// Error The problem's stable machine code, one of `ErrorCode`'s. An open set (x-extensible-enum), so that adding a code never breaks a deployed client; handle an unknown code as the HTTP status says.
+	//
+	// Example: slug_taken
+	Error string `json:"error"`
 
 	// Errors Each invalid field, for `invalid_request`.
 	Errors *[]struct {
@@ -1511,6 +1530,12 @@ type PutIdentityProviderParams struct {
 type DisableIdentityProviderParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// StartIdentityProviderTestParams defines parameters for StartIdentityProviderTest.
+type StartIdentityProviderTestParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ListOrganizationsParams defines parameters for ListOrganizations.
@@ -1801,6 +1826,9 @@ type ServerInterface interface {
 	// DisableIdentityProvider Disable a deployment identity provider
 	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
 	DisableIdentityProvider(w http.ResponseWriter, r *http.Request, providerId ProviderId, params DisableIdentityProviderParams)
+	// StartIdentityProviderTest Start a test of the provider's pending revision
+	// (POST /api/v1/operator/identity-providers/{provider_id}/tests)
+	StartIdentityProviderTest(w http.ResponseWriter, r *http.Request, providerId ProviderId, params StartIdentityProviderTestParams)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(w http.ResponseWriter, r *http.Request, params ListOrganizationsParams)
@@ -2442,6 +2470,60 @@ func (siw *ServerInterfaceWrapper) DisableIdentityProvider(w http.ResponseWriter
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DisableIdentityProvider(w, r, providerId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StartIdentityProviderTest operation middleware
+func (siw *ServerInterfaceWrapper) StartIdentityProviderTest(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider_id" -------------
+	var providerId ProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider_id", r.PathValue("provider_id"), &providerId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StartIdentityProviderTestParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StartIdentityProviderTest(w, r, providerId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4117,6 +4199,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.DeleteIdentityProvider)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.GetIdentityProvider)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/tests", wrapper.StartIdentityProviderTest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
@@ -6081,6 +6164,158 @@ type DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTestRequestObject struct {
+	ProviderId ProviderId `json:"provider_id"`
+	Params     StartIdentityProviderTestParams
+}
+
+type StartIdentityProviderTestResponseObject interface {
+	VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error
+}
+
+type StartIdentityProviderTest201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type StartIdentityProviderTest201JSONResponse struct {
+	Body    IdentityProviderTest
+	Headers StartIdentityProviderTest201ResponseHeaders
+}
+
+func (response StartIdentityProviderTest201JSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest400ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest401ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest403ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest404ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest409ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTest429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response StartIdentityProviderTest429ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StartIdentityProviderTestdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StartIdentityProviderTestdefaultApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10605,6 +10840,9 @@ type StrictServerInterface interface {
 	// DisableIdentityProvider Disable a deployment identity provider
 	// (POST /api/v1/operator/identity-providers/{provider_id}/disable)
 	DisableIdentityProvider(ctx context.Context, request DisableIdentityProviderRequestObject) (DisableIdentityProviderResponseObject, error)
+	// StartIdentityProviderTest Start a test of the provider's pending revision
+	// (POST /api/v1/operator/identity-providers/{provider_id}/tests)
+	StartIdentityProviderTest(ctx context.Context, request StartIdentityProviderTestRequestObject) (StartIdentityProviderTestResponseObject, error)
 	// ListOrganizations List organizations
 	// (GET /api/v1/operator/organizations)
 	ListOrganizations(ctx context.Context, request ListOrganizationsRequestObject) (ListOrganizationsResponseObject, error)
@@ -11134,6 +11372,33 @@ func (sh *strictHandler) DisableIdentityProvider(w http.ResponseWriter, r *http.
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(DisableIdentityProviderResponseObject); ok {
 		if err := validResponse.VisitDisableIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StartIdentityProviderTest operation middleware
+func (sh *strictHandler) StartIdentityProviderTest(w http.ResponseWriter, r *http.Request, providerId ProviderId, params StartIdentityProviderTestParams) {
+	var request StartIdentityProviderTestRequestObject
+
+	request.ProviderId = providerId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StartIdentityProviderTest(ctx, request.(StartIdentityProviderTestRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StartIdentityProviderTest")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StartIdentityProviderTestResponseObject); ok {
+		if err := validResponse.VisitStartIdentityProviderTestResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12044,274 +12309,288 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rctw21ij6Kqg+U+XuDNVqXezYUk3t49hORhkn9rHkk/q+yLsJkehuRGygQ4CSOx7/3Q+wH3E/yS6s",
-	"BZAgib7pantUUzWx2CQuCwvrfvnUSeR0JgUTWnUOPnUmjKYsh3++OqFj89+UqSTnM82l6Bx0TiaMKJ1L",
-	"MSZMaK7nRNNxRPSEkVQmxZQJ/UiRC5YrLgXhgvxZSM1UvxN1VDJhU2qGZB/pdJaxzkHntLN32ulEHT2f",
-	"mT+VzrkYdz5/jjpHKZvOpGYimb/6OOM5U+3F/DZhAqZWWuYsJTlTRaaJHBE94Yqcszk8/LNgSpNLnmXk",
-	"jJGRzMdSayZI992PL8je3t6zXn15I5lPqe4cdFKq2ZbmUxZc4WuZUFxICEhJzqjGNckiT9gjRd6/e01m",
-	"VE/qszUH/hx1ZjSnU6btQXiQ+Bebt2fbIVqS3cePySznQtOzjJHnxy+OjkgyoTlNzDCHhOJBpObwikQX",
-	"OUu3Rpxl8ICLMZkyKhQCk04ZoYpwrUgihWZC98kvXCnz2v/5X/+bxPuDAeHVqobnbD40YOY5S2OzO27W",
-	"hbjUiTqCTs0OvX1smY1EHfdN50DnBfOB8recjToHnf9nu0LPbfxVbTfg0UCWf7H5G4AMzdqgcr8ckkuD",
-	"OmN+wUREcqZzzhS55HpCuCY5m2V03kasDXZ29Z2MfqE6mSy9eOZmkowqs1KaRoT1x30Sn3a+P+3E1UnJ",
-	"nMTfxfbAdp+SWc4SKVJuxqtO65BcMnpuXlaaZsy+vrPrrvBwytXUrGjJuY62cM3LDjRwwYWZMYMrdJSa",
-	"d2B0c0Gqsbn30pCnV8eZ+mQ4v6bn7F9svnByg9Yr5pxRrVluPv2f5u3fB1vP6NZfHz7tPvn8tzBZExdc",
-	"r9qze2WD2bm4WGP2n+XZwmn/kGcbzGfeXj3fm3xMBf9r+X6l99J1zrgxmZn/LR2zY/4Xa1+nI82misxY",
-	"TmZ0zErc/rNg+bxamvltqMwA/iJSNqJFpjsHO4NB1JnSj3xaTDsHj+EvLvCvnRIeXGg2Znm5oBN5zhYw",
-	"jViwj3oIs2rzVoy8jJnLe8FloVavFr6rLXdKP75mYqwnnYNdu0T3907o0N7m8oKnLF94YDP7wibomc7W",
-	"QJf3io7Zj7mctqHzI8+VJu9PXpCUziPCRZIVil8shMXIjLJscTUmv3g1J7K9ltc0uJRDQjWZSqWJ4Y8p",
-	"nStCR5rlJDaLiRetVMtrrfOz+VjNpFAoIf1A03co8Zi/LP82/6SzWcZRYtme5fIsY9O//6FQfFnvgr3F",
-	"r3DSNvI6QSuVTBEhNQG+gaKYkw1JN+bigmY8HdrX44jEC2UJ85t93bsUvX7nc9R5IcUo48m9bTOx81u5",
-	"ISny3GxQaaoZ6cYqK8ZDw2FEeIeFqu8PvjMPZkVuiI6mucY3FNOai/Ewk8k5PDGc3c0eoyRjaEQyoWLM",
-	"SCKzjKdOnKEkl5eECqknLK/WboVTqiuJbyrNASFsX+W5zO8SsM8FKQT7OGOJWRYz08NCfpT5GU9TpJd3",
-	"ecqAaSSjybkVihM5Y4C9qhiNeMKZ0EN4GEcI6dhhrX3ci8g/T07eHhOuiPuJdOOJ1jNVYXgPdSefB5oP",
-	"VKFmTKQsNYd9xow8l7KMaRii/NF8LXNCScanXONENJnAS/BoyD4mjMGbAM6fpGB3DclKnCEJFURIkkkx",
-	"ZmZbxFwCJAlO4mGg67mb4Z7m7EKet57SJGEzXW7uV6l/lIVI73KDv0qiimRSanmkGwuphyOzDrust3Se",
-	"SZqeSPma5uM7B/+ZTOcE0UCRHfIL/4F04xmuaailHGZmVW6tno7wI+UZS+96uU6ZqEwICjWTqFRUpjQz",
-	"TBEwp6WluMtoyfHQvhDY37uS5d7dDsvdcUWmdT2tG4cVNFz4iZS/UDG3nF3d5ZrfGX4G1AQgnlPNhvbP",
-	"uHdIFGMkfsd0Pt96bqQdkHM8M5L3U1uSOoYdK6IluaRcBw0jlfgMQpmghZ4woc1+7/bwrGIdVQgYkUKc",
-	"C3kpImLpljlNS6yQhVgCbakDTdOcKeQoyGFKYYlmmbwk3biob9Cwe2GYesoiQzsnXGhyOeHJpNcA9G+/",
-	"/bb13Pt0gQnB7JMRPaGa+BMp0o1/YDQHIYFm03+cdnImxvS0YwWOd+avrWM+FlQXOWu9RUZmo4L4Gvsj",
-	"RRQfi8oIp3orbF8G6vYozO/PE80vuAaj1yyXM5ZrjmIuTTRKKMsO033+HF7+HHVQREqHYPmCcbjRAwNL",
-	"KQVtmud0bv7mafA1s6jSDFgZNi2P9nXStvCOcj9TerhgcLA9rm+RrLSI3zugm9k3vVkiCzl/4S24fCgH",
-	"l2d/sESbpdRh2TqPBRvg4sJaSe0WRZFl9MyACBWd1hdGKxoqQWdqIvWSg/nUYcLo2b/bjci8VH0zmdBs",
-	"6B4bhJsrzYw6WCgwXHEw/RhB3NvqAjjCrxGCs762ZVB6zVH/agDJIVv5j3WwN4SMDTvBGpBtogesoD1Q",
-	"cFNjJvTP8qy9oUROp1SEj97qGEOq18XgBXcshNhu4to0y9Z+Iwfi4NA6kCBwFy7nJtbiGzTvH0GKlOul",
-	"hGGRgnX0MiIx3Nctd19B5YULG5PuGU3Ox7mRpsmlzM9R2KbIQEFR7kWEGjUiJ0cvSZcKIi8Fy61eZLiR",
-	"uenknM3d73SMLqqcjbnSSAGBK62mXQ2LlOGKdVITozJ39NKZ7SyakmooM9PmNHAB+B4pYl6tTADsgglN",
-	"JnQ2Y4KlwV190dTT4NGrCyvMXYXhV4gY5PYlf/69o7Ji3Ik6KVezjM6HYIz7EG0gDzBnI2kfjhU9HykS",
-	"w1sxyG/VMVGt2XSmyQhULIOql1SRlAmOh7YSQRAfK2mDXejhYOePZO/js+nO5Pt8/+KxePrn7uUTNtDP",
-	"5iE0WCC2IDVdJbXIQicSJZOVp/HGvrta2EEZeWhl5Pq6dgd7/UF/Z2ev/31oQUpTXajwYfzz5OQtwRfw",
-	"TtIsAyk3YfwC4V3OszsImO2jjjYqslZr7ffEvnuH0ptbXnUwJURal6AF5uX38EbYZnWrvwhG9abCXkcE",
-	"VZGgnawTdfBSGtIA9zFA4+w4JxVW1MHTdGitI/bWvmnR/5Wf+y6Z4C1I2SyTczDB89RGbriP6tZjkbBc",
-	"qLXIEAB6vR1+DpzGD1Qnk+fWiBei+NUvDTf+mWL5BcBKEY409cwM5nE87/qmBVoFFqjE8CWZ0JScMSaI",
-	"m5acsZHM2aHRzidcjIlgl0CnMSbAm+pMyoxR0cLMcgP+EkJo+SLjTOhjluQMzRgpWoFo9taDyIhmirUM",
-	"5xitkDA42gQGIgpG6pPfcq7ZlhTZ/JAIdgFUTxe5FQ3q0L6gWcEa7sKdwe7+cn9h1Lk0c7wR2RwPvgkD",
-	"HDa06ZclRraPHmzd5iaMc5qw4YzlXAbw4J/yEozJhIJdIy0MN3XfgkVJ2VOsBEbS/UmStPAEv4rLfL87",
-	"mAymAxViMUxc8FwKt15HOWa5TIvEEuKUXbBMzuCdD0G2bW7eiLN8zUtqXvVkWEUSmudz0o3fvfr1p+fD",
-	"l6/evn7zX7+8+vVkePTSOgPMPazvihU761zmmcx4Mh9a5/ZKqv4WXn/p3jYDFGcZT4ZFntV5N3g8Dra3",
-	"wVLUt8/7CfhnW6uw9toFxiuWX7C8ii+r73PQ3+kP1uCs5RnUllw/4Woh0QJkbAMsiOQoXv5KLb8pF/s8",
-	"mTLyQuYzWbLx5X56z5n++/88Pf04GGydnn7c+fH09OP3P374+99CwHw1GrFE8wv2g6VQrYuGwsB6Z32M",
-	"75pDcrRiBQHE95zIEQRQucQjS69veoml8MWFfrLfCUZlXHXNOGl7ycBfMyDJAfHgD3m28na1Tq4pIjgm",
-	"PnRM/GpDGmV5yD7OZK43/74BuVXri3DnjVlDAAb3QgByVvM8m2umzD0cpnS+9rKPKoFgSj8OwQ6grvq1",
-	"2cl1V2DU6SstQFbizzBn2gBaCrOSK4zWOEMPMv4iozDoly4lAKjQWQeE5U2CvKKODY8IoAu4VFg6ZFPK",
-	"s2Eqp5SL9UF0DGRUdSoIDacjepVb5j5XSl7lc8UU+jjxbIYTWeTXP2l/UfUdLpoxWgDQ9qkuJwyd8oJH",
-	"dUrpneVSsutO5qZZxbq2nytwDAOwugAARPD/pcmUOZHI6J6OWQGEGzLB4/0QizcvvoSTqI/fGLk20N4S",
-	"4aL7O936a7D17IP7x9aHT4Poyc5n97z3P05P+72//46hfNGTvc9h2aPBAzfQaV7RZEI8zCAZG2kiC024",
-	"mLDcSPW6Li1bGayt1The2xRU1uKmgY8a/DIg/7TPPs9l/kKmixyyGLE/pcmEW0cvkSNCnRERZFyrbDRC",
-	"54AsN6PjwNoaDqcL/lQo+KHhdoahm5FOnahTj14yaoWLdjE4xvREpkPzyFIKcx7NUBOYTBUzA0OWDqcs",
-	"5XRo7cTBEIhKGC/DPMxtK+PrwB1kYwEriEA8Hf7diC2qP7Te+vpDT3M3u7G4aKFSBaR70/phEWZ1LkTL",
-	"gEVesJLolRFZFbWzgX2gjnihfx3PqsOEQRKMtqXp0Gj0aKk/l4XG07ugHPU74NUsFzQL6qD/tKav+j2Z",
-	"2KfLdNJHiqC+RN6/e11XvZyKx4qd/hpqXoOAwuQhsnkDmS+gE/tZLSsTYSAr6Omz/Z1eRCZMJIwUM5zn",
-	"e29cItHsdMlzVofF49EgeUKfsq29ZCfd2k/2nm49Gz1mW7tn36c7Zztsn+4MmgT5+2Xa3unpx11Q9r5/",
-	"tUDPO7Lky0VuB70n/IIZZOeL1Wv3K+jZBhSKj8UWF6VdwRlTKNFMaTKCmGwYGiJIpABQtDSuBaYHz0K3",
-	"UFJb3x2Dpq9FvoWrOKNrrqFgcEPDC8PT2YZeGK5UgcfVvkuZHHOxylxiiIwhIWse7CXlhuJgrA4Bq7dS",
-	"oyKD86yZj65wiLNcapnIbI0QK8DSt+59IAdrrb90q4oRH1sbHlETeSlI1/yQUUBMKRi5zLnWDC18K20A",
-	"UQcY3IYoBy7ENTd7bN4tnVztbcae9Sk+IKNcTom18h29fPXrydHJfw3fvnvz/x+9fPXuOI4g8wssu0RP",
-	"clmMJwCY52+PfHkBLdUN09aHBf6zmkOkYjgpV/jP0HfFLN34Wi218AVySLvxqxM6jtc7yJAbzXp6S/Qs",
-	"r115Gg4AjTvvE5USQxYRKw+Hoxa5DVxU38LoUacaTBfwxBqtfwHfrpSwb0AzdjN6KodqUd4aW3u8Itmo",
-	"/FaVro9lC6i5SQIEuua5GKycuyK+6+z6CN++Jp2ryMxaRAPfvhKpadyEJZdgIc6vg343EsvUFF/u203c",
-	"XBD40TZ2zDnp/ZEilxOZNdhWnxh6N2XTMyNNUvLTqxPrnVPkjCnI4NETphihRuJyTkmIJhoLQ9cjCOuf",
-	"aQK5RpA6ZE83htdiPOE4wnhhMi2Uzclq68kr5cMjnJN0S8bTu2lZ795pzwan+9pZJM4Zmyk/VRyHOyRU",
-	"EEQo56BVhOtDFKOTjNHc/E26wMIvJzyzLkrnkueKOM7bW+XIbcL8nh27dVl7LTRaKXtvStrTq099Zbaw",
-	"UhS/uTt0O6L2uutbJj3fNltbLEGve76lrHu1z+si79XGWCgC2wEOqzSolCWGFVxF+N2Mr/vxxAHzkNKL",
-	"1eBGjYYNSzFEnYwqQ4aZWKZHbBZBdRVHkgxrfTZG4BwNUIEMjjFXmuUbaUFN2aRV5aLtMvGWEVXnAatu",
-	"LqIB0VXHfRQgli8mUjFBzrAKCngEMXyVu+RhrA9TxpJtkVOzjeFpB2SP3SckpyKV05rJbESwBADZgpfO",
-	"jfAykjmMlPERM8CqG9PMkEtNKrUSGGpVjYH6xt9ZqG2oPPmXYW23ytoxG9e+TbIROptxUXysGxyf7N/E",
-	"SusXI5T4W8sEe5XuPn6888zZkM/ZPCJ7uwQ8yoQLojQVKc1TckYVe7Lfrx/u78+3/hsdUH/f/vBpf+/z",
-	"P/52hWu15BKFb4ktERPIfLlydkt1Mudsvqm98EoBZK4YFkSPcaYqe24XhJ3UD5LzhpjQlEjBemvnLCwg",
-	"kOBguQZtDxl17MHVorlqZhRv2qVHeyX7iWjFc6VU04QJzfItWr9sOzcRy9UAgctWWLytsF5eHe5wFSp5",
-	"+AORhxZThLx0QYiBGMR6COLqNIYNU57cbbwN+0AYNNFmdgO3Qi+UN8vejDoHv6+/teaZLaSvaFQAOoom",
-	"cLjnUiQNHgoOuaEN4GHFznA6ysfjv9LR9C99+edudi7E5Xh3T8/k2fwj298r5MXeRD5J/5r98ecl201H",
-	"08fFx/FKnKznAzmgfKjVvFoc5H0t0e8qxJi5kIylUTTwknkbSxBei9xzcbFpks51Rdrr015PX1qOwO6I",
-	"j+H1IM1uC7UuzMWZ32sU3IN5VMOTNYi7Ww1mF2xI3ZvGh2Ub9wN8XUbEInGorIOCNiJ08hiea6AQkdhd",
-	"1Auu2fC0GAz2EnwT/s2gssKmxbxqyXg2PqSZ87YSfsHsjBkPi37PyYzlygCaPH97BHKHkfHjbTrj2xc7",
-	"2zIHWyVutlAsD26VHANJc9Rs6dVY414cF9MpzYFTQBbjii/eq4A+bdMfZT05zsFhORzXlDJKYvHJ0adQ",
-	"nNjnJsJuQssam8JPly/+ZvKVSx5w79b9Bq3ysznQhufRm4rYlBQp7ArdPD9emsO8D9aXsoxfrLJYbJyD",
-	"+oc821Sbua6qi2VZ1xezfpZn7/CTzx+i1RprzmYy1xEQIcI1UUYpskEuC8BTYVnLpf5nwQqbV2jBD3Fi",
-	"rcTDD2vpP23dtiqJEOSmtUNvYF8JydB1+VmeXUlH8nC/QpJiZtHL42P7g2dPVlv0r4crKy0DbrULIHAT",
-	"JDBYOeKOaV91AzY7TPaR62Fig1jb9n9Z6FmhGwaxJ48f7z1Zmqy9JP125S2wo4Q2+RriKY+9vIBNg49t",
-	"ZCaZ5QwuPVcEgzSJllg7Cdxfh1htQpGECiG1y6HlgUDk1RFuK3m3jfLG7JEj/AyMC02MaqQrtMOYGwkJ",
-	"7RcWphy0fBBl9dvvd1dXv22d1C9sefb0ZpJdLrN6aQtzOOG4pZuVAWHiECZ6icrtjULe8aKAxZRq//Cq",
-	"IRcWWromLz3nC+QUTPHZUMRw1RWu4RMJc7kSaPWF1We0u7FQXHEwP7h66xuQQ//oVjpOIlII/mfBoNo0",
-	"fHlIKBSdnxuRIvWq7lvhwrce7j5dFRu8szQ22MvQWp/eeOA5alMcvOju7xXZMa0Ds0tZcSpHYlOl3V6Y",
-	"tlTnTUu4ViwbeRplNbm7AF4krlS6P6KJS4Zbz32CXophf2vpgVznatQRfwNUvwkpxidp9y3NvLFFisqK",
-	"6mGeixEDgfIwL45evvOLMU7pvKxKO8rl9JCw6UzPbW8MKub9jme0rhBlZ9CH/20/XVxxyYtUv4q1crX9",
-	"cWOFTcvzDRW2tttDszynZjlbsxyS4tvSXjuwehl6QWzI6gJrnguojMtdYjxsIEIQlypRou02WS8TYMO8",
-	"1TViX8qYl3VssP4U1grrJSINc0ZVKObktwnyKlfxy6s9zXWEXv/yUf9q3rpQsS23qwWHUZMBr+97vYZN",
-	"9yqHi5lcNFz1FtoWxWVZCWt0ssXjzAZs3wAM26wqlxjyBMlhtWigzYz5XxDSYcXyCtu6NFMSg0IwIJJr",
-	"VVVz4YpYQK3nj75makJJ4naul3UQRPkAhOooc9XkAP80Njc51+9IqEQJog/kFret0Ne4YuujZTisfaVH",
-	"o92IxsvEzsdrxxiZd1fGGPmT3YjI5VPDe5e5Whfe07gxjLyR/9okdBbX8V+YHPthBRTfA9pfF5ePRNK/",
-	"QbRdFm65CnLQWyYgaNgaHmuhBYzxkgbDIUa2ic6K7jE34GLWcr1uOssLQth2PdALB4AQBCDYczaXzjZz",
-	"9SsuQuHFrteg0RASyCW2tWYXMuOg1Wm4Tolj92LlIG+yEVjjQhjdCNEBYN83tVm3wtLSk/XfrVUXWl0l",
-	"5DW++xmT7Y0K4VmVl33esEHfxE27IelkSTWW5h5b9VncEhYf1UuvfNyKYgKucJqLJHv75vXRi/8avnz1",
-	"4/P3r0+OibywpSnPCp7pLS6IFEz1bO8CUeuZ80gRLMcGX+UQMk9eXbB8bnvjUJHWSopMoBSAteJTZ913",
-	"dv8Jy5ln9B/JnDAYrNan53IiFXPzlo0czDcg25ampq8cdRv4sy62LMaR1+UuNvXL4FlevRzMogJi1X0a",
-	"fL/3/f7O0939QbTE2bH/ZGfnydMng52n+7vf7z19Oqi1/huEUmTqNcfKCaFp4I1P1CxP5u1vcCsTlrXM",
-	"vI1dfZpgEeblVc/KeZ8tnXfvyeMruKlqFaPaqfs+UYgPbBhmiDgdGq3fYSm8uRlJjAjLFKvTRPtJ75DE",
-	"II7EByUVYqltLgZOykfmvySZSG4DRJ2XrO7LqtbjKvUFpXMEyXqJsX5UU4P4YX0myC/0qZt/WR7bJpsO",
-	"xx4PwiSt5tR0GYvfotTQaM/kUs0ioqxvGpOJofFXQgU5K4thkDOanNvex6VrW2Ni8BkLNKLDGjeuZ/Ud",
-	"5rG1r6Dty9QONxTk3Y8vyLP9x9+7klnYAgwaFj1ShH3UTEAlCZts3WYLjWZhC3o9BHqNGei4OhVCXnql",
-	"oddImkyZblWFey4aIobZicqKMTkFq8tph9AsZxR6unGlVfBcytYESxG8rEvmvggIbcB1bUktAmWSIozm",
-	"bHbxrHlG6tCFzxrdkdBs01r4lCmnGC/XIXDM6oOQsBEKi6jaD/jx8X9u6Aepd3pcgC7BTpFVK8nK5A7I",
-	"w1iq+stbG5Qr3h88C3YpMPSqvrVjgzmuSNriViALSjWn7MJ1UVPbtXprazX9wPV4rQgQLT+Eb3c7vb+N",
-	"jOZXYmNnnPTN5CyzpnE+tiTLFcThqkyod648cAW1fXk3F3zTSAwPqkFvZkwcvcSUmpy8f/eadPl0WkAF",
-	"s16fYI9Q23fN/DsmWoKSImeGgrs2cuEabKG6USU1KnLeDCLffxpi783E8UV9TlyFC5eR7u/k0G30hRSC",
-	"JbomdfA0CQsW9STxBU3szG+uqRz2sbW1yg6Rm0FT5pSRWM6Y4GlcAxU0vRE1+8oslyOe1TvAtOIszP/t",
-	"bZ2efnx8Zv4vhbgL9uHTTrQzGIRNwRWy7C6PmvA2bm3hS8GtJjLX2PzHR50aQiQyn3VCsQkf/Mqee8/C",
-	"Kz92pM2dWCUYHhgG1IiCUuGHUETC1UrnrHyr/Lt8wRXeLN8oH7hXCkPp3c+2gGTzT/euzqlQI2+46oF7",
-	"hRYpt9+H8NAPHwxVosdfDb0ZyTxhffK8tB5kHJCSC+gPdc7SGBK0MGPamhTA8nCVMMGV4QW2muTGkuZd",
-	"Rg22mZcnem1q0Lq5SsYl8JZbuhzUrlIW6MTTxxRLipzreYlNh4SBlcPZNwy7VdYNCloe6eKgxP5ndz8y",
-	"rMzyxN79hp1WiLdJVYwKrF9m2Oqdajlh2v9aXrI8oYqRjGksaprysUELKlIymc8mTKiI7BkpYX9QK34K",
-	"4QKGJqH9MzX/tH3hcSwjY8BgffIeoxShwpRjKXWOAn7fFRxlJ9p7WtaKDnMW9A3aXsabWA9cNEHnvZhR",
-	"jm31eMLI7mD3ydbOTtu3tyT8IDL0+VLmNvyyYa+xcd2XPMugw3HXaNReBtv2FLmtJ0k93jQdzy4uRGFK",
-	"117IQ7iWX8+3dK5Jgu0nuddjeo2vwNRoYxTW/ESzfMoFzYZTLgodEvJ+wR+g3qd9mdjLrdDGkdK5tZ/R",
-	"+SNFEpQwsf6WFKmKCHSNZKmt3ovJ0nbCK1XTgX4HTRg1AN0AR2CrC0/7RGqareh58aUdZMA41RZPAod9",
-	"fZfVbZ9D2IO6tld9M1erf/434nC9mlfe98Fv4qN9r+7AK9802hQq38hoEwrRCjrXg90snKR2DN3T7b2s",
-	"UhPKrugBmwW4DbGAksVWG93nN6CFQDjslA7cWS8pn5NDte1Tcc7mtlb5YG83IrMiZ+6lXp+cTHLGiG0P",
-	"f3AqTsWW6+Hu535YJ4Q/Fzl62ffePuFTpjSdzuKDqoGp2wm0w4N1Azs14s+UZkaS+OgIsT9WCaf4gMQM",
-	"1/qPmIwkSqkua6JRCYgwkUiQXLoAnJkRF8S4R+ToVBD44sn+lrn4sBZsT28rRdua7lrCT30Dh5PWYwN9",
-	"LLWp+EeSccEU+UNygSuiRHExzhiJT09FTLpCEp1TntmWgOb1Huz+/cmPW08B1Dt9m9++ZQG1dbETn4rd",
-	"PqwJGpJir4SIFLMZywkId9347Zvjk7h3Kvb6NShjf0/CPtJEZ3NiYA6W+/pZmIUcgK3eiHAR4SOjGkQk",
-	"/h9YDlRPmAEX+bNg0ELOSTOAm9t+boZZwj4uoYUEqLieise132so5V55gq9kpfQ6YR/J8T+fb+0+fuLO",
-	"xy0enBVuY137I1rs7Fk53MtxF1wRIeGzXnmo0B3OlkpVhEIoLawaLhUXZG8wcGhpFmAkaPCJGc3FKPBT",
-	"rsxZG5l4SjNDPVl6KvASRbUBZaEVT5ltASBSeWkUMVKIc2FG9O8TtqL2UBPlF8nUKSQNXrCcj+YL731V",
-	"2s2rnGW2H+8PdkijbUfcP4UGIIby4LJdnPxBp3EFKxJJZ9wW1eF+vauWm6UhIldtCb3SFcCDf8eCDsFi",
-	"VFjfYfghUPMBPQtuv+YcfFAoYjTHPjnSxN+yckSjgVgGSAakECZQFqqDckbd+moDK+kd4kl4PRiVrbuq",
-	"80JpdPEAjwINlNEcIG0BOtF6VvVY9tJT2iB1MffAXUs4lj25g1CaGjEJSBO+Xo6yhVksKPXEay2xUCz/",
-	"13pVPFbW7IjKorSYMX8292ue4LWkImF98iurLmpF9ktgPH97FBliUIeOgkLIovVprbDIGpv+DIg+kpij",
-	"LjRNdFXSC29JJ+pAF8u2PwT9dk2DjoEQ9OyBrz2XPjCc77574+3su+882ls2ju8dAPJfTiRW9y1EM6il",
-	"T577Nx04kzgVdRiRbmzekrm9pgfkB4ABWY1XvT4BZ5/nk6JTpiqP1angGv1UhvOYOxV/3EIuh96tytOK",
-	"18fSYybAQKpK/lXlT1uXNVdkxDMzgdXFRTYnUDPZWfrNyacsyWjO0j6J6zSvSs8i6Ke0l0lI/BwO4V2R",
-	"mSVgEFe5RZQ8nHz03Xdv8pTl5iiTCUvO1XffHQC3Pibdqs9rj/yf//W/fRqETQpC1BhftdAj8NIeCfgF",
-	"8T3HC2ET9tKMqaGBCCPXGwHGGZCmBzYyU8T7O3uk1XLJTuC109n6F5vjM2e6Mn/UfZI2gA0hA95i9d13",
-	"cBQxnWE7Yy6F8xD+/Q9leH/XOeN7zs4UanDFheuMbxZtpRMHgEeKHL2EVyqPbWyX0diCOSAn1hMpytKk",
-	"ZkRphAUipNgqm15hsxopVEQmUsjCfgVYYRaCn4CDoE9+Neg/owk7IF28XEcvo7rwlstCM6LZdJZRzXpG",
-	"hMC03pKZQ1av4UVUpE5YhWfusF3Jd6+CeM7UTArFoDQmkAX4B4wZlwDQW++Y0VpYemCYEosPa+M7/kco",
-	"SfloxHJfAUHp4RkJdwOL++SFFDYmwn2jzOgwoBR2dMqxeivYrAF0h+UdNy+xjywBawt5Yy60123G7RAu",
-	"thkYd35AKMHyD4RqA1VXUSF1PbiBYACIQTzQ5RyEjnKmJngCFnyGzsDg4HuhruoW8KYuFR6mI2hLagbv",
-	"YVMoFfdAN8OTqQSKA3M7zOBQ3L2srIk3CMu+u5eRFMLU3VxqqqGWDEcxBVsolUs2+lQmle654NX2ZsxK",
-	"FAFBycysIJVcFZku1xD7l+QV5kHGpEs1yRhVmuzuEzCMWz20XIYZHuFpqNxh6zBAGLXLcdGuEYFQ9LJH",
-	"utcfHS8sVq4/o8m5uasQuQaivt/vIMIDQIC7I48M3Jsiwtv3J1bAA1gYRIfgJFJGQVUdFRZ0TSBdF8gT",
-	"RyjQR2V/IdWLEAjQVkFDgAFwK3C0Xpp/cVUGU3Xjhl0qjrBtn3PS2r4MQJfL1gxR2Zehd+CCsCJMLADP",
-	"NfuzoJlPDoBTKtI1NB9u2SVXrOfooSXfBrhAt5RRau0GWVryDAWcm8Tu/QNy2kEhwL6LUsBpJ65olwts",
-	"yijiRs5oim2WsCMPijw/vTrp9ckvleYUfxcDM4n3d5+SYEO/+JBcMnoeVUoWkTkiN82Y/XhnlwQCrjDo",
-	"w4a2WXRvRG85VgE6q2VYhint7e09I2V+hrLUUaAGDvppfGIbZ/x3DDqbIHI0Ukwj77ZOhq29wcnO7sFg",
-	"cDAY/LfTFCodN9Z2jL/ialZIbJyxfAo+m9xQ/xEkmZs1mNH3BwOQeDmKMciHDGjsXl5zpc1eCsVIUuRK",
-	"5mRGx1xYIS8GC53if7GYdHf6/cdmOOcy3BkMerikyo4XwzmamWcG92WhzHjM4GzD4hdHRM7onwVg3Kl4",
-	"5UQ85Yt4BjOUK2foSSrO7lSXEw+8KCjq6UCNaCjSbcp5htkICeYWxBcb8RqRGIwYcGoxasn4NpBjAGaS",
-	"M9DmaAYUw5ql3MKmhbagBFZ6YOkT3H2kR4asGdLd5c4tC6q/uXIwYK8+YJ2HHFSE0xI5VVY3jKxK47EY",
-	"AxVPZkHyXh/fLmpLXoqtamvl8uuCnNsBtE6jGViuqo8aCwdb1xZsFo6whIhoWiZw8wAjcFGDn5iMCgEy",
-	"FpkaKJlTwsQNUg5JuhOZgT2vFXBq0BREb2TvDuigb/SstsDIjM9YxgXgr5wZzRBtckKheEco+H6q/ioj",
-	"H7tKSytoULVNHeBZgExapFwbLiRkU27uoZEl4wkTinm649tcznLONM3nizXIbfddFbHXaaqNRk/0YhAO",
-	"OoP+Tn9gTQqCznjnoLPXH/T30Bk7AYN03Z7nGnqOWaBPxfu6ngJgzw1ltA1MoVINFksoY83I81p1cVVa",
-	"z8xMRhwiVKhLluMPrtVRZbWCKDfb0e7t+x9eH70Yvn/3Ou4BW4Ub4MfGmwm6YP+LSqMakGS8zX7QfC+C",
-	"9TsJxFpFcTHQRofl/MIW9PDVDCsrygwMCppQcsmybAvnsrsu99SS20dgIxRzbynKKD8vye4eeIZLfDtK",
-	"Owedn5iGxqvmvHI6ZRpC2X9fv4Y7MN9yC3DGDRuckcQNwPrOAAiG3sr+VwvsR/9Kq4NBu1zb5w9QHBDF",
-	"dfP+7mDgLCdmKKgEWymDf1h3ezX+Mu8OgAQMMm0wGLSCbN19nDA0Trmw7R9oGU9gPtl9tvqTEyl/oWL+",
-	"zrkQYRXAMld/C9pwzTPUOfj9Q9RRroJI5zdIIUNu6Gd4YFYD1H0yJ8lz4vkwNR0rSKMeuwyqGufsHNgG",
-	"BjBz/b7XTKXgjZMq1KGmYitSQIyyX18LGFVlfgXrQ0OX9WzQ7m7sDgZh6/VheV+9r7D1aNtMXimloQ7L",
-	"oJMWBnLOJBJXOSKxtazUGyzHRh9vhNNrK8JXRSeMds3MZiFLHWgh7gpGLN+LD4GHwfeQsu69tzPAR3H7",
-	"2rsOI7XuOmUk+g8ynd/YXQo2Nvlc93vaPJtbu8+1bQbu9XObuuD5NCzicOXhCFz73cHOna3rXbmeK1Mc",
-	"XO3yTxpsF7/bW/3djzI/42nKBH6xBm174RqTmw921tjNT1IwfHmN9bxF++KJlK+hofu9UdxPvsfq9w+f",
-	"axTYHaoR8tD/XiM3paBdstC1CDD8EqC/mMi2QN76WZ5hbvCcaVJW3o2IzNKyj/YhhA0bSjSl+TlIHFNS",
-	"Fu1tkxajEj43U5vBO7d4qd0kEBKzgFnbyh7EQKF/x/dhI/S+NzQNBos0UdaA0oCQYK1oq8IaWbvOPxaj",
-	"qVNkXWDQJui7/ekPeTbk6eftqq52Q1oNbb56ZftneXaUQm3tsPRxbNHEk6bBcomCBvBlsBEfNqzW8BIK",
-	"DuXtMYDyZAb0hYC6GODDx8XZlOuq+PHtsGCvvPjd8l2oLB2+mX/Is6gC2tfA3vZXf/Gr1D8aDf+BH16R",
-	"0LyDyvaEGvRAsz7eiqvzv2aZ2TABeMnSApEcPW/deqBM7IrFxj247nsDktK5OrDlcjlLsX6u55IBi5HR",
-	"DFzUgXmAsjlLSbw72CWfTjvlrKcdNGh9rhQKKwA4NQwGKJvSQc7RYVWKpBEDE4cKSsQRifd3nzXVEetl",
-	"esd0Pt96PtIsj51vCAKSNBq3BPuoyfuTF2TKU8HHE026zrRhQ1saIDhEZZI7MmquYG8RCXzjH9PtUMFW",
-	"aeW1iOHujc0Pk5Z9a0JaiPMKdQ1HsSqJcxX1vgIS+UDAQJIg1F4FOSKyjtfr0jHvecPuXZWQcHSuimVS",
-	"27RsKxWmc00Da1fXGkA9Us4jbCNeKmt8bz1j7Asb6GA+LhTLAZczLlBxwNoAhmTAb1bHpppAxHMvQts8",
-	"qhiujJmjLi17vItQoIGIMGjPRJ4LP9DLd9uCtUShz/2Q2PY54G+V52h8ATeYFMyZWsGe4mhlNerQfgvu",
-	"0+qpHQgdP95zt4CAKIi332tHdFvmmEYLsrWo4M6tzR8mhWU2oovB4XnZtKtb+aiuQRRvX/77dqlhjeLh",
-	"MVbXlfsY7Ogdpq2taTh2jtdt8HVtsQtXFidow/iVXZa2ij55IxiBD4A62QARlhKnf1rnWp0KJjTLsF5i",
-	"wJRh1vDqwtaZ20ztfEvH7Jj/xaB55hrvYjyueTnkJ2knG60p9zQK9pnxVwT8QkRZnMmEZltlKGhEYjVX",
-	"mk0hnAQI+NFLG49QGavI0ctFjh6aaJk3V+7lbHbrE/4bZ/t3V8vzfxcq//c5m/dqRW57wYa0C3cH+0d2",
-	"4sUCRIT1x30SY4ieD6x40UbK4RY5rCANud0kekEH3QXHXehE2kLya5nDDKK+sR8FwACxbniXDPsz52bD",
-	"rAyvtw3OQwvBmp7+MtZrDbFsAWVf5xVzF0JjH87N5r5N32BFEBYZHp9DzApEIZl37Z6/Avn9DplJyT4M",
-	"EH3Xsg8yX2A2j4PyclUtI8hDPO/yIg7SKgBaubcjL0ogIkxc8FwKpBo2xMgFoxk5pSy+ATKtmtCZDc5z",
-	"qzHiNQs64V/6TvBbw11vlgVClxfX/x+AfC9h/2fNBvMe3nkPA8jXLD0TxEDEJj3fKivHLMTEY7QdlS/a",
-	"6ggl1nm/dGNUveJeZGQalRXjPvlVVgFdLgyRkiTj5lvU7MJSzpFd49tyiXck69wmpW5uajW9LsFbwfSB",
-	"ai+k2jpMN/W8gqN3kwLXIKQO1MstfV7oscFwc+1Vn0Ld3A/ysrYCNBGgh8dFVJNu+a+dXlTGxNu8K+cL",
-	"woBoyO0Dcg8BfbagFwHZhFCijfoBUiXV1fi2dSReYWg/AHYRrvvE0NnanSRcESaSfO5sEzlkY4vUhmC6",
-	"9DWo5ZQVYzROYAowUgyUwkOUonRFVXXyAsYHNNs0L8zGRMALSITMzQ+b2jC8mioLKgT93vEryH2IOghJ",
-	"qPLQyW2SnH2G0DWDQay6kRD3MPw1l9MtPWElLrY78XRe4TTQaMRIp7Zs3tJydrOyKh3Wkau6TC0v7Wbb",
-	"l0BhtM/RFcmb7aty1/acJs4ECCyuLI1c4k/zMhp8tBUBzHSvTujCpiv2tW1453PUCaSUrPrU+8R9gb1Z",
-	"l3b2dF+X78E+v7WInC/fClXZndKU0HZQqsd9rsF8sBbfmuLc9if3zyFPPyOvyphmoZrIU3nRZFuQA6RV",
-	"lezTJ++8NAyk3plMzmWhYyw3wDW5lEWWkozRi6b0il8JSQoFCY6OX7nkQEi5MGMaDjuUIptjTsICBtIn",
-	"L6FPjhgDuDHGocFd9gMsBb66aZbyZobluEKC437IrWujC2r05YZoxueHkIV7UtrMod763Y8WGwu8VLqM",
-	"gvhXkzgjuM7YcgpuW5Pfqai89M584KWv9RZIiHLKtbl7Zjc5y+ZBO0Lgvt2ZfrUwCM9Rkquy+W/wpt3H",
-	"xfmJ6du7NaW6tpnVwBWlttF5hQ4xTSi5YB3SNdUOi+eB6Q31Qa5R3RPsMqDyqWLGcsVSrDs5PxWM5hln",
-	"efmqFMwmTtrbW357zthMgRJo3guqgKWSdyowXuYS2maTX0ENLDNcY6PFQaIopM4As/7p1UmoI8KBTQuy",
-	"KcSnws8htmnDlp9jRq+XzouPbUYvFF0qc3rr6bynopHPCym/MENVv/lUnIq4plXFB1U5WASOlxqMrxyS",
-	"+NMpql6nnQNy2un3+6edzzFmiCdwXIckFkWWxaciyRiFJK0I62xgq82apMQVSTkINSnpQscRkGNK6YsJ",
-	"+C02632+Qh2uhB/MmqtT0reFvr7kMvoFw4yi6wk5t6k/l1VM+zIfL9KmlyvG62i4V9Zpf7Ny+N1mi2zI",
-	"16LK8hSiO/ev3T5Iqp39nd01VFuvKMCPUGLielrx082mfOcw/L4EBMtp68Uiahz3flTqbUv1Nw/8b8oX",
-	"QVuyf5cNB2sz+sOQWRlC0KxAT5Smc2TF1C8o42zDtJIkkEmpMi62T06gjOKWTSmvEiG7uG2reTvG53My",
-	"O1PvVi0GpCsFI+OC5oax55xm/K+yZFW5Gszl721uXmgbDnCnd2g5+ApVogfe8LVbMRDL78WEWWuFstAZ",
-	"7YdCQc4BREgZEiZzW3cU/KZQokDzKYuItJcsm5MRzzCR9mxui2XI3Hqp3xb5GHxW/vhQQ1Fq26Mk7KWu",
-	"regOo/ECcUyyCRwIZYKNLoyjci32N47aw3bmi0KqWsHRVeoyerAXLAdbna23Gtvj/jZJZ6s5/VJPfQ3+",
-	"9YTVB5f9Ype9bNygMj639jxAVwItlRb65l+UxQ6dGaWNnkYagCrKtktxF8UJMBasap9r5J1frW+9WQPn",
-	"0MhfWTHGHCm2iff7Tb3f6B17vje/JPfj761BabGv98Gl++DS3ZhEIe40W6hfnUytKwJtf2rE1n9eGiva",
-	"ykRa4MjBIn6p2ZJiIlVg04X6saUtOFyRqUGJ7oTlLszC8d55cOB8AQ6cm7ocV3PYNJNJPkCeQzJZ0I0Q",
-	"OLHy2na1vCHhsp5gPGjfjfdwm67HqO/BKr/5bcSN3rXhex16gAQtvRm68GDFeLBw362EAVbKJhF9BH5F",
-	"qJcNyvE9CBzbEFlVdnMMh4+1hI+ySLt0/YmwiPeEpqRb1ZLjI7D/UqM4vaAiYVhqFQzDQhI3NViUkwlL",
-	"i8x8VJqX++SNSBiZFfnYfDaBUto0h4hOdMAW+ZgN7bOQfgVz+tTlpdvt12DUvTMx6YEcfuVGXUR0Qr1r",
-	"lFaYfj2ichOS2kL3V42qnLFETpkisVv70Lq0XfkDvO8US8X8gwh5Sf7ezgYZ59RQDZZzmR7aZFOOJeWR",
-	"YpDchsOC7QdLybSMmfJSqD45Rnhi4E5ZG6UNZY9qgWZWRaZgQ4OU0TTjIpCDZ2dg/zFUKqqAZo/3gW79",
-	"p9Ith/whweim6NdVhCKvtM1Ci0y7AVyzDoWKiPCKRCx3Uy1IohShKjkLcim9Rd9vxYjNPE7Vup2/6VY9",
-	"5eVsq509C4/yWywbeG++Ibr6IvnuaO/pHdqaljucytg7r+xTF3uvfQ8V+7CKFVQxxX4AU8ozV5ofKn96",
-	"7RowDn9BdSxpq1nk7msz0qFRp1rEg0NJ/8DSXCcQmJjhUlRZhMq2FrJxxKQL/ZSYSHsL0zf9yjtfpPuq",
-	"WuE9JStWEFrsujosjxPPGfDkks5vJ4voG3VT3b616yvyawHasapE1tmcuBDpK5HTm5Gotj95helWJC4G",
-	"yZfTEx3BgpKnFExKmRRjs9Gq1VmfvDOvYTCj/SJylfcgf93V5quX7PO1OdcvyNUd7VIR/Exp6D9XVc5s",
-	"tz8w898Yvbyj2MKlxKvOqh4yHr8l9QzRdUWJvatQkAU5jm8Ea80EjSWRbEXW0AzFaQxuzEkXC1VAZywQ",
-	"kcKO7UZ1yy/gogRX/qBU3KS3+oZQ9mZ0iDW8vuWiQOe4CpO11S7XjSFxmpY6cFUVI6sNQGYj9DG9nDCr",
-	"j/jdyMv6MDRVtp+gSxG0qgUXF0xomc9XR9S+wVV/A4WfYCdrxJDChiOnwEFUMzY8/UNy8W02JfjSrAvq",
-	"3gNYrnLBMWh1kwtuE2NttGvZh5TQM8WEdt03beBr25fiIl/75MiLNbNFul20GXQhXhRpFuTHb3Eft3gV",
-	"7QyL0mDq4DjcGBwPAWlfWkDaI9U8Ve+Gwy+chTNX7G83aCxcWU0A6wd46IeYV2W2r4hEJ10KeXasrP3p",
-	"fYqdtezPYMzjDja9cFWAsgG45eKOM0G1AK5cyv+hHz6XsoSnTPXJb1xP0pxeOi9qswk4Zg8NywShGAqJ",
-	"6Axb39r0QhVqJiIvRaMkpXPcus7jZ9DWFqNQplVxX1baQvuhDPuS+nwrEXy4oXvJWV9OZy33cYj+4Oh9",
-	"iNf7yjLSb5rJXMOEijNvs9GIQXbTQjHwFaQ0QbeUqMkmsLBvRX85eIMSVnWHr4VqMJpMMPjmEvr3cmjX",
-	"yGxv+26N1sdRvWO1zF0/+rBR5pXbyO1Lg82pAuTqldmphZkPIK++dlVuA9PF4Ccohvygsd2cXKcr+dwh",
-	"Z+SjIKAkHkCFivck613lGudMFdMrlJRY2yv9zkzgItYCeZDLnRt94n9fT6CcSMUWRO0mEIHo5FX7hpaS",
-	"dJFkzJg2cpvLucA4POn5v3N5CbTqELvWrRv0G3SyGADfYFbllxpHh4f7IFT957pnDKJD4Zeqe/v95i9u",
-	"26XcInk70s6EB1G2YIQ2lOKs0GTMdLNPvSEysB+FxXSwA17ozT45xn+jrzgM1JWuYVs5T5Xu4CoIWArm",
-	"VczpBhr19mz1uSCNDbWwhCXeHqm7eVXVLrkkA19eolmdxpZY8EBm/2ODlBEFvoT08G1ov7u4co5AOWrG",
-	"cuiYm9I5Kmqx+f+YaEliLWPCRZIVygiGXdeQcn+ArYV7EfmL5VLhO2mI6jQSxd/DkjYlO/DVj0ZyX8Oc",
-	"Bi+fyLuTv3BPAQLxkvJsbmCsHlS+Gyqn3478BxgXFq3cHcO/A3cLfrhNhQ46E6ptxbLRUs9bQjG9sd7S",
-	"EONXjl5GkOIZESxbGrkAFqjchxVTGz1tmQrFiJDnAqrV8NR2TJxSW9CXa7PC4HUF1/exWf9t3h+7betn",
-	"DzNXByNc+8IYmCtekXtv5VXbnoe8iELhNnK1TazAv20MYFzcZ9nAGGGL9SQvZY6hj9hyOAIzH5Y8stKd",
-	"7Rln1Gnld2aUhpdgmq9zGgmJ2EvO2FwavK3WbkP/QtGOPvLdYQsGnPxbacHwFUULbnYPrP60JS/FVtX0",
-	"GzWBK92W5RLSjzInCZ3RBIodZlQIMHmdSE0zrAWoiqlyrb/TktuTrmb5lAuakSkXBSR95EbYKkBDLGYg",
-	"c6V0DmmmwowyZWmvT+rFDF27L1ik87LmWBogZ6UPNxwzdZeCVvQ1hl/Z1ZujXKPlHsu3aoq9hg+hAV/t",
-	"+dHLh8J+wfsO4LZgA/Sv508bzk4tcssRKBebinP+/c7H22DvhE7gC273b4aVIUVJw737LyeSpDyFfHDU",
-	"cFzYQi3Op+qb2qVa5/ys0MzFGTTku0dGuMOeeXTKiBJ0piYyFIcMXb3dFr6BaEe3l9V3zb35cJHCfe0/",
-	"dQrF8n8x6HH/udblPhDS56BZT0ldq+k9/NK+V+Olje4DS8jZmCvMX+ZCaZplLkuWC/tjXivZ6xw/PHeN",
-	"jc/ZXNkryQRGv14ywwOp0kQxJhZcoPFddsS/1eszXquV9zrwfbhXG9+rspFsA7Ote6BbA3vv2pdr+5M/",
-	"IAbrnymWX6yqhS1YDQMMb/K+axYYaFbGPkRveVWN5OfjN79WbhACQa9dUWDovndJUz7mWi1gYm/8lX8L",
-	"YfvVftYI3vc2/2ADvKOLSgUi7FL03+SSbmyK8O5gy1CYj7e50PScbRmmtrhgSKYkydlM5u243qrzP+Td",
-	"A3NMaJ7P++S5+Qs7Qqd+iKv39YSCd8IbxE0jpGCRbVRG5woth4vKh5gt/IvNv40e7G4363BY8yrA/Kur",
-	"8vG1sFUPxs7qi4wG7b6bcdhlBcXwrpAYPhzitMPTYjDYS6rrAX+7x7gCfBSX0mj9eqn69YoINoELTFIb",
-	"DSs6VLU79naNPpzKKTmbQ1N2QTJ5yfKEKkbOqGJ7u30CvRUoOf7n863dx08gAgCiqA+cVcps0RmSDCv3",
-	"rn135ZJ6EVESbb6UXOZSjInMyZQrBUn21VBlqFbOx5OyHaiPsyi+Q7Jf9RlXNjdwRnPsQLTCSOxKiNjr",
-	"+uVWELELvK8CInb6Y2wtv8C9cs7mXlM4e2bWnJ+wh0Iit1nvfo3d/CQF+1qKiKxF7qvC+RWBJ101kZcC",
-	"MG4Tsu49B7zdwmQ88+k5m3c+fF4scm1/OmfzVaVEHHdAx5hPlqBnYqVTK+ctC5UOcQymLFHrS4aqrBDp",
-	"GUggSA2ZnQGLS4haXBzkZijhXdUGcatdTJEeaoLcWibPJjTnS6MdVXGRinbcrgpnUXWF/lYSk+1cQj3C",
-	"jUNZ6zMtLX+blQTFL2ZEXfG1ynCKQfLgYnBSV81jkRR5XlckIxxVF7lgqaNnZkdBehYIRg1QKADIDctq",
-	"9ysxWW37QWp6IHl3QfLKrEJPXjqbVxf+roSnP+TZRg4f837T2OyZi8u6TBFm76D5iaWR/T1nqsgWhDX8",
-	"bJbyDVicfpZnq21NBo4PZqUbMyu10fIm7EgY7Qa1DMwE9YIFXcgaEVIP7dM0xuKuiSwEOFYoF0qTeEo/",
-	"Ds3nwxnLhymdx+bT3WeYYzpkHxPGUpbGEYnfMZ3Pt55jWXssvfpRQwD3lKeCjye61ycvzPDgb7XRQ2Cp",
-	"SqqudyGzys/y7Es1qPwsz+7HlGJgskAYgPq8qcGqB6b/1TL9b8W28v8ZZCTUYKPrYw4+sGv4oqdsvQB2",
-	"87Fj3Y2UU5GG6DDy/25lM8YEONcBHuwlNo8qXAvgF3aboem/sIVdxZTdaTtUTNufHymSywyiNbnuP4Qj",
-	"lWgCNQMtpBqIcg0ctbUWFkunUKjBvvVIlZ17a5UC0O2CA/kFBTKZnCvM0QyX9bBFMIJFv3reZm1VDZhc",
-	"kUKkLCcxPoSKSo2qG0aox7rv/ofWFVMVgsJEjoQKcsYgaVUzASXVgnfm2EHqFm9OOceiAj/292sWRHsI",
-	"7/Noqf2whO2GIu3K4mM4yKMK67AaWbdVhMxoqIi1dv+9AGpP6dxga/mRzEvMLU0qPtIfEipszyVwopaN",
-	"snG8YXmJIJi3Wi8mcSMnbBW1MfjN0FwDn5jfzcgZH0EJ8FbRs1BZMO8+fSuFwdyW7qU02Lq0w/q3I0IV",
-	"xoGaKeekSxX56dWJpZ16wqa9hxzs23BcPpQDuxGjnr5hUt5agawlWLp1sPzCkakizzoHnW2gJnaakJjv",
-	"h52VOaO2c1P1G1CzdZNcvRFsilf763om1EQqXfWaqab1Rqpn1QcGbHYJ8r71K3wvX0qzoJs/SllKqj0E",
-	"Jr+Mgulk1QCY5dL++mUz8s98Xla67Co+Flu86tPjgG1QqpjNZK7JjMlZxnr+lu1AW+VAC47QO39apFyT",
-	"TPprhmcLPq0pSV1A1B55/vYoIrEnw8eoJ3rF7rElBrXeFHe+eAPCM2F8cn1oeBYfkImcQoVPmRWolfre",
-	"+8ia1iNra632hZkDnz98/r8BAAD//w==",
+	"7L37cty2ljf6Kqg+U+XubKrVutiJpdo1R7GdbGU7sT9LPqmZyF8TItHdiNhAhwAld7z97/cA3yPOk5zC",
+	"WgAJkuibro63aqpmxy2SuC2s+/qtT51ETmdSMKFV5+BTZ8JoynL4z1endGz+N2UqyflMcyk6B53TCSNK",
+	"51KMCROa6znRdBwRPWEklUkxZUI/UeSS5YpLQbggfxRSM9XvRB2VTNiUmk+yj3Q6y1jnoHPW2TvrdKKO",
+	"ns/MP5XOuRh3Pn+OOscpm86kZiKZv/o44zlT7cn8OmEChlZa5iwlOVNFpokcET3hilywOfz4R8GUJlc8",
+	"y8g5IyOZj6XWTJDuux9ekL29vee9+vRGMp9S3TnopFSzLc2nLDjD1zKhOJHQJiU5oxrnJIs8YU8Uef/u",
+	"NZlRPamP1vzw56gzozmdMm0PwtuJf7J5e7QdoiXZffqUzHIuND3PGDk6eXF8TJIJzWliPnNIKB5Eag6v",
+	"SHSRs3RrxFkGP3AxJlNGhcLNpFNGqCJcK5JIoZnQffIzV8o89j//5/+SeH8wILya1fCCzYdmm3nO0tis",
+	"jpt5IS11oo6gU7NCbx1bZiFRx73TOdB5wfxN+Y+cjToHnf9nuyLPbfyr2m7sR4NY/snmb2BnaNbeKveX",
+	"Q3JlSGfML5mISM50zpkiV1xPCNckZ7OMztuEtcHKrr+S0c9UJ5OlF8/cTJJRZWZK04iw/rhP4rPOt2ed",
+	"uDopmZP4m9ge2O53ZJazRIqUm+9Vp3VIrhi9MA8rTTNmH9/ZdVd4OOVqama05FxHWzjnZQcauODCjJjB",
+	"FTpOzTPwdXNBqm9z76EhT69PM/XBcHxNL9g/2Xzh4IasV4w5o1qz3Lz6v83Tvw22ntOtPz982n32+T/C",
+	"bE1ccr1qze6RDUbn4nKN0X+S5wuH/V2ebzCeeXr1eG/yMRX8z+Xrld5DNznjxmBm/Ld0zE74n6x9nY41",
+	"myoyYzmZ0TErafuPguXzamrmb0NlPuBPImUjWmS6c7AzGESdKf3Ip8W0c/AU/sUF/mun3A8uNBuzvJzQ",
+	"qbxgC4RGLNhHPYRRtXkqRlnGzOW95LJQq2cL79WmO6UfXzMx1pPOwa6dovv3TujQ3ubykqcsX3hgM/vA",
+	"JuSZztYgl/eKjtkPuZy2d+cHnitN3p++ICmdR4SLJCsUv1y4FyPzlWWTqwn5xbM5le25vKbBqRwSqslU",
+	"Kk2MfEzpXBE60iwnsZlMvGimWt5onp/Ny2omhUIN6XuavkONx/zLym/zn3Q2yzhqLNuzXJ5nbPq33xWq",
+	"L+tdsLf4Fg7aJl6naKWSKSKkJiA3UBVzuiHpxlxc0oynQ/t4HJF4oS5h/mYf9y5Fr9/5HHVeSDHKePJg",
+	"y0zs+FZvSIo8NwtUmmpGurHKivHQSBgRXmGh6uuD98wPsyI3TEfTXOMTimnNxXiYyeQCfjGS3Y0eoyZj",
+	"eEQyoWLMSCKzjKdOnaEkl1eECqknLK/mbpVTqiuNbyrNAeHevspzmd/nxh4JUgj2ccYSMy1mhoeJ/CDz",
+	"c56myC/v85SB0khGkwurFCdyxoB6VTEa8YQzoYfwYxzhTseOau3PvYj84/T07Qnhirg/kW480XqmKgrv",
+	"oe3ky0DzgirUjImUpeawz5nR51KWMQ2fKP9o3pY5oSTjU65xIJpM4CH4acg+JozBk7CdP0rB7nsnK3WG",
+	"JFQQIUkmxZiZZRFzCZAlOI2Hga3nbob7NWeX8qL1K00SNtPl4n6R+gdZiPQ+F/iLJKpIJqWVR7qxkHo4",
+	"MvOw03pL55mk6amUr2k+vvftP5fpnCAZKLJDfubfk248wzkNtZTDzMzKzdWzEX6gPGPpfU/XGROVC0Gh",
+	"ZRKVhsqUZkYoAuW0rBR3GS07HtoHAut7V4rc+1thuTquyLRup3XjsIGGEz+V8mcq5layq/uc8zsjz4Cb",
+	"wI7nVLOh/WfcOySKMRK/Yzqfbx0ZbQf0HM+N5P2prUmdwIoV0ZJcUa6DjpFKfQalTNBCT5jQZr33e3jW",
+	"sI4qAoxIIS6EvBIRsXzLnKZlVihCLIO23IGmac4UShSUMKWyRLNMXpFuXNQXaMS9MEI9ZZHhnRMuNLma",
+	"8GTSa2z0r7/+unXkvbrAhWDWyYieUE38gRTpxt8zmoOSQLPp3886ORNjetaxCsc786+tEz4WVBc5az1F",
+	"RmahgvgW+xNFFB+Lygmneit8X2bX7VGYvx8lml9yDU6vWS5nLNcc1VyaaNRQlh2me/0IHv4cdVBFSofg",
+	"+YLvcGMHBqZSKto0z+nc/JunwcfMpEo3YOXYtDLat0nbyjvq/Uzp4YKPg+9xfY9kZUX81gHbzD7pjRLZ",
+	"nfMn3tqXD+XH5fnvLNFmKvW9bJ3HggVwcWm9pHaJosgyem62CA2d1hvGKhoqQWdqIvWSg/nUYcLY2b/Z",
+	"hci8NH0zmdBs6H42BDdXmhlzsFDguOLg+jGKuLfUBfsIf41wO+tzW7ZLrznaX41NcsRW/sc61Bsixoaf",
+	"YI2dbZIHzKD9oeCixkzon+R5e0GJnE6pCB+9tTGGVK9LwQvuWIiw3cC1YZbN/VYOxO1D60CCm7twOrcx",
+	"F9+h+fAEUqRcL2UMiwys45cRieG+brn7CiYvXNiYdM9pcjHOjTZNrmR+gco2RQEKhnIvItSYETk5fkm6",
+	"VBB5JVhu7SIjjcxNJxds7v5OxxiiytmYK40cEKTSat7V8EgZqVhnNTEac8cvndvOkimpPmVG2pwHLti+",
+	"J4qYRysXALtkQpMJnc2YYGlwVV809zR09OrSKnPXEfgVIQalfSmff+uorBh3ok7K1Syj8yE44z5EG+gD",
+	"zPlI2odjVc8nisTwVAz6W3VMVGs2nWkyAhPLkOoVVSRlguOhrSQQpMdK22CXejjY+T3Z+/h8ujP5Nt+/",
+	"fCq++2P36hkb6OfzEBksUFuQm67SWmShE4maycrTeGOfXa3soI48tDpyfV67g73+oL+zs9f/NjQhpaku",
+	"VPgw/nF6+pbgA3gnaZaBlpswfon7XY6zOwi47aOONiayVmut99Q+e4/am5tedTDljrQuQWubl9/DWxGb",
+	"1a3+IgTVm4p6HRNURYJ+sk7UwUtpWAPcxwCPs985raiivj3NgNY6am/tnRb/X/m6H5IJ3oKUzTI5Bxc8",
+	"T23mhnup7j0WCcuFWosNwUavt8LPgdP4nupkcmSdeCGOX/2lEcY/Vyy/hL1ShCNPPTcf8ySed33TAr0C",
+	"C0xieJNMaErOGRPEDUvO2Ujm7NBY5xMuxkSwK+DTmBPgDXUuZcaoaFFmuQB/CiGyfJFxJvQJS3KGbowU",
+	"vUA0e+vtyIhmirUc55itkDA42gQ+RBR8qU9+zblmW1Jk80Mi2CVwPV3kVjWo7/YlzQrWCBfuDHb3l8cL",
+	"o86VGeONyOZ48M09wM+GFv2ypMj20YOv29yEcU4TNpyxnMsAHfxDXoEzmVDwa6SFkabuXfAoKXuKlcJI",
+	"uj9Kkhae4ldJmW93B5PBdKBCIoaJS55L4ebrOMcsl2mRWEacskuWyRk88yEots3NG3GWr3lJzaOeDqtI",
+	"QvN8Trrxu1e//Hg0fPnq7es3//Xzq19Oh8cvbTDA3MP6qlixs85lnsmMJ/OhDW6v5Opv4fGX7mnzgeI8",
+	"48mwyLO67IaIx8H2NniK+vb3fgLx2dYsrL92gfOK5Zcsr/LL6usc9Hf6gzUka3kGtSnXT7iaSLSAGNsb",
+	"FiRyVC9/oVbelJM9SqaMvJD5TJZifHmc3gum//a/z84+DgZbZ2cfd344O/v47Q8f/vYfoc18NRqxRPNL",
+	"9r3lUK2LhsrAemd9gs+aQ3K8YgUDxOecyhHcoHKKx5Zf3/YUS+WLC/1svxPMyrjunHHQ9pRBvmbAkgPq",
+	"we/yfOXtap1cU0VwQnzohPj1PmmM5SH7OJO53vz9xs6tml+EK2+MGtpgCC8Eds5anudzzZS5h8OUztee",
+	"9nGlEEzpxyH4AdR13zYruekMjDl9rQnISv0Z5kybjZbCzOQaX2ucobcz/iSj8NYvnUpgo0JnHVCWN0ny",
+	"ijo2PSJALhBSYemQTSnPhqmcUi7W36ITYKOqU+3QcDqi17ll7nWl5HVeV0xhjBPPZjiRRX7zk/YnVV/h",
+	"ohGjBRvaPtXljKFTXvCozim9s1zKdt3J3LaoWNf3cw2JYTasrgAAE/x/aTJlTiUytqcTVrDDDZ3g6X5I",
+	"xJsHX8JJ1L/f+HLtQ3tLlIvub3Trz8HW8w/uP7Y+fBpEz3Y+u997/3l21u/97TdM5Yue7X0O6x4NGbiB",
+	"TfOKJhPiUQbJ2EgTWWjCxYTlRqvXdW3Z6mBtq8bJ2qaispY0DbzUkJcB/ad99nku8xcyXRSQxYz9KU0m",
+	"3AZ6FZEj50NUmD/nsiHQflN9guqwJuNcXinSpWCdgpeR23gyOc8ZvTCGK5r2vYgoSaizESdUpBlT5gd4",
+	"y8vbuxDyyhUA+N4zReeqT44C7s0pm54bS0WRlCUZzVlq3qeCyBkTMM+MK3OzzcEpSNp0BlQjHRBETTPj",
+	"DzzI4RTB4J8KBX9ohNLh083srU7UqWdkGVPJZfCYe8P0RKZD85PlfobGmukzMJgqZoYuWDqcspTTofV9",
+	"B9M6KgOjTF0xHKTMGYQQl81vrHYEcgTx3418qfqPNgOh/qPnjTCrsffL7kqVZO8N66d6mNm5tDOzLfKS",
+	"lYy8zDKrOLhNVgQTy0tn7HieKiYM4WMGMU2HUmRzjD5cyELDJIdmOPOxnF1ya4wVgl5SjpYsaCUsFzQL",
+	"Wtv/sE6+OkeY2F+XWd9PFEHLkLx/97puZDpjlhU7/TUM2oaogMFDAuIWanzA+vfrd1aW/ED903fP93d6",
+	"EZkwkTBSzHCcb73vEokOtiues/pePB0Nkmf0O7a1l+ykW/vJ3ndbz0dP2dbu+bfpzvkO26c7g6bo+XaZ",
+	"XXt29nEXzNpvXy2waI8to3Y56sE4Eb9kFckEj9r9FTwKZisUH4stLkoPinMbUaKZ0mQE2efwaciVkQK2",
+	"omVbLnCyeL7IhTrp+oEnZOCLoijXCbvXgmDBNI5GvImnsw3jTVypAo+rfZcyOeZilWOoxQuWH+wV5SBv",
+	"Rph+VSQJU2pUZHCeNUfZNQ5xlkstE5mtkUwGVPrWPQ/sYK35lwFkMeJj660kaiKvBOmaP2QUCFMKRq5y",
+	"rjVDX+ZKb0fUAbG3IclBsHTNxZ6YZ8twXnuZsedniw/IKJdTYv2Zxy9f/XJ6fPpfw7fv3vx/xy9fvTuJ",
+	"I6hxAx820ZNcFuMJbMzR22Nfi0CffMOJ92FBpLAW+qnEUMoV/mfovWKWbnytlvoyA9Wy3fjVKR3H6x1k",
+	"KGBoY9oleZbXrjwNtwGNO+8zlZJCFjErj4ajFrsNXFTfl+pxp9qeLpCJNV7/At5daUvcgg/AjegZV6rF",
+	"eWti7emKsqryXVUGeZZNoBYQCjDoWoxmsHLsivmus+pjfPqGfK5iM2sxDXz6WqymcROWXIKFNL8O+d1K",
+	"1lZTfXnogHhzQqe2bmyjCKRV7lFVkiNCy8iyUaSRHZSSrW2jowmjLGsNpDqZz75/9xoywBQphOaZkQGi",
+	"xieXcuLlQrc5RUzPNqNyRc4h+UzLNaWrec2FwJq150wYM5sLsM3llWK50bZhICrSUr2E4cvtIidcjDMo",
+	"lTm0CoCNeLuyP0zmLg/BzR1EZpeeK2Ptg5SltrK9FzZpWubMttGKudg2n/vPhM7oOc+4nv/96U/TwfyP",
+	"vdG++F+7K00eTwx4B70OLUL0emNi9EjvaiKzhgqFjhN0VxgL6cdXp86nQs6Zgro5cFEQarR/lwoAOXxj",
+	"YXSMCIppZppAhR8U7FlOE8NjMXKbOMIsfTItlK2EbFP+SlvlGMck3VIJ6t223fHgcnCD033t/IAXjM2U",
+	"D9CAnzsElxMQlEuLUITrQzTpkozR3PybdOFuXE14ZhMDXCIMV8Rpgb1V6RPNPX/gdIq63bcWGa20AzdV",
+	"M9LrD31tFWWlWXh7d+huzL5157fMkrtrFWuxNbfu+ZZ21/Ver5tf1/vGQnPMfuCwKj5MWWJEwXUMsc10",
+	"TD+LP+CqVHqxS6aBjLIhAErUyagybJiJZTbtZnmL1wnfyrAHwmbmXKAzNKDQjbnSLN/IIm/qyS1smXag",
+	"0ptGVJ0HzLo5icaOrjru4wCzfDGRiglyjthDEIfHpHHuSvYxKFNmcG6RM7OM4VkHdI/dZySnIpXTmvt2",
+	"RBB4g2zBQxdGeRnJHL6U8REzm1XXCM0nl7r3asAzahWyR33h7+yubWjI+5dh7WDm2plSN75NspGwnnFR",
+	"fKw7v5/t38ZM6xcjVG5fq798le4+fbrz3MUzLtg8Inu7BPI4jCGhNBUpzVNyThV7tt+vH+5vR1v/jWHf",
+	"v21/+LS/9/nv/3GNa7XkEoVviQVmCtSbXbumrDqZCzbf1Hd9rbRNB0EHOZucqSq20AVlJ/VTU71PTGhK",
+	"pGC9tSuFFjBICAHegLeHHIz24Go5lDWXnjfs0qO9li9PtLIoU6ppwoRm+RatX7ad28igbGyBqxFavKyw",
+	"j6g63OEqUvLoB/J9LaUIeeVSfwOZv/XE39XFQxsWGrrbeBe+qvDWRJv5sNwMvQT6LHsz6hz8tv7Smme2",
+	"kL+iUwH4KHpj4J5LkTRkKHhThjZtjhU7w+koH4//TEfTP/XVH7vZhRBX4909PZPn849sf6+Ql3sT+Sz9",
+	"c/b7H1dsNx1NnxYfxytpsl6F5zblQw1pbnFpxY1Uv+swY+YSoZbmrsFDn6OGZ/B67J6Ly01L426q0t6c",
+	"93r20nICdkd8Ao8HeXZbqXXJZS4UVOPg3p5HNTpZg7m72WBNz4bcvel8WLZwP63e1SEtUodK9CH0EaEr",
+	"1MhcswsRid1FveSaDc+KwWAvwSfhvxngmWwKoVcrgbUZTM1K05X7F6yJmvGw6ndEZixXZqPJ0dtj0DuM",
+	"jh9v0xnfvtzZljn4KnGxhWJ5cKnkBFia42ZLr8Ya9+KkmE5pDpICaodXvPFeBexpW3Qs6yWpbh+W7+Oa",
+	"WkbJLD45/hTKzvzciltswMsai8JXl0/+dlACShnw4JGmBq/ya6jQh+fxm4rZlBwpHJbfHJVCmsN8CNGX",
+	"soxfrvJYbFz5/bs839Sauampi2DI66tZP8nzd/jK5w/Raos1ZzOZ6wiYEOGaQPzKJlwt2J6KylrpHX8U",
+	"rLDVvHb7IZOxVe77YS37p23bVkAkQWlaO/QG9ZU7GbouP8nza9lIHu1XRFLMLHl5cmx/8PzZao/+zWhl",
+	"pWfAzXbBDtwGCwzitdwz76tuwGaHyT5yPUxs6njb/y8LPSt0wyH27OnTvWdLIRKWFL2vvAX2K6FFvoaM",
+	"3xOvGmfTlH+bO0xmOYNLzxXBNGIIk0+oJhD+OkSMF0USKoTUrnKdB9L/V2dbrpTdtrYCa7aO8TVwLjQp",
+	"qlEk1C4eaJQBtR9YWOjTikGUmNPf7q7GnG6d1M9sOWbBZppdLrM6oIw5nHAO3e3qgDBwiBI9eID2QqHa",
+	"f1HybEq1f3jVJxfCm91Qll7wBXoKFtZtqGI4TJMbxETCUq7ctPrE6iPa1dhdXHEw37suBxuwQ//oVgZO",
+	"IlII/kfBAOMd3jyEBBidz41KkXq9Lqxy4XsPd79blae+szRP3auLXJ/feNtz3OY4eNHdv1fUpLUOzE5l",
+	"xakci02Ndnth2lqdNyzhWrFs5FmU1eDuAnjpSFLp/ogmrgR1vfAJRimG/a2lB3KTq1En/A1I/Ta0GJ+l",
+	"PbQ288ZCg5V9DMIyFzMGAqBML45fvvMhUKd0XmJBj3I5PSRsOtNz25GGinm/4zmtK0LZGfTh/7a/W4xz",
+	"5lVNXMdbudr/uLHBpuXFhgZbO+yhWZ5TM52tWQ5QFG1tr53kv4y8IDdkNayhFwIqc8SXOA8bhBCkpUqV",
+	"aIdN1qtK2bBafI3clzLnZR0frD+E9cJ6pXLDnFEVyjn5dYKyyuHseYjvXEcY9S9/6l8vWheCuHOrWnAY",
+	"NR3w5rHXG/h0r3O4WGtIw1jT0CwsLsFcrNPJQjaaBdhuHZi2WeEFGfYEybUL041XO/O/IKLDPgEVtXVp",
+	"piQmhWBCJNeqwlDiZQL3evHoG5bJlCxu52YVMEGSD+xQnWSuW6jin8bmLuf6HQkBAyH5QEV/2wt9gyu2",
+	"PlmGSyxWRjTa7Z88/IN8vHaOkXl2ZY6RP9itqFw+N3xwnat14T2LG9PIGxXaTUZnaR3/C8u3P6zYxfdA",
+	"9jel5WOR9G+RbJelW67aOejoFFA0LHLOWmQB33hJg+kQI9u6akXPplsIMWu5Xg+r5TAstkkWdKCCTQhu",
+	"IPhzNtfONgv1Ky5C6cWuw6exEBKoa7cIz+vX/kCwcx1gcfdgFSBvihGY48I9uhWmA5v90NxmXVyzpSfr",
+	"P1vD9FqNzfMan/2McBDGhPC8ysteb/igb+Om3ZJ2sgQDqbnGFiqSm8Lio3rpgTauALZwcIUuk+ztm9fH",
+	"L/5r+PLVD0fvX5+eEHlpAWHPC57pLS6IFEz1bMcQUetU9UQRBEGEt3JImSevLlk+tx2pqEhrQD4TgKWw",
+	"XnzqvPvO7z9hOfOc/iOZEwYfq3XHuppIxdy4JWaNeQd029LV9Bcn3Qb9rEsti2nkdbmKTeMyeJbXB2Fa",
+	"BNtX3afBt3vf7u98t7s/iJYEO/af7ew8++7ZYOe7/d1v9777blBruDkIlcjUkf7KAaFV560P1AQF9NY3",
+	"uJMBSwRBb2HXHyYIfb4ca7Ac9/nScfeePb1GmKqG09aGkfCZQnxg0zBDzOnQWP2OSuHJzVhiRFimWJ0n",
+	"2ld6hyQGdSQ+KLkQS21LPwhSPjH/S5KJ5EkN9qoRy6rm4/Axg9o5bsl6hbF+VlOD+SEqGtQX+tzNvyxP",
+	"bWtbR2NPB2GWVgtquorFr1FraDRFc6VmAKqGshGKiaHdXkIFOS+BWcg5TS5sx/EytK2xMPicBdo/Ynm3",
+	"6xR/j3Vs7Stou6G10w0FeffDC/J8/+m3Dg4OG+9Bm7AnirCPmgkoprfF1m2x0GjRt6DDSqDDn9kdh5ki",
+	"5JUHyL5G0WTKdAuL8Ug0VAyzEpUVY3IGXpezDqFZzih0UuRKq+C5rNUQJAD3hx3e5IjEJVRg/ET1yZEH",
+	"n9f9uGV39DxjW4aJ9DzKSwG+wCL5YaUygP8ZZQs5C0st7t+hBf4zqpxtXoev2aY6Lby/WlJ7DaCuWbrc",
+	"muIjvN8jvN8twfu56xWwcEBFtVtIAN8uwtTnZqPpWhixzorgtUYDP/Rxtm75lCnnRVpucOM3qxdCmnko",
+	"h6jqkOMXk/yxYdCw3ox4AW8NNjOuuh1X8SngtIylqr+8+0454/3B8yA6iqHJ+tJODJsNsxS/W9UCtJKU",
+	"XbpGn2p7CXda0JcK5+N1y0Ee/iEsCttYGG1iNH8lNtHMmapMzjIbR+JjK98dkhlXJfqEi3sDI2oHvm8v",
+	"U62BohCUWG9mTBy/xPqzHNB3unw6LUB69foE21jb1qDmv2OiJVj0cmbUHdfpNIw0EwL8K0V3kfNmxcX+",
+	"dyFduImysEjylkhE9kF/JYduoS+kECzRNRWdp0lYC68jKizos2r+5vqeYqt1CzJ5iKofF0lWpIzERsjz",
+	"NK5tFfRlEzVn5CyXI57Vm5S1kpLM/9vbOjv7+PTc/L8UkpTYh0870c5gEI6bVMSyuzzFyFu4DRwt3W41",
+	"kbnG/nQ+6dQIIpH5rBNK5Pngg0/vPQ/P/MSxNndilRV1YIROI2VQhX8ExBXXzoOz8qny3+UDDhu6fKL8",
+	"wT1SGE7v/mwVhuY/3bM6p0KNvM9VP7hHaJFy+36IDv1c21CzFPyr4TcjmSesT45KV1vGgSi5gBaGFyyN",
+	"oZoR4QWs/w3cdNfJqV2Zi2O1h43NsvtMsW0LL89O2dT7e3tg++XmLXcLu127DobWqee8UCwpcq7nJTUd",
+	"EgYuQecMNOJW2ZwBcImQLn6U2P/Z3Y+MKLMysfewOdoV4W0CIVNt65eZ432vLoEw738tr1ieUMVIxjSi",
+	"Uad8bMiCipRM5rMJEyoie0ZL2B/UUKvBdgD7FYIFYMqCAU7tt4yOAR/rk/eY0gtwbE6k1CUKJEmskCg7",
+	"0d53ZTuDsGRBW8i229/E1eZSbzrvxYxy7PzKE0Z2B7vPtnZ22oHwJbk6keHPVzK3ucoN56YtgrjiWQZN",
+	"+Ls/vjolXrnn9hSlradJPd20dtVOLsRhyjh4KJy+VhDcDwusyYLtK66b/JpvgV/eJvSs+Ypm+ZQLmg2n",
+	"XBQ6pOT9jH8AoGb7MLGXW6FbJqVz62ym8yeKJKhhIlidFKmKCDQ2ZqmFXUdkATvgtaCnoCVPc48aG93Y",
+	"jsBSF572qdQ0W9GW6Us7yIAnt62eBA775vHduz6HcLrB2ikom+Ul+Od/K9kJ10th8RNWNkloeK/uIYWl",
+	"6bQpVL6R0yaUzxjMRAk2XHKa2omZlruXlePvhI8F1UUecAVhwB7Rxiy12lRYv0c6ZI3ysWApSme9BGsq",
+	"BxzbM3HB5rbJxGBvNyKzImfuoV6fnE5yxsiEUTChzsSZ2CIxxA+2/EIpG7HzxyLHL/ve06d8ypSm01l8",
+	"UPXYdiuBjq0wbxCnRv2Z0sxoEh8dI/a/Ve5TfEBihnP9e0xGErVUV2LUgM0iTCQSNJcubM4MXfI9Ikdn",
+	"gsAbz/a3zMWHucAADuLfNuPQEv7UN/tw2vrZ7D7i0ir+kWRcMEV+l1zgjChRCBIcn52JmHSFJDqnPLNd",
+	"a83jPVj9+9Mftr6Drd7pWzCILbtRW5c78ZnY7VdRAPSNR6SYzVhOQLnrxm/fnJzGvTOx16/tMragJuwj",
+	"TXQ2J2bPIcxVPwszkQMIbBkVLiJ8ZEyDiMT/idi5esLMdpE/CgZdTp02A7S57RcymSns4xRaRICG65l4",
+	"Wvt7jaTcI8/wkazUXifsIzn5x9HW7tNn7nzc5CGy5xbWtX9Ej509K0d7Oa4CGjHBa73yUKGBqcUVVoRC",
+	"3jnMGi4VF2RvMHBkaSZgNGgI0RjLxRjwU67MWRudeEozwz1ZeibwEkW1D8pCK54y27tFpPIq8oM+/n0C",
+	"Nx71SBP1F8nUGVTYXrKcj+YL732Fg+jBzJnlx/uDHdII08T9Mwj4GM6D03ZFJQedxhWsWCSdcYtAxX1w",
+	"uFZMsqEiV51zPZwXkMG/IfpJELkNwVCGHwIAKRhZcOs15+BvhQLM7T451sRfsnJMo0FYZpPMlkJOTYnq",
+	"CNhf3fpsAzPpHeJJeG2ClQ396bxQGuOhIKPAAmU0h522GzrRegbqUbOWq72lrkAFpGu5j+7nYXCXpkZN",
+	"AtaEj5df2cKSL9R64rWmWCiW/3M9yJuVADdRieCM8BLncx8gCK8lFQnrk19YdVErtl9uxtHb48gwg/ru",
+	"KEANF61Xayg8ayz6MxD6SCKgg9A00RX+Hd6STtQBlPl2PASD3E2HjtkhgOaHt738FxA433zzxlvZN994",
+	"vNetMO4dAPFfTSRCYReimQHWJ0f+TQfJJM5EfY9INzZPydxe0wPyPewBWU1XvT6BYJ8Xk6JTpqqI1Zng",
+	"GuNURvKYOxV/3EIph9GtKi0Br4/lx0yAg1SV8qsCG7BRdq7IiGdmAGuLi2xOAGDcefrNybvmd30S13le",
+	"VctIME5pL5OQ+DocwrsiM1PAjMdyiah5OP3om2/e5CnLzVEmE5ZcqG++OQBpfUK6VSvyHvmf//N/fR6E",
+	"3WVC3BgftbtH4KE9EogL4nNOFsIi7KUZU8MDcY9cUxv4zoA0I7CRGSLe39kjrRC7HcDrg7b1TzbH35zr",
+	"yvyjHpO02Z64M5A9ob75Bo4ipjPsuM+lcBHCv/2ujOzvusyVnvMzBZIywDWO3Q3NpK124jbgiSLHL+GR",
+	"KmIb22k0lmAOyKn1RIoSx9d8URplgQgptsokB+wyJoWKyEQKWdi3gCrMRPAVCBD0yS+G/Gc0YQeki5fr",
+	"+GVUV95yWWhGNJvOMqpZz6gQWANfCnMogTeyiIrUKavwmzts1x/Bg9svW0+ASmvYAvwHfDMuN0BvvYN+",
+	"Eyw9MEKJxYe17zv5RyhJ+WjEct8AQe3hOQlnf8R98kIKm0Dk3lHm6/BBKezXKUeoY/BZw9YdlnfcPMQ+",
+	"sgS8LeSNudBemzC3QrjY5sO48gNCCWKlEKrNrjr4kZQIaRS4MTAM2GJQD3Q5BqGjnKkJnoDXuQM+DrEX",
+	"6iDqQDZ1qfAoHbe25GbwHHbzU3EPbDM8mUqhODC3w3wcm344GFq8QdgjwT2MrBCG7uZSUw3ASxzVFOx9",
+	"V07Z2FOZVLrnMr3bizEzUQQUJTOyAtwFVWS6nEPsX5JXWDQcky7VJGNUabK7T8Axbu3Qchrm87ifhssd",
+	"tg4DlFE7HZcaHhGo23DngwYhZozhhcU2D+c0uTB3FdI8QdX3m4NEeAC44e7II7PvTRXh7ftTq+DBXhhC",
+	"h0w+UqYMVu1HFrQYIV2X9RZHqNBHZT8Y1YtwE6AHiYYEA5BWEGi9Mv/FVZl52I0bfqk4qnfnsU1MgC+X",
+	"fUyisolJ78BlLEZYhQORa/ZHQTOfHYCkVKRreD7csiuuWM/xQ8u+zeYC31LGqLULZGkpMxRIbhK75w/I",
+	"WQeVAPssagFnnbjiXS4LMKNIGzmjKfbHw1ZqqPL8+Oq01yc/V5ZT/E0MwiTe3/2OBBO44kNyxehFVBlZ",
+	"ROZI3DRj9uWdXRLITsSkD5sHasm9keroRAXYrFZgGaG0t7f3nJTFTMpyR4EWONin8antMvPfMdhsgsjR",
+	"SDGNstsGGbb2Bqc7uweDwcFg8N/OUqhs3Fjbb/wZV6NCFfCM5VOI2eSG+48AkcHMwXx9fzAAjZejGoNy",
+	"yGyNXctrrrRZS6EYSYpcyZzM6JgLq+TF4KFT/E8Wk+5Ov//UfM6FDHcGgx5OqfLjxXCOZuSZoX1ZKPM9",
+	"Zmi24fGLIyJn9I8CKO5MvHIqnvJVPEMZymF/epqK8zvV9cQDLwuKejZQIxuKdJt6nhE2QoK7BenFpodH",
+	"JAYnBpxajFYyPg3sGDYzyRlYczQDjmHdUm5i00LbrQRRemD5E9x95EeQXKoZ6XIXlgXT31w5+GCv/sG6",
+	"DDmoGKdlcqqEAo2sSeOJGLMrns6C7L3+fTupLXkltqqlldOvK3JuBdDzkmbguapeakwcfF1bsFg4wnJH",
+	"RNMzgYuHPYIQNcSJyagQoGORqdklc0pY5UTKT5LuRGap7Vddzw02ZAqqN4p3t+lgb7icXEZmfMYyLoB+",
+	"5cxYhuiTEwrVO0Ih9lM1Ixr51FV6WsGCqi3qAM8CdNIi5dpIISGbenMPnSwZT5hQzLMd3+ZylnOmaT5f",
+	"bEFuu/eqjL1O02w0dqKXg3DQGfR3+gPrUhB0xjsHnb3+oL+HwdgJOKTr/jzXiXnMAk1d3tftFNj23HBG",
+	"m7AKsE6ILFLmmpGjGhS/Kr1nZiSjDhEq1BXL8Q+uL1jltYIsN9uK9O37718fvxi+f/c67oFYhRvgF5KY",
+	"Abrg/4tKpxqwZLzNfoVJL4L5Ow3EekVxMtg0PeeXFv3GNzOsrigzcChoQskVy7ItHMuuulxTS28fgY9Q",
+	"zL2pKGP8vCS7exAZLuntOO0cdH5kGjpmm/PK6ZRpqPv4bf2GByB8yyXAGTd8cEYTNxvWdw5AcPRW/r9a",
+	"FQzGV1rtPtrYhp8/AJImquvm+d3BwHlOzKcANrkyBn+34fbq+8uiO7Al4JBpb4MhKyht38cBQ98pJ7b9",
+	"PS3zCcwru89Xv3Iq5c9UzN+5ECLMAkTm6nfBGq5FhjoHv32IOsrB7XR+hXpLlIZ+ORSWAAFImjlJnhMv",
+	"hqnpWAHmwNiVG9YkZ+fAdvuAkev3veYqhWicVKF2TpVYkQJylH0wOhBUlfsVvA8NW9bzQbu7sTsYhL3X",
+	"h+V99d7CntFtN3lllIYy6sEmLczOOZdIXBVUxdazUk+oj3tY5eHLF21V+AqhxVjXzCwWIB2AF+Kq4Ivl",
+	"c/EhyDB4H/L3ved2BvhT3L72rh1PrRVVmYn+vUznt3aXgl2APtfjnrYo7c7uc22ZgXt9ZOt8vJiGJRyu",
+	"PBqBa7872Lm3eb0r53NtjoOzXf5KQ+zie3ur3/tB5uc8TZnAN9bgbS9cIYp5YWeN1fwoBcOH15jPW/Qv",
+	"nkr5Ggp4HozjfvIjVr99+FzjwO5QjZKH8fcauykV7VKErsWA4S8B/otVnwv0rZ/kORbSz5kmJUx1RGSW",
+	"gi7Bc6UPIW3YcKIpzS9A45iSEuG6zVqMSXhkhjYf79zhpXaDQErMAmHtmvyaXejf833YiLwfjEyDySJN",
+	"kjVbabaQILC6NWGNrl2XH4vJ1BmyLjFoE/Ld/vS7PB/y9PN2BULf0FZDi68e2f5Jnh+nAEQf1j5OLJl4",
+	"2jR4LlHRALkMPuLDhtcaHkLFobw9ZqM8ncEr8gvI4ZPifMp1hRR+NyLYw+K/X7kLMOzhm/m7PI+qTfsr",
+	"iLf91W/8IvUPUGP6KA+vx2jeQRsIQg15oFsfb8X15V8TkznMAF6ytEAix8hbt54oEztk5bgH131vQFI6",
+	"VwcWW5qzFMGmvZAMeIyMZeCyDqDZO+jmLCXx7mCXfDrrlKOeddCh9bkyKKwC4Mww+EDZwRFqjg4r3J5G",
+	"DkwcQl+JIxLv7z5vmiM2yvSO6Xy+dTTSLI9dbAgSkjQ6twT7qMn70xdkylPBxxNNus61YVNbGltwiMYk",
+	"d2zUXMHeIhb4xj+mu+GCLRzytZjh7q2ND4OWTZ5CVoiLCnWNRLEmiQsV9f4CLPKRgYEmQai9CnJEZJ2u",
+	"1+Vj3u8Nv3eFt+L4XJXLpLZp2YMtzOeaDtaurnVLe6JcRNhmvFTe+N56ztgXNtHBvFwolgMtZ1yg4YBA",
+	"GoZlwN+sjU01gYznXoS+eTQxHOaf4y4tf7zLUKCBjDDoZUaOhJ/o5YdtwVuiMOZ+SCzeAsRb5QU6XyAM",
+	"JgVzrlbwpzhe2cZqgPBpC6wBAz8BvIaAKoi33+vddVfumEa/vrW44M6djR9mhWU1osvB4XnZ4a5bxahu",
+	"wBTvXv/7erlhjePhMVbXlfsU7Pgdlq2t6Th2gddtiHVtsUuHIRX0YfzCrkpfRZ+8EYzAC8CdbIIIS4mz",
+	"P21wrc4FE5plCC4acGWYOby6tKCMm5mdb+mYnfA/GXSaXeNZzMc1D4fiJO1iozX1nga6pfn+ioRfyCiL",
+	"M5nQbKtMBY1IrOZKsymkkwADP35p8xEqZxU5frko0EMTLfPmzL2azW59wH/haP/qannxr0Ll/7pg814N",
+	"EboX7N68cHWwfhQnXi5ARFh/3Ccxpuj5mxUvWkj5uUUBKyhDbndUX9BuesFxFzqRtuvCWu4wQ6hv7EuB",
+	"bYBcN7xLRvyZc7NpVkbW8ylbtFoEwPWnsV4flWUTKJugrxi7EBqb1m429l3GBiuGsMjxeAQ5K5CFZJ61",
+	"a/4L6O/3KExK8WE20Q8t+1vmK8zm56C+XKFlBGWIF11eJEFaaLlVeDvysgQiwsQlz6VArmFTjFwymtFT",
+	"SvAN0GnVhM5scp6bjVGvWTAI/9IPgt8Z7XqjLFC6vLz+fwPiewnrt3CMtTwER3fejwHia0LPBCkQqUnP",
+	"t0rkmIWUeIK+o/JBi45QUp33l26Mplfci4xOo7Ji3Ce/yCqhy6UhUosBaC27sJZzbOf4tpziPek6d8mp",
+	"m4taza/L7a329JFrL+TaOsw39bzaR+8mBa5ByByowy19XhixwXRz7aFPoW3uJ3lZXwG6CDDC4zKqSbf8",
+	"r51eVObE27orFwvChGio7QN2Dwl9FtCLgG5CKNHG/ACtkurq+7bPKl5h6NUBfhGu+8Tw2dqdJFwRJpJ8",
+	"7nwTOVRji9SmYLryNcByyooxOiewBBg5BmrhIU5RhqIqnLyA8wHdNs0LszET8BISoXLzw6Y+DA9TZQFC",
+	"0G8dH0HuQ9TBnQSUh05ui+Tsb7i75mOQq240xD1Mf83ldEtPWEmL7bZVnVc4DHTlMdqphc1bCmc3K1Hp",
+	"EEeuasm2HNrN9voBYLTP0TXZm21CdN/+nCbNBBgsziyNXOFP8zIaerSIAGa4V6d0YYci+9g2PPM56gRK",
+	"Sla96r3i3sBGxkvb4Lq3y+dgnV9bRs6X74Wq/E5pSmg7KdWTPjcQPojFt6Y6t/2pxL/l6WeUVRnTLAQg",
+	"PpWXTbEFNUBaVcU+ffLOK8NA7m0hdGOEG+CaXMkiS0nG6GVTe8W3hCSFggJHJ69ccSCUXJhvlhC9WJOw",
+	"QID0yUtoKgVY0y4ZsSFd9gMiBd66bZHyZoZwXCHFcT8U1rXZBTX+cks84/NjysIDGW3mUO/87keLnQVe",
+	"KV1GQf2raZwRXGfszwa3rSnvVFReeuc+8MrXegs0RDnl2tw9s5qcZfOgHyFw3+7NvlqYhOc4yXXF/Fd4",
+	"0x7i4vzI9N3dmtJc28xr4ECpbXZeoUNCEyAXbEC6ZtoheB643tAe5BrNPcGuAiafKmYsVwz7Joj5mWA0",
+	"zzjLy0elYLZw0t7e8t0LxmYKjEDzXNAELI28M4H5MlfQY578AmZgWeEaGysOCkWhdAaE9Y+vTkPtQw5s",
+	"WZAtIT4Tfg2xLRu28hwrer1yXvzZVvQC6FJZ01sv5z0TjXpeKPmFESr85jNxJuKaVRUfVHCwuDleaTA+",
+	"ckjiT2doep11DshZp9/vn3U+x1ghnsBxHZJYFFkWn4kkYxSKtCLE2cC+tDVNiSuSclBqUtKF9jygxzS7",
+	"D8RmvkcrzOFK+cGquTonfVvom2suo58xzSi6mZJzl/ZziWLal/l4kTW93DBex8K9tk37q9XD77daZEO5",
+	"FlWepxDfeXjr9lFT7ezv7K5h2nqgAD8AxMTNrOLvNhvynaPwh1IQrKStg0XUJO7DmNTblutvnvjf1C+C",
+	"vmT/LhsJ1hb0hyG3MqSgWYWeKE3nKIqpDyjjfMO00iRQSKkyL7ZPTgFGccuWlFeFkF1ctrW8neDzJZkd",
+	"qXenHgPSlYKRcUFzI9hzTjP+ZwlZVc4Ga/l7m7sX2o4DXOk9eg7+gibRo2z4q3sxkMq/SBfmtnbw3HfA",
+	"bd+VabuxGWZY5FkckXMAxtCSzIp8JgGvhikLWWMLEPymPk3TjipAAQTw1StjYGFKsEXh4IBJS8l5Lq9c",
+	"3jEgveElGFIdk+7OwKGw9w7QLvK73HKVyEsHuGD7IxnSjqDIwXp0ccwSvFcQqmszPxNd6qMgIuYcMN+3",
+	"/3zxKrKoIogaIRLDTQGE1QF4Hb+06XlUn4l424zCxXZCs8xYi7GF10VUEw92JPLij/UgJRhafERw65Tm",
+	"WYbGq2cQky4mIaDUqttj8OYVrcyyXmTstmTiQ7ucCR96yoEhkS4gNTqP11FIVFJwr1ngO+Ksd5YC/pc6",
+	"E4jKggPZWhT0ndmTAEN3YuQddRuZYqr5mbDbVML94pBmhkHDKTbb4PqZVHjTGUfUOgC46JUwzhVlQ9a5",
+	"BWreApQkOqPnPON6fuC2fYKQA5gNV+ZvwNl0qYVTOxMOOJpOWQsw0dX8+zhw0GGjBDowE7LCuS77zwRa",
+	"70gKWpEJVRPcRUs1LncegWcINVtk6akp7uLIAqKdCSRUTITCPoEwsAaAk19k+wo7wzzQIjA+BEjRG9jz",
+	"J2YKzdmeYmvKWwhx31NsFSa8QKMwGxu5rX4MeHxNqsIJ3mQv0WSpMLyxzuA94aOFQQdFy9c6H4KKRa3H",
+	"2sIsNz/HGooZIfUa5FFuAc0hIQuwjzSfsohIq71nczLiGSJ0nM+tvJS5TX97W+RjSIbxvw/gzFLb5mfh",
+	"9LfajO4xzT+QIC2bmwNSARa6MEHbdpDdvBzgRGPGSHgqraqrChMFU+MWTAd7qK43G2gsdbcJ2/6CV6cA",
+	"1va/joTxmAu4OBdQNm5QWfhT+z3AfAK9Ghcm/b0oUZRdfKZNnlTY9gzQyXFOuuingCgE4WLCcqPkNPwf",
+	"dv2q56I1VDR1rEOjxmXFGIuv2SZpdW/qXf/vOaVu80vyMIlktV1anET2mCv2mCu2MYtC2oEaxfpdvCab",
+	"WuJbqT24/alRtPd5aRFKq8R5QYYIogOnZknofYDmy1x4QeYw1GODE92LyF1Y3us985gZ8gVkhtzW5bhe",
+	"JkizSvUDFFAmkwVtjkESK68faCvNIowXDn6C9t14D7fpZoL6AcL9m99GXOh9R9TX4QfI0NLb4QuP4ZHH",
+	"0Pn9ahjghm4y0SfgGYdGHGAcP4DCsQ0p22Wb6HBeekv5KLu/SNf4ELuDTGhKuhVIbRkA6PXJCyoShhju",
+	"4B4XkrihwcudTFhaZOalMm7dJ29EwsisyMfmtQn06AAHZmQzu4p8zIb2t5B9BWP63OWlW+1fIVp8b2rS",
+	"Izv8i7uAkdAJ9a5RWlH6zZjKbWhqC/NqalzlnCVyyhSJ3dxdpMfhKuF9p4hB93ci5BX5W7vMdJzTBGJ8",
+	"XKaHFsWCY68a5Bgkt3U24PtBjLqWM1NeCdUnJ7ifmBFcgq61d9njWmCZVSmv2CkpZTTNuAgU99sR2L8N",
+	"l4qqTbPH+8i3/m1DV5b4Q4rRbfGv6yhFHmbeQo9Mu7NsE+BKRUR46FPLw1QL0BlECH5vAUiDN+mHhaLa",
+	"LOJUzdvFm+40Ba8cbXWwZ+FRfo14xA8WG6KrL5Ifs/Z+vUdf0/KAUxlk9/Aku9jU9VuAAkZ4TIBHx0ZD",
+	"U8oz1/MHcna8hCxMr1kAuyktTFbu3jZfOjTmVIt5cI2pbq2puRZjMDDDqagS3dL2LLQFSphjpJhIewtx",
+	"IXxIvy8yfFXN8IFQEKodWhy6OiyPE88Z6OSKzu8mW+crDVPdvbfrLxTXArJjFfbm+Zy42qtrsdPb0ai2",
+	"P3mItysQEYLsy9mJjmFBnicFl1ImxdgstOqh2ifvzGNYJWHfiBykLwDjONDfOhawb801kkihC2/oNaWh",
+	"sW0Fyd3uq2TGvzV+eU9FC0uZV11UPWYWfk3mGZLrCuze63CQBeAJbwRrjQQdq5Ft+QnwcIHnpIsIWNBy",
+	"E1SkcGC7AZv9BVyU4MwfjYrbjFbfEsnejg2xRtS3nBTYHNcRshZGe90cEmdpqQMH1xxZawAgE6BB+tWE",
+	"WXukhIA+entcAs/RVNlGxQ57wJoWXFwyoWU+X51R+wZn/RUgSsJK1sghhQVHzoCDrGbspP675OLr7Hb0",
+	"pXkX1IMnsFzngmPS6iYX3CJu2GzXssE5oeeKCe3aetvE13YsxWW+9smxl2tmu3+4bDPy9v3pwkyzoDx+",
+	"i+u4w6toR1hUX1vfjsONt+MxIe1LS0h7opqn6t1w+Atn4fIW+7dbdBauhClCYCKP/JDyKsicFZnopEuh",
+	"gJ+VoOLeq9iy0/4ZnHnc7U0vDDdUVV2iFHeSCWCIuHJYQod++lzKEp4y1Se/cj1Jc3rloqhxg2thidGw",
+	"rCKKAaFMZ8xVzlaVo21G3cC6doHbK9sPuSwLhpZAZdcAVvpC+yHonpL7fC0ZfLigBwHDWc5nrfRxhP4Y",
+	"6H3M1/uLQd3ctpC5gQsVR95moxGD6qaFauArKGmCNmxRU0xgsX7FfzlEgxJWxoTqqRqMJhNMvrmasBxy",
+	"/ND3OsrllHRrvD6OSFyJKuxtBrr2gmqDV24hd68NNocKsKtXZqV2z/wN8hp3VDheWC4Gf4IuC48W2+3p",
+	"dbrSzx1xRj4JAkniAVSk+EC63nWucc5UMb0GVtXaUel3ZgCXsRaog1we3OgT//16AeVEKrYgazeBDESn",
+	"r9ontJSkiyxjxjRTVc0F5uFJL/6dyyvgVYfYDnfdpN9gkMVs8C1WVX6peXR4uI9K1b9veMYQOiDKuYz7",
+	"h65f3LZTuUP2dqydCw+ybMEJbTjFeaHJmGnDJPaqHYkNk4H1KETpw9a6oSf75AT/G2PF4U1dGRq2kLyq",
+	"DAdXScBSMA+KrwvcjAtIExpCZCvuWVjbII8N9caGKd4dq7t9U9VOuWQDX16hWZ3HllTwyGb/bZOUkQS+",
+	"hPLwbejrvxg5R6AeNWM5tOJP6RwNtdj8/5hoSWItY8JFkhXKKIZd1+l6fzDARMWI/MlyqfCZNMR1GoXi",
+	"72FKm7IdeOsHo7mv4U6Dh0/l/elfuKYAg3hJeTY3e6weTb5b6tPTzvyHPS4sWbk7hv8O3C34w10adABV",
+	"p7YVy0ZLI28JxfLGeq9kzF85fhlBiWdEEA89cgksAAmMiIKNZvlMhXJEyJEAtBqeWqzHKbWdArg2Mwxe",
+	"Vwh9n5j53+X9scu2cfawcHV7hHNfmANzzSvy4D1Ca8vziBdJKNyftraIFfS3jQmMoF0vrKnDvUWg6iuZ",
+	"Y+qjBrM6AjcfQh5Z7c7DYFR+y2dpZAmW+bqgkZBIveSczaWh22ruNvUvlO3oE9899nbCwb8WqMO/ULbg",
+	"ZvfA2k9b8kpsJTmDaCHN0BK41m1ZriH9IHOAWE0ARTmjQiAorNQ0QyxAVUyVQ1FMS2lPuprlUy5o5lCA",
+	"4eHciE6WkmIGOldK51BmKsxXpizt9UkdzNABsMIkXZQ1R2iAnJUx3HDO1H0qWtFfMf3Kzt4c5Rq9fFm+",
+	"VTPsNbwICLW1349fPgL7Be87bLfdNiD/ev20kezUErccgXGxqTrn3+98vA3+Tq4X5z/9akQZcpS0XdFt",
+	"VK2riSQpT6EeHC0cl7ZQy/OpGrJ3qdY5Py8AoBjRLur63ROj3CEmN50yogSdqYkM5SEbmjxyS/gKsh3d",
+	"WlbfNffk40XyLxJLihyo+bdPnUKx/J/M/PcHc2bVJQuk9LndrJek+u4ITHAM+SHMX9r3Clyim2QV5mzM",
+	"FdYvc6E0zTJXJcuF/WNeg+x1gR+ek1lxnvGEXLC5slcSwdLn5IoZGUiVJooxseAC4Vy/hutjVrJODfLq",
+	"/X28Vxvfq7JDfYOybXigW9v23o0v1/Yn/4OYrH+uWH65CgtbsBoFGNnkvdcEGGgiYx9itLxCI/np5M0v",
+	"VRiEQNJrVxSYuu9d0pSPuVYLhNgbf+ZfQ9p+tZ41kve9xT/6AO/polKBBLuU/De5pBu7Irw72HIU5uNt",
+	"LjS9YFtGqC0GDMmUJDmbybyd14tpsiPOcqi7B+GY0Dyf98mR+Rf2lEn9FFfv7QmF6IT3ETeMkIJFtgMq",
+	"nSv0HC6CDzFL+CebfxV3ulzNOhLWPAp7/pdD+firiFVvj53XFwUN+n03k7DLAMXwrpAYXhzisMOzYjDY",
+	"S6rrAf92P+MM8Ke4at1Tu16qfr0igt1lA4PUvoaIDhV2x96usYdTOSXnc82gfUMmr1ieUMXIOVVsb7dP",
+	"oLcCJSf/ONraffoMGy/JnKUHzitlllh18lH+te+unFIvIkqiz5eSq1yKMZE5mXKloMi++lSZqpXz8aTs",
+	"M+7TrCrbBXmvcWVrA2c0x35NK5zEDkLEXtcvF0HETvChAETs8CdwDovCKxds7nWbtWdm3fkJewQSuUu8",
+	"+zVW86MU7K8CIrIWu6+A8ysGT7rYsQw61G3A1pe0Fbpg80ZHobrKtf3pgs1XQYk46YCBMZ8tQXOkyqZW",
+	"LloWgg5xAqaEqPU1Q1UiRHoOEkhSQ2EHjdxsQdRicJDb4YT3hQ3iZruYIz1igtxZJc8mPOdL4x0VuEjF",
+	"O+7WhLOkusJ+K5nJdi4Bj3DjVNb6SEvhb7OSofhgRtSBr1WOU0yShxBDu0njE0WSIs/rhmSEX9VFLljq",
+	"+JlZUZCfBZJRAxwKNuSWdbWH1Zistf2oNT2yvPtgeWVVoacvnc+rC39fytPv8nyjgI95vuls9tzFJS5T",
+	"hNU76H5iaWT/njNVZAvSGn4yU/kKPE4/yfPVviazj49upVtzK7XJ8jb8SJjtBlgGZoA6YEEXqkaE1EP7",
+	"axojuGsiCwGBFcqF0iSe0o9D8/pwxvJhSuexeXX3OdaYDtnHhLGUpXFE4ndM5/OtI4S1R+jVjxoSuKc8",
+	"FXw80b0+eWE+D/FWmz0Enqqk6noXcqv8JM+/VIfKT/L8YVwpZk8WKAOAz5saqnoU+n9Zof+1+Fb+lyFG",
+	"Qg01Qtaui4HdIBY9ZeslsJuXnehulJyKNMSHUf53K58xFsABi7Jd7F0dVRgL4Gd2l6npP7OFXcWUXWk7",
+	"VUzbPz9RJJcZZGty3X9MRyrJBDAD7U41COUGNGqxFhZrpwDUYJ96osrOvTWkAAy74Id8QIFMJhcKazTD",
+	"sB4WBCMI+tXzFmtRNWBwRQqRspzE+CMgKjVQN4xSj7jv/os2FFMBQWEhR0IFOWdQtKqZAEi14J05cTt1",
+	"hzenHGMRwI/9+w0B0R7T+zxeal8s93ZDlXYl+Bh+5ElFdYhG1m2BkBkLFanWrr8XIO0pnRtqLV+SeUm5",
+	"pUvFJ/pDQoXtuQRB1LJRNn5vWF4iSOat5otF3CgJW6A2hr4ZumvgFfN38+WMjwACvAV6FoIF8+7T1wIM",
+	"5pb0INBg6/IOG9+OCFWYB2qGnJMuVeTHV6eWd+oJm/Yea7DvInD5CAd2K049fcusvDUDWSuwdPNg+aVj",
+	"U0WedQ4628BN7DAhNd9POytrRm3npupvwM3WLXL1vmBLvNpv1yuhJlLpqtdMNaz3pXpVfeCDzS5B3rs+",
+	"wvfyqTQB3fyvlFBS7U9g8csoWE5WfQCrXNpvv2xm/pnXS6TLruJjscWrPj1usw1JFbOZzDWZMTnLWM9f",
+	"sv3QVvmhBUfonT8tUq5JJv05w28LXq0ZSV0g1B45ensckdjT4WO0Ez2we2yJQW00xZ0v3oDwSJifXP80",
+	"/BYfkImcAsKnzAq0Sv3ofWRd65H1tVbrwsqBzx8+//8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -130,6 +130,7 @@ const (
 	ErrorCodeLockout                ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                  ErrorCode = "moved"
+	ErrorCodeNoPendingRevision      ErrorCode = "no_pending_revision"
 	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
 	ErrorCodeNotFound               ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
@@ -183,6 +184,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeNoPendingRevision:
 		return true
 	case ErrorCodeNotEntitled:
 		return true
@@ -665,7 +668,7 @@ type Entitlements struct {
 	OwnerExport                   *bool `json:"owner_export,omitempty"`
 }
 
-// ErrorCode The stable machine code of a problem.
+// ErrorCode The stable machine codes of problems this version returns. The set grows (a new code is not a breaking change), so a client handles a code it does not know as its HTTP status says. A problem's `error` member is declared as an open set listing these.
 type ErrorCode string
 
 // Home defines model for Home.
@@ -759,6 +762,20 @@ type IdentityProviderCreate struct {
 type IdentityProviderList struct {
 	Items         []IdentityProvider `json:"items"`
 	NextPageToken *string            `json:"next_page_token"`
+}
+
+// IdentityProviderTest A started test of a provider's pending revision.
+type IdentityProviderTest struct {
+	// ExpiresAt The test URL works until then.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Revision The pending revision the test is bound to.
+	Revision int64 `json:"revision"`
+
+	// TestUrl Open it in a browser to test and activate the revision. Single use; shown in the response that started the test only (absent from a replay).
+	//
+	// Example: https://renga.example.com/signin/test?capability=5Jm0yq3f4nQ2
+	TestUrl *string `json:"test_url,omitempty"`
 }
 
 // IdentityProviderWrite A provider's whole configuration. The members a GET returns besides these are accepted and ignored, except `slug`, `protocol` and `issuer`, which must match.
@@ -1251,8 +1268,10 @@ type Problem struct {
 	// Detail Example: An organization with slug "acme" already exists.
 	Detail *string `json:"detail,omitempty"`
 
-	// Error The stable machine code of a problem.
-	Error ErrorCode `json:"error"`
+	// Error The problem's stable machine code, one of `ErrorCode`'s. An open set (x-extensible-enum), so that adding a code never breaks a deployed client; handle an unknown code as the HTTP status says.
+	//
+	// Example: slug_taken
+	Error string `json:"error"`
 
 	// Errors Each invalid field, for `invalid_request`.
 	Errors *[]struct {
@@ -1505,6 +1524,12 @@ type PutIdentityProviderParams struct {
 type DisableIdentityProviderParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// StartIdentityProviderTestParams defines parameters for StartIdentityProviderTest.
+type StartIdentityProviderTestParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ListOrganizationsParams defines parameters for ListOrganizations.
@@ -2004,6 +2029,27 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
 	DisableIdentityProvider(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartIdentityProviderTest Start a test of the provider's pending revision
+	//
+	// Returns a `test_url`, bound to purpose `test` and to the provider's pending revision as
+	// it is now. A person opens it in a browser within `expires_at` (10 minutes): the
+	// deployment discovers the issuer then, sends the person to sign in at the provider
+	// (authorization code with PKCE, state and nonce), verifies the ID token at
+	// `/signin/callback` and, in one transaction, activates that revision only if it is still
+	// the pending one (and enables the provider if it was disabled), which changes the
+	// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+	// and changes nothing. The person must have a verified email
+	// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
+	//
+	// The `test_url` is a single-use capability: it is shown in this response only (a replay
+	// of the same Idempotency-Key answers without it: start another test), and the deployment
+	// keeps only its hash. The activation is audited as `activateIdentityProvider`, by the
+	// token that started the test. No pending revision is `409 no_pending_revision`; an
+	// environment provider is `409 read_only`.
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/tests (the `StartIdentityProviderTest` operationId).
+	StartIdentityProviderTest(ctx context.Context, providerId ProviderId, params *StartIdentityProviderTestParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrganizations List organizations
 	//
@@ -2688,6 +2734,37 @@ func (c *Client) PutIdentityProvider(ctx context.Context, providerId ProviderId,
 // Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
 func (c *Client) DisableIdentityProvider(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDisableIdentityProviderRequest(c.Server, providerId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartIdentityProviderTest Start a test of the provider's pending revision
+//
+// Returns a `test_url`, bound to purpose `test` and to the provider's pending revision as
+// it is now. A person opens it in a browser within `expires_at` (10 minutes): the
+// deployment discovers the issuer then, sends the person to sign in at the provider
+// (authorization code with PKCE, state and nonce), verifies the ID token at
+// `/signin/callback` and, in one transaction, activates that revision only if it is still
+// the pending one (and enables the provider if it was disabled), which changes the
+// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+// and changes nothing. The person must have a verified email
+// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
+//
+// The `test_url` is a single-use capability: it is shown in this response only (a replay
+// of the same Idempotency-Key answers without it: start another test), and the deployment
+// keeps only its hash. The activation is audited as `activateIdentityProvider`, by the
+// token that started the test. No pending revision is `409 no_pending_revision`; an
+// environment provider is `409 read_only`.
+//
+// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/tests (the `StartIdentityProviderTest` operationId).
+func (c *Client) StartIdentityProviderTest(ctx context.Context, providerId ProviderId, params *StartIdentityProviderTestParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartIdentityProviderTestRequest(c.Server, providerId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4139,6 +4216,53 @@ func NewDisableIdentityProviderRequest(server string, providerId ProviderId, par
 
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
+
+	}
+
+	return req, nil
+}
+
+// NewStartIdentityProviderTestRequest constructs an http.Request for the StartIdentityProviderTest method
+func NewStartIdentityProviderTestRequest(server string, providerId ProviderId, params *StartIdentityProviderTestParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider_id", providerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/identity-providers/%s/tests", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
 
 	}
 
@@ -6169,6 +6293,29 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/disable (the `DisableIdentityProvider` operationId).
 	DisableIdentityProviderWithResponse(ctx context.Context, providerId ProviderId, params *DisableIdentityProviderParams, reqEditors ...RequestEditorFn) (*DisableIdentityProviderResponse, error)
 
+	// StartIdentityProviderTestWithResponse Start a test of the provider's pending revision
+	//
+	// Returns a `test_url`, bound to purpose `test` and to the provider's pending revision as
+	// it is now. A person opens it in a browser within `expires_at` (10 minutes): the
+	// deployment discovers the issuer then, sends the person to sign in at the provider
+	// (authorization code with PKCE, state and nonce), verifies the ID token at
+	// `/signin/callback` and, in one transaction, activates that revision only if it is still
+	// the pending one (and enables the provider if it was disabled), which changes the
+	// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+	// and changes nothing. The person must have a verified email
+	// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
+	//
+	// The `test_url` is a single-use capability: it is shown in this response only (a replay
+	// of the same Idempotency-Key answers without it: start another test), and the deployment
+	// keeps only its hash. The activation is audited as `activateIdentityProvider`, by the
+	// token that started the test. No pending revision is `409 no_pending_revision`; an
+	// environment provider is `409 read_only`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/tests (the `StartIdentityProviderTest` operationId).
+	StartIdentityProviderTestWithResponse(ctx context.Context, providerId ProviderId, params *StartIdentityProviderTestParams, reqEditors ...RequestEditorFn) (*StartIdentityProviderTestResponse, error)
+
 	// ListOrganizationsWithResponse List organizations
 	//
 	// Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
@@ -7949,6 +8096,117 @@ func (r DisableIdentityProviderResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DisableIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StartIdentityProviderTestResponse201Headers the declared response headers of an HTTP 201 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse201Headers struct {
+	IdempotencyExpires *time.Time
+}
+
+// StartIdentityProviderTestResponse401Headers the declared response headers of an HTTP 401 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// StartIdentityProviderTestResponse429Headers the declared response headers of an HTTP 429 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse429Headers struct {
+	RetryAfter *int
+}
+
+type StartIdentityProviderTestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *IdentityProviderTest
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *StartIdentityProviderTestResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StartIdentityProviderTestResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartIdentityProviderTestResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r StartIdentityProviderTestResponse) GetJSON201() *IdentityProviderTest {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StartIdentityProviderTestResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StartIdentityProviderTestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StartIdentityProviderTestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StartIdentityProviderTestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StartIdentityProviderTestResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11605,6 +11863,35 @@ func (c *ClientWithResponses) DisableIdentityProviderWithResponse(ctx context.Co
 	return ParseDisableIdentityProviderResponse(rsp)
 }
 
+// StartIdentityProviderTestWithResponse Start a test of the provider's pending revision
+//
+// Returns a `test_url`, bound to purpose `test` and to the provider's pending revision as
+// it is now. A person opens it in a browser within `expires_at` (10 minutes): the
+// deployment discovers the issuer then, sends the person to sign in at the provider
+// (authorization code with PKCE, state and nonce), verifies the ID token at
+// `/signin/callback` and, in one transaction, activates that revision only if it is still
+// the pending one (and enables the provider if it was disabled), which changes the
+// provider's `version` (its `ETag`). A test of a revision a later write superseded fails
+// and changes nothing. The person must have a verified email
+// in one of the revision's `allowed_email_domains` (any domain when the list is empty).
+//
+// The `test_url` is a single-use capability: it is shown in this response only (a replay
+// of the same Idempotency-Key answers without it: start another test), and the deployment
+// keeps only its hash. The activation is audited as `activateIdentityProvider`, by the
+// token that started the test. No pending revision is `409 no_pending_revision`; an
+// environment provider is `409 read_only`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/identity-providers/{provider_id}/tests (the `StartIdentityProviderTest` operationId).
+func (c *ClientWithResponses) StartIdentityProviderTestWithResponse(ctx context.Context, providerId ProviderId, params *StartIdentityProviderTestParams, reqEditors ...RequestEditorFn) (*StartIdentityProviderTestResponse, error) {
+	rsp, err := c.StartIdentityProviderTest(ctx, providerId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartIdentityProviderTestResponse(rsp)
+}
+
 // ListOrganizationsWithResponse List organizations
 //
 // Organizations in creation order, a page at a time, optionally filtered by state or slug. Purged organizations are not listed.
@@ -13569,6 +13856,114 @@ func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityP
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DisableIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStartIdentityProviderTestResponse parses an HTTP response from a StartIdentityProviderTestWithResponse call
+func ParseStartIdentityProviderTestResponse(rsp *http.Response) (*StartIdentityProviderTestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StartIdentityProviderTestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest IdentityProviderTest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers StartIdentityProviderTestResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers StartIdentityProviderTestResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartIdentityProviderTestResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -278,22 +278,13 @@ func TestIdentityProviderRefusals(t *testing.T) {
 	}
 }
 
-// activate marks a provider's pending revision active, as a successful test does (the test
-// flow itself is the sign-in work that follows; the guard only reads the result).
-func activate(t testing.TB, env *servertest.Env, id string) {
-	t.Helper()
-	if _, err := env.Pool.Exec(context.Background(), `UPDATE identity_providers
-		SET active_revision = pending_revision, pending_revision = NULL WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestProviderLockoutGuard: no change leaves the deployment without a usable sign-in method,
 // even when two changes race.
 func TestProviderLockoutGuard(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	token := env.Token(t, "providers:write")
+	op := startOP(t, env)
 
 	// Nothing usable yet: disabling and deleting are allowed (there is nothing to lose).
 	inactive, _ := createProvider(t, env, token, newProviderBody("inactive", ""))
@@ -302,10 +293,10 @@ func TestProviderLockoutGuard(t *testing.T) {
 	}
 
 	for trial := range 5 {
-		a, _ := createProvider(t, env, token, newProviderBody(fmt.Sprintf("a%d", trial), ""))
-		b, _ := createProvider(t, env, token, newProviderBody(fmt.Sprintf("b%d", trial), ""))
-		activate(t, env, a.ID)
-		activate(t, env, b.ID)
+		a := storeProvider(t, env, token, op, fmt.Sprintf("a%d", trial))
+		b := storeProvider(t, env, token, op, fmt.Sprintf("b%d", trial))
+		activateByTest(t, env, token, op, a.ID)
+		activateByTest(t, env, token, op, b.ID)
 		// Two disables at once: one wins, the other is refused.
 		var wg sync.WaitGroup
 		codes := make([]string, 2)
@@ -340,8 +331,8 @@ func TestProviderLockoutGuard(t *testing.T) {
 			t.Fatalf("delete the last usable provider: %d %s", rep.Status, rep.Body)
 		}
 		// Clean up for the next trial: a fresh usable provider first, then the survivor goes.
-		next, _ := createProvider(t, env, token, newProviderBody(fmt.Sprintf("n%d", trial), ""))
-		activate(t, env, next.ID)
+		next := storeProvider(t, env, token, op, fmt.Sprintf("n%d", trial))
+		activateByTest(t, env, token, op, next.ID)
 		if rep := send(t, env, req{Method: http.MethodDelete, Path: providersPath + "/" + survivor, Token: token}); rep.Status != http.StatusNoContent {
 			t.Fatalf("delete with another usable provider: %d %s", rep.Status, rep.Body)
 		}
@@ -399,8 +390,9 @@ func TestEnvironmentProviders(t *testing.T) {
 		t.Errorf("create over an environment slug: %d %s", rep.Status, rep.Body)
 	}
 	// The environment provider is a usable sign-in method: the last stored one can go.
-	stored, _ := createProvider(t, env, token, newProviderBody("stored", ""))
-	activate(t, env, stored.ID)
+	op := startOP(t, env)
+	stored := storeProvider(t, env, token, op, "stored")
+	activateByTest(t, env, token, op, stored.ID)
 	if rep := send(t, env, req{Method: http.MethodPost, Path: providersPath + "/" + stored.ID + "/disable", Token: token}); rep.Status != http.StatusOK {
 		t.Errorf("disable beside an environment provider: %d %s", rep.Status, rep.Body)
 	}
@@ -421,7 +413,7 @@ func TestEnvironmentProviders(t *testing.T) {
 		!strings.Contains(err.Error(), "RENGA_IDENTITY_PROVIDERS") {
 		t.Errorf("incompatible collision: %v; want a refusal naming both", err)
 	}
-	if err := boot("https://login.example.com/stored"); err != nil {
+	if err := boot(op.Issuer); err != nil {
 		t.Errorf("compatible collision refused: %v", err)
 	}
 }

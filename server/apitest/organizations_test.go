@@ -50,7 +50,7 @@ func TestOrganizationLifecycle(t *testing.T) {
 
 	dup, _ := c.CreateOrganizationWithResponse(ctx, &client.CreateOrganizationParams{IdempotencyKey: "k2"},
 		client.CreateOrganizationJSONRequestBody{Slug: "acme", DisplayName: "Other"})
-	if dup.StatusCode() != http.StatusConflict || dup.ApplicationproblemJSON409 == nil || dup.ApplicationproblemJSON409.Error != client.ErrorCodeSlugTaken {
+	if dup.StatusCode() != http.StatusConflict || dup.ApplicationproblemJSON409 == nil || client.ErrorCode(dup.ApplicationproblemJSON409.Error) != client.ErrorCodeSlugTaken {
 		t.Fatalf("duplicate slug: %d %s", dup.StatusCode(), dup.Body)
 	}
 

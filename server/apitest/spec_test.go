@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,5 +79,11 @@ func TestSpecDeclaresTheContract(t *testing.T) {
 	codes := spec.Components.Schemas["ErrorCode"].Value.Enum
 	if len(codes) < 20 {
 		t.Errorf("ErrorCode enum has %d codes", len(codes))
+	}
+	// A problem's `error` is the same list as an open set (x-extensible-enum), so that adding a
+	// code never breaks a deployed client (oasdiff treats an enum of a response as closed).
+	open, _ := spec.Components.Schemas["Problem"].Value.Properties["error"].Value.Extensions["x-extensible-enum"].([]any)
+	if fmt.Sprint(open) != fmt.Sprint(codes) {
+		t.Errorf("Problem.error's x-extensible-enum differs from ErrorCode's enum:\n%v\n%v", open, codes)
 	}
 }

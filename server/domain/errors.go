@@ -51,6 +51,9 @@ var (
 	ErrLockout = errors.New("lockout")
 	// ErrProviderEnabled: the change needs the provider disabled first.
 	ErrProviderEnabled = errors.New("provider enabled")
+	// ErrNoPendingRevision: a test needs a pending revision, and the provider has none (every
+	// revision written was activated).
+	ErrNoPendingRevision = errors.New("no pending revision")
 	// ErrNoSecretKey: the deployment has no RENGA_SECRET_KEY, so it cannot keep a secret.
 	ErrNoSecretKey = errors.New("no secret key configured")
 
@@ -108,3 +111,9 @@ func OrganizationWritable(state string) error {
 		return ErrSuspended
 	}
 }
+
+// SignInError is why a sign-in or a provider test failed: the sign-in pages show Reason to the
+// person (it names no secret). It is no error of the API.
+type SignInError struct{ Reason string }
+
+func (e *SignInError) Error() string { return "sign-in refused: " + e.Reason }

@@ -365,3 +365,21 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 
 // AccessLog wraps the deployment's whole HTTP surface in the access log stage.
 func (p *Pipeline) AccessLog(h http.Handler) http.Handler { return p.accessLog(h) }
+
+// Public wraps a page outside the API that anyone may open (sign-in): HTTPS outside
+// development, then the per-source rate limit of unauthenticated requests, as for the API's
+// public operations.
+func (p *Pipeline) Public(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := From(r.Context())
+		pe := p.secure(r, st)
+		if pe == nil {
+			pe = p.anonymousLimit(st)
+		}
+		if pe != nil {
+			Fail(w, r, pe)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -46,6 +46,7 @@ func TestFromErrorSentinels(t *testing.T) {
 		{"ErrReadOnly", domain.ErrReadOnly, http.StatusConflict, api.ErrorCodeReadOnly},
 		{"ErrLockout", domain.ErrLockout, http.StatusConflict, api.ErrorCodeLockout},
 		{"ErrProviderEnabled", domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled},
+		{"ErrNoPendingRevision", domain.ErrNoPendingRevision, http.StatusConflict, api.ErrorCodeNoPendingRevision},
 		{"ErrNoSecretKey", domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable},
 	}
 	for _, tt := range tests {

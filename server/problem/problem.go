@@ -70,6 +70,7 @@ var titles = map[api.ErrorCode]string{
 	api.ErrorCodeProviderEnabled:        "Provider enabled",
 	api.ErrorCodeReadOnly:               "Read only",
 	api.ErrorCodeLockout:                "Lockout",
+	api.ErrorCodeNoPendingRevision:      "No pending revision",
 	api.ErrorCodeUnavailable:            "Unavailable",
 	api.ErrorCodeInternal:               "Internal error",
 }

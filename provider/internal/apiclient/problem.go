@@ -51,7 +51,7 @@ func Describe(action string, r Response, err error) (summary, detail string) {
 		return "Renga rejected the operator token",
 			fmt.Sprintf("Could not %s: 401 unauthenticated. The token is missing, malformed, unknown, expired, revoked, or not allowed from this address (the server does not say which).\n\nCheck the provider's token (or RENGA_OPERATOR_TOKEN); mint a new one with `renga operator-token create`.%s", action, requestID(p))
 	case http.StatusForbidden:
-		switch p.Error {
+		switch client.ErrorCode(p.Error) {
 		case client.ErrorCodeInsufficientScope:
 			scope := "(not named)"
 			if p.RequiredScope != nil {
@@ -102,7 +102,7 @@ func requestID(p client.Problem) string {
 
 // CurrentVersion is the version a 412 version_mismatch reports, or -1.
 func CurrentVersion(r Response) int64 {
-	if p, ok := Problem(r); ok && p.Error == client.ErrorCodeVersionMismatch && p.CurrentVersion != nil {
+	if p, ok := Problem(r); ok && client.ErrorCode(p.Error) == client.ErrorCodeVersionMismatch && p.CurrentVersion != nil {
 		return *p.CurrentVersion
 	}
 	return -1

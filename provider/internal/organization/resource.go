@@ -179,7 +179,7 @@ func (r *Resource) create(ctx context.Context, body client.OrganizationCreate) (
 				return nil, diags
 			}
 		case res.StatusCode() == http.StatusConflict:
-			if p, ok := apiclient.Problem(res); ok && p.Error == client.ErrorCodeSlugTaken {
+			if p, ok := apiclient.Problem(res); ok && client.ErrorCode(p.Error) == client.ErrorCodeSlugTaken {
 				diags.AddAttributeError(path.Root("slug"), "Slug already taken",
 					fmt.Sprintf("An organization with slug %q already exists in the deployment (possibly one whose deletion is pending: its slug stays taken until the purge). "+
 						"To manage the existing organization, import it: terraform import <address> <organization_id> (find the ID with `renga org list`; cancel a pending deletion with `renga org undelete`). Or choose another slug.", body.Slug))
@@ -305,7 +305,7 @@ func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 	case http.StatusConflict:
 		// Already being purged (purge_started), or in a state that is gone to Terraform
 		// (invalid_state: moved): either way, nothing is left to destroy.
-		if p, ok := apiclient.Problem(res); ok && (p.Error == client.ErrorCodePurgeStarted || p.Error == client.ErrorCodeInvalidState) {
+		if p, ok := apiclient.Problem(res); ok && (client.ErrorCode(p.Error) == client.ErrorCodePurgeStarted || client.ErrorCode(p.Error) == client.ErrorCodeInvalidState) {
 			return
 		}
 		apiclient.AddError(&resp.Diagnostics, "schedule the deletion of organization "+id, res, nil)

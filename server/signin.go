@@ -1,0 +1,506 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/oauth2"
+
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pipeline"
+)
+
+// Deployment sign-in (DESIGN §6), outside the API: server-rendered pages, no script.
+//
+//	GET  /signin                 the providers that serve sign-in; who you are once signed in
+//	GET  /signin?provider=SLUG   starts the OIDC flow with that provider's active revision
+//	GET  /signin/test?capability opens a provider test (POST .../tests made the URL), once
+//	GET  /signin/callback        the provider's redirect: verifies and signs in, or activates
+//	POST /signout                ends the session (CSRF-protected)
+//
+// A flow is bound to the browser that started it by a flow cookie: its value's digest is
+// stored with the flow, and the value derives the nonce and the PKCE verifier, so neither is
+// stored. The state is stored as its digest. Only the callback's flow, taken once, proceeds.
+const (
+	signInPath         = "/signin"
+	signInTestPath     = "/signin/test"
+	signInCallbackPath = "/signin/callback"
+	signOutPath        = "/signout"
+)
+
+//go:embed signin.html
+var signInHTML string
+
+var signInPage = template.Must(template.New("signin").Parse(signInHTML))
+
+// signInCSP allows no script at all; the one form posts to this origin.
+const signInCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+type signInView struct {
+	Title        string
+	Refusal      string
+	Providers    []domain.SignInProvider
+	Session      *domain.DeploymentSession
+	ProviderName string
+	CSRF         string
+	Activated    *domain.IdentityProvider
+	Email        string
+}
+
+func (s *Server) mountSignIn(mux *http.ServeMux, pl *pipeline.Pipeline) {
+	s.discovery = newDiscovery(s.cfg.ProviderCacheFreshness)
+	mux.Handle("GET "+signInPath, pl.Public(http.HandlerFunc(s.signIn)))
+	mux.Handle("GET "+signInTestPath, pl.Public(http.HandlerFunc(s.openProviderTest)))
+	mux.Handle("GET "+signInCallbackPath, pl.Public(http.HandlerFunc(s.signInCallback)))
+	mux.Handle("POST "+signOutPath, pl.Public(http.HandlerFunc(s.signOut)))
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, v signInView) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", signInCSP)
+	w.WriteHeader(status)
+	_ = signInPage.Execute(w, v)
+}
+
+// refuse renders why a sign-in or a test failed: a SignInError's reason as it is, the
+// provider unreachable as 503, anything else as a bare failure (logged).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) int {
+	var se *domain.SignInError
+	var ue *unreachableError
+	status, reason := http.StatusInternalServerError, "Sign-in failed on the deployment's side; try again later."
+	switch {
+	case errors.As(err, &se):
+		status, reason = http.StatusForbidden, se.Reason
+	case errors.As(err, &ue):
+		status, reason = http.StatusServiceUnavailable, "The identity provider cannot be reached, so sign-in is refused; try again later."
+	case db.Unavailable(err):
+		status, reason = http.StatusServiceUnavailable, "The deployment cannot reach its database right now; try again later."
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "sign-in refused", "request_id", pipeline.From(r.Context()).ID, "path", r.URL.Path, "status", status, "error", err)
+	s.render(w, status, signInView{Title: "Sign-in refused", Refusal: reason})
+	return status
+}
+
+// Cookies: __Host- names and Secure, except in development over plain http, where a browser
+// would drop them (there they are renga_session and renga_signin).
+func (s *Server) secureCookies() bool {
+	return !s.cfg.Development() || !strings.HasPrefix(s.cfg.PublicURL, "http://")
+}
+
+func (s *Server) cookieName(base string) string {
+	if s.secureCookies() {
+		return "__Host-" + base
+	}
+	return base
+}
+
+// SessionCookie and FlowCookie are the cookies' names without the __Host- prefix.
+const (
+	SessionCookie = "renga_session"
+	FlowCookie    = "renga_signin"
+)
+
+func (s *Server) setCookie(w http.ResponseWriter, base, value string, expires time.Time) {
+	c := &http.Cookie{Name: s.cookieName(base), Value: value, Path: "/", HttpOnly: true, Secure: s.secureCookies(),
+		SameSite: http.SameSiteLaxMode}
+	if expires.IsZero() {
+		c.MaxAge = -1
+	} else {
+		c.Expires, c.MaxAge = expires, int(time.Until(expires).Seconds())
+	}
+	http.SetCookie(w, c)
+}
+
+func (s *Server) cookie(r *http.Request, base string) string {
+	c, err := r.Cookie(s.cookieName(base))
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
+// derive is a value the flow cookie determines (its nonce, its PKCE verifier): base64url of
+// HMAC-SHA256 under the cookie's value.
+func derive(flowSecret, purpose string) string {
+	m := hmac.New(sha256.New, []byte(flowSecret))
+	m.Write([]byte(purpose))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p := s.providers()
+	if slug := r.URL.Query().Get("provider"); slug != "" {
+		sp, err := p.SignInProviderBySlug(ctx, s.pool, slug)
+		if err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		cfg, err := p.RevisionConfig(ctx, s.pool, sp.ID, sp.Revision)
+		if err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		s.redirectToProvider(w, r, cfg, func(stateHash, browserHash []byte) error {
+			return domain.StartSignIn(ctx, s.pool, sp.ID, sp.Revision, stateHash, browserHash)
+		})
+		return
+	}
+	if secret := s.cookie(r, SessionCookie); secret != "" {
+		sess, name, err := s.liveSession(ctx, secret)
+		switch {
+		case err == nil:
+			s.render(w, http.StatusOK, signInView{Title: "Signed in", Session: &sess, ProviderName: name, CSRF: derive(secret, "signout")})
+			return
+		case !errors.Is(err, domain.ErrNotFound):
+			s.refuse(w, r, err)
+			return
+		}
+	}
+	list, err := p.SignInProviders(ctx, s.pool)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, signInView{Title: "Sign in", Providers: list})
+}
+
+// liveSession is the session whose cookie is secret, and its provider's display name. A
+// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted).
+func (s *Server) liveSession(ctx context.Context, secret string) (domain.DeploymentSession, string, error) {
+	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
+	if err != nil {
+		return sess, "", err
+	}
+	list, err := s.providers().SignInProviders(ctx, s.pool)
+	if err != nil {
+		return sess, "", err
+	}
+	for _, sp := range list {
+		if sp.ID == sess.ProviderID {
+			return sess, sp.DisplayName, nil
+		}
+	}
+	if err := domain.RevokeDeploymentSession(ctx, s.pool, sess.ID); err != nil {
+		return sess, "", err
+	}
+	return sess, "", domain.ErrNotFound
+}
+
+// openProviderTest opens a test URL: the issuer is discovered now, and only then is the
+// single-use URL spent, so that an unreachable provider leaves the test to retry.
+func (s *Server) openProviderTest(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	capability := r.URL.Query().Get("capability")
+	flow, err := domain.PeekProviderTest(ctx, s.pool, capability)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	p := s.providers()
+	if err := p.CheckStillPending(ctx, s.pool, flow); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	cfg, err := p.RevisionConfig(ctx, s.pool, flow.ProviderID, flow.Revision)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	s.redirectToProvider(w, r, cfg, func(stateHash, browserHash []byte) error {
+		_, err := domain.OpenProviderTest(ctx, s.pool, capability, stateHash, browserHash)
+		return err
+	})
+}
+
+// redirectToProvider sends the browser to the provider's authorization endpoint with a new
+// state, nonce and PKCE challenge; record stores the flow (state and browser digests).
+func (s *Server) redirectToProvider(w http.ResponseWriter, r *http.Request, cfg domain.SignInConfig, record func(stateHash, browserHash []byte) error) {
+	op, err := s.discovery.provider(r.Context(), cfg.Issuer)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	flowSecret, state := domain.NewSecret(), domain.NewSecret()
+	if err := record(domain.HashSecret(state), domain.HashSecret(flowSecret)); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	s.setCookie(w, FlowCookie, flowSecret, time.Now().Add(domain.SignInFlowLifetime))
+	to := s.oauth2Config(cfg, op).AuthCodeURL(state, oidc.Nonce(derive(flowSecret, "nonce")),
+		oauth2.S256ChallengeOption(derive(flowSecret, "pkce")))
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+func (s *Server) oauth2Config(cfg domain.SignInConfig, op *oidc.Provider) *oauth2.Config {
+	return &oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, Endpoint: op.Endpoint(),
+		RedirectURL: s.cfg.PublicURL + signInCallbackPath, Scopes: cfg.Scopes}
+}
+
+// signInCallback is where the provider sends the browser back. The flow is taken (once) by
+// its state and the browser's flow cookie; the code is exchanged with the PKCE verifier; the
+// ID token's signature, issuer, audience, expiry and nonce are verified; the person's email
+// must be verified and in an allowed domain. Then a test activates its revision, or a
+// sign-in starts a session.
+func (s *Server) signInCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	flowSecret := s.cookie(r, FlowCookie)
+	s.setCookie(w, FlowCookie, "", time.Time{})
+	if flowSecret == "" {
+		s.refuse(w, r, &domain.SignInError{Reason: "This browser started no sign-in (or its cookie expired): start again."})
+		return
+	}
+	q := r.URL.Query()
+	flow, err := domain.TakeSignInFlow(ctx, s.pool, domain.HashSecret(q.Get("state")), domain.HashSecret(flowSecret))
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	email, err := s.verifyCallback(ctx, flow, flowSecret, q)
+	if flow.Purpose == domain.PurposeTest {
+		s.finishTest(w, r, flow, email, err)
+		return
+	}
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	s.finishSignIn(w, r, flow, email)
+}
+
+// verifiedIdentity is who the provider vouched for.
+type verifiedIdentity struct {
+	Subject, Email, Name string
+}
+
+func (s *Server) verifyCallback(ctx context.Context, flow domain.SignInFlow, flowSecret string, q url.Values) (verifiedIdentity, error) {
+	p := s.providers()
+	if flow.Purpose == domain.PurposeSignIn {
+		if err := p.StillServing(ctx, s.pool, flow); err != nil {
+			return verifiedIdentity{}, err
+		}
+	}
+	if e := q.Get("error"); e != "" {
+		return verifiedIdentity{}, &domain.SignInError{Reason: fmt.Sprintf("The identity provider refused the sign-in (%.100s).", e)}
+	}
+	cfg, err := p.RevisionConfig(ctx, s.pool, flow.ProviderID, flow.Revision)
+	if errors.Is(err, domain.ErrNotFound) {
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The identity provider was deleted."}
+	}
+	if err != nil {
+		return verifiedIdentity{}, err
+	}
+	op, err := s.discovery.provider(ctx, cfg.Issuer)
+	if err != nil {
+		return verifiedIdentity{}, err
+	}
+	tok, err := s.oauth2Config(cfg, op).Exchange(s.discovery.clientContext(ctx), q.Get("code"),
+		oauth2.VerifierOption(derive(flowSecret, "pkce")))
+	if err != nil {
+		s.log.InfoContext(ctx, "sign-in: code exchange failed", "request_id", pipeline.From(ctx).ID, "provider_id", flow.ProviderID, "error", err)
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The identity provider did not accept the sign-in's code."}
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The identity provider returned no ID token."}
+	}
+	idt, err := op.Verifier(&oidc.Config{ClientID: cfg.ClientID}).Verify(s.discovery.clientContext(ctx), raw)
+	if err != nil {
+		s.log.InfoContext(ctx, "sign-in: ID token refused", "request_id", pipeline.From(ctx).ID, "provider_id", flow.ProviderID, "error", err)
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The identity provider's ID token did not verify."}
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(derive(flowSecret, "nonce"))) != 1 {
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The ID token's nonce is not this sign-in's."}
+	}
+	var claims struct {
+		Email         string `json:"email"`
+		EmailVerified bool   `json:"email_verified"`
+		Name          string `json:"name"`
+	}
+	if err := idt.Claims(&claims); err != nil {
+		return verifiedIdentity{}, &domain.SignInError{Reason: "The ID token's claims could not be read."}
+	}
+	if err := cfg.CheckIdentity(claims.Email, claims.EmailVerified); err != nil {
+		return verifiedIdentity{}, err
+	}
+	return verifiedIdentity{Subject: idt.Subject, Email: claims.Email, Name: claims.Name}, nil
+}
+
+// finishTest activates the tested revision, or audits the failed attempt.
+func (s *Server) finishTest(w http.ResponseWriter, r *http.Request, flow domain.SignInFlow, who verifiedIdentity, verr error) {
+	ctx := r.Context()
+	st := pipeline.From(ctx)
+	source := sourceString(st)
+	if verr == nil {
+		var ip domain.IdentityProvider
+		err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			ip, err = domain.ActivateTestedRevision(ctx, tx, flow, domain.TestAudit(flow, st.ID, source, domain.OutcomeSucceeded, http.StatusOK, ""))
+			return err
+		})
+		if err == nil {
+			s.log.InfoContext(ctx, "identity provider revision activated by its test", "request_id", st.ID,
+				"provider_id", flow.ProviderID, "revision", flow.Revision)
+			s.render(w, http.StatusOK, signInView{Title: "Provider activated", Activated: &ip, Email: who.Email})
+			return
+		}
+		verr = err
+	}
+	status := s.refuse(w, r, verr)
+	failed := domain.TestAudit(flow, st.ID, source, domain.OutcomeFailed, status, "")
+	if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, failed); err != nil {
+		s.log.ErrorContext(ctx, "audit of a failed provider test", "request_id", st.ID, "error", err)
+	}
+}
+
+// finishSignIn starts a session: a cookie whose value only the browser holds.
+func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domain.SignInFlow, who verifiedIdentity) {
+	ctx := r.Context()
+	sess, secret, err := domain.CreateDeploymentSession(ctx, s.pool, domain.DeploymentSession{ProviderID: flow.ProviderID,
+		Subject: who.Subject, Email: who.Email, Name: who.Name})
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	// Signing in again replaces the browser's session: the one it held ends now.
+	if old := s.cookie(r, SessionCookie); old != "" {
+		if prev, err := domain.DeploymentSessionBySecret(ctx, s.pool, old); err == nil {
+			if err := domain.RevokeDeploymentSession(ctx, s.pool, prev.ID); err != nil {
+				s.refuse(w, r, err)
+				return
+			}
+		}
+	}
+	s.log.InfoContext(ctx, "signed in", "request_id", pipeline.From(ctx).ID, "session_id", sess.ID, "provider_id", flow.ProviderID)
+	s.setCookie(w, SessionCookie, secret, sess.ExpiresAt)
+	http.Redirect(w, r, signInPath, http.StatusSeeOther)
+}
+
+// signOut revokes the session. The form carries a CSRF token derived from the session
+// cookie (which a cross-site page cannot read), and a cross-origin Origin is refused.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if origin := r.Header.Get("Origin"); origin != "" && origin != publicOrigin(s.cfg.PublicURL) {
+		s.refuse(w, r, &domain.SignInError{Reason: "Signing out must come from this deployment's own page."})
+		return
+	}
+	secret := s.cookie(r, SessionCookie)
+	if secret == "" {
+		http.Redirect(w, r, signInPath, http.StatusSeeOther)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(derive(secret, "signout"))) != 1 {
+		s.refuse(w, r, &domain.SignInError{Reason: "The sign-out form is stale or not this deployment's: open the sign-in page and sign out there."})
+		return
+	}
+	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
+	if err == nil {
+		err = domain.RevokeDeploymentSession(ctx, s.pool, sess.ID)
+	}
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		s.refuse(w, r, err)
+		return
+	}
+	s.setCookie(w, SessionCookie, "", time.Time{})
+	http.Redirect(w, r, signInPath, http.StatusSeeOther)
+}
+
+func publicOrigin(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+func sourceString(st *pipeline.State) string {
+	if st.Source.IsValid() {
+		return st.Source.String()
+	}
+	return "unknown"
+}
+
+// unreachableError is a provider whose discovery document could not be fetched when the
+// cached one was no longer fresh: sign-in fails closed.
+type unreachableError struct {
+	issuer string
+	err    error
+}
+
+func (e *unreachableError) Error() string {
+	return "identity provider " + e.issuer + " unreachable: " + e.err.Error()
+}
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// discovery caches each issuer's discovery document and keys (go-oidc's Provider, whose key
+// set fetches the JWKS on first use) for at most its freshness. A stale entry is never used:
+// it is fetched again, and if that fails the sign-in fails.
+type discovery struct {
+	freshness time.Duration
+	client    *http.Client
+	mu        sync.Mutex
+	entries   map[string]discovered
+}
+
+type discovered struct {
+	provider *oidc.Provider
+	at       time.Time
+}
+
+func newDiscovery(freshness time.Duration) *discovery {
+	if freshness <= 0 {
+		freshness = DefaultProviderCacheFreshness
+	}
+	return &discovery{freshness: freshness, client: &http.Client{Timeout: 10 * time.Second}, entries: map[string]discovered{}}
+}
+
+func (d *discovery) clientContext(ctx context.Context) context.Context {
+	return oidc.ClientContext(ctx, d.client)
+}
+
+func (d *discovery) provider(ctx context.Context, issuer string) (*oidc.Provider, error) {
+	d.mu.Lock()
+	e, ok := d.entries[issuer]
+	d.mu.Unlock()
+	if ok && time.Since(e.at) < d.freshness {
+		return e.provider, nil
+	}
+	// The key set keeps the client of this context, not its deadline.
+	p, err := oidc.NewProvider(d.clientContext(ctx), issuer)
+	if err != nil {
+		d.mu.Lock()
+		delete(d.entries, issuer)
+		d.mu.Unlock()
+		return nil, &unreachableError{issuer: issuer, err: err}
+	}
+	d.mu.Lock()
+	d.entries[issuer] = discovered{provider: p, at: time.Now()}
+	d.mu.Unlock()
+	return p, nil
+}
