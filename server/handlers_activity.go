@@ -27,5 +27,5 @@ func (s *Server) ListActivity(ctx context.Context, req api.ListActivityRequestOb
 			ChangedFields: a.ChangedFields, Actor: api.ActivityActor{Type: api.ActivityActorType(a.ActorType), Id: a.ActorID,
 				NameSnapshot: a.ActorName, InvocationId: a.InvocationID}})
 	}
-	return api.ListActivity200JSONResponse(out), nil
+	return api.ListActivity200JSONResponse{Body: out}, nil
 }

@@ -39,7 +39,7 @@ func (s *Server) ListAuditEvents(ctx context.Context, req api.ListAuditEventsReq
 	for _, e := range events {
 		out.Items = append(out.Items, auditJSON(e))
 	}
-	return api.ListAuditEvents200JSONResponse(out), nil
+	return api.ListAuditEvents200JSONResponse{Body: out}, nil
 }
 
 func auditJSON(e domain.AuditEvent) api.AuditEvent {

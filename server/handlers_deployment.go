@@ -21,5 +21,5 @@ func (s *Server) GetDeployment(ctx context.Context, _ api.GetDeploymentRequestOb
 	if d.PolicyDefaults, err = convert[api.PolicyDefaults](s.cfg.PolicyDefaults); err != nil {
 		return nil, err
 	}
-	return api.GetDeployment200JSONResponse(d), nil
+	return api.GetDeployment200JSONResponse{Body: d}, nil
 }

@@ -64,7 +64,7 @@ func (s *Server) ListIdentityProviders(ctx context.Context, req api.ListIdentity
 	for _, p := range list {
 		out.Items = append(out.Items, providerJSON(p))
 	}
-	return api.ListIdentityProviders200JSONResponse(out), nil
+	return api.ListIdentityProviders200JSONResponse{Body: out}, nil
 }
 
 func providerConfig(displayName, clientID string, scopes, domains *[]string) domain.ProviderConfig {

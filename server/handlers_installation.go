@@ -34,7 +34,7 @@ func (s *Server) ListAgents(ctx context.Context, req api.ListAgentsRequestObject
 	for _, i := range insts {
 		out.Items = append(out.Items, installationJSON(i))
 	}
-	return api.ListAgents200JSONResponse(out), nil
+	return api.ListAgents200JSONResponse{Body: out}, nil
 }
 
 // RegisterInstallation registers an agent with an intake key (idempotent on installation_id).
@@ -52,8 +52,8 @@ func (s *Server) RegisterInstallation(ctx context.Context, req api.RegisterInsta
 		return nil, err
 	}
 	if !created {
-		return api.RegisterInstallation200JSONResponse(installationJSON(inst)), nil
+		return api.RegisterInstallation200JSONResponse{Body: installationJSON(inst)}, nil
 	}
 	st.Audit.OwnOrganization(st.Actor, []string{"agents"})
-	return api.RegisterInstallation201JSONResponse(installationJSON(inst)), nil
+	return api.RegisterInstallation201JSONResponse{Body: installationJSON(inst)}, nil
 }

@@ -37,7 +37,7 @@ func (s *Server) ListIntakeKeys(ctx context.Context, req api.ListIntakeKeysReque
 	for _, k := range keys {
 		out.Items = append(out.Items, intakeKeyJSON(k))
 	}
-	return api.ListIntakeKeys200JSONResponse(out), nil
+	return api.ListIntakeKeys200JSONResponse{Body: out}, nil
 }
 
 // CreateIntakeKey creates an intake key carrying the deployment identifier; shown once.

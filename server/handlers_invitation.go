@@ -42,7 +42,7 @@ func (s *Server) ListInvitations(ctx context.Context, req api.ListInvitationsReq
 	for _, i := range invs {
 		out.Items = append(out.Items, invitationJSON(i))
 	}
-	return api.ListInvitations200JSONResponse(out), nil
+	return api.ListInvitations200JSONResponse{Body: out}, nil
 }
 
 // CreateInvitation invites an owner; the mail is queued in the same transaction.
@@ -93,7 +93,7 @@ func (s *Server) GetInvitation(ctx context.Context, req api.GetInvitationRequest
 	if err != nil {
 		return nil, err
 	}
-	return api.GetInvitation200JSONResponse(invitationJSON(inv)), nil
+	return api.GetInvitation200JSONResponse{Body: invitationJSON(inv)}, nil
 }
 
 // RevokeInvitation revokes a pending invitation (idempotent).
@@ -124,5 +124,5 @@ func (s *Server) AcceptInvitation(ctx context.Context, req api.AcceptInvitationR
 	if a.Joined {
 		st.Audit.ChangedFields = append(st.Audit.ChangedFields, "owners")
 	}
-	return api.AcceptInvitation201JSONResponse{User: userJSON(a.User), Organization: orgSummary(a.Organization), ApiKey: a.APIKey}, nil
+	return api.AcceptInvitation201JSONResponse{Body: api.InvitationAccepted{User: userJSON(a.User), Organization: orgSummary(a.Organization), ApiKey: a.APIKey}}, nil
 }

@@ -43,7 +43,7 @@ func (s *Server) ListJobs(ctx context.Context, req api.ListJobsRequestObject) (a
 		}
 		out.Items = append(out.Items, jj)
 	}
-	return api.ListJobs200JSONResponse(out), nil
+	return api.ListJobs200JSONResponse{Body: out}, nil
 }
 
 // CreateJob queues a job for an agent within the entitlement and the daily limit.
@@ -73,7 +73,7 @@ func (s *Server) ListAgentJobs(ctx context.Context, _ api.ListAgentJobsRequestOb
 	for _, j := range jobs {
 		out.Items = append(out.Items, api.AgentJob{Id: j.ID, Command: j.Command, CreatedAt: j.CreatedAt.UTC()})
 	}
-	return api.ListAgentJobs200JSONResponse(out), nil
+	return api.ListAgentJobs200JSONResponse{Body: out}, nil
 }
 
 // SubmitJobResult records a job's result once.
@@ -88,5 +88,5 @@ func (s *Server) SubmitJobResult(ctx context.Context, req api.SubmitJobResultReq
 	if err != nil {
 		return nil, err
 	}
-	return api.SubmitJobResult200JSONResponse(out), nil
+	return api.SubmitJobResult200JSONResponse{Body: out}, nil
 }

@@ -25,7 +25,7 @@ func (s *Server) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetMe
 	if err != nil {
 		return nil, err
 	}
-	return api.GetMe200JSONResponse{User: userJSON(h.User), Organization: orgSummary(h.Organization), Role: api.MeRole(h.Role)}, nil
+	return api.GetMe200JSONResponse{Body: api.Me{User: userJSON(h.User), Organization: orgSummary(h.Organization), Role: api.MeRole(h.Role)}}, nil
 }
 
 // holder reads the caller's user and organization as they are now.

@@ -51,7 +51,7 @@ func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsR
 		out.Items = append(out.Items, api.Observation{Id: domain.FormatObservationID(o.ID), InstallationId: o.InstallationID,
 			BatchId: o.BatchID, ObservedAt: o.ObservedAt.UTC(), ReceivedAt: o.ReceivedAt.UTC(), Kind: o.Kind, Data: data})
 	}
-	return api.ListObservations200JSONResponse(out), nil
+	return api.ListObservations200JSONResponse{Body: out}, nil
 }
 
 // SubmitObservations accepts a batch once per (installation, batch_id), within the
@@ -73,7 +73,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if err != nil {
 		return nil, err
 	}
-	return api.SubmitObservations202JSONResponse{Accepted: len(req.Body.Observations), Duplicate: !fresh}, nil
+	return api.SubmitObservations202JSONResponse{Body: api.BatchAccepted{Accepted: len(req.Body.Observations), Duplicate: !fresh}}, nil
 }
 
 // storableObservations is a batch's observations as PostgreSQL's jsonb takes them: the array

@@ -41,7 +41,7 @@ func (s *Server) ListOrganizations(ctx context.Context, req api.ListOrganization
 	for _, o := range orgs {
 		out.Items = append(out.Items, orgJSON(o))
 	}
-	return api.ListOrganizations200JSONResponse(out), nil
+	return api.ListOrganizations200JSONResponse{Body: out}, nil
 }
 
 // CreateOrganization creates an organization.
@@ -141,5 +141,5 @@ func (s *Server) ListOrganizationOwners(ctx context.Context, req api.ListOrganiz
 	for _, o := range owners {
 		out.Items = append(out.Items, api.Owner{UserId: o.UserID, Email: openapi_types.Email(o.Email), DisplayName: o.DisplayName, Since: o.Since.UTC()})
 	}
-	return api.ListOrganizationOwners200JSONResponse(out), nil
+	return api.ListOrganizationOwners200JSONResponse{Body: out}, nil
 }

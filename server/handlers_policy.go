@@ -81,5 +81,5 @@ func (s *Server) GetEffectivePolicy(ctx context.Context, req api.GetEffectivePol
 		return nil, err
 	}
 	out.OrganizationId = req.OrganizationId
-	return api.GetEffectivePolicy200JSONResponse(out), nil
+	return api.GetEffectivePolicy200JSONResponse{Body: out}, nil
 }

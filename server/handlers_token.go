@@ -20,7 +20,7 @@ func (s *Server) GetTokenSelf(ctx context.Context, _ api.GetTokenSelfRequestObje
 	if err != nil {
 		return nil, err
 	}
-	return api.GetTokenSelf200JSONResponse(tokenJSON(t)), nil
+	return api.GetTokenSelf200JSONResponse{Body: tokenJSON(t)}, nil
 }
 
 // RevokeTokenSelf revokes the calling token.

@@ -52,7 +52,7 @@ func (s *Server) GetOrganizationUsage(ctx context.Context, req api.GetOrganizati
 		out.Days = append(out.Days, api.UsageDay{Day: openapi_types.Date{Time: d.Day}, IntakeRequests: d.IntakeRequests,
 			IntakeBytes: d.IntakeBytes, JobsCreated: d.JobsCreated, TerminalMinutes: d.TerminalMinutes()})
 	}
-	return api.GetOrganizationUsage200JSONResponse(out), nil
+	return api.GetOrganizationUsage200JSONResponse{Body: out}, nil
 }
 
 // ListUsage returns per-organization totals over a range.
@@ -76,5 +76,5 @@ func (s *Server) ListUsage(ctx context.Context, req api.ListUsageRequestObject) 
 		out.Items = append(out.Items, api.UsageTotals{OrganizationId: t.OrganizationID, IntakeRequests: t.IntakeRequests,
 			IntakeBytes: t.IntakeBytes, JobsCreated: t.JobsCreated, TerminalMinutes: t.TerminalMinutes})
 	}
-	return api.ListUsage200JSONResponse(out), nil
+	return api.ListUsage200JSONResponse{Body: out}, nil
 }

@@ -1287,7 +1287,7 @@ type Problem struct {
 	} `json:"errors,omitempty"`
 
 	// RequestId Example: req_01jc3x9m1h7r4v5n8q2w6e0t9y
-	RequestId *string `json:"request_id,omitempty"`
+	RequestId string `json:"request_id"`
 
 	// RequiredScope For `insufficient_scope`, the scope the operation needs.
 	RequiredScope *string `json:"required_scope,omitempty"`
@@ -1407,7 +1407,7 @@ type User struct {
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKeyOptional = IdempotencyKey
 
-// IfMatch defines model for IfMatch.
+// IfMatch Example: "7"
 type IfMatch = string
 
 // IntakeKeyId defines model for IntakeKeyId.
@@ -4223,26 +4223,90 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	return m
 }
 
-type BadRequestApplicationProblemPlusJSONResponse Problem
+type BadRequestResponseHeaders struct {
+	XRequestId *string
+}
+type BadRequestApplicationProblemPlusJSONResponse struct {
+	Body Problem
 
-type ConflictApplicationProblemPlusJSONResponse Problem
+	Headers BadRequestResponseHeaders
+}
 
-type ErrorApplicationProblemPlusJSONResponse Problem
+type ConflictResponseHeaders struct {
+	XRequestId *string
+}
+type ConflictApplicationProblemPlusJSONResponse struct {
+	Body Problem
 
-type ForbiddenApplicationProblemPlusJSONResponse Problem
+	Headers ConflictResponseHeaders
+}
 
-type GoneApplicationProblemPlusJSONResponse Problem
+type ErrorResponseHeaders struct {
+	XRequestId *string
+}
+type ErrorApplicationProblemPlusJSONResponse struct {
+	Body Problem
 
-type NotFoundApplicationProblemPlusJSONResponse Problem
+	Headers ErrorResponseHeaders
+}
 
-type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+type ForbiddenResponseHeaders struct {
+	XRequestId *string
+}
+type ForbiddenApplicationProblemPlusJSONResponse struct {
+	Body Problem
 
-type PreconditionFailedApplicationProblemPlusJSONResponse Problem
+	Headers ForbiddenResponseHeaders
+}
 
-type PreconditionRequiredApplicationProblemPlusJSONResponse Problem
+type GoneResponseHeaders struct {
+	XRequestId *string
+}
+type GoneApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers GoneResponseHeaders
+}
+
+type NotFoundResponseHeaders struct {
+	XRequestId *string
+}
+type NotFoundApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers NotFoundResponseHeaders
+}
+
+type PayloadTooLargeResponseHeaders struct {
+	XRequestId *string
+}
+type PayloadTooLargeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers PayloadTooLargeResponseHeaders
+}
+
+type PreconditionFailedResponseHeaders struct {
+	XRequestId *string
+}
+type PreconditionFailedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers PreconditionFailedResponseHeaders
+}
+
+type PreconditionRequiredResponseHeaders struct {
+	XRequestId *string
+}
+type PreconditionRequiredApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers PreconditionRequiredResponseHeaders
+}
 
 type TooManyRequestsResponseHeaders struct {
 	RetryAfter *int
+	XRequestId *string
 }
 type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -4252,6 +4316,7 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 
 type UnauthenticatedResponseHeaders struct {
 	WWWAuthenticate *string
+	XRequestId      *string
 }
 type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -4267,15 +4332,25 @@ type GetHomeResponseObject interface {
 	VisitGetHomeResponse(w http.ResponseWriter) error
 }
 
-type GetHome200JSONResponse Home
+type GetHome200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetHome200JSONResponse struct {
+	Body    Home
+	Headers GetHome200ResponseHeaders
+}
 
 func (response GetHome200JSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4288,10 +4363,13 @@ type GetHome400ApplicationProblemPlusJSONResponse struct {
 func (response GetHome400ApplicationProblemPlusJSONResponse) VisitGetHomeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4311,6 +4389,9 @@ func (response GetHome429ApplicationProblemPlusJSONResponse) VisitGetHomeRespons
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4318,6 +4399,7 @@ func (response GetHome429ApplicationProblemPlusJSONResponse) VisitGetHomeRespons
 
 type GetHomedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -4328,6 +4410,9 @@ func (response GetHomedefaultApplicationProblemPlusJSONResponse) VisitGetHomeRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4341,29 +4426,49 @@ type RegisterInstallationResponseObject interface {
 	VisitRegisterInstallationResponse(w http.ResponseWriter) error
 }
 
-type RegisterInstallation200JSONResponse Installation
+type RegisterInstallation200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RegisterInstallation200JSONResponse struct {
+	Body    Installation
+	Headers RegisterInstallation200ResponseHeaders
+}
 
 func (response RegisterInstallation200JSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
 }
 
-type RegisterInstallation201JSONResponse Installation
+type RegisterInstallation201ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RegisterInstallation201JSONResponse struct {
+	Body    Installation
+	Headers RegisterInstallation201ResponseHeaders
+}
 
 func (response RegisterInstallation201JSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4376,10 +4481,13 @@ type RegisterInstallation400ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation400ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4399,6 +4507,9 @@ func (response RegisterInstallation401ApplicationProblemPlusJSONResponse) VisitR
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4411,10 +4522,13 @@ type RegisterInstallation403ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation403ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4427,10 +4541,13 @@ type RegisterInstallation409ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation409ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4443,10 +4560,13 @@ type RegisterInstallation410ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation410ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4459,10 +4579,13 @@ type RegisterInstallation413ApplicationProblemPlusJSONResponse struct {
 func (response RegisterInstallation413ApplicationProblemPlusJSONResponse) VisitRegisterInstallationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4482,6 +4605,9 @@ func (response RegisterInstallation429ApplicationProblemPlusJSONResponse) VisitR
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4489,6 +4615,7 @@ func (response RegisterInstallation429ApplicationProblemPlusJSONResponse) VisitR
 
 type RegisterInstallationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -4499,6 +4626,9 @@ func (response RegisterInstallationdefaultApplicationProblemPlusJSONResponse) Vi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4511,15 +4641,25 @@ type ListAgentJobsResponseObject interface {
 	VisitListAgentJobsResponse(w http.ResponseWriter) error
 }
 
-type ListAgentJobs200JSONResponse AgentJobList
+type ListAgentJobs200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAgentJobs200JSONResponse struct {
+	Body    AgentJobList
+	Headers ListAgentJobs200ResponseHeaders
+}
 
 func (response ListAgentJobs200JSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4539,6 +4679,9 @@ func (response ListAgentJobs401ApplicationProblemPlusJSONResponse) VisitListAgen
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4551,10 +4694,13 @@ type ListAgentJobs403ApplicationProblemPlusJSONResponse struct {
 func (response ListAgentJobs403ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4567,10 +4713,13 @@ type ListAgentJobs410ApplicationProblemPlusJSONResponse struct {
 func (response ListAgentJobs410ApplicationProblemPlusJSONResponse) VisitListAgentJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4590,6 +4739,9 @@ func (response ListAgentJobs429ApplicationProblemPlusJSONResponse) VisitListAgen
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4597,6 +4749,7 @@ func (response ListAgentJobs429ApplicationProblemPlusJSONResponse) VisitListAgen
 
 type ListAgentJobsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -4607,6 +4760,9 @@ func (response ListAgentJobsdefaultApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4621,15 +4777,25 @@ type SubmitJobResultResponseObject interface {
 	VisitSubmitJobResultResponse(w http.ResponseWriter) error
 }
 
-type SubmitJobResult200JSONResponse Job
+type SubmitJobResult200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type SubmitJobResult200JSONResponse struct {
+	Body    Job
+	Headers SubmitJobResult200ResponseHeaders
+}
 
 func (response SubmitJobResult200JSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4642,10 +4808,13 @@ type SubmitJobResult400ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult400ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4665,6 +4834,9 @@ func (response SubmitJobResult401ApplicationProblemPlusJSONResponse) VisitSubmit
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4677,10 +4849,13 @@ type SubmitJobResult403ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult403ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4693,10 +4868,13 @@ type SubmitJobResult404ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult404ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4709,10 +4887,13 @@ type SubmitJobResult409ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult409ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4725,10 +4906,13 @@ type SubmitJobResult410ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult410ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4741,10 +4925,13 @@ type SubmitJobResult413ApplicationProblemPlusJSONResponse struct {
 func (response SubmitJobResult413ApplicationProblemPlusJSONResponse) VisitSubmitJobResultResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4764,6 +4951,9 @@ func (response SubmitJobResult429ApplicationProblemPlusJSONResponse) VisitSubmit
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4771,6 +4961,7 @@ func (response SubmitJobResult429ApplicationProblemPlusJSONResponse) VisitSubmit
 
 type SubmitJobResultdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -4781,6 +4972,9 @@ func (response SubmitJobResultdefaultApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4794,15 +4988,25 @@ type SubmitObservationsResponseObject interface {
 	VisitSubmitObservationsResponse(w http.ResponseWriter) error
 }
 
-type SubmitObservations202JSONResponse BatchAccepted
+type SubmitObservations202ResponseHeaders struct {
+	XRequestId *string
+}
+
+type SubmitObservations202JSONResponse struct {
+	Body    BatchAccepted
+	Headers SubmitObservations202ResponseHeaders
+}
 
 func (response SubmitObservations202JSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(202)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4815,10 +5019,13 @@ type SubmitObservations400ApplicationProblemPlusJSONResponse struct {
 func (response SubmitObservations400ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4838,6 +5045,9 @@ func (response SubmitObservations401ApplicationProblemPlusJSONResponse) VisitSub
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4850,10 +5060,13 @@ type SubmitObservations403ApplicationProblemPlusJSONResponse struct {
 func (response SubmitObservations403ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4866,10 +5079,13 @@ type SubmitObservations410ApplicationProblemPlusJSONResponse struct {
 func (response SubmitObservations410ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4882,10 +5098,13 @@ type SubmitObservations413ApplicationProblemPlusJSONResponse struct {
 func (response SubmitObservations413ApplicationProblemPlusJSONResponse) VisitSubmitObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4905,6 +5124,9 @@ func (response SubmitObservations429ApplicationProblemPlusJSONResponse) VisitSub
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4912,6 +5134,7 @@ func (response SubmitObservations429ApplicationProblemPlusJSONResponse) VisitSub
 
 type SubmitObservationsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -4922,6 +5145,9 @@ func (response SubmitObservationsdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4935,15 +5161,25 @@ type AcceptInvitationResponseObject interface {
 	VisitAcceptInvitationResponse(w http.ResponseWriter) error
 }
 
-type AcceptInvitation201JSONResponse InvitationAccepted
+type AcceptInvitation201ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AcceptInvitation201JSONResponse struct {
+	Body    InvitationAccepted
+	Headers AcceptInvitation201ResponseHeaders
+}
 
 func (response AcceptInvitation201JSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4956,10 +5192,13 @@ type AcceptInvitation400ApplicationProblemPlusJSONResponse struct {
 func (response AcceptInvitation400ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4972,10 +5211,13 @@ type AcceptInvitation403ApplicationProblemPlusJSONResponse struct {
 func (response AcceptInvitation403ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4988,10 +5230,13 @@ type AcceptInvitation404ApplicationProblemPlusJSONResponse struct {
 func (response AcceptInvitation404ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5004,10 +5249,13 @@ type AcceptInvitation410ApplicationProblemPlusJSONResponse struct {
 func (response AcceptInvitation410ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5020,10 +5268,13 @@ type AcceptInvitation413ApplicationProblemPlusJSONResponse struct {
 func (response AcceptInvitation413ApplicationProblemPlusJSONResponse) VisitAcceptInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5043,6 +5294,9 @@ func (response AcceptInvitation429ApplicationProblemPlusJSONResponse) VisitAccep
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5050,6 +5304,7 @@ func (response AcceptInvitation429ApplicationProblemPlusJSONResponse) VisitAccep
 
 type AcceptInvitationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5060,6 +5315,9 @@ func (response AcceptInvitationdefaultApplicationProblemPlusJSONResponse) VisitA
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5073,15 +5331,25 @@ type ListAuditEventsResponseObject interface {
 	VisitListAuditEventsResponse(w http.ResponseWriter) error
 }
 
-type ListAuditEvents200JSONResponse AuditEventList
+type ListAuditEvents200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAuditEvents200JSONResponse struct {
+	Body    AuditEventList
+	Headers ListAuditEvents200ResponseHeaders
+}
 
 func (response ListAuditEvents200JSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5094,10 +5362,13 @@ type ListAuditEvents400ApplicationProblemPlusJSONResponse struct {
 func (response ListAuditEvents400ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5117,6 +5388,9 @@ func (response ListAuditEvents401ApplicationProblemPlusJSONResponse) VisitListAu
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5129,10 +5403,13 @@ type ListAuditEvents403ApplicationProblemPlusJSONResponse struct {
 func (response ListAuditEvents403ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5152,6 +5429,9 @@ func (response ListAuditEvents429ApplicationProblemPlusJSONResponse) VisitListAu
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5159,6 +5439,7 @@ func (response ListAuditEvents429ApplicationProblemPlusJSONResponse) VisitListAu
 
 type ListAuditEventsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5169,6 +5450,9 @@ func (response ListAuditEventsdefaultApplicationProblemPlusJSONResponse) VisitLi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5181,15 +5465,25 @@ type GetDeploymentResponseObject interface {
 	VisitGetDeploymentResponse(w http.ResponseWriter) error
 }
 
-type GetDeployment200JSONResponse Deployment
+type GetDeployment200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetDeployment200JSONResponse struct {
+	Body    Deployment
+	Headers GetDeployment200ResponseHeaders
+}
 
 func (response GetDeployment200JSONResponse) VisitGetDeploymentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5209,6 +5503,9 @@ func (response GetDeployment401ApplicationProblemPlusJSONResponse) VisitGetDeplo
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5221,10 +5518,13 @@ type GetDeployment403ApplicationProblemPlusJSONResponse struct {
 func (response GetDeployment403ApplicationProblemPlusJSONResponse) VisitGetDeploymentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5244,6 +5544,9 @@ func (response GetDeployment429ApplicationProblemPlusJSONResponse) VisitGetDeplo
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5251,6 +5554,7 @@ func (response GetDeployment429ApplicationProblemPlusJSONResponse) VisitGetDeplo
 
 type GetDeploymentdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5261,6 +5565,9 @@ func (response GetDeploymentdefaultApplicationProblemPlusJSONResponse) VisitGetD
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5274,15 +5581,25 @@ type ListIdentityProvidersResponseObject interface {
 	VisitListIdentityProvidersResponse(w http.ResponseWriter) error
 }
 
-type ListIdentityProviders200JSONResponse IdentityProviderList
+type ListIdentityProviders200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListIdentityProviders200JSONResponse struct {
+	Body    IdentityProviderList
+	Headers ListIdentityProviders200ResponseHeaders
+}
 
 func (response ListIdentityProviders200JSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5295,10 +5612,13 @@ type ListIdentityProviders400ApplicationProblemPlusJSONResponse struct {
 func (response ListIdentityProviders400ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5318,6 +5638,9 @@ func (response ListIdentityProviders401ApplicationProblemPlusJSONResponse) Visit
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5330,10 +5653,13 @@ type ListIdentityProviders403ApplicationProblemPlusJSONResponse struct {
 func (response ListIdentityProviders403ApplicationProblemPlusJSONResponse) VisitListIdentityProvidersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5353,6 +5679,9 @@ func (response ListIdentityProviders429ApplicationProblemPlusJSONResponse) Visit
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5360,6 +5689,7 @@ func (response ListIdentityProviders429ApplicationProblemPlusJSONResponse) Visit
 
 type ListIdentityProvidersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5370,6 +5700,9 @@ func (response ListIdentityProvidersdefaultApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5387,7 +5720,9 @@ type CreateIdentityProviderResponseObject interface {
 type CreateIdentityProvider201ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type CreateIdentityProvider201JSONResponse struct {
@@ -5408,8 +5743,14 @@ func (response CreateIdentityProvider201JSONResponse) VisitCreateIdentityProvide
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -5423,10 +5764,13 @@ type CreateIdentityProvider400ApplicationProblemPlusJSONResponse struct {
 func (response CreateIdentityProvider400ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5446,6 +5790,9 @@ func (response CreateIdentityProvider401ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5458,10 +5805,13 @@ type CreateIdentityProvider403ApplicationProblemPlusJSONResponse struct {
 func (response CreateIdentityProvider403ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5474,10 +5824,13 @@ type CreateIdentityProvider409ApplicationProblemPlusJSONResponse struct {
 func (response CreateIdentityProvider409ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5490,10 +5843,13 @@ type CreateIdentityProvider413ApplicationProblemPlusJSONResponse struct {
 func (response CreateIdentityProvider413ApplicationProblemPlusJSONResponse) VisitCreateIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5513,6 +5869,9 @@ func (response CreateIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5520,6 +5879,7 @@ func (response CreateIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 
 type CreateIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5530,6 +5890,9 @@ func (response CreateIdentityProviderdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5546,6 +5909,8 @@ type DeleteIdentityProviderResponseObject interface {
 
 type DeleteIdentityProvider204ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type DeleteIdentityProvider204Response struct {
@@ -5555,6 +5920,12 @@ type DeleteIdentityProvider204Response struct {
 func (response DeleteIdentityProvider204Response) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(204)
 	return nil
@@ -5567,10 +5938,13 @@ type DeleteIdentityProvider400ApplicationProblemPlusJSONResponse struct {
 func (response DeleteIdentityProvider400ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5590,6 +5964,9 @@ func (response DeleteIdentityProvider401ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5602,10 +5979,13 @@ type DeleteIdentityProvider403ApplicationProblemPlusJSONResponse struct {
 func (response DeleteIdentityProvider403ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5618,10 +5998,13 @@ type DeleteIdentityProvider404ApplicationProblemPlusJSONResponse struct {
 func (response DeleteIdentityProvider404ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5634,10 +6017,13 @@ type DeleteIdentityProvider409ApplicationProblemPlusJSONResponse struct {
 func (response DeleteIdentityProvider409ApplicationProblemPlusJSONResponse) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5657,6 +6043,9 @@ func (response DeleteIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5664,6 +6053,7 @@ func (response DeleteIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 
 type DeleteIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5674,6 +6064,9 @@ func (response DeleteIdentityProviderdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5688,7 +6081,8 @@ type GetIdentityProviderResponseObject interface {
 }
 
 type GetIdentityProvider200ResponseHeaders struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
 }
 
 type GetIdentityProvider200JSONResponse struct {
@@ -5706,6 +6100,9 @@ func (response GetIdentityProvider200JSONResponse) VisitGetIdentityProviderRespo
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5718,10 +6115,13 @@ type GetIdentityProvider400ApplicationProblemPlusJSONResponse struct {
 func (response GetIdentityProvider400ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5741,6 +6141,9 @@ func (response GetIdentityProvider401ApplicationProblemPlusJSONResponse) VisitGe
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5753,10 +6156,13 @@ type GetIdentityProvider403ApplicationProblemPlusJSONResponse struct {
 func (response GetIdentityProvider403ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5769,10 +6175,13 @@ type GetIdentityProvider404ApplicationProblemPlusJSONResponse struct {
 func (response GetIdentityProvider404ApplicationProblemPlusJSONResponse) VisitGetIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5792,6 +6201,9 @@ func (response GetIdentityProvider429ApplicationProblemPlusJSONResponse) VisitGe
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5799,6 +6211,7 @@ func (response GetIdentityProvider429ApplicationProblemPlusJSONResponse) VisitGe
 
 type GetIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -5809,6 +6222,9 @@ func (response GetIdentityProviderdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5827,6 +6243,8 @@ type PutIdentityProviderResponseObject interface {
 type PutIdentityProvider200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type PutIdentityProvider200JSONResponse struct {
@@ -5847,6 +6265,12 @@ func (response PutIdentityProvider200JSONResponse) VisitPutIdentityProviderRespo
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5859,10 +6283,13 @@ type PutIdentityProvider400ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider400ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5882,6 +6309,9 @@ func (response PutIdentityProvider401ApplicationProblemPlusJSONResponse) VisitPu
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5894,10 +6324,13 @@ type PutIdentityProvider403ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider403ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5910,10 +6343,13 @@ type PutIdentityProvider404ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider404ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5926,10 +6362,13 @@ type PutIdentityProvider409ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider409ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5942,10 +6381,13 @@ type PutIdentityProvider412ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider412ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5958,10 +6400,13 @@ type PutIdentityProvider413ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider413ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5974,10 +6419,13 @@ type PutIdentityProvider428ApplicationProblemPlusJSONResponse struct {
 func (response PutIdentityProvider428ApplicationProblemPlusJSONResponse) VisitPutIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(428)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5997,6 +6445,9 @@ func (response PutIdentityProvider429ApplicationProblemPlusJSONResponse) VisitPu
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6004,6 +6455,7 @@ func (response PutIdentityProvider429ApplicationProblemPlusJSONResponse) VisitPu
 
 type PutIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6014,6 +6466,9 @@ func (response PutIdentityProviderdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6031,6 +6486,8 @@ type DisableIdentityProviderResponseObject interface {
 type DisableIdentityProvider200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type DisableIdentityProvider200JSONResponse struct {
@@ -6051,6 +6508,12 @@ func (response DisableIdentityProvider200JSONResponse) VisitDisableIdentityProvi
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6063,10 +6526,13 @@ type DisableIdentityProvider400ApplicationProblemPlusJSONResponse struct {
 func (response DisableIdentityProvider400ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6086,6 +6552,9 @@ func (response DisableIdentityProvider401ApplicationProblemPlusJSONResponse) Vis
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6098,10 +6567,13 @@ type DisableIdentityProvider403ApplicationProblemPlusJSONResponse struct {
 func (response DisableIdentityProvider403ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6114,10 +6586,13 @@ type DisableIdentityProvider404ApplicationProblemPlusJSONResponse struct {
 func (response DisableIdentityProvider404ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6130,10 +6605,13 @@ type DisableIdentityProvider409ApplicationProblemPlusJSONResponse struct {
 func (response DisableIdentityProvider409ApplicationProblemPlusJSONResponse) VisitDisableIdentityProviderResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6153,6 +6631,9 @@ func (response DisableIdentityProvider429ApplicationProblemPlusJSONResponse) Vis
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6160,6 +6641,7 @@ func (response DisableIdentityProvider429ApplicationProblemPlusJSONResponse) Vis
 
 type DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6170,6 +6652,9 @@ func (response DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6186,6 +6671,8 @@ type StartIdentityProviderTestResponseObject interface {
 
 type StartIdentityProviderTest201ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type StartIdentityProviderTest201JSONResponse struct {
@@ -6203,6 +6690,12 @@ func (response StartIdentityProviderTest201JSONResponse) VisitStartIdentityProvi
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6215,10 +6708,13 @@ type StartIdentityProviderTest400ApplicationProblemPlusJSONResponse struct {
 func (response StartIdentityProviderTest400ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6238,6 +6734,9 @@ func (response StartIdentityProviderTest401ApplicationProblemPlusJSONResponse) V
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6250,10 +6749,13 @@ type StartIdentityProviderTest403ApplicationProblemPlusJSONResponse struct {
 func (response StartIdentityProviderTest403ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6266,10 +6768,13 @@ type StartIdentityProviderTest404ApplicationProblemPlusJSONResponse struct {
 func (response StartIdentityProviderTest404ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6282,10 +6787,13 @@ type StartIdentityProviderTest409ApplicationProblemPlusJSONResponse struct {
 func (response StartIdentityProviderTest409ApplicationProblemPlusJSONResponse) VisitStartIdentityProviderTestResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6305,6 +6813,9 @@ func (response StartIdentityProviderTest429ApplicationProblemPlusJSONResponse) V
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6312,6 +6823,7 @@ func (response StartIdentityProviderTest429ApplicationProblemPlusJSONResponse) V
 
 type StartIdentityProviderTestdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6322,6 +6834,9 @@ func (response StartIdentityProviderTestdefaultApplicationProblemPlusJSONRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6335,15 +6850,25 @@ type ListOrganizationsResponseObject interface {
 	VisitListOrganizationsResponse(w http.ResponseWriter) error
 }
 
-type ListOrganizations200JSONResponse OrganizationList
+type ListOrganizations200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOrganizations200JSONResponse struct {
+	Body    OrganizationList
+	Headers ListOrganizations200ResponseHeaders
+}
 
 func (response ListOrganizations200JSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6356,10 +6881,13 @@ type ListOrganizations400ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizations400ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6379,6 +6907,9 @@ func (response ListOrganizations401ApplicationProblemPlusJSONResponse) VisitList
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6391,10 +6922,13 @@ type ListOrganizations403ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizations403ApplicationProblemPlusJSONResponse) VisitListOrganizationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6414,6 +6948,9 @@ func (response ListOrganizations429ApplicationProblemPlusJSONResponse) VisitList
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6421,6 +6958,7 @@ func (response ListOrganizations429ApplicationProblemPlusJSONResponse) VisitList
 
 type ListOrganizationsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6431,6 +6969,9 @@ func (response ListOrganizationsdefaultApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6448,7 +6989,9 @@ type CreateOrganizationResponseObject interface {
 type CreateOrganization201ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type CreateOrganization201JSONResponse struct {
@@ -6469,8 +7012,14 @@ func (response CreateOrganization201JSONResponse) VisitCreateOrganizationRespons
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -6484,10 +7033,13 @@ type CreateOrganization400ApplicationProblemPlusJSONResponse struct {
 func (response CreateOrganization400ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6507,6 +7059,9 @@ func (response CreateOrganization401ApplicationProblemPlusJSONResponse) VisitCre
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6519,10 +7074,13 @@ type CreateOrganization403ApplicationProblemPlusJSONResponse struct {
 func (response CreateOrganization403ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6535,10 +7093,13 @@ type CreateOrganization409ApplicationProblemPlusJSONResponse struct {
 func (response CreateOrganization409ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6551,10 +7112,13 @@ type CreateOrganization413ApplicationProblemPlusJSONResponse struct {
 func (response CreateOrganization413ApplicationProblemPlusJSONResponse) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6574,6 +7138,9 @@ func (response CreateOrganization429ApplicationProblemPlusJSONResponse) VisitCre
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6581,6 +7148,7 @@ func (response CreateOrganization429ApplicationProblemPlusJSONResponse) VisitCre
 
 type CreateOrganizationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6591,6 +7159,9 @@ func (response CreateOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6605,7 +7176,8 @@ type GetOrganizationResponseObject interface {
 }
 
 type GetOrganization200ResponseHeaders struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
 }
 
 type GetOrganization200JSONResponse struct {
@@ -6623,6 +7195,9 @@ func (response GetOrganization200JSONResponse) VisitGetOrganizationResponse(w ht
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6635,10 +7210,13 @@ type GetOrganization400ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganization400ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6658,6 +7236,9 @@ func (response GetOrganization401ApplicationProblemPlusJSONResponse) VisitGetOrg
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6670,10 +7251,13 @@ type GetOrganization403ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganization403ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6686,10 +7270,13 @@ type GetOrganization404ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganization404ApplicationProblemPlusJSONResponse) VisitGetOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6709,6 +7296,9 @@ func (response GetOrganization429ApplicationProblemPlusJSONResponse) VisitGetOrg
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6716,6 +7306,7 @@ func (response GetOrganization429ApplicationProblemPlusJSONResponse) VisitGetOrg
 
 type GetOrganizationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6726,6 +7317,9 @@ func (response GetOrganizationdefaultApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6744,6 +7338,8 @@ type UpdateOrganizationResponseObject interface {
 type UpdateOrganization200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type UpdateOrganization200JSONResponse struct {
@@ -6764,6 +7360,12 @@ func (response UpdateOrganization200JSONResponse) VisitUpdateOrganizationRespons
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6776,10 +7378,13 @@ type UpdateOrganization400ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization400ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6799,6 +7404,9 @@ func (response UpdateOrganization401ApplicationProblemPlusJSONResponse) VisitUpd
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6811,10 +7419,13 @@ type UpdateOrganization403ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization403ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6827,10 +7438,13 @@ type UpdateOrganization404ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization404ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6843,10 +7457,13 @@ type UpdateOrganization409ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization409ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6859,10 +7476,13 @@ type UpdateOrganization412ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization412ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6875,10 +7495,13 @@ type UpdateOrganization413ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization413ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6891,10 +7514,13 @@ type UpdateOrganization428ApplicationProblemPlusJSONResponse struct {
 func (response UpdateOrganization428ApplicationProblemPlusJSONResponse) VisitUpdateOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(428)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6914,6 +7540,9 @@ func (response UpdateOrganization429ApplicationProblemPlusJSONResponse) VisitUpd
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6921,6 +7550,7 @@ func (response UpdateOrganization429ApplicationProblemPlusJSONResponse) VisitUpd
 
 type UpdateOrganizationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -6931,6 +7561,9 @@ func (response UpdateOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6948,6 +7581,8 @@ type CancelOrganizationDeletionResponseObject interface {
 type CancelOrganizationDeletion200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type CancelOrganizationDeletion200JSONResponse struct {
@@ -6968,6 +7603,12 @@ func (response CancelOrganizationDeletion200JSONResponse) VisitCancelOrganizatio
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6980,10 +7621,13 @@ type CancelOrganizationDeletion400ApplicationProblemPlusJSONResponse struct {
 func (response CancelOrganizationDeletion400ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7003,6 +7647,9 @@ func (response CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse) 
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7015,10 +7662,13 @@ type CancelOrganizationDeletion403ApplicationProblemPlusJSONResponse struct {
 func (response CancelOrganizationDeletion403ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7031,10 +7681,13 @@ type CancelOrganizationDeletion404ApplicationProblemPlusJSONResponse struct {
 func (response CancelOrganizationDeletion404ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7047,10 +7700,13 @@ type CancelOrganizationDeletion409ApplicationProblemPlusJSONResponse struct {
 func (response CancelOrganizationDeletion409ApplicationProblemPlusJSONResponse) VisitCancelOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7070,6 +7726,9 @@ func (response CancelOrganizationDeletion429ApplicationProblemPlusJSONResponse) 
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7077,6 +7736,7 @@ func (response CancelOrganizationDeletion429ApplicationProblemPlusJSONResponse) 
 
 type CancelOrganizationDeletiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7087,6 +7747,9 @@ func (response CancelOrganizationDeletiondefaultApplicationProblemPlusJSONRespon
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7104,6 +7767,8 @@ type ScheduleOrganizationDeletionResponseObject interface {
 type ScheduleOrganizationDeletion200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type ScheduleOrganizationDeletion200JSONResponse struct {
@@ -7124,6 +7789,12 @@ func (response ScheduleOrganizationDeletion200JSONResponse) VisitScheduleOrganiz
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7136,10 +7807,13 @@ type ScheduleOrganizationDeletion400ApplicationProblemPlusJSONResponse struct {
 func (response ScheduleOrganizationDeletion400ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7159,6 +7833,9 @@ func (response ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7171,10 +7848,13 @@ type ScheduleOrganizationDeletion403ApplicationProblemPlusJSONResponse struct {
 func (response ScheduleOrganizationDeletion403ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7187,10 +7867,13 @@ type ScheduleOrganizationDeletion404ApplicationProblemPlusJSONResponse struct {
 func (response ScheduleOrganizationDeletion404ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7203,10 +7886,13 @@ type ScheduleOrganizationDeletion409ApplicationProblemPlusJSONResponse struct {
 func (response ScheduleOrganizationDeletion409ApplicationProblemPlusJSONResponse) VisitScheduleOrganizationDeletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7226,6 +7912,9 @@ func (response ScheduleOrganizationDeletion429ApplicationProblemPlusJSONResponse
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7233,6 +7922,7 @@ func (response ScheduleOrganizationDeletion429ApplicationProblemPlusJSONResponse
 
 type ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7243,6 +7933,9 @@ func (response ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7257,15 +7950,25 @@ type ListInvitationsResponseObject interface {
 	VisitListInvitationsResponse(w http.ResponseWriter) error
 }
 
-type ListInvitations200JSONResponse InvitationList
+type ListInvitations200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvitations200JSONResponse struct {
+	Body    InvitationList
+	Headers ListInvitations200ResponseHeaders
+}
 
 func (response ListInvitations200JSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7278,10 +7981,13 @@ type ListInvitations400ApplicationProblemPlusJSONResponse struct {
 func (response ListInvitations400ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7301,6 +8007,9 @@ func (response ListInvitations401ApplicationProblemPlusJSONResponse) VisitListIn
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7313,10 +8022,13 @@ type ListInvitations403ApplicationProblemPlusJSONResponse struct {
 func (response ListInvitations403ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7329,10 +8041,13 @@ type ListInvitations404ApplicationProblemPlusJSONResponse struct {
 func (response ListInvitations404ApplicationProblemPlusJSONResponse) VisitListInvitationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7352,6 +8067,9 @@ func (response ListInvitations429ApplicationProblemPlusJSONResponse) VisitListIn
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7359,6 +8077,7 @@ func (response ListInvitations429ApplicationProblemPlusJSONResponse) VisitListIn
 
 type ListInvitationsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7369,6 +8088,9 @@ func (response ListInvitationsdefaultApplicationProblemPlusJSONResponse) VisitLi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7386,7 +8108,9 @@ type CreateInvitationResponseObject interface {
 
 type CreateInvitation201ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type CreateInvitation201JSONResponse struct {
@@ -7404,8 +8128,14 @@ func (response CreateInvitation201JSONResponse) VisitCreateInvitationResponse(w 
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -7419,10 +8149,13 @@ type CreateInvitation400ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation400ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7442,6 +8175,9 @@ func (response CreateInvitation401ApplicationProblemPlusJSONResponse) VisitCreat
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7454,10 +8190,13 @@ type CreateInvitation403ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation403ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7470,10 +8209,13 @@ type CreateInvitation404ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation404ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7486,10 +8228,13 @@ type CreateInvitation409ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation409ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7502,10 +8247,13 @@ type CreateInvitation413ApplicationProblemPlusJSONResponse struct {
 func (response CreateInvitation413ApplicationProblemPlusJSONResponse) VisitCreateInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7525,6 +8273,9 @@ func (response CreateInvitation429ApplicationProblemPlusJSONResponse) VisitCreat
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7532,6 +8283,7 @@ func (response CreateInvitation429ApplicationProblemPlusJSONResponse) VisitCreat
 
 type CreateInvitationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7542,6 +8294,9 @@ func (response CreateInvitationdefaultApplicationProblemPlusJSONResponse) VisitC
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7559,6 +8314,8 @@ type RevokeInvitationResponseObject interface {
 
 type RevokeInvitation200ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type RevokeInvitation200JSONResponse struct {
@@ -7576,6 +8333,12 @@ func (response RevokeInvitation200JSONResponse) VisitRevokeInvitationResponse(w 
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7588,10 +8351,13 @@ type RevokeInvitation400ApplicationProblemPlusJSONResponse struct {
 func (response RevokeInvitation400ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7611,6 +8377,9 @@ func (response RevokeInvitation401ApplicationProblemPlusJSONResponse) VisitRevok
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7623,10 +8392,13 @@ type RevokeInvitation403ApplicationProblemPlusJSONResponse struct {
 func (response RevokeInvitation403ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7639,10 +8411,13 @@ type RevokeInvitation404ApplicationProblemPlusJSONResponse struct {
 func (response RevokeInvitation404ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7655,10 +8430,13 @@ type RevokeInvitation409ApplicationProblemPlusJSONResponse struct {
 func (response RevokeInvitation409ApplicationProblemPlusJSONResponse) VisitRevokeInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7678,6 +8456,9 @@ func (response RevokeInvitation429ApplicationProblemPlusJSONResponse) VisitRevok
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7685,6 +8466,7 @@ func (response RevokeInvitation429ApplicationProblemPlusJSONResponse) VisitRevok
 
 type RevokeInvitationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7695,6 +8477,9 @@ func (response RevokeInvitationdefaultApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7709,15 +8494,25 @@ type GetInvitationResponseObject interface {
 	VisitGetInvitationResponse(w http.ResponseWriter) error
 }
 
-type GetInvitation200JSONResponse Invitation
+type GetInvitation200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetInvitation200JSONResponse struct {
+	Body    Invitation
+	Headers GetInvitation200ResponseHeaders
+}
 
 func (response GetInvitation200JSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7730,10 +8525,13 @@ type GetInvitation400ApplicationProblemPlusJSONResponse struct {
 func (response GetInvitation400ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7753,6 +8551,9 @@ func (response GetInvitation401ApplicationProblemPlusJSONResponse) VisitGetInvit
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7765,10 +8566,13 @@ type GetInvitation403ApplicationProblemPlusJSONResponse struct {
 func (response GetInvitation403ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7781,10 +8585,13 @@ type GetInvitation404ApplicationProblemPlusJSONResponse struct {
 func (response GetInvitation404ApplicationProblemPlusJSONResponse) VisitGetInvitationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7804,6 +8611,9 @@ func (response GetInvitation429ApplicationProblemPlusJSONResponse) VisitGetInvit
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7811,6 +8621,7 @@ func (response GetInvitation429ApplicationProblemPlusJSONResponse) VisitGetInvit
 
 type GetInvitationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7821,6 +8632,9 @@ func (response GetInvitationdefaultApplicationProblemPlusJSONResponse) VisitGetI
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7835,15 +8649,25 @@ type ListOrganizationOwnersResponseObject interface {
 	VisitListOrganizationOwnersResponse(w http.ResponseWriter) error
 }
 
-type ListOrganizationOwners200JSONResponse OwnerList
+type ListOrganizationOwners200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOrganizationOwners200JSONResponse struct {
+	Body    OwnerList
+	Headers ListOrganizationOwners200ResponseHeaders
+}
 
 func (response ListOrganizationOwners200JSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7856,10 +8680,13 @@ type ListOrganizationOwners400ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizationOwners400ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7879,6 +8706,9 @@ func (response ListOrganizationOwners401ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7891,10 +8721,13 @@ type ListOrganizationOwners403ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizationOwners403ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7907,10 +8740,13 @@ type ListOrganizationOwners404ApplicationProblemPlusJSONResponse struct {
 func (response ListOrganizationOwners404ApplicationProblemPlusJSONResponse) VisitListOrganizationOwnersResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7930,6 +8766,9 @@ func (response ListOrganizationOwners429ApplicationProblemPlusJSONResponse) Visi
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7937,6 +8776,7 @@ func (response ListOrganizationOwners429ApplicationProblemPlusJSONResponse) Visi
 
 type ListOrganizationOwnersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -7947,6 +8787,9 @@ func (response ListOrganizationOwnersdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7961,7 +8804,8 @@ type GetPolicyResponseObject interface {
 }
 
 type GetPolicy200ResponseHeaders struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
 }
 
 type GetPolicy200JSONResponse struct {
@@ -7979,6 +8823,9 @@ func (response GetPolicy200JSONResponse) VisitGetPolicyResponse(w http.ResponseW
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7991,10 +8838,13 @@ type GetPolicy400ApplicationProblemPlusJSONResponse struct {
 func (response GetPolicy400ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8014,6 +8864,9 @@ func (response GetPolicy401ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8026,10 +8879,13 @@ type GetPolicy403ApplicationProblemPlusJSONResponse struct {
 func (response GetPolicy403ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8042,10 +8898,13 @@ type GetPolicy404ApplicationProblemPlusJSONResponse struct {
 func (response GetPolicy404ApplicationProblemPlusJSONResponse) VisitGetPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8065,6 +8924,9 @@ func (response GetPolicy429ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8072,6 +8934,7 @@ func (response GetPolicy429ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 
 type GetPolicydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8082,6 +8945,9 @@ func (response GetPolicydefaultApplicationProblemPlusJSONResponse) VisitGetPolic
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8100,6 +8966,8 @@ type PutPolicyResponseObject interface {
 type PutPolicy200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type PutPolicy200JSONResponse struct {
@@ -8120,6 +8988,12 @@ func (response PutPolicy200JSONResponse) VisitPutPolicyResponse(w http.ResponseW
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8132,10 +9006,13 @@ type PutPolicy400ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy400ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8155,6 +9032,9 @@ func (response PutPolicy401ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8167,10 +9047,13 @@ type PutPolicy403ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy403ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8183,10 +9066,13 @@ type PutPolicy404ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy404ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8199,10 +9085,13 @@ type PutPolicy409ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy409ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8215,10 +9104,13 @@ type PutPolicy412ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy412ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8231,10 +9123,13 @@ type PutPolicy413ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy413ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8247,10 +9142,13 @@ type PutPolicy428ApplicationProblemPlusJSONResponse struct {
 func (response PutPolicy428ApplicationProblemPlusJSONResponse) VisitPutPolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(428)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8270,6 +9168,9 @@ func (response PutPolicy429ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8277,6 +9178,7 @@ func (response PutPolicy429ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 
 type PutPolicydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8287,6 +9189,9 @@ func (response PutPolicydefaultApplicationProblemPlusJSONResponse) VisitPutPolic
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8300,15 +9205,25 @@ type GetEffectivePolicyResponseObject interface {
 	VisitGetEffectivePolicyResponse(w http.ResponseWriter) error
 }
 
-type GetEffectivePolicy200JSONResponse EffectivePolicy
+type GetEffectivePolicy200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetEffectivePolicy200JSONResponse struct {
+	Body    EffectivePolicy
+	Headers GetEffectivePolicy200ResponseHeaders
+}
 
 func (response GetEffectivePolicy200JSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8321,10 +9236,13 @@ type GetEffectivePolicy400ApplicationProblemPlusJSONResponse struct {
 func (response GetEffectivePolicy400ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8344,6 +9262,9 @@ func (response GetEffectivePolicy401ApplicationProblemPlusJSONResponse) VisitGet
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8356,10 +9277,13 @@ type GetEffectivePolicy403ApplicationProblemPlusJSONResponse struct {
 func (response GetEffectivePolicy403ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8372,10 +9296,13 @@ type GetEffectivePolicy404ApplicationProblemPlusJSONResponse struct {
 func (response GetEffectivePolicy404ApplicationProblemPlusJSONResponse) VisitGetEffectivePolicyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8395,6 +9322,9 @@ func (response GetEffectivePolicy429ApplicationProblemPlusJSONResponse) VisitGet
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8402,6 +9332,7 @@ func (response GetEffectivePolicy429ApplicationProblemPlusJSONResponse) VisitGet
 
 type GetEffectivePolicydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8412,6 +9343,9 @@ func (response GetEffectivePolicydefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8429,6 +9363,8 @@ type ResumeOrganizationResponseObject interface {
 type ResumeOrganization200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type ResumeOrganization200JSONResponse struct {
@@ -8449,6 +9385,12 @@ func (response ResumeOrganization200JSONResponse) VisitResumeOrganizationRespons
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8461,10 +9403,13 @@ type ResumeOrganization400ApplicationProblemPlusJSONResponse struct {
 func (response ResumeOrganization400ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8484,6 +9429,9 @@ func (response ResumeOrganization401ApplicationProblemPlusJSONResponse) VisitRes
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8496,10 +9444,13 @@ type ResumeOrganization403ApplicationProblemPlusJSONResponse struct {
 func (response ResumeOrganization403ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8512,10 +9463,13 @@ type ResumeOrganization404ApplicationProblemPlusJSONResponse struct {
 func (response ResumeOrganization404ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8528,10 +9482,13 @@ type ResumeOrganization409ApplicationProblemPlusJSONResponse struct {
 func (response ResumeOrganization409ApplicationProblemPlusJSONResponse) VisitResumeOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8551,6 +9508,9 @@ func (response ResumeOrganization429ApplicationProblemPlusJSONResponse) VisitRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8558,6 +9518,7 @@ func (response ResumeOrganization429ApplicationProblemPlusJSONResponse) VisitRes
 
 type ResumeOrganizationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8568,6 +9529,9 @@ func (response ResumeOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8586,6 +9550,8 @@ type SuspendOrganizationResponseObject interface {
 type SuspendOrganization200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type SuspendOrganization200JSONResponse struct {
@@ -8606,6 +9572,12 @@ func (response SuspendOrganization200JSONResponse) VisitSuspendOrganizationRespo
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8618,10 +9590,13 @@ type SuspendOrganization400ApplicationProblemPlusJSONResponse struct {
 func (response SuspendOrganization400ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8641,6 +9616,9 @@ func (response SuspendOrganization401ApplicationProblemPlusJSONResponse) VisitSu
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8653,10 +9631,13 @@ type SuspendOrganization403ApplicationProblemPlusJSONResponse struct {
 func (response SuspendOrganization403ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8669,10 +9650,13 @@ type SuspendOrganization404ApplicationProblemPlusJSONResponse struct {
 func (response SuspendOrganization404ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8685,10 +9669,13 @@ type SuspendOrganization409ApplicationProblemPlusJSONResponse struct {
 func (response SuspendOrganization409ApplicationProblemPlusJSONResponse) VisitSuspendOrganizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8708,6 +9695,9 @@ func (response SuspendOrganization429ApplicationProblemPlusJSONResponse) VisitSu
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8715,6 +9705,7 @@ func (response SuspendOrganization429ApplicationProblemPlusJSONResponse) VisitSu
 
 type SuspendOrganizationdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8725,6 +9716,9 @@ func (response SuspendOrganizationdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8739,15 +9733,25 @@ type GetOrganizationUsageResponseObject interface {
 	VisitGetOrganizationUsageResponse(w http.ResponseWriter) error
 }
 
-type GetOrganizationUsage200JSONResponse OrganizationUsage
+type GetOrganizationUsage200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetOrganizationUsage200JSONResponse struct {
+	Body    OrganizationUsage
+	Headers GetOrganizationUsage200ResponseHeaders
+}
 
 func (response GetOrganizationUsage200JSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8760,10 +9764,13 @@ type GetOrganizationUsage400ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganizationUsage400ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8783,6 +9790,9 @@ func (response GetOrganizationUsage401ApplicationProblemPlusJSONResponse) VisitG
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8795,10 +9805,13 @@ type GetOrganizationUsage403ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganizationUsage403ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8811,10 +9824,13 @@ type GetOrganizationUsage404ApplicationProblemPlusJSONResponse struct {
 func (response GetOrganizationUsage404ApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8834,6 +9850,9 @@ func (response GetOrganizationUsage429ApplicationProblemPlusJSONResponse) VisitG
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8841,6 +9860,7 @@ func (response GetOrganizationUsage429ApplicationProblemPlusJSONResponse) VisitG
 
 type GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8851,6 +9871,9 @@ func (response GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse) Vi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8863,15 +9886,25 @@ type GetTokenSelfResponseObject interface {
 	VisitGetTokenSelfResponse(w http.ResponseWriter) error
 }
 
-type GetTokenSelf200JSONResponse OperatorToken
+type GetTokenSelf200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetTokenSelf200JSONResponse struct {
+	Body    OperatorToken
+	Headers GetTokenSelf200ResponseHeaders
+}
 
 func (response GetTokenSelf200JSONResponse) VisitGetTokenSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8890,6 +9923,9 @@ func (response GetTokenSelf401ApplicationProblemPlusJSONResponse) VisitGetTokenS
 	w.Header().Set("Content-Type", "application/problem+json")
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
@@ -8910,6 +9946,9 @@ func (response GetTokenSelf429ApplicationProblemPlusJSONResponse) VisitGetTokenS
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8917,6 +9956,7 @@ func (response GetTokenSelf429ApplicationProblemPlusJSONResponse) VisitGetTokenS
 
 type GetTokenSelfdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -8927,6 +9967,9 @@ func (response GetTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitGetTo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8942,6 +9985,8 @@ type RevokeTokenSelfResponseObject interface {
 
 type RevokeTokenSelf204ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type RevokeTokenSelf204Response struct {
@@ -8951,6 +9996,12 @@ type RevokeTokenSelf204Response struct {
 func (response RevokeTokenSelf204Response) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(204)
 	return nil
@@ -8963,10 +10014,13 @@ type RevokeTokenSelf400ApplicationProblemPlusJSONResponse struct {
 func (response RevokeTokenSelf400ApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8986,6 +10040,9 @@ func (response RevokeTokenSelf401ApplicationProblemPlusJSONResponse) VisitRevoke
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8998,10 +10055,13 @@ type RevokeTokenSelf409ApplicationProblemPlusJSONResponse struct {
 func (response RevokeTokenSelf409ApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9021,6 +10081,9 @@ func (response RevokeTokenSelf429ApplicationProblemPlusJSONResponse) VisitRevoke
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9028,6 +10091,7 @@ func (response RevokeTokenSelf429ApplicationProblemPlusJSONResponse) VisitRevoke
 
 type RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9038,6 +10102,9 @@ func (response RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9051,15 +10118,25 @@ type ListUsageResponseObject interface {
 	VisitListUsageResponse(w http.ResponseWriter) error
 }
 
-type ListUsage200JSONResponse UsageTotalsList
+type ListUsage200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListUsage200JSONResponse struct {
+	Body    UsageTotalsList
+	Headers ListUsage200ResponseHeaders
+}
 
 func (response ListUsage200JSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9072,10 +10149,13 @@ type ListUsage400ApplicationProblemPlusJSONResponse struct {
 func (response ListUsage400ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9095,6 +10175,9 @@ func (response ListUsage401ApplicationProblemPlusJSONResponse) VisitListUsageRes
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9107,10 +10190,13 @@ type ListUsage403ApplicationProblemPlusJSONResponse struct {
 func (response ListUsage403ApplicationProblemPlusJSONResponse) VisitListUsageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9130,6 +10216,9 @@ func (response ListUsage429ApplicationProblemPlusJSONResponse) VisitListUsageRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9137,6 +10226,7 @@ func (response ListUsage429ApplicationProblemPlusJSONResponse) VisitListUsageRes
 
 type ListUsagedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9147,6 +10237,9 @@ func (response ListUsagedefaultApplicationProblemPlusJSONResponse) VisitListUsag
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9160,15 +10253,25 @@ type ListActivityResponseObject interface {
 	VisitListActivityResponse(w http.ResponseWriter) error
 }
 
-type ListActivity200JSONResponse ActivityList
+type ListActivity200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActivity200JSONResponse struct {
+	Body    ActivityList
+	Headers ListActivity200ResponseHeaders
+}
 
 func (response ListActivity200JSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9181,10 +10284,13 @@ type ListActivity400ApplicationProblemPlusJSONResponse struct {
 func (response ListActivity400ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9204,6 +10310,9 @@ func (response ListActivity401ApplicationProblemPlusJSONResponse) VisitListActiv
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9216,10 +10325,13 @@ type ListActivity403ApplicationProblemPlusJSONResponse struct {
 func (response ListActivity403ApplicationProblemPlusJSONResponse) VisitListActivityResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9239,6 +10351,9 @@ func (response ListActivity429ApplicationProblemPlusJSONResponse) VisitListActiv
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9246,6 +10361,7 @@ func (response ListActivity429ApplicationProblemPlusJSONResponse) VisitListActiv
 
 type ListActivitydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9256,6 +10372,9 @@ func (response ListActivitydefaultApplicationProblemPlusJSONResponse) VisitListA
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9269,15 +10388,25 @@ type ListAgentsResponseObject interface {
 	VisitListAgentsResponse(w http.ResponseWriter) error
 }
 
-type ListAgents200JSONResponse AgentList
+type ListAgents200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAgents200JSONResponse struct {
+	Body    AgentList
+	Headers ListAgents200ResponseHeaders
+}
 
 func (response ListAgents200JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9290,10 +10419,13 @@ type ListAgents400ApplicationProblemPlusJSONResponse struct {
 func (response ListAgents400ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9313,6 +10445,9 @@ func (response ListAgents401ApplicationProblemPlusJSONResponse) VisitListAgentsR
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9325,10 +10460,13 @@ type ListAgents403ApplicationProblemPlusJSONResponse struct {
 func (response ListAgents403ApplicationProblemPlusJSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9348,6 +10486,9 @@ func (response ListAgents429ApplicationProblemPlusJSONResponse) VisitListAgentsR
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9355,6 +10496,7 @@ func (response ListAgents429ApplicationProblemPlusJSONResponse) VisitListAgentsR
 
 type ListAgentsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9365,6 +10507,9 @@ func (response ListAgentsdefaultApplicationProblemPlusJSONResponse) VisitListAge
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9379,15 +10524,25 @@ type ListObservationsResponseObject interface {
 	VisitListObservationsResponse(w http.ResponseWriter) error
 }
 
-type ListObservations200JSONResponse ObservationList
+type ListObservations200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListObservations200JSONResponse struct {
+	Body    ObservationList
+	Headers ListObservations200ResponseHeaders
+}
 
 func (response ListObservations200JSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9400,10 +10555,13 @@ type ListObservations400ApplicationProblemPlusJSONResponse struct {
 func (response ListObservations400ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9423,6 +10581,9 @@ func (response ListObservations401ApplicationProblemPlusJSONResponse) VisitListO
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9435,10 +10596,13 @@ type ListObservations403ApplicationProblemPlusJSONResponse struct {
 func (response ListObservations403ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9451,10 +10615,13 @@ type ListObservations404ApplicationProblemPlusJSONResponse struct {
 func (response ListObservations404ApplicationProblemPlusJSONResponse) VisitListObservationsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9474,6 +10641,9 @@ func (response ListObservations429ApplicationProblemPlusJSONResponse) VisitListO
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9481,6 +10651,7 @@ func (response ListObservations429ApplicationProblemPlusJSONResponse) VisitListO
 
 type ListObservationsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9491,6 +10662,9 @@ func (response ListObservationsdefaultApplicationProblemPlusJSONResponse) VisitL
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9504,15 +10678,25 @@ type ListIntakeKeysResponseObject interface {
 	VisitListIntakeKeysResponse(w http.ResponseWriter) error
 }
 
-type ListIntakeKeys200JSONResponse IntakeKeyList
+type ListIntakeKeys200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListIntakeKeys200JSONResponse struct {
+	Body    IntakeKeyList
+	Headers ListIntakeKeys200ResponseHeaders
+}
 
 func (response ListIntakeKeys200JSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9525,10 +10709,13 @@ type ListIntakeKeys400ApplicationProblemPlusJSONResponse struct {
 func (response ListIntakeKeys400ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9548,6 +10735,9 @@ func (response ListIntakeKeys401ApplicationProblemPlusJSONResponse) VisitListInt
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9560,10 +10750,13 @@ type ListIntakeKeys403ApplicationProblemPlusJSONResponse struct {
 func (response ListIntakeKeys403ApplicationProblemPlusJSONResponse) VisitListIntakeKeysResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9583,6 +10776,9 @@ func (response ListIntakeKeys429ApplicationProblemPlusJSONResponse) VisitListInt
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9590,6 +10786,7 @@ func (response ListIntakeKeys429ApplicationProblemPlusJSONResponse) VisitListInt
 
 type ListIntakeKeysdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9600,6 +10797,9 @@ func (response ListIntakeKeysdefaultApplicationProblemPlusJSONResponse) VisitLis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9616,7 +10816,9 @@ type CreateIntakeKeyResponseObject interface {
 
 type CreateIntakeKey201ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type CreateIntakeKey201JSONResponse struct {
@@ -9634,8 +10836,14 @@ func (response CreateIntakeKey201JSONResponse) VisitCreateIntakeKeyResponse(w ht
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -9649,10 +10857,13 @@ type CreateIntakeKey400ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey400ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9672,6 +10883,9 @@ func (response CreateIntakeKey401ApplicationProblemPlusJSONResponse) VisitCreate
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9684,10 +10898,13 @@ type CreateIntakeKey403ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey403ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9700,10 +10917,13 @@ type CreateIntakeKey409ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey409ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9716,10 +10936,13 @@ type CreateIntakeKey410ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey410ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9732,10 +10955,13 @@ type CreateIntakeKey413ApplicationProblemPlusJSONResponse struct {
 func (response CreateIntakeKey413ApplicationProblemPlusJSONResponse) VisitCreateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9755,6 +10981,9 @@ func (response CreateIntakeKey429ApplicationProblemPlusJSONResponse) VisitCreate
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9762,6 +10991,7 @@ func (response CreateIntakeKey429ApplicationProblemPlusJSONResponse) VisitCreate
 
 type CreateIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9772,6 +11002,9 @@ func (response CreateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitCr
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9788,6 +11021,8 @@ type RevokeIntakeKeyResponseObject interface {
 
 type RevokeIntakeKey200ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type RevokeIntakeKey200JSONResponse struct {
@@ -9805,6 +11040,12 @@ func (response RevokeIntakeKey200JSONResponse) VisitRevokeIntakeKeyResponse(w ht
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9817,10 +11058,13 @@ type RevokeIntakeKey400ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey400ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9840,6 +11084,9 @@ func (response RevokeIntakeKey401ApplicationProblemPlusJSONResponse) VisitRevoke
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9852,10 +11099,13 @@ type RevokeIntakeKey403ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey403ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9868,10 +11118,13 @@ type RevokeIntakeKey404ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey404ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9884,10 +11137,13 @@ type RevokeIntakeKey409ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey409ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9900,10 +11156,13 @@ type RevokeIntakeKey410ApplicationProblemPlusJSONResponse struct {
 func (response RevokeIntakeKey410ApplicationProblemPlusJSONResponse) VisitRevokeIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9923,6 +11182,9 @@ func (response RevokeIntakeKey429ApplicationProblemPlusJSONResponse) VisitRevoke
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9930,6 +11192,7 @@ func (response RevokeIntakeKey429ApplicationProblemPlusJSONResponse) VisitRevoke
 
 type RevokeIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -9940,6 +11203,9 @@ func (response RevokeIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9956,7 +11222,9 @@ type RotateIntakeKeyResponseObject interface {
 
 type RotateIntakeKey201ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type RotateIntakeKey201JSONResponse struct {
@@ -9974,8 +11242,14 @@ func (response RotateIntakeKey201JSONResponse) VisitRotateIntakeKeyResponse(w ht
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -9989,10 +11263,13 @@ type RotateIntakeKey400ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey400ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10012,6 +11289,9 @@ func (response RotateIntakeKey401ApplicationProblemPlusJSONResponse) VisitRotate
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10024,10 +11304,13 @@ type RotateIntakeKey403ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey403ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10040,10 +11323,13 @@ type RotateIntakeKey404ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey404ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10056,10 +11342,13 @@ type RotateIntakeKey409ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey409ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10072,10 +11361,13 @@ type RotateIntakeKey410ApplicationProblemPlusJSONResponse struct {
 func (response RotateIntakeKey410ApplicationProblemPlusJSONResponse) VisitRotateIntakeKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10095,6 +11387,9 @@ func (response RotateIntakeKey429ApplicationProblemPlusJSONResponse) VisitRotate
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10102,6 +11397,7 @@ func (response RotateIntakeKey429ApplicationProblemPlusJSONResponse) VisitRotate
 
 type RotateIntakeKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10112,6 +11408,9 @@ func (response RotateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10125,15 +11424,25 @@ type ListJobsResponseObject interface {
 	VisitListJobsResponse(w http.ResponseWriter) error
 }
 
-type ListJobs200JSONResponse JobList
+type ListJobs200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListJobs200JSONResponse struct {
+	Body    JobList
+	Headers ListJobs200ResponseHeaders
+}
 
 func (response ListJobs200JSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10146,10 +11455,13 @@ type ListJobs400ApplicationProblemPlusJSONResponse struct {
 func (response ListJobs400ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10169,6 +11481,9 @@ func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10181,10 +11496,13 @@ type ListJobs403ApplicationProblemPlusJSONResponse struct {
 func (response ListJobs403ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10204,6 +11522,9 @@ func (response ListJobs429ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10211,6 +11532,7 @@ func (response ListJobs429ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 
 type ListJobsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10221,6 +11543,9 @@ func (response ListJobsdefaultApplicationProblemPlusJSONResponse) VisitListJobsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10237,7 +11562,9 @@ type CreateJobResponseObject interface {
 
 type CreateJob201ResponseHeaders struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
 }
 
 type CreateJob201JSONResponse struct {
@@ -10255,8 +11582,14 @@ func (response CreateJob201JSONResponse) VisitCreateJobResponse(w http.ResponseW
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
@@ -10270,10 +11603,13 @@ type CreateJob400ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob400ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10293,6 +11629,9 @@ func (response CreateJob401ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10305,10 +11644,13 @@ type CreateJob403ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob403ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10321,10 +11663,13 @@ type CreateJob404ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob404ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10337,10 +11682,13 @@ type CreateJob409ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob409ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10353,10 +11701,13 @@ type CreateJob410ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob410ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(410)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10369,10 +11720,13 @@ type CreateJob413ApplicationProblemPlusJSONResponse struct {
 func (response CreateJob413ApplicationProblemPlusJSONResponse) VisitCreateJobResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10392,6 +11746,9 @@ func (response CreateJob429ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10399,6 +11756,7 @@ func (response CreateJob429ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 
 type CreateJobdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10409,6 +11767,9 @@ func (response CreateJobdefaultApplicationProblemPlusJSONResponse) VisitCreateJo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10421,15 +11782,25 @@ type GetMeResponseObject interface {
 	VisitGetMeResponse(w http.ResponseWriter) error
 }
 
-type GetMe200JSONResponse Me
+type GetMe200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetMe200JSONResponse struct {
+	Body    Me
+	Headers GetMe200ResponseHeaders
+}
 
 func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10449,6 +11820,9 @@ func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10461,10 +11835,13 @@ type GetMe403ApplicationProblemPlusJSONResponse struct {
 func (response GetMe403ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10484,6 +11861,9 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10491,6 +11871,7 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 
 type GetMedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10501,6 +11882,9 @@ func (response GetMedefaultApplicationProblemPlusJSONResponse) VisitGetMeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10514,7 +11898,8 @@ type GetSettingsResponseObject interface {
 }
 
 type GetSettings200ResponseHeaders struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
 }
 
 type GetSettings200JSONResponse struct {
@@ -10531,6 +11916,9 @@ func (response GetSettings200JSONResponse) VisitGetSettingsResponse(w http.Respo
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -10551,6 +11939,9 @@ func (response GetSettings401ApplicationProblemPlusJSONResponse) VisitGetSetting
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10563,10 +11954,13 @@ type GetSettings403ApplicationProblemPlusJSONResponse struct {
 func (response GetSettings403ApplicationProblemPlusJSONResponse) VisitGetSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10586,6 +11980,9 @@ func (response GetSettings429ApplicationProblemPlusJSONResponse) VisitGetSetting
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10593,6 +11990,7 @@ func (response GetSettings429ApplicationProblemPlusJSONResponse) VisitGetSetting
 
 type GetSettingsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10603,6 +12001,9 @@ func (response GetSettingsdefaultApplicationProblemPlusJSONResponse) VisitGetSet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10620,6 +12021,8 @@ type PutSettingsResponseObject interface {
 type PutSettings200ResponseHeaders struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
 }
 
 type PutSettings200JSONResponse struct {
@@ -10640,6 +12043,12 @@ func (response PutSettings200JSONResponse) VisitPutSettingsResponse(w http.Respo
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10652,10 +12061,13 @@ type PutSettings400ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings400ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10675,6 +12087,9 @@ func (response PutSettings401ApplicationProblemPlusJSONResponse) VisitPutSetting
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10687,10 +12102,13 @@ type PutSettings403ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings403ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10703,10 +12121,13 @@ type PutSettings409ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings409ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10719,10 +12140,13 @@ type PutSettings412ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings412ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10735,10 +12159,13 @@ type PutSettings413ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings413ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10751,10 +12178,13 @@ type PutSettings428ApplicationProblemPlusJSONResponse struct {
 func (response PutSettings428ApplicationProblemPlusJSONResponse) VisitPutSettingsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(428)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10774,6 +12204,9 @@ func (response PutSettings429ApplicationProblemPlusJSONResponse) VisitPutSetting
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10781,6 +12214,7 @@ func (response PutSettings429ApplicationProblemPlusJSONResponse) VisitPutSetting
 
 type PutSettingsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
+	Headers    ErrorResponseHeaders
 	StatusCode int
 }
 
@@ -10791,6 +12225,9 @@ func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
@@ -12309,288 +13746,296 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37cty2ljf6Kqg+U+XubKrVutiJpdo1R7GdbGU7sT9LPqmZyF8TItHdiNhAhwAld7z97/cA3yPOk5zC",
-	"WgAJkuibro63aqpmxy2SuC2s+/qtT51ETmdSMKFV5+BTZ8JoynL4z1endGz+N2UqyflMcyk6B53TCSNK",
-	"51KMCROa6znRdBwRPWEklUkxZUI/UeSS5YpLQbggfxRSM9XvRB2VTNiUmk+yj3Q6y1jnoHPW2TvrdKKO",
-	"ns/MP5XOuRh3Pn+OOscpm86kZiKZv/o44zlT7cn8OmEChlZa5iwlOVNFpokcET3hilywOfz4R8GUJlc8",
-	"y8g5IyOZj6XWTJDuux9ekL29vee9+vRGMp9S3TnopFSzLc2nLDjD1zKhOJHQJiU5oxrnJIs8YU8Uef/u",
-	"NZlRPamP1vzw56gzozmdMm0PwtuJf7J5e7QdoiXZffqUzHIuND3PGDk6eXF8TJIJzWliPnNIKB5Eag6v",
-	"SHSRs3RrxFkGP3AxJlNGhcLNpFNGqCJcK5JIoZnQffIzV8o89j//5/+SeH8wILya1fCCzYdmm3nO0tis",
-	"jpt5IS11oo6gU7NCbx1bZiFRx73TOdB5wfxN+Y+cjToHnf9nuyLPbfyr2m7sR4NY/snmb2BnaNbeKveX",
-	"Q3JlSGfML5mISM50zpkiV1xPCNckZ7OMztuEtcHKrr+S0c9UJ5OlF8/cTJJRZWZK04iw/rhP4rPOt2ed",
-	"uDopmZP4m9ge2O53ZJazRIqUm+9Vp3VIrhi9MA8rTTNmH9/ZdVd4OOVqama05FxHWzjnZQcauODCjJjB",
-	"FTpOzTPwdXNBqm9z76EhT69PM/XBcHxNL9g/2Xzh4IasV4w5o1qz3Lz6v83Tvw22ntOtPz982n32+T/C",
-	"bE1ccr1qze6RDUbn4nKN0X+S5wuH/V2ebzCeeXr1eG/yMRX8z+Xrld5DNznjxmBm/Ld0zE74n6x9nY41",
-	"myoyYzmZ0TErafuPguXzamrmb0NlPuBPImUjWmS6c7AzGESdKf3Ip8W0c/AU/sUF/mun3A8uNBuzvJzQ",
-	"qbxgC4RGLNhHPYRRtXkqRlnGzOW95LJQq2cL79WmO6UfXzMx1pPOwa6dovv3TujQ3ubykqcsX3hgM/vA",
-	"JuSZztYgl/eKjtkPuZy2d+cHnitN3p++ICmdR4SLJCsUv1y4FyPzlWWTqwn5xbM5le25vKbBqRwSqslU",
-	"Kk2MfEzpXBE60iwnsZlMvGimWt5onp/Ny2omhUIN6XuavkONx/zLym/zn3Q2yzhqLNuzXJ5nbPq33xWq",
-	"L+tdsLf4Fg7aJl6naKWSKSKkJiA3UBVzuiHpxlxc0oynQ/t4HJF4oS5h/mYf9y5Fr9/5HHVeSDHKePJg",
-	"y0zs+FZvSIo8NwtUmmpGurHKivHQSBgRXmGh6uuD98wPsyI3TEfTXOMTimnNxXiYyeQCfjGS3Y0eoyZj",
-	"eEQyoWLMSCKzjKdOnaEkl1eECqknLK/mbpVTqiuNbyrNAeHevspzmd/nxh4JUgj2ccYSMy1mhoeJ/CDz",
-	"c56myC/v85SB0khGkwurFCdyxoB6VTEa8YQzoYfwYxzhTseOau3PvYj84/T07Qnhirg/kW480XqmKgrv",
-	"oe3ky0DzgirUjImUpeawz5nR51KWMQ2fKP9o3pY5oSTjU65xIJpM4CH4acg+JozBk7CdP0rB7nsnK3WG",
-	"JFQQIUkmxZiZZRFzCZAlOI2Hga3nbob7NWeX8qL1K00SNtPl4n6R+gdZiPQ+F/iLJKpIJqWVR7qxkHo4",
-	"MvOw03pL55mk6amUr2k+vvftP5fpnCAZKLJDfubfk248wzkNtZTDzMzKzdWzEX6gPGPpfU/XGROVC0Gh",
-	"ZRKVhsqUZkYoAuW0rBR3GS07HtoHAut7V4rc+1thuTquyLRup3XjsIGGEz+V8mcq5layq/uc8zsjz4Cb",
-	"wI7nVLOh/WfcOySKMRK/Yzqfbx0ZbQf0HM+N5P2prUmdwIoV0ZJcUa6DjpFKfQalTNBCT5jQZr33e3jW",
-	"sI4qAoxIIS6EvBIRsXzLnKZlVihCLIO23IGmac4UShSUMKWyRLNMXpFuXNQXaMS9MEI9ZZHhnRMuNLma",
-	"8GTSa2z0r7/+unXkvbrAhWDWyYieUE38gRTpxt8zmoOSQLPp3886ORNjetaxCsc786+tEz4WVBc5az1F",
-	"RmahgvgW+xNFFB+Lygmneit8X2bX7VGYvx8lml9yDU6vWS5nLNcc1VyaaNRQlh2me/0IHv4cdVBFSofg",
-	"+YLvcGMHBqZSKto0z+nc/JunwcfMpEo3YOXYtDLat0nbyjvq/Uzp4YKPg+9xfY9kZUX81gHbzD7pjRLZ",
-	"nfMn3tqXD+XH5fnvLNFmKvW9bJ3HggVwcWm9pHaJosgyem62CA2d1hvGKhoqQWdqIvWSg/nUYcLY2b/Z",
-	"hci8NH0zmdBs6H42BDdXmhlzsFDguOLg+jGKuLfUBfsIf41wO+tzW7ZLrznaX41NcsRW/sc61Bsixoaf",
-	"YI2dbZIHzKD9oeCixkzon+R5e0GJnE6pCB+9tTGGVK9LwQvuWIiw3cC1YZbN/VYOxO1D60CCm7twOrcx",
-	"F9+h+fAEUqRcL2UMiwys45cRieG+brn7CiYvXNiYdM9pcjHOjTZNrmR+gco2RQEKhnIvItSYETk5fkm6",
-	"VBB5JVhu7SIjjcxNJxds7v5OxxiiytmYK40cEKTSat7V8EgZqVhnNTEac8cvndvOkimpPmVG2pwHLti+",
-	"J4qYRysXALtkQpMJnc2YYGlwVV809zR09OrSKnPXEfgVIQalfSmff+uorBh3ok7K1Syj8yE44z5EG+gD",
-	"zPlI2odjVc8nisTwVAz6W3VMVGs2nWkyAhPLkOoVVSRlguOhrSQQpMdK22CXejjY+T3Z+/h8ujP5Nt+/",
-	"fCq++2P36hkb6OfzEBksUFuQm67SWmShE4maycrTeGOfXa3soI48tDpyfV67g73+oL+zs9f/NjQhpaku",
-	"VPgw/nF6+pbgA3gnaZaBlpswfon7XY6zOwi47aOONiayVmut99Q+e4/am5tedTDljrQuQWubl9/DWxGb",
-	"1a3+IgTVm4p6HRNURYJ+sk7UwUtpWAPcxwCPs985raiivj3NgNY6am/tnRb/X/m6H5IJ3oKUzTI5Bxc8",
-	"T23mhnup7j0WCcuFWosNwUavt8LPgdP4nupkcmSdeCGOX/2lEcY/Vyy/hL1ShCNPPTcf8ySed33TAr0C",
-	"C0xieJNMaErOGRPEDUvO2Ujm7NBY5xMuxkSwK+DTmBPgDXUuZcaoaFFmuQB/CiGyfJFxJvQJS3KGbowU",
-	"vUA0e+vtyIhmirUc55itkDA42gQ+RBR8qU9+zblmW1Jk80Mi2CVwPV3kVjWo7/YlzQrWCBfuDHb3l8cL",
-	"o86VGeONyOZ48M09wM+GFv2ypMj20YOv29yEcU4TNpyxnMsAHfxDXoEzmVDwa6SFkabuXfAoKXuKlcJI",
-	"uj9Kkhae4ldJmW93B5PBdKBCIoaJS55L4ebrOMcsl2mRWEacskuWyRk88yEots3NG3GWr3lJzaOeDqtI",
-	"QvN8Trrxu1e//Hg0fPnq7es3//Xzq19Oh8cvbTDA3MP6qlixs85lnsmMJ/OhDW6v5Opv4fGX7mnzgeI8",
-	"48mwyLO67IaIx8H2NniK+vb3fgLx2dYsrL92gfOK5Zcsr/LL6usc9Hf6gzUka3kGtSnXT7iaSLSAGNsb",
-	"FiRyVC9/oVbelJM9SqaMvJD5TJZifHmc3gum//a/z84+DgZbZ2cfd344O/v47Q8f/vYfoc18NRqxRPNL",
-	"9r3lUK2LhsrAemd9gs+aQ3K8YgUDxOecyhHcoHKKx5Zf3/YUS+WLC/1svxPMyrjunHHQ9pRBvmbAkgPq",
-	"we/yfOXtap1cU0VwQnzohPj1PmmM5SH7OJO53vz9xs6tml+EK2+MGtpgCC8Eds5anudzzZS5h8OUztee",
-	"9nGlEEzpxyH4AdR13zYruekMjDl9rQnISv0Z5kybjZbCzOQaX2ucobcz/iSj8NYvnUpgo0JnHVCWN0ny",
-	"ijo2PSJALhBSYemQTSnPhqmcUi7W36ITYKOqU+3QcDqi17ll7nWl5HVeV0xhjBPPZjiRRX7zk/YnVV/h",
-	"ohGjBRvaPtXljKFTXvCozim9s1zKdt3J3LaoWNf3cw2JYTasrgAAE/x/aTJlTiUytqcTVrDDDZ3g6X5I",
-	"xJsHX8JJ1L/f+HLtQ3tLlIvub3Trz8HW8w/uP7Y+fBpEz3Y+u997/3l21u/97TdM5Yue7X0O6x4NGbiB",
-	"TfOKJhPiUQbJ2EgTWWjCxYTlRqvXdW3Z6mBtq8bJ2qaispY0DbzUkJcB/ad99nku8xcyXRSQxYz9KU0m",
-	"3AZ6FZEj50NUmD/nsiHQflN9guqwJuNcXinSpWCdgpeR23gyOc8ZvTCGK5r2vYgoSaizESdUpBlT5gd4",
-	"y8vbuxDyyhUA+N4zReeqT44C7s0pm54bS0WRlCUZzVlq3qeCyBkTMM+MK3OzzcEpSNp0BlQjHRBETTPj",
-	"DzzI4RTB4J8KBX9ohNLh083srU7UqWdkGVPJZfCYe8P0RKZD85PlfobGmukzMJgqZoYuWDqcspTTofV9",
-	"B9M6KgOjTF0xHKTMGYQQl81vrHYEcgTx3418qfqPNgOh/qPnjTCrsffL7kqVZO8N66d6mNm5tDOzLfKS",
-	"lYy8zDKrOLhNVgQTy0tn7HieKiYM4WMGMU2HUmRzjD5cyELDJIdmOPOxnF1ya4wVgl5SjpYsaCUsFzQL",
-	"Wtv/sE6+OkeY2F+XWd9PFEHLkLx/97puZDpjlhU7/TUM2oaogMFDAuIWanzA+vfrd1aW/ED903fP93d6",
-	"EZkwkTBSzHCcb73vEokOtiues/pePB0Nkmf0O7a1l+ykW/vJ3ndbz0dP2dbu+bfpzvkO26c7g6bo+XaZ",
-	"XXt29nEXzNpvXy2waI8to3Y56sE4Eb9kFckEj9r9FTwKZisUH4stLkoPinMbUaKZ0mQE2efwaciVkQK2",
-	"omVbLnCyeL7IhTrp+oEnZOCLoijXCbvXgmDBNI5GvImnsw3jTVypAo+rfZcyOeZilWOoxQuWH+wV5SBv",
-	"Rph+VSQJU2pUZHCeNUfZNQ5xlkstE5mtkUwGVPrWPQ/sYK35lwFkMeJj660kaiKvBOmaP2QUCFMKRq5y",
-	"rjVDX+ZKb0fUAbG3IclBsHTNxZ6YZ8twXnuZsedniw/IKJdTYv2Zxy9f/XJ6fPpfw7fv3vx/xy9fvTuJ",
-	"I6hxAx820ZNcFuMJbMzR22Nfi0CffMOJ92FBpLAW+qnEUMoV/mfovWKWbnytlvoyA9Wy3fjVKR3H6x1k",
-	"KGBoY9oleZbXrjwNtwGNO+8zlZJCFjErj4ajFrsNXFTfl+pxp9qeLpCJNV7/At5daUvcgg/AjegZV6rF",
-	"eWti7emKsqryXVUGeZZNoBYQCjDoWoxmsHLsivmus+pjfPqGfK5iM2sxDXz6WqymcROWXIKFNL8O+d1K",
-	"1lZTfXnogHhzQqe2bmyjCKRV7lFVkiNCy8iyUaSRHZSSrW2jowmjLGsNpDqZz75/9xoywBQphOaZkQGi",
-	"xieXcuLlQrc5RUzPNqNyRc4h+UzLNaWrec2FwJq150wYM5sLsM3llWK50bZhICrSUr2E4cvtIidcjDMo",
-	"lTm0CoCNeLuyP0zmLg/BzR1EZpeeK2Ptg5SltrK9FzZpWubMttGKudg2n/vPhM7oOc+4nv/96U/TwfyP",
-	"vdG++F+7K00eTwx4B70OLUL0emNi9EjvaiKzhgqFjhN0VxgL6cdXp86nQs6Zgro5cFEQarR/lwoAOXxj",
-	"YXSMCIppZppAhR8U7FlOE8NjMXKbOMIsfTItlK2EbFP+SlvlGMck3VIJ6t223fHgcnCD033t/IAXjM2U",
-	"D9CAnzsElxMQlEuLUITrQzTpkozR3PybdOFuXE14ZhMDXCIMV8Rpgb1V6RPNPX/gdIq63bcWGa20AzdV",
-	"M9LrD31tFWWlWXh7d+huzL5157fMkrtrFWuxNbfu+ZZ21/Ver5tf1/vGQnPMfuCwKj5MWWJEwXUMsc10",
-	"TD+LP+CqVHqxS6aBjLIhAErUyagybJiJZTbtZnmL1wnfyrAHwmbmXKAzNKDQjbnSLN/IIm/qyS1smXag",
-	"0ptGVJ0HzLo5icaOrjru4wCzfDGRiglyjthDEIfHpHHuSvYxKFNmcG6RM7OM4VkHdI/dZySnIpXTmvt2",
-	"RBB4g2zBQxdGeRnJHL6U8REzm1XXCM0nl7r3asAzahWyR33h7+yubWjI+5dh7WDm2plSN75NspGwnnFR",
-	"fKw7v5/t38ZM6xcjVG5fq798le4+fbrz3MUzLtg8Inu7BPI4jCGhNBUpzVNyThV7tt+vH+5vR1v/jWHf",
-	"v21/+LS/9/nv/3GNa7XkEoVviQVmCtSbXbumrDqZCzbf1Hd9rbRNB0EHOZucqSq20AVlJ/VTU71PTGhK",
-	"pGC9tSuFFjBICAHegLeHHIz24Go5lDWXnjfs0qO9li9PtLIoU6ppwoRm+RatX7ad28igbGyBqxFavKyw",
-	"j6g63OEqUvLoB/J9LaUIeeVSfwOZv/XE39XFQxsWGrrbeBe+qvDWRJv5sNwMvQT6LHsz6hz8tv7Smme2",
-	"kL+iUwH4KHpj4J5LkTRkKHhThjZtjhU7w+koH4//TEfTP/XVH7vZhRBX4909PZPn849sf6+Ql3sT+Sz9",
-	"c/b7H1dsNx1NnxYfxytpsl6F5zblQw1pbnFpxY1Uv+swY+YSoZbmrsFDn6OGZ/B67J6Ly01L426q0t6c",
-	"93r20nICdkd8Ao8HeXZbqXXJZS4UVOPg3p5HNTpZg7m72WBNz4bcvel8WLZwP63e1SEtUodK9CH0EaEr",
-	"1MhcswsRid1FveSaDc+KwWAvwSfhvxngmWwKoVcrgbUZTM1K05X7F6yJmvGw6ndEZixXZqPJ0dtj0DuM",
-	"jh9v0xnfvtzZljn4KnGxhWJ5cKnkBFia42ZLr8Ya9+KkmE5pDpICaodXvPFeBexpW3Qs6yWpbh+W7+Oa",
-	"WkbJLD45/hTKzvzciltswMsai8JXl0/+dlACShnw4JGmBq/ya6jQh+fxm4rZlBwpHJbfHJVCmsN8CNGX",
-	"soxfrvJYbFz5/bs839Sauampi2DI66tZP8nzd/jK5w/Raos1ZzOZ6wiYEOGaQPzKJlwt2J6KylrpHX8U",
-	"rLDVvHb7IZOxVe77YS37p23bVkAkQWlaO/QG9ZU7GbouP8nza9lIHu1XRFLMLHl5cmx/8PzZao/+zWhl",
-	"pWfAzXbBDtwGCwzitdwz76tuwGaHyT5yPUxs6njb/y8LPSt0wyH27OnTvWdLIRKWFL2vvAX2K6FFvoaM",
-	"3xOvGmfTlH+bO0xmOYNLzxXBNGIIk0+oJhD+OkSMF0USKoTUrnKdB9L/V2dbrpTdtrYCa7aO8TVwLjQp",
-	"qlEk1C4eaJQBtR9YWOjTikGUmNPf7q7GnG6d1M9sOWbBZppdLrM6oIw5nHAO3e3qgDBwiBI9eID2QqHa",
-	"f1HybEq1f3jVJxfCm91Qll7wBXoKFtZtqGI4TJMbxETCUq7ctPrE6iPa1dhdXHEw37suBxuwQ//oVgZO",
-	"IlII/kfBAOMd3jyEBBidz41KkXq9Lqxy4XsPd79blae+szRP3auLXJ/feNtz3OY4eNHdv1fUpLUOzE5l",
-	"xakci02Ndnth2lqdNyzhWrFs5FmU1eDuAnjpSFLp/ogmrgR1vfAJRimG/a2lB3KTq1En/A1I/Ta0GJ+l",
-	"PbQ288ZCg5V9DMIyFzMGAqBML45fvvMhUKd0XmJBj3I5PSRsOtNz25GGinm/4zmtK0LZGfTh/7a/W4xz",
-	"5lVNXMdbudr/uLHBpuXFhgZbO+yhWZ5TM52tWQ5QFG1tr53kv4y8IDdkNayhFwIqc8SXOA8bhBCkpUqV",
-	"aIdN1qtK2bBafI3clzLnZR0frD+E9cJ6pXLDnFEVyjn5dYKyyuHseYjvXEcY9S9/6l8vWheCuHOrWnAY",
-	"NR3w5rHXG/h0r3O4WGtIw1jT0CwsLsFcrNPJQjaaBdhuHZi2WeEFGfYEybUL041XO/O/IKLDPgEVtXVp",
-	"piQmhWBCJNeqwlDiZQL3evHoG5bJlCxu52YVMEGSD+xQnWSuW6jin8bmLuf6HQkBAyH5QEV/2wt9gyu2",
-	"PlmGSyxWRjTa7Z88/IN8vHaOkXl2ZY6RP9itqFw+N3xwnat14T2LG9PIGxXaTUZnaR3/C8u3P6zYxfdA",
-	"9jel5WOR9G+RbJelW67aOejoFFA0LHLOWmQB33hJg+kQI9u6akXPplsIMWu5Xg+r5TAstkkWdKCCTQhu",
-	"IPhzNtfONgv1Ky5C6cWuw6exEBKoa7cIz+vX/kCwcx1gcfdgFSBvihGY48I9uhWmA5v90NxmXVyzpSfr",
-	"P1vD9FqNzfMan/2McBDGhPC8ysteb/igb+Om3ZJ2sgQDqbnGFiqSm8Lio3rpgTauALZwcIUuk+ztm9fH",
-	"L/5r+PLVD0fvX5+eEHlpAWHPC57pLS6IFEz1bMcQUetU9UQRBEGEt3JImSevLlk+tx2pqEhrQD4TgKWw",
-	"XnzqvPvO7z9hOfOc/iOZEwYfq3XHuppIxdy4JWaNeQd029LV9Bcn3Qb9rEsti2nkdbmKTeMyeJbXB2Fa",
-	"BNtX3afBt3vf7u98t7s/iJYEO/af7ew8++7ZYOe7/d1v9777blBruDkIlcjUkf7KAaFV560P1AQF9NY3",
-	"uJMBSwRBb2HXHyYIfb4ca7Ac9/nScfeePb1GmKqG09aGkfCZQnxg0zBDzOnQWP2OSuHJzVhiRFimWJ0n",
-	"2ld6hyQGdSQ+KLkQS21LPwhSPjH/S5KJ5EkN9qoRy6rm4/Axg9o5bsl6hbF+VlOD+SEqGtQX+tzNvyxP",
-	"bWtbR2NPB2GWVgtquorFr1FraDRFc6VmAKqGshGKiaHdXkIFOS+BWcg5TS5sx/EytK2xMPicBdo/Ynm3",
-	"6xR/j3Vs7Stou6G10w0FeffDC/J8/+m3Dg4OG+9Bm7AnirCPmgkoprfF1m2x0GjRt6DDSqDDn9kdh5ki",
-	"5JUHyL5G0WTKdAuL8Ug0VAyzEpUVY3IGXpezDqFZzih0UuRKq+C5rNUQJAD3hx3e5IjEJVRg/ET1yZEH",
-	"n9f9uGV39DxjW4aJ9DzKSwG+wCL5YaUygP8ZZQs5C0st7t+hBf4zqpxtXoev2aY6Lby/WlJ7DaCuWbrc",
-	"muIjvN8jvN8twfu56xWwcEBFtVtIAN8uwtTnZqPpWhixzorgtUYDP/Rxtm75lCnnRVpucOM3qxdCmnko",
-	"h6jqkOMXk/yxYdCw3ox4AW8NNjOuuh1X8SngtIylqr+8+0454/3B8yA6iqHJ+tJODJsNsxS/W9UCtJKU",
-	"XbpGn2p7CXda0JcK5+N1y0Ee/iEsCttYGG1iNH8lNtHMmapMzjIbR+JjK98dkhlXJfqEi3sDI2oHvm8v",
-	"U62BohCUWG9mTBy/xPqzHNB3unw6LUB69foE21jb1qDmv2OiJVj0cmbUHdfpNIw0EwL8K0V3kfNmxcX+",
-	"dyFduImysEjylkhE9kF/JYduoS+kECzRNRWdp0lYC68jKizos2r+5vqeYqt1CzJ5iKofF0lWpIzERsjz",
-	"NK5tFfRlEzVn5CyXI57Vm5S1kpLM/9vbOjv7+PTc/L8UkpTYh0870c5gEI6bVMSyuzzFyFu4DRwt3W41",
-	"kbnG/nQ+6dQIIpH5rBNK5Pngg0/vPQ/P/MSxNndilRV1YIROI2VQhX8ExBXXzoOz8qny3+UDDhu6fKL8",
-	"wT1SGE7v/mwVhuY/3bM6p0KNvM9VP7hHaJFy+36IDv1c21CzFPyr4TcjmSesT45KV1vGgSi5gBaGFyyN",
-	"oZoR4QWs/w3cdNfJqV2Zi2O1h43NsvtMsW0LL89O2dT7e3tg++XmLXcLu127DobWqee8UCwpcq7nJTUd",
-	"EgYuQecMNOJW2ZwBcImQLn6U2P/Z3Y+MKLMysfewOdoV4W0CIVNt65eZ432vLoEw738tr1ieUMVIxjSi",
-	"Uad8bMiCipRM5rMJEyoie0ZL2B/UUKvBdgD7FYIFYMqCAU7tt4yOAR/rk/eY0gtwbE6k1CUKJEmskCg7",
-	"0d53ZTuDsGRBW8i229/E1eZSbzrvxYxy7PzKE0Z2B7vPtnZ22oHwJbk6keHPVzK3ucoN56YtgrjiWQZN",
-	"+Ls/vjolXrnn9hSlradJPd20dtVOLsRhyjh4KJy+VhDcDwusyYLtK66b/JpvgV/eJvSs+Ypm+ZQLmg2n",
-	"XBQ6pOT9jH8AoGb7MLGXW6FbJqVz62ym8yeKJKhhIlidFKmKCDQ2ZqmFXUdkATvgtaCnoCVPc48aG93Y",
-	"jsBSF572qdQ0W9GW6Us7yIAnt62eBA775vHduz6HcLrB2ikom+Ul+Od/K9kJ10th8RNWNkloeK/uIYWl",
-	"6bQpVL6R0yaUzxjMRAk2XHKa2omZlruXlePvhI8F1UUecAVhwB7Rxiy12lRYv0c6ZI3ysWApSme9BGsq",
-	"BxzbM3HB5rbJxGBvNyKzImfuoV6fnE5yxsiEUTChzsSZ2CIxxA+2/EIpG7HzxyLHL/ve06d8ypSm01l8",
-	"UPXYdiuBjq0wbxCnRv2Z0sxoEh8dI/a/Ve5TfEBihnP9e0xGErVUV2LUgM0iTCQSNJcubM4MXfI9Ikdn",
-	"gsAbz/a3zMWHucAADuLfNuPQEv7UN/tw2vrZ7D7i0ir+kWRcMEV+l1zgjChRCBIcn52JmHSFJDqnPLNd",
-	"a83jPVj9+9Mftr6Drd7pWzCILbtRW5c78ZnY7VdRAPSNR6SYzVhOQLnrxm/fnJzGvTOx16/tMragJuwj",
-	"TXQ2J2bPIcxVPwszkQMIbBkVLiJ8ZEyDiMT/idi5esLMdpE/CgZdTp02A7S57RcymSns4xRaRICG65l4",
-	"Wvt7jaTcI8/wkazUXifsIzn5x9HW7tNn7nzc5CGy5xbWtX9Ej509K0d7Oa4CGjHBa73yUKGBqcUVVoRC",
-	"3jnMGi4VF2RvMHBkaSZgNGgI0RjLxRjwU67MWRudeEozwz1ZeibwEkW1D8pCK54y27tFpPIq8oM+/n0C",
-	"Nx71SBP1F8nUGVTYXrKcj+YL732Fg+jBzJnlx/uDHdII08T9Mwj4GM6D03ZFJQedxhWsWCSdcYtAxX1w",
-	"uFZMsqEiV51zPZwXkMG/IfpJELkNwVCGHwIAKRhZcOs15+BvhQLM7T451sRfsnJMo0FYZpPMlkJOTYnq",
-	"CNhf3fpsAzPpHeJJeG2ClQ396bxQGuOhIKPAAmU0h522GzrRegbqUbOWq72lrkAFpGu5j+7nYXCXpkZN",
-	"AtaEj5df2cKSL9R64rWmWCiW/3M9yJuVADdRieCM8BLncx8gCK8lFQnrk19YdVErtl9uxtHb48gwg/ru",
-	"KEANF61Xayg8ayz6MxD6SCKgg9A00RX+Hd6STtQBlPl2PASD3E2HjtkhgOaHt738FxA433zzxlvZN994",
-	"vNetMO4dAPFfTSRCYReimQHWJ0f+TQfJJM5EfY9INzZPydxe0wPyPewBWU1XvT6BYJ8Xk6JTpqqI1Zng",
-	"GuNURvKYOxV/3EIph9GtKi0Br4/lx0yAg1SV8qsCG7BRdq7IiGdmAGuLi2xOAGDcefrNybvmd30S13le",
-	"VctIME5pL5OQ+DocwrsiM1PAjMdyiah5OP3om2/e5CnLzVEmE5ZcqG++OQBpfUK6VSvyHvmf//N/fR6E",
-	"3WVC3BgftbtH4KE9EogL4nNOFsIi7KUZU8MDcY9cUxv4zoA0I7CRGSLe39kjrRC7HcDrg7b1TzbH35zr",
-	"yvyjHpO02Z64M5A9ob75Bo4ipjPsuM+lcBHCv/2ujOzvusyVnvMzBZIywDWO3Q3NpK124jbgiSLHL+GR",
-	"KmIb22k0lmAOyKn1RIoSx9d8URplgQgptsokB+wyJoWKyEQKWdi3gCrMRPAVCBD0yS+G/Gc0YQeki5fr",
-	"+GVUV95yWWhGNJvOMqpZz6gQWANfCnMogTeyiIrUKavwmzts1x/Bg9svW0+ASmvYAvwHfDMuN0BvvYN+",
-	"Eyw9MEKJxYe17zv5RyhJ+WjEct8AQe3hOQlnf8R98kIKm0Dk3lHm6/BBKezXKUeoY/BZw9YdlnfcPMQ+",
-	"sgS8LeSNudBemzC3QrjY5sO48gNCCWKlEKrNrjr4kZQIaRS4MTAM2GJQD3Q5BqGjnKkJnoDXuQM+DrEX",
-	"6iDqQDZ1qfAoHbe25GbwHHbzU3EPbDM8mUqhODC3w3wcm344GFq8QdgjwT2MrBCG7uZSUw3ASxzVFOx9",
-	"V07Z2FOZVLrnMr3bizEzUQQUJTOyAtwFVWS6nEPsX5JXWDQcky7VJGNUabK7T8Axbu3Qchrm87ifhssd",
-	"tg4DlFE7HZcaHhGo23DngwYhZozhhcU2D+c0uTB3FdI8QdX3m4NEeAC44e7II7PvTRXh7ftTq+DBXhhC",
-	"h0w+UqYMVu1HFrQYIV2X9RZHqNBHZT8Y1YtwE6AHiYYEA5BWEGi9Mv/FVZl52I0bfqk4qnfnsU1MgC+X",
-	"fUyisolJ78BlLEZYhQORa/ZHQTOfHYCkVKRreD7csiuuWM/xQ8u+zeYC31LGqLULZGkpMxRIbhK75w/I",
-	"WQeVAPssagFnnbjiXS4LMKNIGzmjKfbHw1ZqqPL8+Oq01yc/V5ZT/E0MwiTe3/2OBBO44kNyxehFVBlZ",
-	"ROZI3DRj9uWdXRLITsSkD5sHasm9keroRAXYrFZgGaG0t7f3nJTFTMpyR4EWONin8antMvPfMdhsgsjR",
-	"SDGNstsGGbb2Bqc7uweDwcFg8N/OUqhs3Fjbb/wZV6NCFfCM5VOI2eSG+48AkcHMwXx9fzAAjZejGoNy",
-	"yGyNXctrrrRZS6EYSYpcyZzM6JgLq+TF4KFT/E8Wk+5Ov//UfM6FDHcGgx5OqfLjxXCOZuSZoX1ZKPM9",
-	"Zmi24fGLIyJn9I8CKO5MvHIqnvJVPEMZymF/epqK8zvV9cQDLwuKejZQIxuKdJt6nhE2QoK7BenFpodH",
-	"JAYnBpxajFYyPg3sGDYzyRlYczQDjmHdUm5i00LbrQRRemD5E9x95EeQXKoZ6XIXlgXT31w5+GCv/sG6",
-	"DDmoGKdlcqqEAo2sSeOJGLMrns6C7L3+fTupLXkltqqlldOvK3JuBdDzkmbguapeakwcfF1bsFg4wnJH",
-	"RNMzgYuHPYIQNcSJyagQoGORqdklc0pY5UTKT5LuRGap7Vddzw02ZAqqN4p3t+lgb7icXEZmfMYyLoB+",
-	"5cxYhuiTEwrVO0Ih9lM1Ixr51FV6WsGCqi3qAM8CdNIi5dpIISGbenMPnSwZT5hQzLMd3+ZylnOmaT5f",
-	"bEFuu/eqjL1O02w0dqKXg3DQGfR3+gPrUhB0xjsHnb3+oL+HwdgJOKTr/jzXiXnMAk1d3tftFNj23HBG",
-	"m7AKsE6ILFLmmpGjGhS/Kr1nZiSjDhEq1BXL8Q+uL1jltYIsN9uK9O37718fvxi+f/c67oFYhRvgF5KY",
-	"Abrg/4tKpxqwZLzNfoVJL4L5Ow3EekVxMtg0PeeXFv3GNzOsrigzcChoQskVy7ItHMuuulxTS28fgY9Q",
-	"zL2pKGP8vCS7exAZLuntOO0cdH5kGjpmm/PK6ZRpqPv4bf2GByB8yyXAGTd8cEYTNxvWdw5AcPRW/r9a",
-	"FQzGV1rtPtrYhp8/AJImquvm+d3BwHlOzKcANrkyBn+34fbq+8uiO7Al4JBpb4MhKyht38cBQ98pJ7b9",
-	"PS3zCcwru89Xv3Iq5c9UzN+5ECLMAkTm6nfBGq5FhjoHv32IOsrB7XR+hXpLlIZ+ORSWAAFImjlJnhMv",
-	"hqnpWAHmwNiVG9YkZ+fAdvuAkev3veYqhWicVKF2TpVYkQJylH0wOhBUlfsVvA8NW9bzQbu7sTsYhL3X",
-	"h+V99d7CntFtN3lllIYy6sEmLczOOZdIXBVUxdazUk+oj3tY5eHLF21V+AqhxVjXzCwWIB2AF+Kq4Ivl",
-	"c/EhyDB4H/L3ved2BvhT3L72rh1PrRVVmYn+vUznt3aXgl2APtfjnrYo7c7uc22ZgXt9ZOt8vJiGJRyu",
-	"PBqBa7872Lm3eb0r53NtjoOzXf5KQ+zie3ur3/tB5uc8TZnAN9bgbS9cIYp5YWeN1fwoBcOH15jPW/Qv",
-	"nkr5Ggp4HozjfvIjVr99+FzjwO5QjZKH8fcauykV7VKErsWA4S8B/otVnwv0rZ/kORbSz5kmJUx1RGSW",
-	"gi7Bc6UPIW3YcKIpzS9A45iSEuG6zVqMSXhkhjYf79zhpXaDQErMAmHtmvyaXejf833YiLwfjEyDySJN",
-	"kjVbabaQILC6NWGNrl2XH4vJ1BmyLjFoE/Ld/vS7PB/y9PN2BULf0FZDi68e2f5Jnh+nAEQf1j5OLJl4",
-	"2jR4LlHRALkMPuLDhtcaHkLFobw9ZqM8ncEr8gvI4ZPifMp1hRR+NyLYw+K/X7kLMOzhm/m7PI+qTfsr",
-	"iLf91W/8IvUPUGP6KA+vx2jeQRsIQg15oFsfb8X15V8TkznMAF6ytEAix8hbt54oEztk5bgH131vQFI6",
-	"VwcWW5qzFMGmvZAMeIyMZeCyDqDZO+jmLCXx7mCXfDrrlKOeddCh9bkyKKwC4Mww+EDZwRFqjg4r3J5G",
-	"DkwcQl+JIxLv7z5vmiM2yvSO6Xy+dTTSLI9dbAgSkjQ6twT7qMn70xdkylPBxxNNus61YVNbGltwiMYk",
-	"d2zUXMHeIhb4xj+mu+GCLRzytZjh7q2ND4OWTZ5CVoiLCnWNRLEmiQsV9f4CLPKRgYEmQai9CnJEZJ2u",
-	"1+Vj3u8Nv3eFt+L4XJXLpLZp2YMtzOeaDtaurnVLe6JcRNhmvFTe+N56ztgXNtHBvFwolgMtZ1yg4YBA",
-	"GoZlwN+sjU01gYznXoS+eTQxHOaf4y4tf7zLUKCBjDDoZUaOhJ/o5YdtwVuiMOZ+SCzeAsRb5QU6XyAM",
-	"JgVzrlbwpzhe2cZqgPBpC6wBAz8BvIaAKoi33+vddVfumEa/vrW44M6djR9mhWU1osvB4XnZ4a5bxahu",
-	"wBTvXv/7erlhjePhMVbXlfsU7Pgdlq2t6Th2gddtiHVtsUuHIRX0YfzCrkpfRZ+8EYzAC8CdbIIIS4mz",
-	"P21wrc4FE5plCC4acGWYOby6tKCMm5mdb+mYnfA/GXSaXeNZzMc1D4fiJO1iozX1nga6pfn+ioRfyCiL",
-	"M5nQbKtMBY1IrOZKsymkkwADP35p8xEqZxU5frko0EMTLfPmzL2azW59wH/haP/qannxr0Ll/7pg814N",
-	"EboX7N68cHWwfhQnXi5ARFh/3Ccxpuj5mxUvWkj5uUUBKyhDbndUX9BuesFxFzqRtuvCWu4wQ6hv7EuB",
-	"bYBcN7xLRvyZc7NpVkbW8ylbtFoEwPWnsV4flWUTKJugrxi7EBqb1m429l3GBiuGsMjxeAQ5K5CFZJ61",
-	"a/4L6O/3KExK8WE20Q8t+1vmK8zm56C+XKFlBGWIF11eJEFaaLlVeDvysgQiwsQlz6VArmFTjFwymtFT",
-	"SvAN0GnVhM5scp6bjVGvWTAI/9IPgt8Z7XqjLFC6vLz+fwPiewnrt3CMtTwER3fejwHia0LPBCkQqUnP",
-	"t0rkmIWUeIK+o/JBi45QUp33l26Mplfci4xOo7Ji3Ce/yCqhy6UhUosBaC27sJZzbOf4tpziPek6d8mp",
-	"m4taza/L7a329JFrL+TaOsw39bzaR+8mBa5ByByowy19XhixwXRz7aFPoW3uJ3lZXwG6CDDC4zKqSbf8",
-	"r51eVObE27orFwvChGio7QN2Dwl9FtCLgG5CKNHG/ACtkurq+7bPKl5h6NUBfhGu+8Tw2dqdJFwRJpJ8",
-	"7nwTOVRji9SmYLryNcByyooxOiewBBg5BmrhIU5RhqIqnLyA8wHdNs0LszET8BISoXLzw6Y+DA9TZQFC",
-	"0G8dH0HuQ9TBnQSUh05ui+Tsb7i75mOQq240xD1Mf83ldEtPWEmL7bZVnVc4DHTlMdqphc1bCmc3K1Hp",
-	"EEeuasm2HNrN9voBYLTP0TXZm21CdN/+nCbNBBgsziyNXOFP8zIaerSIAGa4V6d0YYci+9g2PPM56gRK",
-	"Sla96r3i3sBGxkvb4Lq3y+dgnV9bRs6X74Wq/E5pSmg7KdWTPjcQPojFt6Y6t/2pxL/l6WeUVRnTLAQg",
-	"PpWXTbEFNUBaVcU+ffLOK8NA7m0hdGOEG+CaXMkiS0nG6GVTe8W3hCSFggJHJ69ccSCUXJhvlhC9WJOw",
-	"QID0yUtoKgVY0y4ZsSFd9gMiBd66bZHyZoZwXCHFcT8U1rXZBTX+cks84/NjysIDGW3mUO/87keLnQVe",
-	"KV1GQf2raZwRXGfszwa3rSnvVFReeuc+8MrXegs0RDnl2tw9s5qcZfOgHyFw3+7NvlqYhOc4yXXF/Fd4",
-	"0x7i4vzI9N3dmtJc28xr4ECpbXZeoUNCEyAXbEC6ZtoheB643tAe5BrNPcGuAiafKmYsVwz7Joj5mWA0",
-	"zzjLy0elYLZw0t7e8t0LxmYKjEDzXNAELI28M4H5MlfQY578AmZgWeEaGysOCkWhdAaE9Y+vTkPtQw5s",
-	"WZAtIT4Tfg2xLRu28hwrer1yXvzZVvQC6FJZ01sv5z0TjXpeKPmFESr85jNxJuKaVRUfVHCwuDleaTA+",
-	"ckjiT2doep11DshZp9/vn3U+x1ghnsBxHZJYFFkWn4kkYxSKtCLE2cC+tDVNiSuSclBqUtKF9jygxzS7",
-	"D8RmvkcrzOFK+cGquTonfVvom2suo58xzSi6mZJzl/ZziWLal/l4kTW93DBex8K9tk37q9XD77daZEO5",
-	"FlWepxDfeXjr9lFT7ezv7K5h2nqgAD8AxMTNrOLvNhvynaPwh1IQrKStg0XUJO7DmNTblutvnvjf1C+C",
-	"vmT/LhsJ1hb0hyG3MqSgWYWeKE3nKIqpDyjjfMO00iRQSKkyL7ZPTgFGccuWlFeFkF1ctrW8neDzJZkd",
-	"qXenHgPSlYKRcUFzI9hzTjP+ZwlZVc4Ga/l7m7sX2o4DXOk9eg7+gibRo2z4q3sxkMq/SBfmtnbw3HfA",
-	"bd+VabuxGWZY5FkckXMAxtCSzIp8JgGvhikLWWMLEPymPk3TjipAAQTw1StjYGFKsEXh4IBJS8l5Lq9c",
-	"3jEgveElGFIdk+7OwKGw9w7QLvK73HKVyEsHuGD7IxnSjqDIwXp0ccwSvFcQqmszPxNd6qMgIuYcMN+3",
-	"/3zxKrKoIogaIRLDTQGE1QF4Hb+06XlUn4l424zCxXZCs8xYi7GF10VUEw92JPLij/UgJRhafERw65Tm",
-	"WYbGq2cQky4mIaDUqttj8OYVrcyyXmTstmTiQ7ucCR96yoEhkS4gNTqP11FIVFJwr1ngO+Ksd5YC/pc6",
-	"E4jKggPZWhT0ndmTAEN3YuQddRuZYqr5mbDbVML94pBmhkHDKTbb4PqZVHjTGUfUOgC46JUwzhVlQ9a5",
-	"BWreApQkOqPnPON6fuC2fYKQA5gNV+ZvwNl0qYVTOxMOOJpOWQsw0dX8+zhw0GGjBDowE7LCuS77zwRa",
-	"70gKWpEJVRPcRUs1LncegWcINVtk6akp7uLIAqKdCSRUTITCPoEwsAaAk19k+wo7wzzQIjA+BEjRG9jz",
-	"J2YKzdmeYmvKWwhx31NsFSa8QKMwGxu5rX4MeHxNqsIJ3mQv0WSpMLyxzuA94aOFQQdFy9c6H4KKRa3H",
-	"2sIsNz/HGooZIfUa5FFuAc0hIQuwjzSfsohIq71nczLiGSJ0nM+tvJS5TX97W+RjSIbxvw/gzFLb5mfh",
-	"9LfajO4xzT+QIC2bmwNSARa6MEHbdpDdvBzgRGPGSHgqraqrChMFU+MWTAd7qK43G2gsdbcJ2/6CV6cA",
-	"1va/joTxmAu4OBdQNm5QWfhT+z3AfAK9Ghcm/b0oUZRdfKZNnlTY9gzQyXFOuuingCgE4WLCcqPkNPwf",
-	"dv2q56I1VDR1rEOjxmXFGIuv2SZpdW/qXf/vOaVu80vyMIlktV1anET2mCv2mCu2MYtC2oEaxfpdvCab",
-	"WuJbqT24/alRtPd5aRFKq8R5QYYIogOnZknofYDmy1x4QeYw1GODE92LyF1Y3us985gZ8gVkhtzW5bhe",
-	"JkizSvUDFFAmkwVtjkESK68faCvNIowXDn6C9t14D7fpZoL6AcL9m99GXOh9R9TX4QfI0NLb4QuP4ZHH",
-	"0Pn9ahjghm4y0SfgGYdGHGAcP4DCsQ0p22Wb6HBeekv5KLu/SNf4ELuDTGhKuhVIbRkA6PXJCyoShhju",
-	"4B4XkrihwcudTFhaZOalMm7dJ29EwsisyMfmtQn06AAHZmQzu4p8zIb2t5B9BWP63OWlW+1fIVp8b2rS",
-	"Izv8i7uAkdAJ9a5RWlH6zZjKbWhqC/NqalzlnCVyyhSJ3dxdpMfhKuF9p4hB93ci5BX5W7vMdJzTBGJ8",
-	"XKaHFsWCY68a5Bgkt3U24PtBjLqWM1NeCdUnJ7ifmBFcgq61d9njWmCZVSmv2CkpZTTNuAgU99sR2L8N",
-	"l4qqTbPH+8i3/m1DV5b4Q4rRbfGv6yhFHmbeQo9Mu7NsE+BKRUR46FPLw1QL0BlECH5vAUiDN+mHhaLa",
-	"LOJUzdvFm+40Ba8cbXWwZ+FRfo14xA8WG6KrL5Ifs/Z+vUdf0/KAUxlk9/Aku9jU9VuAAkZ4TIBHx0ZD",
-	"U8oz1/MHcna8hCxMr1kAuyktTFbu3jZfOjTmVIt5cI2pbq2puRZjMDDDqagS3dL2LLQFSphjpJhIewtx",
-	"IXxIvy8yfFXN8IFQEKodWhy6OiyPE88Z6OSKzu8mW+crDVPdvbfrLxTXArJjFfbm+Zy42qtrsdPb0ai2",
-	"P3mItysQEYLsy9mJjmFBnicFl1ImxdgstOqh2ifvzGNYJWHfiBykLwDjONDfOhawb801kkihC2/oNaWh",
-	"sW0Fyd3uq2TGvzV+eU9FC0uZV11UPWYWfk3mGZLrCuze63CQBeAJbwRrjQQdq5Ft+QnwcIHnpIsIWNBy",
-	"E1SkcGC7AZv9BVyU4MwfjYrbjFbfEsnejg2xRtS3nBTYHNcRshZGe90cEmdpqQMH1xxZawAgE6BB+tWE",
-	"WXukhIA+entcAs/RVNlGxQ57wJoWXFwyoWU+X51R+wZn/RUgSsJK1sghhQVHzoCDrGbspP675OLr7Hb0",
-	"pXkX1IMnsFzngmPS6iYX3CJu2GzXssE5oeeKCe3aetvE13YsxWW+9smxl2tmu3+4bDPy9v3pwkyzoDx+",
-	"i+u4w6toR1hUX1vfjsONt+MxIe1LS0h7opqn6t1w+Atn4fIW+7dbdBauhClCYCKP/JDyKsicFZnopEuh",
-	"gJ+VoOLeq9iy0/4ZnHnc7U0vDDdUVV2iFHeSCWCIuHJYQod++lzKEp4y1Se/cj1Jc3rloqhxg2thidGw",
-	"rCKKAaFMZ8xVzlaVo21G3cC6doHbK9sPuSwLhpZAZdcAVvpC+yHonpL7fC0ZfLigBwHDWc5nrfRxhP4Y",
-	"6H3M1/uLQd3ctpC5gQsVR95moxGD6qaFauArKGmCNmxRU0xgsX7FfzlEgxJWxoTqqRqMJhNMvrmasBxy",
-	"/ND3OsrllHRrvD6OSFyJKuxtBrr2gmqDV24hd68NNocKsKtXZqV2z/wN8hp3VDheWC4Gf4IuC48W2+3p",
-	"dbrSzx1xRj4JAkniAVSk+EC63nWucc5UMb0GVtXaUel3ZgCXsRaog1we3OgT//16AeVEKrYgazeBDESn",
-	"r9ontJSkiyxjxjRTVc0F5uFJL/6dyyvgVYfYDnfdpN9gkMVs8C1WVX6peXR4uI9K1b9veMYQOiDKuYz7",
-	"h65f3LZTuUP2dqydCw+ybMEJbTjFeaHJmGnDJPaqHYkNk4H1KETpw9a6oSf75AT/G2PF4U1dGRq2kLyq",
-	"DAdXScBSMA+KrwvcjAtIExpCZCvuWVjbII8N9caGKd4dq7t9U9VOuWQDX16hWZ3HllTwyGb/bZOUkQS+",
-	"hPLwbejrvxg5R6AeNWM5tOJP6RwNtdj8/5hoSWItY8JFkhXKKIZd1+l6fzDARMWI/MlyqfCZNMR1GoXi",
-	"72FKm7IdeOsHo7mv4U6Dh0/l/elfuKYAg3hJeTY3e6weTb5b6tPTzvyHPS4sWbk7hv8O3C34w10adABV",
-	"p7YVy0ZLI28JxfLGeq9kzF85fhlBiWdEEA89cgksAAmMiIKNZvlMhXJEyJEAtBqeWqzHKbWdArg2Mwxe",
-	"Vwh9n5j53+X9scu2cfawcHV7hHNfmANzzSvy4D1Ca8vziBdJKNyftraIFfS3jQmMoF0vrKnDvUWg6iuZ",
-	"Y+qjBrM6AjcfQh5Z7c7DYFR+y2dpZAmW+bqgkZBIveSczaWh22ruNvUvlO3oE9899nbCwb8WqMO/ULbg",
-	"ZvfA2k9b8kpsJTmDaCHN0BK41m1ZriH9IHOAWE0ARTmjQiAorNQ0QyxAVUyVQ1FMS2lPuprlUy5o5lCA",
-	"4eHciE6WkmIGOldK51BmKsxXpizt9UkdzNABsMIkXZQ1R2iAnJUx3HDO1H0qWtFfMf3Kzt4c5Rq9fFm+",
-	"VTPsNbwICLW1349fPgL7Be87bLfdNiD/ev20kezUErccgXGxqTrn3+98vA3+Tq4X5z/9akQZcpS0XdFt",
-	"VK2riSQpT6EeHC0cl7ZQy/OpGrJ3qdY5Py8AoBjRLur63ROj3CEmN50yogSdqYkM5SEbmjxyS/gKsh3d",
-	"WlbfNffk40XyLxJLihyo+bdPnUKx/J/M/PcHc2bVJQuk9LndrJek+u4ITHAM+SHMX9r3Clyim2QV5mzM",
-	"FdYvc6E0zTJXJcuF/WNeg+x1gR+ek1lxnvGEXLC5slcSwdLn5IoZGUiVJooxseAC4Vy/hutjVrJODfLq",
-	"/X28Vxvfq7JDfYOybXigW9v23o0v1/Yn/4OYrH+uWH65CgtbsBoFGNnkvdcEGGgiYx9itLxCI/np5M0v",
-	"VRiEQNJrVxSYuu9d0pSPuVYLhNgbf+ZfQ9p+tZ41kve9xT/6AO/polKBBLuU/De5pBu7Irw72HIU5uNt",
-	"LjS9YFtGqC0GDMmUJDmbybyd14tpsiPOcqi7B+GY0Dyf98mR+Rf2lEn9FFfv7QmF6IT3ETeMkIJFtgMq",
-	"nSv0HC6CDzFL+CebfxV3ulzNOhLWPAp7/pdD+firiFVvj53XFwUN+n03k7DLAMXwrpAYXhzisMOzYjDY",
-	"S6rrAf92P+MM8Ke4at1Tu16qfr0igt1lA4PUvoaIDhV2x96usYdTOSXnc82gfUMmr1ieUMXIOVVsb7dP",
-	"oLcCJSf/ONraffoMGy/JnKUHzitlllh18lH+te+unFIvIkqiz5eSq1yKMZE5mXKloMi++lSZqpXz8aTs",
-	"M+7TrCrbBXmvcWVrA2c0x35NK5zEDkLEXtcvF0HETvChAETs8CdwDovCKxds7nWbtWdm3fkJewQSuUu8",
-	"+zVW86MU7K8CIrIWu6+A8ysGT7rYsQw61G3A1pe0Fbpg80ZHobrKtf3pgs1XQYk46YCBMZ8tQXOkyqZW",
-	"LloWgg5xAqaEqPU1Q1UiRHoOEkhSQ2EHjdxsQdRicJDb4YT3hQ3iZruYIz1igtxZJc8mPOdL4x0VuEjF",
-	"O+7WhLOkusJ+K5nJdi4Bj3DjVNb6SEvhb7OSofhgRtSBr1WOU0yShxBDu0njE0WSIs/rhmSEX9VFLljq",
-	"+JlZUZCfBZJRAxwKNuSWdbWH1Zistf2oNT2yvPtgeWVVoacvnc+rC39fytPv8nyjgI95vuls9tzFJS5T",
-	"hNU76H5iaWT/njNVZAvSGn4yU/kKPE4/yfPVviazj49upVtzK7XJ8jb8SJjtBlgGZoA6YEEXqkaE1EP7",
-	"axojuGsiCwGBFcqF0iSe0o9D8/pwxvJhSuexeXX3OdaYDtnHhLGUpXFE4ndM5/OtI4S1R+jVjxoSuKc8",
-	"FXw80b0+eWE+D/FWmz0Enqqk6noXcqv8JM+/VIfKT/L8YVwpZk8WKAOAz5saqnoU+n9Zof+1+Fb+lyFG",
-	"Qg01Qtaui4HdIBY9ZeslsJuXnehulJyKNMSHUf53K58xFsABi7Jd7F0dVRgL4Gd2l6npP7OFXcWUXWk7",
-	"VUzbPz9RJJcZZGty3X9MRyrJBDAD7U41COUGNGqxFhZrpwDUYJ96osrOvTWkAAy74Id8QIFMJhcKazTD",
-	"sB4WBCMI+tXzFmtRNWBwRQqRspzE+CMgKjVQN4xSj7jv/os2FFMBQWEhR0IFOWdQtKqZAEi14J05cTt1",
-	"hzenHGMRwI/9+w0B0R7T+zxeal8s93ZDlXYl+Bh+5ElFdYhG1m2BkBkLFanWrr8XIO0pnRtqLV+SeUm5",
-	"pUvFJ/pDQoXtuQRB1LJRNn5vWF4iSOat5otF3CgJW6A2hr4ZumvgFfN38+WMjwACvAV6FoIF8+7T1wIM",
-	"5pb0INBg6/IOG9+OCFWYB2qGnJMuVeTHV6eWd+oJm/Yea7DvInD5CAd2K049fcusvDUDWSuwdPNg+aVj",
-	"U0WedQ4628BN7DAhNd9POytrRm3npupvwM3WLXL1vmBLvNpv1yuhJlLpqtdMNaz3pXpVfeCDzS5B3rs+",
-	"wvfyqTQB3fyvlFBS7U9g8csoWE5WfQCrXNpvv2xm/pnXS6TLruJjscWrPj1usw1JFbOZzDWZMTnLWM9f",
-	"sv3QVvmhBUfonT8tUq5JJv05w28LXq0ZSV0g1B45ensckdjT4WO0Ez2we2yJQW00xZ0v3oDwSJifXP80",
-	"/BYfkImcAsKnzAq0Sv3ofWRd65H1tVbrwsqBzx8+//8BAAD//w==",
+	"7L37cty2ljf6Kqg+U+XubKrVutixpdo1R7GdbGU7sT9LPpmZyF8TItHdiNhAhwAldzz+93uA7xHnSU5h",
+	"LYAESfRNVydbtat2LDaJO9Z9/dbnTiKnMymY0Kpz8LkzYTRlOfzz9Skdm/+mTCU5n2kuReegczphROlc",
+	"ijFhQnM9J5qOI6InjKQyKaZM6CeKXLJccSkIF+T3Qmqm+p2oo5IJm1LTJPtEp7OMdQ46Z529s04n6uj5",
+	"zPypdM7FuPPlS9Q5Ttl0JjUTyfz1pxnPmWoP5pcJE9C10jJnKcmZKjJN5IjoCVfkgs3h4e8FU5pc8Swj",
+	"54yMZD6WWjNBuu+/f0n29vZe9OrDG8l8SnXnoJNSzbY0n7LlI9Tv2Syjc5a2RxjrvGAxucKBcmWGOJNC",
+	"McJVeORUEEbzjLPcG7me4Mt0yoi3MFv/ZHPSzW3v5HyuYXrwj15E6LliQrvOWdke+8SSQrOUCHnV2BhR",
+	"TDsHv3bMqDsfQ5N+IxOKcwudjCRnVON0ZJEn7IkiH96/ITOqJ/WO2g3/x3sc3XEabtoO/okix68iIgVh",
+	"lyyfV+vZpZmS5sBRMsvlecamTxSJ7VdDnsaEitT8DgvJ8kuWP1Ekk2OSccF6h3hQCbfrlbOZzDUX46q9",
+	"RWc4Z78PBzu/JXufXkx3Jt/m+5dPxfPfd6+esYF+MQ8cnS9RZ0ZzOmXaXjVvS//J5u357xAtye7Tp2SW",
+	"c6HpecbI0cnL42OSTGhOE9PMIaE4g9RczyLRRc7SrRFnGTwwE5kyKlR1jqgiXCuSSGGOcJ/8xJUyr/3P",
+	"//m/JN4fDAivRjW8YPOhWUueszQ2C8HNuJBadKKOoFMzw8bR7EQd903nwBwpf/3+LWejzkHn/9muCNA2",
+	"/qq2G+vRIAf/ZPO3sDI0ay+V++UQt3HML5mISM50zpnCm8Q1wSvTvoAbzOz6Mxn9RHUyWUpaDe0lGVVm",
+	"pDSNCOuP+yQ+63x71omrnZI5ib+J7YbtPieznCVSpNy0V+3WIbli9MK8rDTNmH19Z9cR6eGUq6kZ0ZJ9",
+	"HW3hmJdtqE/UvwWiPqNas9w0+L/POr8Otl58/NtZ59/CtFSYwWVAWpACwEAM4aiGwb2Xhjy9/vGqd4b9",
+	"a3rB/snmCzs3N2BFn958zdtmxnTrj4+fd599WTTrS65Xzdm9skHvXFyu0fuP8nxht7/J8w36M2+v7u9t",
+	"PqaC/7F8vtJ76SZ73OjM9P+OjtkJ/4O1b96xZlNFZiwnMzpm5TX4vWD5vBqa+W2oTAP+IFI2okWmOwc7",
+	"g0HUmdJPfGp46FP4iwv8a6dcDy40G7O8HNCpvGALmGks2Cc9hF61eStGwYaZe37JZaFWjxa+qw13Sj+9",
+	"YWKsJ52DXTtE9/dOaNPe5fKSpyxfuGEz+8ImxzOdrXFcPig6Zt/nctpene95rjT5cPqSpHQeES6SrFD8",
+	"cuFajEwrywZXk/gWj+ZUtsfyhgaHckioJlOpNDGsNKVzRehIs5zEZjDxopFqeaNxfjEfo0AEgsV3NLVi",
+	"lfnLsnrzTzqbZRwluW0r3vztN4Vi3XoX7B1+hZ0uFNdIKpkiQmoCLAZlYKcokG7MxSXNeDq0r8cRiReK",
+	"HeY3+7p3KUB299SW/9iyM97CIxuag31925M5YRovpRhlPHmwxUps/1ZQSYo8N8ukNNWMdGOVFeOh4VMi",
+	"vE6Fqq8SfGcezIrckC5Nc41vKKaNbDvMZHIBT4wo4XqPK40hmVAxZiSRWcZTJz9RkssrQoXUE09JcaI/",
+	"1ZWIOZVmm29zh17nuczvc3uOBCkE+zRjiZkcM93f4nS+l/k5T1PkAPd54uDukIwmF1YjSOSMwX1UxWjE",
+	"E86EHsLDOMJdj909tI97EfnH6em7EwJKLf5EuvFE65mq7mwPTQM+VzcfqELNmEhZag7eOTPCbMoypqGJ",
+	"8kfztcwJJRmfco0d0WQCL8GjIfuUMAZv3uKm/CAFu+/9qMQ8klBBhCSZFGNmFoeYa42k0kmCDAwi7q67",
+	"pzm7lBetpzRJ2Ezf8hL9LPX3shDpfS7Tz5KoIpmUtgXSjYXUw5EZx61O7h2dZ5Kmp1K+ofn43o/CuUzn",
+	"BA+2IjvkJ/4d6cYzHNNQSznMzKhud8ae4vg95RlL73vSTsOsLIcK1dWo1F6nNDPiD9yFlurqiJRlmUP7",
+	"wp2t0vtSRLu/dSrXiCsyrZsAunFY97/N6Z9K+RMVc/tU3efM3xv5Byg+7H5ONRvaP0sekVKezS2nsHpS",
+	"jesAFS1mbdZhrSscLADD87lmajhj+TClczx2n4a/yfPyWe+QKMZI/J7pfL51ZGT6uLHK3k9tfeEE9kkR",
+	"LckV5TpoFvWVxJts2QdBCz1hQpudud/Dam1UUXVtI1KICyGvREQs/zLLa5kWCiR2Ky19p2maM4XyCcor",
+	"pTJBs0xekW5c1CdoBFlhxNWURYaHTjiYv3kyaV6EX375ZevI+3SBNc7MkxE9oZr4HSnSjb9jNAfxl2bT",
+	"v591cibG9KxjRen35q+tEz4WVBc5a70FVnoqiG/ReqKI4mNReSxUb6XN/Npn44trGFbjKNH8kmuwPM9y",
+	"OWO55qhA0kSjvL3sGLjPj+DlL1EH1YZ0COZnaIdrNlWBSZQqLM1zOjd/8zT4mhlU6XioTI1WVvStPW21",
+	"GDVqdAOEx8CnbAPHT6Wf/9oBq4d90+slsivnD7y1LpWDRZ7/xhJthlJfy9Z+LJgAF5fWL2OnKIoso+dm",
+	"idCE0PpC0CkbKkFnaiL1ko2pfEI4EZmXRqVMJjQbusfmqM6VZtNO1CkUWI8tSb1g87AvyV9H+DXC5ayP",
+	"bdkqveFo2Wgskjts5T/WOb2hw9iwwK2xss3jASNoNxSc1JgJ/aM8b08okdMpFeGtt3r3kOp1T/CCOxY6",
+	"2K7jWjfLxn4rG+LWobUhwcVdOJzbGIvvKnj4A1KkXC8lDIsU/eNXEYnhvm65+wpmILiwMeme0+RinBtN",
+	"ilzJ/AIVLYqsF4xHvYhQI0Ll5PgV6VJB5JVguZW9hBWeyAWbu9/pGCMBcjbmSiMFBH62mnY1bL2Gn9ZJ",
+	"TYxGheNXTtCzx5RUTZmeNqeBC5bviSLm1cosxi6Z0GRCZzMmWBqc1VdNPc05en1pxcDrMPzqIAa5fcmf",
+	"f+2orBh3ok7K1Syj8yGYuT9GG8gDzFn82pvj+fnhrRgkv2qbqNZsOtNkBCqtOapXVJGUCY6btvKA4Hms",
+	"pA12qTfy9C8UW5CarpJaZKETiZLJyt14a99dLeygdD200nV9XLuDvf6gv7Oz1/82NCClqS5UeDP+cXr6",
+	"juALeCdploF8nDB+ietd9rM7CDjEoo6m+ZhptdZ8T+279yi9ueFVG1OuSOsStJZ5+T28FbZZ3eqvglG9",
+	"rU6vI4KqSFDp7kQdvJSGNMB9DNA4285pdSrqy9N0Fa8j9ta+adH/lZ/7zs7gLUjZLJNzcG7x1AbIuY/q",
+	"HhWRsFyotcgQLPR6M/wS2I3vqE4mR9YMHKL41S+NWJpzxfJLWCvlIqfOTWMex/Oub1qgPWGBMg1fkglN",
+	"yTljgrhuyTkbyZwdGr1+wsWYCHYFdBoDc7yuzqXMGBWtk1lOwB9C6Fi+zDgT+oQlOUMDSIr2Mpq981Zk",
+	"RDPFWm4gDBlKGGxtAg0RBS31yS8512xLimx+SAS7BKqni9yKBvXVvqRZwRqO+J3B7v5yT3zUuTJ9vBXZ",
+	"HDe+uQbYbGjSr8oT2d568LmYmzDOacKGM5ZzGTgH/5BX4I4gFCwiaWG4qfsWrFjK7mIlMJLuD5KkhSf4",
+	"VVzm293BZDAdqBCLYeKS51K48TrKMctlWiSWEKfskmVyBu98DLJtc/NGnOVrXlLzqifDKpLQPJ+Tbvz+",
+	"9c8/HA1fvX735u1//vT659Ph8StrcDT3sD4rVuysc5lnMuPJfGjDRlZS9Xfw+iv3tmmgOM94MizyrM67",
+	"wfN2sL0NNqa+fd5PIPKhNQprH19g9nLRkfat+jwH/Z3+YA3OWu5Bbcj1Ha4GEi04jO0FCx5yFC9/ppbf",
+	"lIM9SqaMvJT5TJZsfHkEjBem8uv/Pjv7NBhsnZ192vn+7OzTt99//Nu/hRbz9WjEEs0v2XeWQrUuGgoD",
+	"6+31Cb5rNsnRihUEEN9zIkdwgcohHlt6fdtDLIUvLvSz/U4w3um6Y8ZO20MG/poBSQ6IB7/J85W3q7Vz",
+	"TRHBMfGhY+LXa9Ioy0P2aSZzvfn3jZVbNb4IZ97oNbTA4AgJrFzIFbL2sI8rgWBKPw3BDqCu+7XveLlu",
+	"G0advtYAZCX+DHOmzUJLYUZyjdYae+itjD/IKLz0S4cSWKjQXgeE5U3CJ6OODRkKHBdwxrB0yKaUZ8NU",
+	"TikX6y/RCZBR1alWaDgd0evcMve5UvI6nyum0KeMezOcyCK/+U77g6rPcFGP0YIFbe/qcsLQKS94VKeU",
+	"3l4uJbtuZ26bVaxr+7kGxzALVhcAgAj+vzSZMicSGd3TMStY4YZM8HQ/xOLNi69gJ+rtN1quNbS3RLjo",
+	"/kq3/hhsvfjo/rH18fMgerbzxT3v/fvZWb/3t18xSDZ6tvclLHs0eOAGOs1rmkyIdzJIxkaayEITLiYs",
+	"N1K9rkvLVgZrazWO1zYFlbW4aeCjBr8MyD/tvc9zmb+U6SJXLqbNTGky4dZFrIgcORuiwshUF32C+pvq",
+	"ExSHNRnn8kqRLgXtFKyM3HqiyXnO6IVRXFG170VESUKdjjihIs2YMg/gKy8i9kLIK5eF41vPFJ2rPjkK",
+	"mDenbHpuNBVFUpZkNGep+Z4KImdMwDgzriBpSU+YgnBop0A1Am2B1TRjacGCHA6+Df5UKPih4YSHpptR",
+	"hJ2oU48MNKqSi94y94bpiUyH5pGlfpA/0gh6gs5UMTPngqXDKUs5HVrbdzAAplIwylAhQ0HKOFpwcdmY",
+	"32pFIG4W/25E3NUf2tiF+kPPGmFmY++XXZUqfcXr1g9nMaNz4Y9mWeQlKwl5GbJSUXAbwAsqlhfi2/Es",
+	"VUyYg4+x+TQdSpHN0ftwIQsNgxya7kxjObvkVhkrBL2kHDVZkEpYLmgW1Lb/YY18dYowsU+Xad9PFEHN",
+	"kHx4/6auZDpllhU7/TUU2gargM5DDOIWEu1A+/eT6Fbm3UGa6fMX+zu9iEyYSBgpZtjPt167RKKB7Yrn",
+	"rL4WT0eD5Bl9zrb2kp10az/Ze771YvSUbe2ef5vunO+wfbozaLKeb5fptWdnn3ZBrf329QKN9tgSapf9",
+	"EfQT8UtWHZkFOZv4K1gUzFIoPhZbXJQWFGc2okQzpckI8jqgaYiykQKWoqVbLjCyeLbIhTLp+o4nJOCL",
+	"vCjXcbvXnGDBMI6Gv4mnsw39TVypArerfZcyOeZilWGoRQuWb+wV5cBvRhi4VSQJU2pUZLCfNUPZNTZx",
+	"lkstE5mtEYYGp/Sdex/IwVrjLx3IYsTH1lpJ1EReCdI1P2QUDqYUjFzlXGuGtsyV1o6oA2xvwyMHztI1",
+	"J3ti3i3deYHMc8/OFh+QUS6nxNozj1+9/vn0+PQ/h+/ev/3/jl+9fn8SR5BoCjZsoie5LMaYcX707tiX",
+	"ItAm3zDifVzgKay5fio2lHKF/wx9V8zSja/VUltmAJSgG78+peN4vY0MOQytT7s8nuW1K3fDLUDjzvtE",
+	"pTwhi4iVd4ajFrkNXFTflupRp9qaLuCJNVr/Er5dqUvcgg3A9egpV6pFeWts7emKhMXyW1U6eZYNoOYQ",
+	"ChDomo9msLLviviuM+tjfPuGdK4iM2sRDXz7WqSmcROWXIKFZ36d43crUVtN8eWhHeLNAZ3ajMyNPJBW",
+	"uEdRSY4QmAKaM4I0koOSs7V1dFRhlCWtgVAn0+yH928gAkyRQmieGR4ganRyKSVeznSbQ8TAbtMrV+Qc",
+	"gs+0XJO7ms+cC6wJAMGEUbMBCeTcqO0sN9I2dERFWoqXFhLFLhc54WKcQbLVoRUAuENNsQgjEAZeboIb",
+	"O7DMroVaAS5LLbxEL6zStNSZbSMVc7Ftmvv3hM7oOc+4nv/96Y/Twfz3vdG++F+7K1Uejw14G73OWQTv",
+	"9caH0Tt6VxOZNUQoNJygucJoSD+8PnU2FXLOFOSSgomCUCP9u1AAiOEbCyNjRJACNdMEsl4hidVSGgRy",
+	"iZHaxBHG95NpoWyOcfvkr9RVjrFP0i2FoN5t6x0Pzgc32N03zg54wdisBlOEzR2CyQkOlAuLUITrQ1Tp",
+	"kozR3PxNunA3riY8s4EBLhCGK+KkwN6q8Inmmj9wOEVd71vrGK3UAzcVM9Lrd31tEWWlWnh7d+hu1L51",
+	"x7dMk7trEWuxNrfu/pZ61/U+r6tf12tjoTpmGziskj1TlhhWcB1FbDMZ04/iD5gqlV5skmlgDm0ILRR1",
+	"MqoMGWZimU67Wdziddy3MmyBsJE5F2gMDQh0Y640yzfSyJtycgu1qe2o9IYRVfsBo24OorGiq7Y7BCf3",
+	"ciIVE+QcAcDAD49B49zBWKBTpozg3CJnZhrDsw7IHrvPSE5FKqc18+2IIKQN2YKXLozwMpI5tJTxETOL",
+	"VZcITZNLzXs1SCe1CjOnPvH3dtU2VOT9y7C2M3PtSKkb3ybZCFjPuCg+1Y3fz/ZvY6T1ixECbKhlbr5O",
+	"d58+3Xnh/BkXbB6RvV0AYoTQWaWpSGmeknOq2LP9fn1zfz3a+i90+/5t++Pn/b0vf/+3a1yrJZcofEss",
+	"5Fkg3+zaOWXVzlyw+aa262uFbTqkT4jZ5ExVvoUuCDupH5rqNTGhKZGC9dbOFFpAIMEFeAPaHjIw2o2r",
+	"xVDWTHpet0u39lq2PNGKokyppgkTmuVbtH7Zdm4jgrKxBC5HaPG0wjaianOHq46Sd34g3teeFCGvXOhv",
+	"IPK3Hvi7Onlow0RDdxvvwlYVXppoMxuWG6EXQJ9lb0edg1/Xn1pzzxbSVzQqAB1FawzccymSBg8Fa8rQ",
+	"hs2xYmc4HeXj8R/paPqHvvp9N7sQ4mq8u6dn8nz+ie3vFfJybyKfpX/Mfvv9iu2mo+nT4tN45ZmsZ+G5",
+	"RflYw3BcnFpxI9HvOsSYuUCopbFr8NKXqGEZvB655+Jy09S4m4q0N6e9nr60/AC7LT6B14M0uy3UuuAy",
+	"5wqqUXBvzaPaOVmDuLvRYE7PhtS9aXxYNnE/rN7lIS0Sh0r8KrQRoSnU8FyzChGJ3UW95JoNz4rBYC/B",
+	"N+HfDDBUNgWnrKXA2gimZqbpyvUL5kTNeFj0OyIzliuz0OTo3THIHUbGj7fpjG9f7mzLHGyVONlCsTw4",
+	"VXICJM1Rs6VXY417cVJMpzQHTgG5wyu++KAC+rRNOpb1lFS3DsvXcU0poyQWnx19CkVnfmn5LTagZY1J",
+	"4afLB387KAElD3hwT1ODVvk5VGjD8+hNRWxKihR2y2+OSiHNZj4E60tZxi9XWSw2zvz+TZ5vqs3cVNVF",
+	"RPL1xawf5fl7/OTLx2i1xooA9xEQIcI1Af+VDbhasDzVKWuFd/xesMJm89rlh0jGVrrvx7X0n7ZuWwGR",
+	"BLlpbdMbp69cydB1+VGeX0tH8s5+dUiKmT1eHh/bH7x4ttqif7OzstIy4Ea7YAVugwQG8VrumfZVN2Cz",
+	"zWSfuB4mNnS8bf+XhZ4VumEQe/b06d6zpRAJS5LeV94C20pokm8g4vfEy8bZNOTfxg6TWc7g0nNFMIwY",
+	"3OQTqgm4vw4R40WRhAohtctc54Hw/9XRlit5t82twJytY/wMjAvNE9VIEmonDzTSgNovLEz0afkgSjT3",
+	"b3dXo7m3duonthyzYDPJLpdZHVDGbE44hu52ZUDoOHQSPXiA9kQh239R8GxKtb95VZML4c1uyEsv+AI5",
+	"BRPrNhQxHKbJDXwiYS5XLlp9YPUe7WzsKq7YmO9cqZENyKG/dSsdJxEpBP+9YFA9Ab48hAAYnc+NSJF6",
+	"BWescOFbD3efr4pT31kap+7lRa5Pb7zlOW5THLzo7u8VOWmtDbNDWbErx2JTpd1emLZU53VLuFYsG3ka",
+	"ZdW5uwBeOJJUuj+iiUtBXc99gl6KYX9r6Ybc5GrUD/4GR/02pBifpD20NPPWQoOVFULCPBcjBgKgTC+P",
+	"X733wVOndF6iiY9yOT0kbDrTc1sWiop5v+MZrauDsjPow/+2ny/GOfOyJq5jrVxtf9xYYdPyYkOFre32",
+	"0CzPqRnO1iwHKIq2tNcO8l92vCA2ZDWsoecCKmPElxgPGwcheJYqUaLtNlkvK2XDbPE1Yl/KmJd1bLB+",
+	"F9YK66XKDXNGVSjm5JcJ8iqHs+dVHuA6Qq9/+ah/PW9dCOLOzWrBZtRkwJv7Xm9g073O5mKuIQ3jW0NN",
+	"xrgEc7FGJwvZaCZg6+Bg2GaFF2TIEwTXLgw3Xm3M/4oOHdarqE4blieEoBAMiORaVRhKvAzgXs8ffcM0",
+	"mZLE7dwsAyZ45AMrVD8y101U8Xdjc5Nz/Y6EgIHw+EBGf9sKfYMrtv6xDKdYrPRotAurefgH+XjtGCPz",
+	"7soYI7+zWxG5fGr44DJX68J7GjeGkTcytJuEzp51/Bemb39csYof4Njf9Cwfi6R/i8d2WbjlqpWDWmkB",
+	"QcMi56x1LKCNVzQYDjGyReFWVEO7BRezlutVh1sOw2LLz0FtN1iE4AKCPWdz6WwzV7/iIhRe7AopGw0h",
+	"gbx2i/C8fu4PODvXARZ3L1YO8iYbgTEuXKNbITqw2A9NbdbFNVu6s/67NUyv1dg8b/DdLwgHYVQIz6q8",
+	"7POGDfo2btotSSdLMJCac2yhIrkhLN6qVx5o4wpgCwdX6CLJ3r19c/zyP4evXn9/9OHN6QmRlxYQ9rzg",
+	"md7igkjBVM/WGhG12jVPFEEQRPgqh5B58hrKX2O9GyrSGpDPBGAprBWfOuu+s/tPWM48o/9I5raWdq1e",
+	"ztVEKub6LTFrzDcg25ampj/50W2cn3VPy+Iz8qacxaZ+GdzL64MwLYLtq+7T4Nu9b/d3nu/uD6Ilzo79",
+	"Zzs7z54/G+w839/9du/580GtlO0glCJTR/orO4QiuLfeURMU0Jvf4E46LBEEvYldv5sg9PlyrMGy3xdL",
+	"+9179vQabqoaTlsbRsInCvGBDcMMEadDo/W7UwpvbkYSI8Iyxeo00X7SOyQxiCPxQUmFWGpLS4KT8on5",
+	"L0kmkic12KuGL6saj8PHDErnuCTrJcb6UU0N4oeoaJBf6FM3/7I8tUWj3Rl7OgiTtJpT02Us/hWlhkbh",
+	"N5dqBqBqyBshmRiKJCZUkPMSmIWc0+TClv0vXdsaE4PPWaAMKaZ3z6ie3HMeW/sK2jpq7XBDQd5//5K8",
+	"2H/6rYODw0KHUGDsiSLsk2YCkultsnWbLTRKIi6osBKoqGhWx2GmCHnlAbKvkTSZMt3CYjwSDRHDzERl",
+	"xZicgdXlrENoljMK9S+50iq4L2sVBAnA/WFtODkicQkVGD9RfXLkwed1P23ZFT3P2JYhIj3v5KUAX2CR",
+	"/DBTGcD/jLCFlIWlFvfv0AL/GVHOlr3Dz2xRnRbeXy2ovQZQ10xdbg3xEd7vEd7vluD93PUKaDggotol",
+	"JIBvF2Hoc7OEe82NWCdF8FmjgB/aOFu3fMqUsyItV7ixzeqDkGQeiiGqKuT4ySS/b+g0rBfFXkBbg0W1",
+	"q6rblX8KKC1jqeovr75Tjnh/8CKIjmLOZH1qJ4bMhkmKX61qAVpJyi5diVC1vYQ6LahLhePxquUgDa9t",
+	"xMcwX2wDY7RPpvmV2Kgzp7cyOcusU4mPLbN3sGZclVAUzgkOVKntBb+9sLUGpEKQfb2dMXH8CpPRcoDi",
+	"6fLptABW1usTrK1uK4yaf8dES1Dv5czIPq5gahh2JoT+V/LxIufN9Iv95yHBuAm5sIgNl7BE9kV/Jodu",
+	"oi+lECzRNXmdp0lYJK/DKywo12p+c+VTWUqodoiThygHcpFkRcpIbDg+T+PaUkGRNlGzTM5yOeJZvWJZ",
+	"K0LJ/N/e1tnZp6fn5v9SiFhiHz/vRDuDQdiJUh2W3eXxRt7ErRdp6XKricw1Fqvzj07tQCQyn3VCUT0f",
+	"fSTqvRfhkZ84Oud2rFKpDgwHasQPqvBDgF9xtT04K98q/y5fcEDR5RvlA/dKYci++9lKD80/3bs6p0KN",
+	"vOaqB+4VWqTcfh86h37gbahyCv5q6M1I5gnrk6PS7pZxOJRcQD3DC5bGkNqIWAPWGAc2u+sE2K4MzLGi",
+	"xMY62n3G27Y5mae0bGoKvj3k/XLxltuI3apdB1Dr1LNkKJYUOdfz8jQdEgb2QWcZNLxX2QACsI+QLjZK",
+	"7H929yPDyixP7D1swHZ18DbBk6mW9esM+L5X+0CY9r+RVyxPqGIkYxqhqVM+NseCipRM5rMJEyoie0ZK",
+	"2B/UIKxBkQBlFjwHoNeCNk5tW0bGgMb65APG9wI2m2MpdY4CERMrOMpOtPe8rG0Q5iyoGNky5ZvY3Vwc",
+	"TueDmFGOZWB5wsjuYPfZ1s5O2yu+JHAnMvT5SuY2cLlh6bQZEVc8y4hijHR/eH1KvNzP7SlyW0+Serpp",
+	"IqsdXIjClE7xkG99LY+47yNYkwTbT1xR+jW/AiO9je5Z8xPN8ikXNBtOuSh0SMj7CX8A1Gb7MrGXW6GN",
+	"JqVza3mm8yeKJChhInKdFKmKCFQ5ZqnFYEeYAdvhtXCooD5Pc40aC91YjsBUF+72qdQ0W1Gj6WvbyIBZ",
+	"ty2eBDb75s7eu96HcOzB2vEomwUp+Pt/K6EK14tn8aNXNolu+KDuIZ6lacEpVL6RBScU3BgMSwlWX3KS",
+	"2okZlruXlRXwhI8F1UUesAuh9x6hx+xptXGxfsF0CCHlY8FS5M56CfBUDqC2Z+KCzW3FicHebkRmRc7c",
+	"S70+OZ3kjJEJo6BCnYkzsUVicCZs+VlT1n3n90WOX/W9t0/5lClNp7P4oCq47WYC5Vth3MBOjfgzpZmR",
+	"JD45Quy3Va5TfEBihmP9e0xGEqVUl2/UwNAiTCQSJJcuLM4M7fM9IkdngsAXz/a3zMWHsUAHDu/fVubQ",
+	"En7qm3U4bT02q48gtYp/IhkXTJHfJBc4IkoUIgbHZ2ciJl0hic4pz2wJW/N6D2b/4fT7reew1Dt9iwyx",
+	"ZRdq63InPhO7/colgIbyiBSzGcsJCHfd+N3bk9O4dyb2+rVVxnrUhH2iic7mxKw5+Lzqe2EGcgBeLiPC",
+	"RYSPjGoQkfjfEUhXT5hZLvJ7waDkqZNm4Gxu+1lNZgj7OITWIUDF9Uw8rf1eO1LulWf4SlZKrxP2iZz8",
+	"42hr9+kztz9u8ODmcxPr2h/RYmf3yp29HGcBVZngs165qVDN1IIMK0IhCB1GDZeKC7I3GLhjaQZgJGjw",
+	"1xjNxSjwU67MXhuZeEozQz1ZeibwEkW1BmWhFU+ZLeQiUnkV+R4g/z6BGY96RxPlF8nUGaTbXrKcj+YL",
+	"730Fiuhhzpnpx/uDHdLw2cT9M/D+GMqDw3YZJgedxhWsSCSdcQtHxX2kuJaDsiEiV2V0PdAX4MG/IhRK",
+	"EMYNkVGGHwNoKehmcPM1++AvhQIA7j451sSfsnJEo3GwzCKZJYUAmxLiEYDAuvXRBkbSO8Sd8GoGK+sH",
+	"1HmhNDpHgUeBBspoDittF3Si9QzEo2ZiV3tJXbYKcNdyHd3jYXCVpkZMAtKEr5etbGH+F0o98VpDLBTL",
+	"/7ke/s1KtJuohHNGrInzuY8WhNeSioT1yc+suqgV2S8X4+jdcWSIQX11FECIi9anNUieNSb9BQ76SCK6",
+	"g9A00RUYHt6STtQByPm2cwQ93k2DjlkhwOmHr71gGGA433zz1pvZN994tNfNMO4dwOG/mkjExS5EMxys",
+	"T478mw6cSZyJ+hqRbmzekrm9pgfkO1gDsvpc9foEPH+eg4pOmarcV2eCa3RaGc5j7lT8aQu5HLq6qhgF",
+	"vD6WHjMBBlJV8q8KecC63LkiI56ZDqwuLrI5AbRxZ+k3O+8q4fVJXKd5VWIjQaelvUxC4uewCe+LzAwB",
+	"wx/LKaLk4eSjb755m6csN1uZTFhyob755gC49QnpVnXJe+R//s//9WkQlpoJUWN81a4egZf2SMBJiO85",
+	"XgiTsJdmTA0NxDVyFW6gnQFpumMj00W8v7NHWv5224FXFG3rn2yOz5zpyvxRd1Da0E9cGQilUN98A1sR",
+	"0xmW3+dSOHfh335Thvd3XRhLz9mZAhEaYBrHUodm0FY6cQvwRJHjV/BK5TWM7TAaUzAb5MR6IkUJ6mta",
+	"lEZYIEKKrTLiAUuOSaEiMpFCFvYrOBVmIPgJOAj65Gdz/Gc0YQeki5fr+FVUF95yWWhGNJvOMqpZz4gQ",
+	"mBBfMnPIhze8iIrUCavwzG22K5bgYe+XdShApDVkAf4BbcblAuit91B8gqUHhimx+LDWvuN/hJKUj0Ys",
+	"9xUQlB5ekHAoSNwnL6Ww0UTuG2VahwalsK1TjrjHYLOGpTss77h5iX1iCVhbyFtzob2aYW6GcLFNwzjz",
+	"A0IJAqcQqs2qOiySlAhpBLgxEAxYYhAPdNkHoaOcqQnugFfGAxoH3wt1eHXAm7pUeCcdl7akZvAelvZT",
+	"cQ90M9yZSqA4MLfDNI4VQBwmLd4gLJjgXkZSCF13c6mpBhQmjmIKFsIrh2z0qUwq3XNh3+3JmJEoAoKS",
+	"6VkBCIMqMl2OIfYvyWvMII5Jl2qSMao02d0nYBi3emg5DNM8rqehcoetzQBh1A7HxYlHBJI43P6gQojh",
+	"Y3hhsebDOU0uzF2FmE8Q9f1KIRFuAC642/LIrHtTRHj34dQKeLAW5qBDWB8p4werWiQL6o2QrguBiyMU",
+	"6KOyOIzqRbgIUJBEQ4ABcCtwtF6Zf3FVhiF244ZdKo7qpXpsRROgy2VRk6isaNI7cOGLEabkgOea/V7Q",
+	"zCcHwCkV6RqaD7fsiivWc/TQkm+zuEC3lFFq7QRZWvIMBZybxO79A3LWQSHAvotSwFknrmiXCwnMKJ6N",
+	"nNEUi+VhXTUUeX54fdrrk58qzSn+JgZmEu/vPifBaK74kFwxehFVShaROR5umjH78c4uCYQqYtCHDQq1",
+	"x70R9+hYBeislmEZprS3t/eClJlNylJHgRo46KfxqS05818x6GyCyNFIMY282zoZtvYGpzu7B4PBwWDw",
+	"X05TqHTcWNs2/oirXiEleMbyKfhsckP9RwDPYMZgWt8fDEDi5SjGIB8yS2Pn8oYrbeZSKEaSIlcyJzM6",
+	"5sIKeTFY6BT/g8Wku9PvPzXNOZfhzmDQwyFVdrwY9tH0PDNnXxbKtMfMmW1Y/OKIyBn9vYATdyZeOxFP",
+	"+SKeORnKAYF6koqzO9XlxAMvJIp6OlAjNIp0m3KeYTZCgrkFz4uNFY9IDEYM2LUYtWR8G8gxLGaSM9Dm",
+	"aAYUw5ql3MCmhbZLCaz0wNInuPtIjyDSVDPS5c4tC6q/uXLQYK/eYJ2HHFSE0xI5VeKCRlal8ViMWRVP",
+	"ZkHyXm/fDmpLXomtamrl8OuCnJsBFMCkGViuqo8aAwdb1xZMFrawXBHRtEzg5GGNwEUNfmIyKgTIWGRq",
+	"VsnsEqY8kbJJ0p3ILLXFq+uBwuaYguiN7N0tOugbLkCXkRmfsYwLOL9yZjRDtMkJheIdoeD7qSoTjfzT",
+	"VVpaQYOqTeoA9wJk0iLl2nAhIZtycw+NLBlPmFDM0x3f5XKWc6ZpPl+sQW6776rwvU5TbTR6oheDcNAZ",
+	"9Hf6A2tSEHTGOwedvf6gv4fO2AkYpOv2PFeWecwCFV4+1PUUWPbcUEYbvQoYTwgzUsaakaMaLr8qrWem",
+	"JyMOESrUFcvxB1ckrLJaQZSbrUv67sN3b45fDj+8fxP3gK3CDfCzSkwHXbD/RaVRDUgy3mY/3aQXwfid",
+	"BGKtojgYrKCe80sLheOrGVZWlBkYFDSh5Ipl2Rb2ZWddzqklt4/ARijm3lCUUX5ekd098AyX5+047Rx0",
+	"fmAaymeb/crplGlIAvl1/eoHwHzLKcAeN2xwRhI3C9Z3BkAw9Fb2v1pKDPpXWrU/2kCHXz4CrCaK6+b9",
+	"3cHAWU5MU4ChXCmDv1l3e9X+Mu8OLAkYZNrLYI6VmYp1YZim/mPLxgxsHS+Mb7Kvb/+HfRVgM79EnX0c",
+	"duiTcnrb39EyKsF8svti9SenUv5Exfy9c0TCXIDxrv4WdOqaf6lz8OvHqKMcgk/nF0jhRJ7qZ1hhVhHg",
+	"rpnzwHPieUI1HSuAMRi7DMYa/+0c2AIi0HOdatQMruDTkypUIapiTlJA2LOPbwfsrjLigg2joRF7lmx3",
+	"w3YHg7AN/LC89d5XWIa6bWyvVNtQkD5otoVZOWdYiascrdjaZ+ox+nEPE0d8LqWtIlCBvhgdnZnJAkoE",
+	"UFScFbRYvhcfAieE7yElwHtvZ4CP4jbxcBV+atWtypjq72Q6v7UbGSws9KXuPbV5bndGFWrTDFCHI5s6",
+	"5HlG7MHhyjsjt0g8dgc79za79+WsHpj64ZyXf9IQJPC7vdXffS/zc56mTOAXa9DZly7Pxnyws8ZsfpCC",
+	"4ctrjOcdWkxPpXwD+UkPRv0/+z64Xz9+qXEDdzSM2IoRBTXSV6oOpVCwFjOAXwK8AJNaF0iQP8pzxAmY",
+	"M01KFO6IyCwF6YjnSh9CILShilOaX4AMNSUlgHebzBkl98h0bRrv3CGBcZ1AkM8C8cPVMDarcKsX8d5u",
+	"1UaX5MEOezCIpnnwzYaYjSCIPm9Ve6OD1Dni4sPuFHwXMLXJJdj+/Js8H/L0y3aF1N+Q4kOTr17Z/lGe",
+	"mwPwMVogT53Yw+ZpGWDRRdEJJA2wnR82rPnwEopC5R00C+VJQV4mZECyOCnOp1xXcOp3I1R4BQvuV5IA",
+	"rPrw/f5NnkfVov3rsNr91V/8LPX3kM77yJuvR67eQ8UNQs0hQ6cJ3q3r8+Im/HWYjLxiaYFXBf2a3XoY",
+	"UuxArOMeEI29AUnpXB1YGG/OUsT19hxeYI8zGpOL6YC6+qCzsJTEu4Nd8vmsU/Z61kFz4ZdK0bLCiFNP",
+	"oYGyWCZkdB1WEEmNCKM4BHQTRyTe333RVNOsD+890/l862ikWR47zxuEe2k0HQr2SZMPpy/JlKeCjyea",
+	"dJ3hyAYONZbgEJVs7oixuYK9RYT0rb9Nd0NLW5Dva5HU3VvrHzot62mFtDPnc+savmRVNeeI6/3LENpH",
+	"MghSDaH2QskRkfXbsS419J43fBMVQI6jllW8mdqmZdG8MLVsGsG7ulbe7olyXnsblVR5THrrGcxf2mAU",
+	"83GhWA43IuMCVSFEPjGEB36zFgyqCUSl9yL0n6DS5EAaHY1q+UxcFAkNRO1B8TlyJPxgPN+1DrYohXER",
+	"h8QCZIBPXF6gaQtclVIwZw4Ha5WjuG1wDXBxt9A10DkXANgIiKVIQ7xia3dl7GoUWFyLlu7cWf9hglpm",
+	"jLo4KZ6XJQm7lR/xwUnr3cuif12aWqObeBiqS8/9e+CoJiYormncdy72bfBqbrFLBx0WtO38zK5KG06f",
+	"vBWMwAdA42woEEuJ06itG7VOSxOaZYgpGzDxmDG8vrRYnJsp0u/omJ3wPxgUGF7jXYy8Ni+HPGLttLI1",
+	"ZbAGqKlpf0VoN8QOxplMaLZVBv1GJFZzpdkUAoeADRy/spEnlRGPHL9a5NKjiZZ5c+Redm633uF/Y2//",
+	"3dXy4r8Llf/3BZv3akDgvWDR7oWzg/kjU/KiPiLC+uM+iTEY01+seNFEyuYWuSYh4bxdSH9BlfEF213o",
+	"RNpiG2uZCc1BfWs/CiwDRDXiXTJM1OybDagzEgNH92VoIIh77A9jvfI5ywZQ1r5f0XchNNYq3qzvu/QC",
+	"VwRhkUH2CKKTIN7MvGvn/C+jS9wjSyqZkNkKPxTBX3hfeDePg7J7ha4S5EReNMIiPtSCWq7CISIvqiQi",
+	"TFzyXAqkPTYkzQUvGpmpBGsB+VpN6MwGc7rRGFGfBYM2XvlBE3d2A7xeFgiAXh7In9IZ8RBH+BWsokUE",
+	"rUW/uNPrPQwc4SbgUfAc45nU860Sr2jheT5Bm1r5osXkKM+u90s3RmUy7kVGvlJZMe6Tn2UVRuiCX6mF",
+	"obS6aljiOrZjfFcO8Z7krrvkGs1JreYd5fJWa/rIQe6Yg+gwDdfzaje8+xi4TCEFpw4V9mWhVw1TJbSH",
+	"nIY2Cz9A0dpQ0HSCXjiXDUC65b92elGZz2FzBp2/DoP5IS8VWA8Eo1owOgLSFqFEG4UK5GSqq/ZtwWAk",
+	"BFB0BuxFXPeJofm1m024Ikwk+dzZbHJAEhCpDR92qZeAQ5YVYzTaYPo60h3UK0L0pnQXVoCPAaMMmrOa",
+	"125jUuIF00LW8cdNbTseHtACdKtfOz764ceogysJCCWd3CZ42me4uqYxyLMwMu8ehm7ncrqlJ6w8i+36",
+	"a53X2A2UlzLytoV8XArFOCsRFREDsaotuByW0BatAlC/L9E1iaStpnXfdq7mmQmQaRxZGrmkteZlbJDq",
+	"16d0vIpEwztfok4gHWrVp94n7gu/oSr3bu2GdPkFlvZeWhjafV2+9yV6DP/yXMxfv2mvMualKaHtmG6P",
+	"Ad6A/yGU5Zpy6fbnEkuap1+QXWZMsxAY/1ReNjknpNBpVeXK9cl7L4sJGYiFo44RrYNrciWLLCUZo5dN",
+	"MRy/EpIUCvKDHct0ubWQsWTaLOGuMaVnAQ/rk1dQoA1w210UboPB7Qe4Gnx121zt7QzR7EIS8H7Ibx8K",
+	"Qvn6yNZjWMz1w2IeRgE25+rOyU+02HzjJcNmFITgmtwdAUXBcotw4ZtcX0Ul3XEGHS8BtbdATpZTrs31",
+	"N7PJWTYPWnYCV/7edNWFQaeOmF1f2Hm8o+UdfYgr9wPTd3ffSnV3M9uNA6S3EaiFDnF8gFuxgQ411RiB",
+	"M8GMivo016guC3YVUJlVMWO5YlhARczPBKN5xllevioFs0nT9t6X314wNlOgRJv3gip0qSSfCYzmujLt",
+	"9cnPoEaX2e2x0YIhSRzS5kDS+OH1aaiO0IFNCbTwAWfCxw+wkAFWGMFsfi+VHx/bbH4AXCvz+eup/Gei",
+	"kcsP6f7QQ4XdfibORFzTSuODCgoaF8eDBcBXDkn8+QxV17POATnr9Pv9s86XGNEhEtiuQxKLIsviM5Fk",
+	"jEKCZoQYO1iguibmcUVSDhJZSrpQpwuEsGYZktiM92iFOaGS3DBjtk6D3xX65mLX6CcMgotuJqHdpf2h",
+	"RDDuy3y8yBqx3LCwjoXg2jaBX6wScb85XhtyxKiy3IXozl/KOvDIwm8Qfb67hmnAwyT5HhBubmZVeL5Z",
+	"l+/dJXsoGcUy+zpWTY3pP4xJYtsyns3za5oiTtAd4JMTw0TbssZhyDMA0ZVWGyFK0zlKA9THs3LmfVoJ",
+	"M8gnVRk43iengOK6ZREtqgzqLk7bWi4c7/WZqe2pd6cWF9KVgpFxQXMjW+ScZvyPEjGvHA1CifQ2N8+0",
+	"DS8403u0vPwp9blH9vRoBbqhFQgv2ldphd7WrkDBHRD892VQfGy6GRZ5FkfkHKCBtCSzIp9JQOxiyoJ2",
+	"2SQhv6xZU8GlCnBQAX76yqiZGHBvcYg4oHJTcp7LKxfVD1iXeA+HVMekuzNwdSh6B6gd+kW/uUrkpYOc",
+	"sRXizNGOIBHJGuWxzxK+XBCqayM/E13q48Ai6ibQ/3f/fPk6srhKiJsjEkPQAYbaQRgev7Jhq1SfiXjb",
+	"9MLFdkKzzOjMsQUYR1wnD3gp8rzYdVc3qJt8RHDplOZZhiq8ZxYgXQyIQcZZ10rhyytaKae9yGivycQH",
+	"tzoTPvieg4MjXcCqdRbDoxC3pmCetNCfxNkwWAoIiOpMIC4VdmTzxdD2aHcC1P2JYbnULWSKiRxnwi5T",
+	"CXiOXZoRBtXH2CyDq+hUIe5nHHE7AeKnVwLZVycbcjosVP0W4MTRGT3nGdfzA7fsE4RLwSjRMpYI9qZL",
+	"LaDkmXDQ+XTKWpCxDq/ER8KEGkMlSIsZkJUP6uLHmUAbBh4FrciEqgmuoj01LjMFobcINUtkz1OT48aR",
+	"hYQ8E3hQMbQPy6ZCxxognn6W7SvszBOBiqnxIYAq38CqcWKG0BztKVbqvYVAiXvy0MOAFwg1ZmEjt9SP",
+	"PqtHaeVWpZUTJCZexNRSfnxjscV7w4dshJq2lrR2PgZlm1qhy4VBn376A+Q8Q1YEsMTcVpWA+EQAoNN8",
+	"yiIirQ6TzcmIZwhwdD63LFvmNhr0XZGPIarLbx8Q8qW2FSjD0aC1Ed1jBk4gd0E2FwcYE0x0Ye6Erem9",
+	"eabOicbQp/BQWmmVFaSUixQNDgerWq83Gqjud7e5FP6EV0fE1ta/Dt7zGBp716GxsnEPy8y+2vMACQuU",
+	"3V0YA/uyBMR37rb2IafCVtqBorxz0kWbDziVCBcTlhtprWFLsvNXPed8o6IpLB4aeTQrxoj0wDaJMvWP",
+	"8f1HmG5+1R4mrrK2SotjKh9DJx9DJ/+MoZN4fCEPuk4Orkkpl9ipai9uf24kBn9ZmqLWAmNYEK2EWPOp",
+	"mRJacqCUPxde2EIYOLhBDO9FdlgIROC98xil9KeOUrqta3W9qKRmDv1HSO9OJgvK7YMYoby61K2Qn3Dd",
+	"CrDWtG/VB7iHN5MyHiD0ZPN7jBO97+iOdSgJksL0tijKo+XpMYzjXyuM4yX4I5p0/Am4SKAmFZgoHkBa",
+	"2ob0C+7q7odzTFqSU1kITboawFgoa0JT0q2Q1ktPUK9PXlKRMCxnAn4SIYnrGtwdyYSlRWY+KmMo+uSt",
+	"SBiZFfnYfDaBclVgyY5soGORj9nQPgvpp9CnT+Beudn+GSIX7lHGe6TIj76AG1I4uGuEejc5rS7bzeja",
+	"bcirC8PMaoTtnCVyyhSJ3did19Eh6CHJoYhZ+nci5BX5WztxfpzTBPzNXKaHFmmIY+U4JFokt2l7YL5D",
+	"TNOWVVteCdUnJ7ieGKNfgnS2V9kjnKDZVkHoWLcwZTTNuAhAp9ge2L8MoYyqRbPb+0g6H0nnw7lR7f0L",
+	"iYe3RUKvIxp6AK0LjWrtUvNNHEQVEeGBFC53mS4AzhEhrNcF+DneoB8WsXAz72c1buf7vNOg2LK31Y7H",
+	"hVv5CMT/NdkJwU9JV19HPwrDe3qPpsPlzs8ybMSDQO5irfhvAQMfEZ2hugjWL5xSnrlSghAI50U5Ysza",
+	"AqRoaTEZc/e1aenQqKYtEsQ1xo+2huYql0LHDIeiSkBmWwrZ5j5i4J5iIu0thOzx8WO/SldqNcIHAqip",
+	"VmixG/Ww3E7cZzgnV3T+1YfAPbpM79l4+SfyscLJZxXW9PmcuMzSa1H02xENtz97OPErwGqCFNTp3I5m",
+	"Qvw2BQthJsXYTLSqDt8n781rmIBlv4gcED7Apjmo/DqCvq8ZN4LDSRcCbtqfKQ0l+/1yGM1aj6b/WyPZ",
+	"95QPtZR+1rnlY8Two6p7y+ms5sasgMu/DhFbgGvzVrBWTwcgDADl9HNrgIbMSRchGqGeOQiK4TiPRr2L",
+	"r+CuLhj5o4L2tQVy3NLBvx19bI2AiHJQoL9dR1qw9S/WDcxyWqs6cHUWIqtZAbINFwkDHyLqdmXthqN3",
+	"xyW+Kk0VwRQnBxFj1TQuLpnQMp+vjrd/i6P+C8Avw0zWiDCHCUdOGYacBwLoN79JLh4LL/557D3qwSPE",
+	"rkMmMKR9EzJh4ZVsLLyraXJA6LliQhNMD3Jh8W03nYuL75NjLwzUlhBzgaDk3YfThUGgQdngHc7jDi+0",
+	"7WERkkF9OQ43Xo7HWNG/TqzoE9U8Dx5tgF84Cyff2d9u0fC7Es0O8eu8g4tntkJWW5HhQroUQFZYWUfE",
+	"+xRroNufwTDL3dr0wqh0VVo6ShGOMwJaHVcOcu7Qj2xNWcJTpvrkF64naU6vnGs/btA7TIAcljmOMUBg",
+	"6ow5aIEqtb5N4huFKVw0ARRK4arCTYCKhGW5IVbatfshhLeSbv1VgmtxQg+CmbacQlu+5Q76Y/TBo0nm",
+	"MZR2U0S02+ZzNzCHY8/bbDRikLi5UIZ9DdmaUIg2anIqBFSpWAAH52LCShdjPYSJ0WSCQWlXE5ZD+C3a",
+	"0Ue5nJJujd3EEYkrbonVXUFRWJDF9NpN5O5F2WZXAYr52szUrpm/QF65sApxEjNh4SeoyvSotH5tAqqu",
+	"VBR3xCP/IMPBxm2sDvQDCa3XIQY5U8X0GsCIa4dKvDcduHjQQKL4cndXn/jf1zPMJ1KxBWH5CcT3OsHb",
+	"vqGlJF0kPDOmmaryujDKVXpBGbm8Aop3CBWQ147qD7rdzALfYtr51xqlipv7KB0+SocPKG2ZuwYIqi6r",
+	"56ETvLftUO6Qwh5rZ0iFMHpwKBhidV5oMmba0Km9akViQ+dgPgpRaekYyvwG3uyTE/w3BjCEF3VlvIJF",
+	"wVdljEIV5S8F86Bnu0BQuYDwuSH4OuOeRZIPkvlAcgAO8e6o7e2r/XbIJRn4+vJp62S+PAWPlP6R0j9c",
+	"FgKewq8BwmO7UHS8WIl+K1CanLGcfDh9SVI6R6U3Nv8fEy1JrGVMuEiyQhnxuEs1mUqlyf5ggDHEEfmD",
+	"5VLhO2mI8DXAPD7AkDalfPDV90Z/WcM6Ci+fyvuTQnFOARr1ivJsbtZYParPX5P63M62SWGnCns43U3F",
+	"vwM3FH64S+UYAF7VtmLZaKkjN6GYC15Gb8CHGJp1/CqCfPiIYC2VyMVmAZY/4vBa6w6haZozpZgKhT+R",
+	"IwHQaDy1CMlTaqsMcW1GGLz0EI9xYsZ/l7fQTtsGf4SlBLdGOPY7Du+65kV78FrxtUXyrgAexNAdaExi",
+	"xSnexiBjUDYW5hDjDmGdiiuZY3iyBkNHBOZbROmzwq6Hf6xscjD4IqXha4is4PyRQuIdIOdsLs3pr8Zu",
+	"w3NDEcn+Eb7H0pjY+SPM8K0xsT9RRO9mV9FqtFvySmwlOQNfOM1QN7vWhV0uMH4vc0BYT6CIQkaFQEx4",
+	"qWmGOLyqmCqHYJyWwg/papZPuaCZKwIAL+dGBmApKWYggqZ0Dpn9wrQyZWmvT+pAwg5/HQbpYghyBITJ",
+	"WRmhEI5IvE+5M/ozBjfa0ZutXB3iOGP5Vs3UouFDAKivPT9+9Qiqe4dUAzbNLj5cojrwhRF0qL0icgQa",
+	"26bSrU8l8vE2mNK5Xhxd+IvhyUiX0jYUh5E8ryaSpDwFIA9UG11oTy2KztEkZbROnfPzAqocIFJSXdx9",
+	"YmRdLOxBp4woQWdqIkMZB+ZkH7kp/AUikt1cVt9Y9+bjdbz968iSIoc78evnTqFY/k9m/v3R7Hx1VQNh",
+	"t25P6nAAvqUIg5BDJiLzS/t2gsF8k8jfnI25QuwILpSmWeYQCriwP+Y16H7nmeQ5mRXnGU/IBZsre7Gx",
+	"bsucXDHDj6nSRDEmFlxDHOtf4RKamayD/7B6fR9v5wPdTsgCCMSIWhdUt7Z5vRtf0e3PfoOY3HOuWH65",
+	"qrKGYLVzZPik910TIqZZZ+MQg0IqSKsfT97+XLnaCIS3d0WBqT7eVU/5mGu1gKG+9Uf+V0jzqeazRrKP",
+	"N/lHI+9XYORd/7pTgcd+6SXa5KpvbCXybnLLEpyPt7nQ9IJtGQa7GDgqU5LkbCbzdjQ/BsePOMsBOQUY",
+	"dULzfN4nR+YvLLWX+oHt3tcTCk4srxHXjZCCRbY8Pp0rNA0vgpEyU/gnm/8lKEM5m3W4vXkV1vxfFO3p",
+	"z8LivZ1yzgFkeuge2IzbL0PIxBtHYvhwiN0Oz4rBYC+pLhn87R7jCPBRXNVFrF1SVb+kEWGZYsFOaq0h",
+	"sk+F4bS3S3IqUjkl53PNoDBVJq9YnlDFyDlVbG+3T6BqFCUn/zja2n36DKtaypylB87mZ6ZYlUlUPvHo",
+	"rhxSLyJKolGfkqtcijGROZlypQDppGqqjI7M+Xii3ST8M6vKWozeZ1zZvOYZzbEY5govgIOSspf+60WS",
+	"sgN8KCAp2/0J7MMiL9wFm0dVeLndM+uvaYWXPwJK/dVq8Kwxmx+kYH8WMKm1OE5VzKfiMaSLFWmhAvEG",
+	"nGVJzcYLNm+Ua6zLjtufL9h8FaSUY1DofPUpI1SerAwVynlkQxBSjseVyPO+iKtK1GXP6gRxochvoVCv",
+	"zedcDBJ1O8T4vjCi3GgXE8VHN+9fORFxE7L3tZGvCmSqIl93qw7b27JCFy7p2XYuAeN34wD2ek9LUe2z",
+	"kqb5uHrUQZFWBnHMzgEHVLsO+BNFkiLP60p5hK3qIhcsdSTVzChIUgMh6AEiCQtyyxLrw8qN1nLxKDs+",
+	"Ut1/Eapb5mV7UuP5vKI59yVC/ibPN/IlmvebHgjPh1BCBEaYuYjWRJZG9vecqSJbEL3zoxnKX8CA+KM8",
+	"X206NOv4aCX8yqyE7cN9G2ZBjE4FWBvTQR27pgtJb0LqoX2axojZnshCgM+OcqE0iaf009B8PpyxfJjS",
+	"eWw+3X2Buf5D9ilhLGVpHJH4PdP5fOsIy+4govonDckfU54KPp7oXp+8NM1DQIANtQPDY1IVVg5ZyX6U",
+	"51+rfexHef4wljGzJgukGoDdT82pepReHqWXR1PZ/zL3gVBzISDQ3/lmbxBpMWXrZc6Yj50M0sANEGmI",
+	"FaAg0628EJhCDFSSazR/2UzUMCzMT+wuc2J+YgvLzyo703ZQprY/P1EklxlEV3P9NSTG/DUC/9xhAxxe",
+	"u96N43aDk27BexYL64D8Y9964rB9GqAx6A7EhnxsmUwmFwpz5cM4URZVKQiB2fMma2GaoHNFCpGynMT4",
+	"EFACGzBORsfBujT+h9ZFWIEbYh5aQgU5ZwAeoJkAgNHgzTtxK3WH96/sYxFonf39weBBH0NwPVpuPyx3",
+	"ZUOpfiUUJzbypDqviM3ZbUFyGlUfz7udfy9wKaZ0bs55+ZHMyzNfmsf863JIqLBlMSEswNkRbXvD8vpB",
+	"2H41XoThQE7cwlczN4Oh6Q0+Mb+bljM+gsoiLQjQEEimdxP/KjCZbkoPApS5LtWxERsRoQpjtU2Xc9Kl",
+	"ivzw+tRSXT1h094jisZf1BX/CI55KwZafcvcpDUCWUtud+Ng+aWjlO1bXglhEaEYgvX+9c8/HA3fffju",
+	"zfHL4Yf3b8y1LvKsc9D5jAkcwyLPvnSiziXNOWAlgz+t/An5m13LzkTr2cH29s7ut/1Bf9DfOXg+eD7o",
+	"REuHYkRFTBX58P4N6ZomIL5slsu0gOqChySe0gtG8kLEBGaoSLCnXt+s08dyVZevgQdPYGuJVr8B/1gX",
+	"T8FrwSbhtr+u56pOpNJV3cKqW6+lOgxMoMFmxUnvW7/CyfKhNNFc/VZKBMh2E5hYOAom/FYNYAZh++tX",
+	"zRhk83mJtN1VfCy2eFXz0S22uUHFbCZzTWZMzjLW86dsG9oqG1qwhd7+0yLlmmTSHzM8W/BpTS3uwr3s",
+	"kaN3xxGJPX0rRsuAVzIIa5tR64t0+4sXPtwT5lvUm4Zn8QGZyCkgjMusQDuEH34TWa9QVLoJ3Lwwn+rL",
+	"xy//fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1281,7 +1281,7 @@ type Problem struct {
 	} `json:"errors,omitempty"`
 
 	// RequestId Example: req_01jc3x9m1h7r4v5n8q2w6e0t9y
-	RequestId *string `json:"request_id,omitempty"`
+	RequestId string `json:"request_id"`
 
 	// RequiredScope For `insufficient_scope`, the scope the operation needs.
 	RequiredScope *string `json:"required_scope,omitempty"`
@@ -1401,7 +1401,7 @@ type User struct {
 // Example: 5f0c6a8e-3c1d-4c38-9f5e-2b7d1b1e4a10
 type IdempotencyKeyOptional = IdempotencyKey
 
-// IfMatch defines model for IfMatch.
+// IfMatch Example: "7"
 type IfMatch = string
 
 // IntakeKeyId defines model for IntakeKeyId.
@@ -6677,9 +6677,25 @@ type ClientWithResponsesInterface interface {
 	PutSettingsWithResponse(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSettingsResponse, error)
 }
 
+// GetHomeResponse200Headers the declared response headers of an HTTP 200 response for GetHome
+type GetHomeResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetHomeResponse400Headers the declared response headers of an HTTP 400 response for GetHome
+type GetHomeResponse400Headers struct {
+	XRequestId *string
+}
+
 // GetHomeResponse429Headers the declared response headers of an HTTP 429 response for GetHome
 type GetHomeResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetHomeResponseDefaultHeaders the declared response headers of an HTTP default response for GetHome
+type GetHomeResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetHomeResponse struct {
@@ -6693,8 +6709,14 @@ type GetHomeResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetHomeResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetHomeResponse400Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetHomeResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetHomeResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6746,14 +6768,56 @@ func (r GetHomeResponse) ContentType() string {
 	return ""
 }
 
+// RegisterInstallationResponse200Headers the declared response headers of an HTTP 200 response for RegisterInstallation
+type RegisterInstallationResponse200Headers struct {
+	XRequestId *string
+}
+
+// RegisterInstallationResponse201Headers the declared response headers of an HTTP 201 response for RegisterInstallation
+type RegisterInstallationResponse201Headers struct {
+	XRequestId *string
+}
+
+// RegisterInstallationResponse400Headers the declared response headers of an HTTP 400 response for RegisterInstallation
+type RegisterInstallationResponse400Headers struct {
+	XRequestId *string
+}
+
 // RegisterInstallationResponse401Headers the declared response headers of an HTTP 401 response for RegisterInstallation
 type RegisterInstallationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RegisterInstallationResponse403Headers the declared response headers of an HTTP 403 response for RegisterInstallation
+type RegisterInstallationResponse403Headers struct {
+	XRequestId *string
+}
+
+// RegisterInstallationResponse409Headers the declared response headers of an HTTP 409 response for RegisterInstallation
+type RegisterInstallationResponse409Headers struct {
+	XRequestId *string
+}
+
+// RegisterInstallationResponse410Headers the declared response headers of an HTTP 410 response for RegisterInstallation
+type RegisterInstallationResponse410Headers struct {
+	XRequestId *string
+}
+
+// RegisterInstallationResponse413Headers the declared response headers of an HTTP 413 response for RegisterInstallation
+type RegisterInstallationResponse413Headers struct {
+	XRequestId *string
 }
 
 // RegisterInstallationResponse429Headers the declared response headers of an HTTP 429 response for RegisterInstallation
 type RegisterInstallationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// RegisterInstallationResponseDefaultHeaders the declared response headers of an HTTP default response for RegisterInstallation
+type RegisterInstallationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type RegisterInstallationResponse struct {
@@ -6779,10 +6843,26 @@ type RegisterInstallationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RegisterInstallationResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RegisterInstallationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RegisterInstallationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RegisterInstallationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RegisterInstallationResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RegisterInstallationResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *RegisterInstallationResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RegisterInstallationResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RegisterInstallationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RegisterInstallationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6864,14 +6944,36 @@ func (r RegisterInstallationResponse) ContentType() string {
 	return ""
 }
 
+// ListAgentJobsResponse200Headers the declared response headers of an HTTP 200 response for ListAgentJobs
+type ListAgentJobsResponse200Headers struct {
+	XRequestId *string
+}
+
 // ListAgentJobsResponse401Headers the declared response headers of an HTTP 401 response for ListAgentJobs
 type ListAgentJobsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListAgentJobsResponse403Headers the declared response headers of an HTTP 403 response for ListAgentJobs
+type ListAgentJobsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListAgentJobsResponse410Headers the declared response headers of an HTTP 410 response for ListAgentJobs
+type ListAgentJobsResponse410Headers struct {
+	XRequestId *string
 }
 
 // ListAgentJobsResponse429Headers the declared response headers of an HTTP 429 response for ListAgentJobs
 type ListAgentJobsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListAgentJobsResponseDefaultHeaders the declared response headers of an HTTP default response for ListAgentJobs
+type ListAgentJobsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListAgentJobsResponse struct {
@@ -6889,10 +6991,18 @@ type ListAgentJobsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAgentJobsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListAgentJobsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListAgentJobsResponse403Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListAgentJobsResponse410Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAgentJobsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListAgentJobsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6954,14 +7064,56 @@ func (r ListAgentJobsResponse) ContentType() string {
 	return ""
 }
 
+// SubmitJobResultResponse200Headers the declared response headers of an HTTP 200 response for SubmitJobResult
+type SubmitJobResultResponse200Headers struct {
+	XRequestId *string
+}
+
+// SubmitJobResultResponse400Headers the declared response headers of an HTTP 400 response for SubmitJobResult
+type SubmitJobResultResponse400Headers struct {
+	XRequestId *string
+}
+
 // SubmitJobResultResponse401Headers the declared response headers of an HTTP 401 response for SubmitJobResult
 type SubmitJobResultResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// SubmitJobResultResponse403Headers the declared response headers of an HTTP 403 response for SubmitJobResult
+type SubmitJobResultResponse403Headers struct {
+	XRequestId *string
+}
+
+// SubmitJobResultResponse404Headers the declared response headers of an HTTP 404 response for SubmitJobResult
+type SubmitJobResultResponse404Headers struct {
+	XRequestId *string
+}
+
+// SubmitJobResultResponse409Headers the declared response headers of an HTTP 409 response for SubmitJobResult
+type SubmitJobResultResponse409Headers struct {
+	XRequestId *string
+}
+
+// SubmitJobResultResponse410Headers the declared response headers of an HTTP 410 response for SubmitJobResult
+type SubmitJobResultResponse410Headers struct {
+	XRequestId *string
+}
+
+// SubmitJobResultResponse413Headers the declared response headers of an HTTP 413 response for SubmitJobResult
+type SubmitJobResultResponse413Headers struct {
+	XRequestId *string
 }
 
 // SubmitJobResultResponse429Headers the declared response headers of an HTTP 429 response for SubmitJobResult
 type SubmitJobResultResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// SubmitJobResultResponseDefaultHeaders the declared response headers of an HTTP default response for SubmitJobResult
+type SubmitJobResultResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type SubmitJobResultResponse struct {
@@ -6987,10 +7139,26 @@ type SubmitJobResultResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SubmitJobResultResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SubmitJobResultResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SubmitJobResultResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SubmitJobResultResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SubmitJobResultResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SubmitJobResultResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *SubmitJobResultResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SubmitJobResultResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SubmitJobResultResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *SubmitJobResultResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7072,14 +7240,46 @@ func (r SubmitJobResultResponse) ContentType() string {
 	return ""
 }
 
+// SubmitObservationsResponse202Headers the declared response headers of an HTTP 202 response for SubmitObservations
+type SubmitObservationsResponse202Headers struct {
+	XRequestId *string
+}
+
+// SubmitObservationsResponse400Headers the declared response headers of an HTTP 400 response for SubmitObservations
+type SubmitObservationsResponse400Headers struct {
+	XRequestId *string
+}
+
 // SubmitObservationsResponse401Headers the declared response headers of an HTTP 401 response for SubmitObservations
 type SubmitObservationsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// SubmitObservationsResponse403Headers the declared response headers of an HTTP 403 response for SubmitObservations
+type SubmitObservationsResponse403Headers struct {
+	XRequestId *string
+}
+
+// SubmitObservationsResponse410Headers the declared response headers of an HTTP 410 response for SubmitObservations
+type SubmitObservationsResponse410Headers struct {
+	XRequestId *string
+}
+
+// SubmitObservationsResponse413Headers the declared response headers of an HTTP 413 response for SubmitObservations
+type SubmitObservationsResponse413Headers struct {
+	XRequestId *string
 }
 
 // SubmitObservationsResponse429Headers the declared response headers of an HTTP 429 response for SubmitObservations
 type SubmitObservationsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// SubmitObservationsResponseDefaultHeaders the declared response headers of an HTTP default response for SubmitObservations
+type SubmitObservationsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type SubmitObservationsResponse struct {
@@ -7101,10 +7301,22 @@ type SubmitObservationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *SubmitObservationsResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SubmitObservationsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SubmitObservationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SubmitObservationsResponse403Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *SubmitObservationsResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SubmitObservationsResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SubmitObservationsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *SubmitObservationsResponseDefaultHeaders
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -7176,9 +7388,45 @@ func (r SubmitObservationsResponse) ContentType() string {
 	return ""
 }
 
+// AcceptInvitationResponse201Headers the declared response headers of an HTTP 201 response for AcceptInvitation
+type AcceptInvitationResponse201Headers struct {
+	XRequestId *string
+}
+
+// AcceptInvitationResponse400Headers the declared response headers of an HTTP 400 response for AcceptInvitation
+type AcceptInvitationResponse400Headers struct {
+	XRequestId *string
+}
+
+// AcceptInvitationResponse403Headers the declared response headers of an HTTP 403 response for AcceptInvitation
+type AcceptInvitationResponse403Headers struct {
+	XRequestId *string
+}
+
+// AcceptInvitationResponse404Headers the declared response headers of an HTTP 404 response for AcceptInvitation
+type AcceptInvitationResponse404Headers struct {
+	XRequestId *string
+}
+
+// AcceptInvitationResponse410Headers the declared response headers of an HTTP 410 response for AcceptInvitation
+type AcceptInvitationResponse410Headers struct {
+	XRequestId *string
+}
+
+// AcceptInvitationResponse413Headers the declared response headers of an HTTP 413 response for AcceptInvitation
+type AcceptInvitationResponse413Headers struct {
+	XRequestId *string
+}
+
 // AcceptInvitationResponse429Headers the declared response headers of an HTTP 429 response for AcceptInvitation
 type AcceptInvitationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// AcceptInvitationResponseDefaultHeaders the declared response headers of an HTTP default response for AcceptInvitation
+type AcceptInvitationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type AcceptInvitationResponse struct {
@@ -7200,8 +7448,22 @@ type AcceptInvitationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *AcceptInvitationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AcceptInvitationResponse400Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AcceptInvitationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AcceptInvitationResponse404Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *AcceptInvitationResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AcceptInvitationResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AcceptInvitationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *AcceptInvitationResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7273,14 +7535,36 @@ func (r AcceptInvitationResponse) ContentType() string {
 	return ""
 }
 
+// ListAuditEventsResponse200Headers the declared response headers of an HTTP 200 response for ListAuditEvents
+type ListAuditEventsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListAuditEventsResponse400Headers the declared response headers of an HTTP 400 response for ListAuditEvents
+type ListAuditEventsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListAuditEventsResponse401Headers the declared response headers of an HTTP 401 response for ListAuditEvents
 type ListAuditEventsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListAuditEventsResponse403Headers the declared response headers of an HTTP 403 response for ListAuditEvents
+type ListAuditEventsResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListAuditEventsResponse429Headers the declared response headers of an HTTP 429 response for ListAuditEvents
 type ListAuditEventsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListAuditEventsResponseDefaultHeaders the declared response headers of an HTTP default response for ListAuditEvents
+type ListAuditEventsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListAuditEventsResponse struct {
@@ -7298,10 +7582,18 @@ type ListAuditEventsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAuditEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListAuditEventsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListAuditEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListAuditEventsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAuditEventsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListAuditEventsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7363,14 +7655,31 @@ func (r ListAuditEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetDeploymentResponse200Headers the declared response headers of an HTTP 200 response for GetDeployment
+type GetDeploymentResponse200Headers struct {
+	XRequestId *string
+}
+
 // GetDeploymentResponse401Headers the declared response headers of an HTTP 401 response for GetDeployment
 type GetDeploymentResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetDeploymentResponse403Headers the declared response headers of an HTTP 403 response for GetDeployment
+type GetDeploymentResponse403Headers struct {
+	XRequestId *string
 }
 
 // GetDeploymentResponse429Headers the declared response headers of an HTTP 429 response for GetDeployment
 type GetDeploymentResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetDeploymentResponseDefaultHeaders the declared response headers of an HTTP default response for GetDeployment
+type GetDeploymentResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetDeploymentResponse struct {
@@ -7386,10 +7695,16 @@ type GetDeploymentResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDeploymentResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetDeploymentResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetDeploymentResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetDeploymentResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetDeploymentResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7446,14 +7761,36 @@ func (r GetDeploymentResponse) ContentType() string {
 	return ""
 }
 
+// ListIdentityProvidersResponse200Headers the declared response headers of an HTTP 200 response for ListIdentityProviders
+type ListIdentityProvidersResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListIdentityProvidersResponse400Headers the declared response headers of an HTTP 400 response for ListIdentityProviders
+type ListIdentityProvidersResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListIdentityProvidersResponse401Headers the declared response headers of an HTTP 401 response for ListIdentityProviders
 type ListIdentityProvidersResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListIdentityProvidersResponse403Headers the declared response headers of an HTTP 403 response for ListIdentityProviders
+type ListIdentityProvidersResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListIdentityProvidersResponse429Headers the declared response headers of an HTTP 429 response for ListIdentityProviders
 type ListIdentityProvidersResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListIdentityProvidersResponseDefaultHeaders the declared response headers of an HTTP default response for ListIdentityProviders
+type ListIdentityProvidersResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListIdentityProvidersResponse struct {
@@ -7471,10 +7808,18 @@ type ListIdentityProvidersResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListIdentityProvidersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListIdentityProvidersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListIdentityProvidersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListIdentityProvidersResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListIdentityProvidersResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListIdentityProvidersResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7540,17 +7885,46 @@ func (r ListIdentityProvidersResponse) ContentType() string {
 type CreateIdentityProviderResponse201Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// CreateIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for CreateIdentityProvider
+type CreateIdentityProviderResponse400Headers struct {
+	XRequestId *string
 }
 
 // CreateIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for CreateIdentityProvider
 type CreateIdentityProviderResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for CreateIdentityProvider
+type CreateIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for CreateIdentityProvider
+type CreateIdentityProviderResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateIdentityProviderResponse413Headers the declared response headers of an HTTP 413 response for CreateIdentityProvider
+type CreateIdentityProviderResponse413Headers struct {
+	XRequestId *string
 }
 
 // CreateIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for CreateIdentityProvider
 type CreateIdentityProviderResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for CreateIdentityProvider
+type CreateIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CreateIdentityProviderResponse struct {
@@ -7574,10 +7948,20 @@ type CreateIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateIdentityProviderResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateIdentityProviderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateIdentityProviderResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateIdentityProviderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateIdentityProviderResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateIdentityProviderResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -7652,16 +8036,45 @@ func (r CreateIdentityProviderResponse) ContentType() string {
 // DeleteIdentityProviderResponse204Headers the declared response headers of an HTTP 204 response for DeleteIdentityProvider
 type DeleteIdentityProviderResponse204Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// DeleteIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse400Headers struct {
+	XRequestId *string
 }
 
 // DeleteIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for DeleteIdentityProvider
 type DeleteIdentityProviderResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// DeleteIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteIdentityProviderResponse404Headers the declared response headers of an HTTP 404 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for DeleteIdentityProvider
+type DeleteIdentityProviderResponse409Headers struct {
+	XRequestId *string
 }
 
 // DeleteIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DeleteIdentityProvider
 type DeleteIdentityProviderResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// DeleteIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for DeleteIdentityProvider
+type DeleteIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type DeleteIdentityProviderResponse struct {
@@ -7683,10 +8096,20 @@ type DeleteIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *DeleteIdentityProviderResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteIdentityProviderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteIdentityProviderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteIdentityProviderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeleteIdentityProviderResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *DeleteIdentityProviderResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -7755,17 +8178,40 @@ func (r DeleteIdentityProviderResponse) ContentType() string {
 
 // GetIdentityProviderResponse200Headers the declared response headers of an HTTP 200 response for GetIdentityProvider
 type GetIdentityProviderResponse200Headers struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
+}
+
+// GetIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for GetIdentityProvider
+type GetIdentityProviderResponse400Headers struct {
+	XRequestId *string
 }
 
 // GetIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for GetIdentityProvider
 type GetIdentityProviderResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for GetIdentityProvider
+type GetIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetIdentityProviderResponse404Headers the declared response headers of an HTTP 404 response for GetIdentityProvider
+type GetIdentityProviderResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for GetIdentityProvider
 type GetIdentityProviderResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for GetIdentityProvider
+type GetIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetIdentityProviderResponse struct {
@@ -7787,10 +8233,18 @@ type GetIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetIdentityProviderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetIdentityProviderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetIdentityProviderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetIdentityProviderResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetIdentityProviderResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7861,16 +8315,60 @@ func (r GetIdentityProviderResponse) ContentType() string {
 type PutIdentityProviderResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// PutIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for PutIdentityProvider
+type PutIdentityProviderResponse400Headers struct {
+	XRequestId *string
 }
 
 // PutIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for PutIdentityProvider
 type PutIdentityProviderResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// PutIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for PutIdentityProvider
+type PutIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// PutIdentityProviderResponse404Headers the declared response headers of an HTTP 404 response for PutIdentityProvider
+type PutIdentityProviderResponse404Headers struct {
+	XRequestId *string
+}
+
+// PutIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for PutIdentityProvider
+type PutIdentityProviderResponse409Headers struct {
+	XRequestId *string
+}
+
+// PutIdentityProviderResponse412Headers the declared response headers of an HTTP 412 response for PutIdentityProvider
+type PutIdentityProviderResponse412Headers struct {
+	XRequestId *string
+}
+
+// PutIdentityProviderResponse413Headers the declared response headers of an HTTP 413 response for PutIdentityProvider
+type PutIdentityProviderResponse413Headers struct {
+	XRequestId *string
+}
+
+// PutIdentityProviderResponse428Headers the declared response headers of an HTTP 428 response for PutIdentityProvider
+type PutIdentityProviderResponse428Headers struct {
+	XRequestId *string
 }
 
 // PutIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for PutIdentityProvider
 type PutIdentityProviderResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// PutIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for PutIdentityProvider
+type PutIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type PutIdentityProviderResponse struct {
@@ -7900,10 +8398,26 @@ type PutIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutIdentityProviderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutIdentityProviderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutIdentityProviderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PutIdentityProviderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PutIdentityProviderResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *PutIdentityProviderResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutIdentityProviderResponse413Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *PutIdentityProviderResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PutIdentityProviderResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7994,16 +8508,45 @@ func (r PutIdentityProviderResponse) ContentType() string {
 type DisableIdentityProviderResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// DisableIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for DisableIdentityProvider
+type DisableIdentityProviderResponse400Headers struct {
+	XRequestId *string
 }
 
 // DisableIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for DisableIdentityProvider
 type DisableIdentityProviderResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// DisableIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for DisableIdentityProvider
+type DisableIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// DisableIdentityProviderResponse404Headers the declared response headers of an HTTP 404 response for DisableIdentityProvider
+type DisableIdentityProviderResponse404Headers struct {
+	XRequestId *string
+}
+
+// DisableIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for DisableIdentityProvider
+type DisableIdentityProviderResponse409Headers struct {
+	XRequestId *string
 }
 
 // DisableIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DisableIdentityProvider
 type DisableIdentityProviderResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// DisableIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for DisableIdentityProvider
+type DisableIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type DisableIdentityProviderResponse struct {
@@ -8027,10 +8570,20 @@ type DisableIdentityProviderResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *DisableIdentityProviderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DisableIdentityProviderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DisableIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableIdentityProviderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableIdentityProviderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableIdentityProviderResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DisableIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *DisableIdentityProviderResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8105,16 +8658,45 @@ func (r DisableIdentityProviderResponse) ContentType() string {
 // StartIdentityProviderTestResponse201Headers the declared response headers of an HTTP 201 response for StartIdentityProviderTest
 type StartIdentityProviderTestResponse201Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// StartIdentityProviderTestResponse400Headers the declared response headers of an HTTP 400 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse400Headers struct {
+	XRequestId *string
 }
 
 // StartIdentityProviderTestResponse401Headers the declared response headers of an HTTP 401 response for StartIdentityProviderTest
 type StartIdentityProviderTestResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// StartIdentityProviderTestResponse403Headers the declared response headers of an HTTP 403 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse403Headers struct {
+	XRequestId *string
+}
+
+// StartIdentityProviderTestResponse404Headers the declared response headers of an HTTP 404 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse404Headers struct {
+	XRequestId *string
+}
+
+// StartIdentityProviderTestResponse409Headers the declared response headers of an HTTP 409 response for StartIdentityProviderTest
+type StartIdentityProviderTestResponse409Headers struct {
+	XRequestId *string
 }
 
 // StartIdentityProviderTestResponse429Headers the declared response headers of an HTTP 429 response for StartIdentityProviderTest
 type StartIdentityProviderTestResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// StartIdentityProviderTestResponseDefaultHeaders the declared response headers of an HTTP default response for StartIdentityProviderTest
+type StartIdentityProviderTestResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type StartIdentityProviderTestResponse struct {
@@ -8138,10 +8720,20 @@ type StartIdentityProviderTestResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *StartIdentityProviderTestResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *StartIdentityProviderTestResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartIdentityProviderTestResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *StartIdentityProviderTestResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *StartIdentityProviderTestResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StartIdentityProviderTestResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartIdentityProviderTestResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *StartIdentityProviderTestResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8213,14 +8805,36 @@ func (r StartIdentityProviderTestResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationsResponse200Headers the declared response headers of an HTTP 200 response for ListOrganizations
+type ListOrganizationsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationsResponse400Headers the declared response headers of an HTTP 400 response for ListOrganizations
+type ListOrganizationsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListOrganizationsResponse401Headers the declared response headers of an HTTP 401 response for ListOrganizations
 type ListOrganizationsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListOrganizationsResponse403Headers the declared response headers of an HTTP 403 response for ListOrganizations
+type ListOrganizationsResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListOrganizationsResponse429Headers the declared response headers of an HTTP 429 response for ListOrganizations
 type ListOrganizationsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListOrganizationsResponseDefaultHeaders the declared response headers of an HTTP default response for ListOrganizations
+type ListOrganizationsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListOrganizationsResponse struct {
@@ -8238,10 +8852,18 @@ type ListOrganizationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrganizationsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrganizationsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrganizationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrganizationsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrganizationsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListOrganizationsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8307,17 +8929,46 @@ func (r ListOrganizationsResponse) ContentType() string {
 type CreateOrganizationResponse201Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// CreateOrganizationResponse400Headers the declared response headers of an HTTP 400 response for CreateOrganization
+type CreateOrganizationResponse400Headers struct {
+	XRequestId *string
 }
 
 // CreateOrganizationResponse401Headers the declared response headers of an HTTP 401 response for CreateOrganization
 type CreateOrganizationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateOrganizationResponse403Headers the declared response headers of an HTTP 403 response for CreateOrganization
+type CreateOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationResponse409Headers the declared response headers of an HTTP 409 response for CreateOrganization
+type CreateOrganizationResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationResponse413Headers the declared response headers of an HTTP 413 response for CreateOrganization
+type CreateOrganizationResponse413Headers struct {
+	XRequestId *string
 }
 
 // CreateOrganizationResponse429Headers the declared response headers of an HTTP 429 response for CreateOrganization
 type CreateOrganizationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for CreateOrganization
+type CreateOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CreateOrganizationResponse struct {
@@ -8341,10 +8992,20 @@ type CreateOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateOrganizationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateOrganizationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateOrganizationResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateOrganizationResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateOrganizationResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateOrganizationResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8418,17 +9079,40 @@ func (r CreateOrganizationResponse) ContentType() string {
 
 // GetOrganizationResponse200Headers the declared response headers of an HTTP 200 response for GetOrganization
 type GetOrganizationResponse200Headers struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
+}
+
+// GetOrganizationResponse400Headers the declared response headers of an HTTP 400 response for GetOrganization
+type GetOrganizationResponse400Headers struct {
+	XRequestId *string
 }
 
 // GetOrganizationResponse401Headers the declared response headers of an HTTP 401 response for GetOrganization
 type GetOrganizationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetOrganizationResponse403Headers the declared response headers of an HTTP 403 response for GetOrganization
+type GetOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetOrganizationResponse404Headers the declared response headers of an HTTP 404 response for GetOrganization
+type GetOrganizationResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetOrganizationResponse429Headers the declared response headers of an HTTP 429 response for GetOrganization
 type GetOrganizationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for GetOrganization
+type GetOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetOrganizationResponse struct {
@@ -8450,10 +9134,18 @@ type GetOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetOrganizationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetOrganizationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOrganizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetOrganizationResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetOrganizationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8524,16 +9216,60 @@ func (r GetOrganizationResponse) ContentType() string {
 type UpdateOrganizationResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// UpdateOrganizationResponse400Headers the declared response headers of an HTTP 400 response for UpdateOrganization
+type UpdateOrganizationResponse400Headers struct {
+	XRequestId *string
 }
 
 // UpdateOrganizationResponse401Headers the declared response headers of an HTTP 401 response for UpdateOrganization
 type UpdateOrganizationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// UpdateOrganizationResponse403Headers the declared response headers of an HTTP 403 response for UpdateOrganization
+type UpdateOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// UpdateOrganizationResponse404Headers the declared response headers of an HTTP 404 response for UpdateOrganization
+type UpdateOrganizationResponse404Headers struct {
+	XRequestId *string
+}
+
+// UpdateOrganizationResponse409Headers the declared response headers of an HTTP 409 response for UpdateOrganization
+type UpdateOrganizationResponse409Headers struct {
+	XRequestId *string
+}
+
+// UpdateOrganizationResponse412Headers the declared response headers of an HTTP 412 response for UpdateOrganization
+type UpdateOrganizationResponse412Headers struct {
+	XRequestId *string
+}
+
+// UpdateOrganizationResponse413Headers the declared response headers of an HTTP 413 response for UpdateOrganization
+type UpdateOrganizationResponse413Headers struct {
+	XRequestId *string
+}
+
+// UpdateOrganizationResponse428Headers the declared response headers of an HTTP 428 response for UpdateOrganization
+type UpdateOrganizationResponse428Headers struct {
+	XRequestId *string
 }
 
 // UpdateOrganizationResponse429Headers the declared response headers of an HTTP 429 response for UpdateOrganization
 type UpdateOrganizationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// UpdateOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for UpdateOrganization
+type UpdateOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type UpdateOrganizationResponse struct {
@@ -8563,10 +9299,26 @@ type UpdateOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *UpdateOrganizationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateOrganizationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateOrganizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateOrganizationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UpdateOrganizationResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *UpdateOrganizationResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateOrganizationResponse413Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *UpdateOrganizationResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *UpdateOrganizationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8657,16 +9409,45 @@ func (r UpdateOrganizationResponse) ContentType() string {
 type CancelOrganizationDeletionResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// CancelOrganizationDeletionResponse400Headers the declared response headers of an HTTP 400 response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponse400Headers struct {
+	XRequestId *string
 }
 
 // CancelOrganizationDeletionResponse401Headers the declared response headers of an HTTP 401 response for CancelOrganizationDeletion
 type CancelOrganizationDeletionResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CancelOrganizationDeletionResponse403Headers the declared response headers of an HTTP 403 response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CancelOrganizationDeletionResponse404Headers the declared response headers of an HTTP 404 response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CancelOrganizationDeletionResponse409Headers the declared response headers of an HTTP 409 response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponse409Headers struct {
+	XRequestId *string
 }
 
 // CancelOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for CancelOrganizationDeletion
 type CancelOrganizationDeletionResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CancelOrganizationDeletionResponseDefaultHeaders the declared response headers of an HTTP default response for CancelOrganizationDeletion
+type CancelOrganizationDeletionResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CancelOrganizationDeletionResponse struct {
@@ -8690,10 +9471,20 @@ type CancelOrganizationDeletionResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CancelOrganizationDeletionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelOrganizationDeletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CancelOrganizationDeletionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelOrganizationDeletionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelOrganizationDeletionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelOrganizationDeletionResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CancelOrganizationDeletionResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CancelOrganizationDeletionResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8769,16 +9560,45 @@ func (r CancelOrganizationDeletionResponse) ContentType() string {
 type ScheduleOrganizationDeletionResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// ScheduleOrganizationDeletionResponse400Headers the declared response headers of an HTTP 400 response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponse400Headers struct {
+	XRequestId *string
 }
 
 // ScheduleOrganizationDeletionResponse401Headers the declared response headers of an HTTP 401 response for ScheduleOrganizationDeletion
 type ScheduleOrganizationDeletionResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ScheduleOrganizationDeletionResponse403Headers the declared response headers of an HTTP 403 response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponse403Headers struct {
+	XRequestId *string
+}
+
+// ScheduleOrganizationDeletionResponse404Headers the declared response headers of an HTTP 404 response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponse404Headers struct {
+	XRequestId *string
+}
+
+// ScheduleOrganizationDeletionResponse409Headers the declared response headers of an HTTP 409 response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponse409Headers struct {
+	XRequestId *string
 }
 
 // ScheduleOrganizationDeletionResponse429Headers the declared response headers of an HTTP 429 response for ScheduleOrganizationDeletion
 type ScheduleOrganizationDeletionResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ScheduleOrganizationDeletionResponseDefaultHeaders the declared response headers of an HTTP default response for ScheduleOrganizationDeletion
+type ScheduleOrganizationDeletionResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ScheduleOrganizationDeletionResponse struct {
@@ -8802,10 +9622,20 @@ type ScheduleOrganizationDeletionResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ScheduleOrganizationDeletionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ScheduleOrganizationDeletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ScheduleOrganizationDeletionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ScheduleOrganizationDeletionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ScheduleOrganizationDeletionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ScheduleOrganizationDeletionResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ScheduleOrganizationDeletionResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ScheduleOrganizationDeletionResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8877,14 +9707,41 @@ func (r ScheduleOrganizationDeletionResponse) ContentType() string {
 	return ""
 }
 
+// ListInvitationsResponse200Headers the declared response headers of an HTTP 200 response for ListInvitations
+type ListInvitationsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListInvitationsResponse400Headers the declared response headers of an HTTP 400 response for ListInvitations
+type ListInvitationsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListInvitationsResponse401Headers the declared response headers of an HTTP 401 response for ListInvitations
 type ListInvitationsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListInvitationsResponse403Headers the declared response headers of an HTTP 403 response for ListInvitations
+type ListInvitationsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListInvitationsResponse404Headers the declared response headers of an HTTP 404 response for ListInvitations
+type ListInvitationsResponse404Headers struct {
+	XRequestId *string
 }
 
 // ListInvitationsResponse429Headers the declared response headers of an HTTP 429 response for ListInvitations
 type ListInvitationsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListInvitationsResponseDefaultHeaders the declared response headers of an HTTP default response for ListInvitations
+type ListInvitationsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListInvitationsResponse struct {
@@ -8904,10 +9761,20 @@ type ListInvitationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListInvitationsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListInvitationsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListInvitationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListInvitationsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListInvitationsResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListInvitationsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListInvitationsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8977,17 +9844,51 @@ func (r ListInvitationsResponse) ContentType() string {
 // CreateInvitationResponse201Headers the declared response headers of an HTTP 201 response for CreateInvitation
 type CreateInvitationResponse201Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// CreateInvitationResponse400Headers the declared response headers of an HTTP 400 response for CreateInvitation
+type CreateInvitationResponse400Headers struct {
+	XRequestId *string
 }
 
 // CreateInvitationResponse401Headers the declared response headers of an HTTP 401 response for CreateInvitation
 type CreateInvitationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateInvitationResponse403Headers the declared response headers of an HTTP 403 response for CreateInvitation
+type CreateInvitationResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateInvitationResponse404Headers the declared response headers of an HTTP 404 response for CreateInvitation
+type CreateInvitationResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateInvitationResponse409Headers the declared response headers of an HTTP 409 response for CreateInvitation
+type CreateInvitationResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateInvitationResponse413Headers the declared response headers of an HTTP 413 response for CreateInvitation
+type CreateInvitationResponse413Headers struct {
+	XRequestId *string
 }
 
 // CreateInvitationResponse429Headers the declared response headers of an HTTP 429 response for CreateInvitation
 type CreateInvitationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateInvitationResponseDefaultHeaders the declared response headers of an HTTP default response for CreateInvitation
+type CreateInvitationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CreateInvitationResponse struct {
@@ -9013,10 +9914,22 @@ type CreateInvitationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateInvitationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateInvitationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateInvitationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateInvitationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateInvitationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateInvitationResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateInvitationResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateInvitationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateInvitationResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9096,16 +10009,45 @@ func (r CreateInvitationResponse) ContentType() string {
 // RevokeInvitationResponse200Headers the declared response headers of an HTTP 200 response for RevokeInvitation
 type RevokeInvitationResponse200Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// RevokeInvitationResponse400Headers the declared response headers of an HTTP 400 response for RevokeInvitation
+type RevokeInvitationResponse400Headers struct {
+	XRequestId *string
 }
 
 // RevokeInvitationResponse401Headers the declared response headers of an HTTP 401 response for RevokeInvitation
 type RevokeInvitationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RevokeInvitationResponse403Headers the declared response headers of an HTTP 403 response for RevokeInvitation
+type RevokeInvitationResponse403Headers struct {
+	XRequestId *string
+}
+
+// RevokeInvitationResponse404Headers the declared response headers of an HTTP 404 response for RevokeInvitation
+type RevokeInvitationResponse404Headers struct {
+	XRequestId *string
+}
+
+// RevokeInvitationResponse409Headers the declared response headers of an HTTP 409 response for RevokeInvitation
+type RevokeInvitationResponse409Headers struct {
+	XRequestId *string
 }
 
 // RevokeInvitationResponse429Headers the declared response headers of an HTTP 429 response for RevokeInvitation
 type RevokeInvitationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// RevokeInvitationResponseDefaultHeaders the declared response headers of an HTTP default response for RevokeInvitation
+type RevokeInvitationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type RevokeInvitationResponse struct {
@@ -9129,10 +10071,20 @@ type RevokeInvitationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RevokeInvitationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeInvitationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeInvitationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeInvitationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeInvitationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevokeInvitationResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeInvitationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RevokeInvitationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9204,14 +10156,41 @@ func (r RevokeInvitationResponse) ContentType() string {
 	return ""
 }
 
+// GetInvitationResponse200Headers the declared response headers of an HTTP 200 response for GetInvitation
+type GetInvitationResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetInvitationResponse400Headers the declared response headers of an HTTP 400 response for GetInvitation
+type GetInvitationResponse400Headers struct {
+	XRequestId *string
+}
+
 // GetInvitationResponse401Headers the declared response headers of an HTTP 401 response for GetInvitation
 type GetInvitationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetInvitationResponse403Headers the declared response headers of an HTTP 403 response for GetInvitation
+type GetInvitationResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetInvitationResponse404Headers the declared response headers of an HTTP 404 response for GetInvitation
+type GetInvitationResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetInvitationResponse429Headers the declared response headers of an HTTP 429 response for GetInvitation
 type GetInvitationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetInvitationResponseDefaultHeaders the declared response headers of an HTTP default response for GetInvitation
+type GetInvitationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetInvitationResponse struct {
@@ -9231,10 +10210,20 @@ type GetInvitationResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetInvitationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetInvitationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetInvitationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetInvitationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetInvitationResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetInvitationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetInvitationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9301,14 +10290,41 @@ func (r GetInvitationResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationOwnersResponse200Headers the declared response headers of an HTTP 200 response for ListOrganizationOwners
+type ListOrganizationOwnersResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationOwnersResponse400Headers the declared response headers of an HTTP 400 response for ListOrganizationOwners
+type ListOrganizationOwnersResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListOrganizationOwnersResponse401Headers the declared response headers of an HTTP 401 response for ListOrganizationOwners
 type ListOrganizationOwnersResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListOrganizationOwnersResponse403Headers the declared response headers of an HTTP 403 response for ListOrganizationOwners
+type ListOrganizationOwnersResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationOwnersResponse404Headers the declared response headers of an HTTP 404 response for ListOrganizationOwners
+type ListOrganizationOwnersResponse404Headers struct {
+	XRequestId *string
 }
 
 // ListOrganizationOwnersResponse429Headers the declared response headers of an HTTP 429 response for ListOrganizationOwners
 type ListOrganizationOwnersResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListOrganizationOwnersResponseDefaultHeaders the declared response headers of an HTTP default response for ListOrganizationOwners
+type ListOrganizationOwnersResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListOrganizationOwnersResponse struct {
@@ -9328,10 +10344,20 @@ type ListOrganizationOwnersResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrganizationOwnersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrganizationOwnersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrganizationOwnersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrganizationOwnersResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListOrganizationOwnersResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrganizationOwnersResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListOrganizationOwnersResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9400,17 +10426,40 @@ func (r ListOrganizationOwnersResponse) ContentType() string {
 
 // GetPolicyResponse200Headers the declared response headers of an HTTP 200 response for GetPolicy
 type GetPolicyResponse200Headers struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
+}
+
+// GetPolicyResponse400Headers the declared response headers of an HTTP 400 response for GetPolicy
+type GetPolicyResponse400Headers struct {
+	XRequestId *string
 }
 
 // GetPolicyResponse401Headers the declared response headers of an HTTP 401 response for GetPolicy
 type GetPolicyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetPolicyResponse403Headers the declared response headers of an HTTP 403 response for GetPolicy
+type GetPolicyResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetPolicyResponse404Headers the declared response headers of an HTTP 404 response for GetPolicy
+type GetPolicyResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetPolicyResponse429Headers the declared response headers of an HTTP 429 response for GetPolicy
 type GetPolicyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetPolicyResponseDefaultHeaders the declared response headers of an HTTP default response for GetPolicy
+type GetPolicyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetPolicyResponse struct {
@@ -9432,10 +10481,18 @@ type GetPolicyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetPolicyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetPolicyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetPolicyResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetPolicyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetPolicyResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9506,16 +10563,60 @@ func (r GetPolicyResponse) ContentType() string {
 type PutPolicyResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// PutPolicyResponse400Headers the declared response headers of an HTTP 400 response for PutPolicy
+type PutPolicyResponse400Headers struct {
+	XRequestId *string
 }
 
 // PutPolicyResponse401Headers the declared response headers of an HTTP 401 response for PutPolicy
 type PutPolicyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// PutPolicyResponse403Headers the declared response headers of an HTTP 403 response for PutPolicy
+type PutPolicyResponse403Headers struct {
+	XRequestId *string
+}
+
+// PutPolicyResponse404Headers the declared response headers of an HTTP 404 response for PutPolicy
+type PutPolicyResponse404Headers struct {
+	XRequestId *string
+}
+
+// PutPolicyResponse409Headers the declared response headers of an HTTP 409 response for PutPolicy
+type PutPolicyResponse409Headers struct {
+	XRequestId *string
+}
+
+// PutPolicyResponse412Headers the declared response headers of an HTTP 412 response for PutPolicy
+type PutPolicyResponse412Headers struct {
+	XRequestId *string
+}
+
+// PutPolicyResponse413Headers the declared response headers of an HTTP 413 response for PutPolicy
+type PutPolicyResponse413Headers struct {
+	XRequestId *string
+}
+
+// PutPolicyResponse428Headers the declared response headers of an HTTP 428 response for PutPolicy
+type PutPolicyResponse428Headers struct {
+	XRequestId *string
 }
 
 // PutPolicyResponse429Headers the declared response headers of an HTTP 429 response for PutPolicy
 type PutPolicyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// PutPolicyResponseDefaultHeaders the declared response headers of an HTTP default response for PutPolicy
+type PutPolicyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type PutPolicyResponse struct {
@@ -9545,10 +10646,26 @@ type PutPolicyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutPolicyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutPolicyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutPolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutPolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PutPolicyResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PutPolicyResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *PutPolicyResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutPolicyResponse413Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *PutPolicyResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutPolicyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PutPolicyResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9635,14 +10752,41 @@ func (r PutPolicyResponse) ContentType() string {
 	return ""
 }
 
+// GetEffectivePolicyResponse200Headers the declared response headers of an HTTP 200 response for GetEffectivePolicy
+type GetEffectivePolicyResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetEffectivePolicyResponse400Headers the declared response headers of an HTTP 400 response for GetEffectivePolicy
+type GetEffectivePolicyResponse400Headers struct {
+	XRequestId *string
+}
+
 // GetEffectivePolicyResponse401Headers the declared response headers of an HTTP 401 response for GetEffectivePolicy
 type GetEffectivePolicyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetEffectivePolicyResponse403Headers the declared response headers of an HTTP 403 response for GetEffectivePolicy
+type GetEffectivePolicyResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetEffectivePolicyResponse404Headers the declared response headers of an HTTP 404 response for GetEffectivePolicy
+type GetEffectivePolicyResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetEffectivePolicyResponse429Headers the declared response headers of an HTTP 429 response for GetEffectivePolicy
 type GetEffectivePolicyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetEffectivePolicyResponseDefaultHeaders the declared response headers of an HTTP default response for GetEffectivePolicy
+type GetEffectivePolicyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetEffectivePolicyResponse struct {
@@ -9662,10 +10806,20 @@ type GetEffectivePolicyResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEffectivePolicyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetEffectivePolicyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetEffectivePolicyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetEffectivePolicyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetEffectivePolicyResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetEffectivePolicyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetEffectivePolicyResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9736,16 +10890,45 @@ func (r GetEffectivePolicyResponse) ContentType() string {
 type ResumeOrganizationResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// ResumeOrganizationResponse400Headers the declared response headers of an HTTP 400 response for ResumeOrganization
+type ResumeOrganizationResponse400Headers struct {
+	XRequestId *string
 }
 
 // ResumeOrganizationResponse401Headers the declared response headers of an HTTP 401 response for ResumeOrganization
 type ResumeOrganizationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ResumeOrganizationResponse403Headers the declared response headers of an HTTP 403 response for ResumeOrganization
+type ResumeOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// ResumeOrganizationResponse404Headers the declared response headers of an HTTP 404 response for ResumeOrganization
+type ResumeOrganizationResponse404Headers struct {
+	XRequestId *string
+}
+
+// ResumeOrganizationResponse409Headers the declared response headers of an HTTP 409 response for ResumeOrganization
+type ResumeOrganizationResponse409Headers struct {
+	XRequestId *string
 }
 
 // ResumeOrganizationResponse429Headers the declared response headers of an HTTP 429 response for ResumeOrganization
 type ResumeOrganizationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ResumeOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for ResumeOrganization
+type ResumeOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ResumeOrganizationResponse struct {
@@ -9769,10 +10952,20 @@ type ResumeOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ResumeOrganizationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResumeOrganizationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ResumeOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResumeOrganizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeOrganizationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResumeOrganizationResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ResumeOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ResumeOrganizationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9848,16 +11041,45 @@ func (r ResumeOrganizationResponse) ContentType() string {
 type SuspendOrganizationResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// SuspendOrganizationResponse400Headers the declared response headers of an HTTP 400 response for SuspendOrganization
+type SuspendOrganizationResponse400Headers struct {
+	XRequestId *string
 }
 
 // SuspendOrganizationResponse401Headers the declared response headers of an HTTP 401 response for SuspendOrganization
 type SuspendOrganizationResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// SuspendOrganizationResponse403Headers the declared response headers of an HTTP 403 response for SuspendOrganization
+type SuspendOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// SuspendOrganizationResponse404Headers the declared response headers of an HTTP 404 response for SuspendOrganization
+type SuspendOrganizationResponse404Headers struct {
+	XRequestId *string
+}
+
+// SuspendOrganizationResponse409Headers the declared response headers of an HTTP 409 response for SuspendOrganization
+type SuspendOrganizationResponse409Headers struct {
+	XRequestId *string
 }
 
 // SuspendOrganizationResponse429Headers the declared response headers of an HTTP 429 response for SuspendOrganization
 type SuspendOrganizationResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// SuspendOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for SuspendOrganization
+type SuspendOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type SuspendOrganizationResponse struct {
@@ -9881,10 +11103,20 @@ type SuspendOrganizationResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SuspendOrganizationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SuspendOrganizationResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SuspendOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SuspendOrganizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SuspendOrganizationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SuspendOrganizationResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SuspendOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *SuspendOrganizationResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9956,14 +11188,41 @@ func (r SuspendOrganizationResponse) ContentType() string {
 	return ""
 }
 
+// GetOrganizationUsageResponse200Headers the declared response headers of an HTTP 200 response for GetOrganizationUsage
+type GetOrganizationUsageResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetOrganizationUsageResponse400Headers the declared response headers of an HTTP 400 response for GetOrganizationUsage
+type GetOrganizationUsageResponse400Headers struct {
+	XRequestId *string
+}
+
 // GetOrganizationUsageResponse401Headers the declared response headers of an HTTP 401 response for GetOrganizationUsage
 type GetOrganizationUsageResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetOrganizationUsageResponse403Headers the declared response headers of an HTTP 403 response for GetOrganizationUsage
+type GetOrganizationUsageResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetOrganizationUsageResponse404Headers the declared response headers of an HTTP 404 response for GetOrganizationUsage
+type GetOrganizationUsageResponse404Headers struct {
+	XRequestId *string
 }
 
 // GetOrganizationUsageResponse429Headers the declared response headers of an HTTP 429 response for GetOrganizationUsage
 type GetOrganizationUsageResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetOrganizationUsageResponseDefaultHeaders the declared response headers of an HTTP default response for GetOrganizationUsage
+type GetOrganizationUsageResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetOrganizationUsageResponse struct {
@@ -9983,10 +11242,20 @@ type GetOrganizationUsageResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOrganizationUsageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetOrganizationUsageResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrganizationUsageResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOrganizationUsageResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetOrganizationUsageResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetOrganizationUsageResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetOrganizationUsageResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10053,14 +11322,26 @@ func (r GetOrganizationUsageResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenSelfResponse200Headers the declared response headers of an HTTP 200 response for GetTokenSelf
+type GetTokenSelfResponse200Headers struct {
+	XRequestId *string
+}
+
 // GetTokenSelfResponse401Headers the declared response headers of an HTTP 401 response for GetTokenSelf
 type GetTokenSelfResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
 }
 
 // GetTokenSelfResponse429Headers the declared response headers of an HTTP 429 response for GetTokenSelf
 type GetTokenSelfResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetTokenSelfResponseDefaultHeaders the declared response headers of an HTTP default response for GetTokenSelf
+type GetTokenSelfResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetTokenSelfResponse struct {
@@ -10074,10 +11355,14 @@ type GetTokenSelfResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTokenSelfResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetTokenSelfResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetTokenSelfResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetTokenSelfResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10132,16 +11417,35 @@ func (r GetTokenSelfResponse) ContentType() string {
 // RevokeTokenSelfResponse204Headers the declared response headers of an HTTP 204 response for RevokeTokenSelf
 type RevokeTokenSelfResponse204Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// RevokeTokenSelfResponse400Headers the declared response headers of an HTTP 400 response for RevokeTokenSelf
+type RevokeTokenSelfResponse400Headers struct {
+	XRequestId *string
 }
 
 // RevokeTokenSelfResponse401Headers the declared response headers of an HTTP 401 response for RevokeTokenSelf
 type RevokeTokenSelfResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RevokeTokenSelfResponse409Headers the declared response headers of an HTTP 409 response for RevokeTokenSelf
+type RevokeTokenSelfResponse409Headers struct {
+	XRequestId *string
 }
 
 // RevokeTokenSelfResponse429Headers the declared response headers of an HTTP 429 response for RevokeTokenSelf
 type RevokeTokenSelfResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// RevokeTokenSelfResponseDefaultHeaders the declared response headers of an HTTP default response for RevokeTokenSelf
+type RevokeTokenSelfResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type RevokeTokenSelfResponse struct {
@@ -10159,10 +11463,16 @@ type RevokeTokenSelfResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RevokeTokenSelfResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeTokenSelfResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeTokenSelfResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevokeTokenSelfResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeTokenSelfResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RevokeTokenSelfResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -10219,14 +11529,36 @@ func (r RevokeTokenSelfResponse) ContentType() string {
 	return ""
 }
 
+// ListUsageResponse200Headers the declared response headers of an HTTP 200 response for ListUsage
+type ListUsageResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListUsageResponse400Headers the declared response headers of an HTTP 400 response for ListUsage
+type ListUsageResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListUsageResponse401Headers the declared response headers of an HTTP 401 response for ListUsage
 type ListUsageResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListUsageResponse403Headers the declared response headers of an HTTP 403 response for ListUsage
+type ListUsageResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListUsageResponse429Headers the declared response headers of an HTTP 429 response for ListUsage
 type ListUsageResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListUsageResponseDefaultHeaders the declared response headers of an HTTP default response for ListUsage
+type ListUsageResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListUsageResponse struct {
@@ -10244,10 +11576,18 @@ type ListUsageResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUsageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListUsageResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListUsageResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUsageResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListUsageResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListUsageResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10309,14 +11649,36 @@ func (r ListUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListActivityResponse200Headers the declared response headers of an HTTP 200 response for ListActivity
+type ListActivityResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListActivityResponse400Headers the declared response headers of an HTTP 400 response for ListActivity
+type ListActivityResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListActivityResponse401Headers the declared response headers of an HTTP 401 response for ListActivity
 type ListActivityResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListActivityResponse403Headers the declared response headers of an HTTP 403 response for ListActivity
+type ListActivityResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListActivityResponse429Headers the declared response headers of an HTTP 429 response for ListActivity
 type ListActivityResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListActivityResponseDefaultHeaders the declared response headers of an HTTP default response for ListActivity
+type ListActivityResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListActivityResponse struct {
@@ -10334,10 +11696,18 @@ type ListActivityResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListActivityResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListActivityResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListActivityResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListActivityResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListActivityResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListActivityResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10399,14 +11769,36 @@ func (r ListActivityResponse) ContentType() string {
 	return ""
 }
 
+// ListAgentsResponse200Headers the declared response headers of an HTTP 200 response for ListAgents
+type ListAgentsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListAgentsResponse400Headers the declared response headers of an HTTP 400 response for ListAgents
+type ListAgentsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListAgentsResponse401Headers the declared response headers of an HTTP 401 response for ListAgents
 type ListAgentsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListAgentsResponse403Headers the declared response headers of an HTTP 403 response for ListAgents
+type ListAgentsResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
 type ListAgentsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListAgentsResponseDefaultHeaders the declared response headers of an HTTP default response for ListAgents
+type ListAgentsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListAgentsResponse struct {
@@ -10424,10 +11816,18 @@ type ListAgentsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAgentsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListAgentsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListAgentsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListAgentsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAgentsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListAgentsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10489,14 +11889,41 @@ func (r ListAgentsResponse) ContentType() string {
 	return ""
 }
 
+// ListObservationsResponse200Headers the declared response headers of an HTTP 200 response for ListObservations
+type ListObservationsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListObservationsResponse400Headers the declared response headers of an HTTP 400 response for ListObservations
+type ListObservationsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListObservationsResponse401Headers the declared response headers of an HTTP 401 response for ListObservations
 type ListObservationsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListObservationsResponse403Headers the declared response headers of an HTTP 403 response for ListObservations
+type ListObservationsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListObservationsResponse404Headers the declared response headers of an HTTP 404 response for ListObservations
+type ListObservationsResponse404Headers struct {
+	XRequestId *string
 }
 
 // ListObservationsResponse429Headers the declared response headers of an HTTP 429 response for ListObservations
 type ListObservationsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListObservationsResponseDefaultHeaders the declared response headers of an HTTP default response for ListObservations
+type ListObservationsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListObservationsResponse struct {
@@ -10516,10 +11943,20 @@ type ListObservationsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListObservationsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListObservationsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListObservationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListObservationsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListObservationsResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListObservationsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListObservationsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10586,14 +12023,36 @@ func (r ListObservationsResponse) ContentType() string {
 	return ""
 }
 
+// ListIntakeKeysResponse200Headers the declared response headers of an HTTP 200 response for ListIntakeKeys
+type ListIntakeKeysResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListIntakeKeysResponse400Headers the declared response headers of an HTTP 400 response for ListIntakeKeys
+type ListIntakeKeysResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListIntakeKeysResponse401Headers the declared response headers of an HTTP 401 response for ListIntakeKeys
 type ListIntakeKeysResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListIntakeKeysResponse403Headers the declared response headers of an HTTP 403 response for ListIntakeKeys
+type ListIntakeKeysResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListIntakeKeysResponse429Headers the declared response headers of an HTTP 429 response for ListIntakeKeys
 type ListIntakeKeysResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListIntakeKeysResponseDefaultHeaders the declared response headers of an HTTP default response for ListIntakeKeys
+type ListIntakeKeysResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListIntakeKeysResponse struct {
@@ -10611,10 +12070,18 @@ type ListIntakeKeysResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListIntakeKeysResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListIntakeKeysResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListIntakeKeysResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListIntakeKeysResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListIntakeKeysResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListIntakeKeysResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10679,17 +12146,51 @@ func (r ListIntakeKeysResponse) ContentType() string {
 // CreateIntakeKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateIntakeKey
 type CreateIntakeKeyResponse201Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// CreateIntakeKeyResponse400Headers the declared response headers of an HTTP 400 response for CreateIntakeKey
+type CreateIntakeKeyResponse400Headers struct {
+	XRequestId *string
 }
 
 // CreateIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateIntakeKey
 type CreateIntakeKeyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateIntakeKeyResponse403Headers the declared response headers of an HTTP 403 response for CreateIntakeKey
+type CreateIntakeKeyResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateIntakeKeyResponse409Headers the declared response headers of an HTTP 409 response for CreateIntakeKey
+type CreateIntakeKeyResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateIntakeKeyResponse410Headers the declared response headers of an HTTP 410 response for CreateIntakeKey
+type CreateIntakeKeyResponse410Headers struct {
+	XRequestId *string
+}
+
+// CreateIntakeKeyResponse413Headers the declared response headers of an HTTP 413 response for CreateIntakeKey
+type CreateIntakeKeyResponse413Headers struct {
+	XRequestId *string
 }
 
 // CreateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateIntakeKey
 type CreateIntakeKeyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateIntakeKeyResponseDefaultHeaders the declared response headers of an HTTP default response for CreateIntakeKey
+type CreateIntakeKeyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CreateIntakeKeyResponse struct {
@@ -10715,10 +12216,22 @@ type CreateIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateIntakeKeyResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateIntakeKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateIntakeKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateIntakeKeyResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateIntakeKeyResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *CreateIntakeKeyResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateIntakeKeyResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateIntakeKeyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateIntakeKeyResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10798,16 +12311,50 @@ func (r CreateIntakeKeyResponse) ContentType() string {
 // RevokeIntakeKeyResponse200Headers the declared response headers of an HTTP 200 response for RevokeIntakeKey
 type RevokeIntakeKeyResponse200Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// RevokeIntakeKeyResponse400Headers the declared response headers of an HTTP 400 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse400Headers struct {
+	XRequestId *string
 }
 
 // RevokeIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeIntakeKey
 type RevokeIntakeKeyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RevokeIntakeKeyResponse403Headers the declared response headers of an HTTP 403 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse403Headers struct {
+	XRequestId *string
+}
+
+// RevokeIntakeKeyResponse404Headers the declared response headers of an HTTP 404 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse404Headers struct {
+	XRequestId *string
+}
+
+// RevokeIntakeKeyResponse409Headers the declared response headers of an HTTP 409 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse409Headers struct {
+	XRequestId *string
+}
+
+// RevokeIntakeKeyResponse410Headers the declared response headers of an HTTP 410 response for RevokeIntakeKey
+type RevokeIntakeKeyResponse410Headers struct {
+	XRequestId *string
 }
 
 // RevokeIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeIntakeKey
 type RevokeIntakeKeyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// RevokeIntakeKeyResponseDefaultHeaders the declared response headers of an HTTP default response for RevokeIntakeKey
+type RevokeIntakeKeyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type RevokeIntakeKeyResponse struct {
@@ -10833,10 +12380,22 @@ type RevokeIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RevokeIntakeKeyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeIntakeKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeIntakeKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeIntakeKeyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeIntakeKeyResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevokeIntakeKeyResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *RevokeIntakeKeyResponse410Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeIntakeKeyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RevokeIntakeKeyResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10916,17 +12475,51 @@ func (r RevokeIntakeKeyResponse) ContentType() string {
 // RotateIntakeKeyResponse201Headers the declared response headers of an HTTP 201 response for RotateIntakeKey
 type RotateIntakeKeyResponse201Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// RotateIntakeKeyResponse400Headers the declared response headers of an HTTP 400 response for RotateIntakeKey
+type RotateIntakeKeyResponse400Headers struct {
+	XRequestId *string
 }
 
 // RotateIntakeKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateIntakeKey
 type RotateIntakeKeyResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RotateIntakeKeyResponse403Headers the declared response headers of an HTTP 403 response for RotateIntakeKey
+type RotateIntakeKeyResponse403Headers struct {
+	XRequestId *string
+}
+
+// RotateIntakeKeyResponse404Headers the declared response headers of an HTTP 404 response for RotateIntakeKey
+type RotateIntakeKeyResponse404Headers struct {
+	XRequestId *string
+}
+
+// RotateIntakeKeyResponse409Headers the declared response headers of an HTTP 409 response for RotateIntakeKey
+type RotateIntakeKeyResponse409Headers struct {
+	XRequestId *string
+}
+
+// RotateIntakeKeyResponse410Headers the declared response headers of an HTTP 410 response for RotateIntakeKey
+type RotateIntakeKeyResponse410Headers struct {
+	XRequestId *string
 }
 
 // RotateIntakeKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateIntakeKey
 type RotateIntakeKeyResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// RotateIntakeKeyResponseDefaultHeaders the declared response headers of an HTTP default response for RotateIntakeKey
+type RotateIntakeKeyResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type RotateIntakeKeyResponse struct {
@@ -10952,10 +12545,22 @@ type RotateIntakeKeyResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *RotateIntakeKeyResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RotateIntakeKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RotateIntakeKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RotateIntakeKeyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RotateIntakeKeyResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RotateIntakeKeyResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *RotateIntakeKeyResponse410Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RotateIntakeKeyResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RotateIntakeKeyResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11032,14 +12637,36 @@ func (r RotateIntakeKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListJobsResponse200Headers the declared response headers of an HTTP 200 response for ListJobs
+type ListJobsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListJobsResponse400Headers the declared response headers of an HTTP 400 response for ListJobs
+type ListJobsResponse400Headers struct {
+	XRequestId *string
+}
+
 // ListJobsResponse401Headers the declared response headers of an HTTP 401 response for ListJobs
 type ListJobsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListJobsResponse403Headers the declared response headers of an HTTP 403 response for ListJobs
+type ListJobsResponse403Headers struct {
+	XRequestId *string
 }
 
 // ListJobsResponse429Headers the declared response headers of an HTTP 429 response for ListJobs
 type ListJobsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// ListJobsResponseDefaultHeaders the declared response headers of an HTTP default response for ListJobs
+type ListJobsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type ListJobsResponse struct {
@@ -11057,10 +12684,18 @@ type ListJobsResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListJobsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListJobsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListJobsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListJobsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListJobsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListJobsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11125,17 +12760,56 @@ func (r ListJobsResponse) ContentType() string {
 // CreateJobResponse201Headers the declared response headers of an HTTP 201 response for CreateJob
 type CreateJobResponse201Headers struct {
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
 	Location           *string
+	XRequestId         *string
+}
+
+// CreateJobResponse400Headers the declared response headers of an HTTP 400 response for CreateJob
+type CreateJobResponse400Headers struct {
+	XRequestId *string
 }
 
 // CreateJobResponse401Headers the declared response headers of an HTTP 401 response for CreateJob
 type CreateJobResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateJobResponse403Headers the declared response headers of an HTTP 403 response for CreateJob
+type CreateJobResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateJobResponse404Headers the declared response headers of an HTTP 404 response for CreateJob
+type CreateJobResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateJobResponse409Headers the declared response headers of an HTTP 409 response for CreateJob
+type CreateJobResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateJobResponse410Headers the declared response headers of an HTTP 410 response for CreateJob
+type CreateJobResponse410Headers struct {
+	XRequestId *string
+}
+
+// CreateJobResponse413Headers the declared response headers of an HTTP 413 response for CreateJob
+type CreateJobResponse413Headers struct {
+	XRequestId *string
 }
 
 // CreateJobResponse429Headers the declared response headers of an HTTP 429 response for CreateJob
 type CreateJobResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateJobResponseDefaultHeaders the declared response headers of an HTTP default response for CreateJob
+type CreateJobResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type CreateJobResponse struct {
@@ -11163,10 +12837,24 @@ type CreateJobResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateJobResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateJobResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateJobResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateJobResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateJobResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateJobResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *CreateJobResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateJobResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateJobResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateJobResponseDefaultHeaders
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11248,14 +12936,31 @@ func (r CreateJobResponse) ContentType() string {
 	return ""
 }
 
+// GetMeResponse200Headers the declared response headers of an HTTP 200 response for GetMe
+type GetMeResponse200Headers struct {
+	XRequestId *string
+}
+
 // GetMeResponse401Headers the declared response headers of an HTTP 401 response for GetMe
 type GetMeResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetMeResponse403Headers the declared response headers of an HTTP 403 response for GetMe
+type GetMeResponse403Headers struct {
+	XRequestId *string
 }
 
 // GetMeResponse429Headers the declared response headers of an HTTP 429 response for GetMe
 type GetMeResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetMeResponseDefaultHeaders the declared response headers of an HTTP default response for GetMe
+type GetMeResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetMeResponse struct {
@@ -11271,10 +12976,16 @@ type GetMeResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMeResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMeResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMeResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMeResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetMeResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11333,17 +13044,30 @@ func (r GetMeResponse) ContentType() string {
 
 // GetSettingsResponse200Headers the declared response headers of an HTTP 200 response for GetSettings
 type GetSettingsResponse200Headers struct {
-	ETag *string
+	ETag       *string
+	XRequestId *string
 }
 
 // GetSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetSettings
 type GetSettingsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetSettingsResponse403Headers the declared response headers of an HTTP 403 response for GetSettings
+type GetSettingsResponse403Headers struct {
+	XRequestId *string
 }
 
 // GetSettingsResponse429Headers the declared response headers of an HTTP 429 response for GetSettings
 type GetSettingsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// GetSettingsResponseDefaultHeaders the declared response headers of an HTTP default response for GetSettings
+type GetSettingsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type GetSettingsResponse struct {
@@ -11363,8 +13087,12 @@ type GetSettingsResponse struct {
 	Headers200 *GetSettingsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetSettingsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetSettingsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetSettingsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetSettingsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11425,16 +13153,55 @@ func (r GetSettingsResponse) ContentType() string {
 type PutSettingsResponse200Headers struct {
 	ETag               *string
 	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// PutSettingsResponse400Headers the declared response headers of an HTTP 400 response for PutSettings
+type PutSettingsResponse400Headers struct {
+	XRequestId *string
 }
 
 // PutSettingsResponse401Headers the declared response headers of an HTTP 401 response for PutSettings
 type PutSettingsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// PutSettingsResponse403Headers the declared response headers of an HTTP 403 response for PutSettings
+type PutSettingsResponse403Headers struct {
+	XRequestId *string
+}
+
+// PutSettingsResponse409Headers the declared response headers of an HTTP 409 response for PutSettings
+type PutSettingsResponse409Headers struct {
+	XRequestId *string
+}
+
+// PutSettingsResponse412Headers the declared response headers of an HTTP 412 response for PutSettings
+type PutSettingsResponse412Headers struct {
+	XRequestId *string
+}
+
+// PutSettingsResponse413Headers the declared response headers of an HTTP 413 response for PutSettings
+type PutSettingsResponse413Headers struct {
+	XRequestId *string
+}
+
+// PutSettingsResponse428Headers the declared response headers of an HTTP 428 response for PutSettings
+type PutSettingsResponse428Headers struct {
+	XRequestId *string
 }
 
 // PutSettingsResponse429Headers the declared response headers of an HTTP 429 response for PutSettings
 type PutSettingsResponse429Headers struct {
 	RetryAfter *int
+	XRequestId *string
+}
+
+// PutSettingsResponseDefaultHeaders the declared response headers of an HTTP default response for PutSettings
+type PutSettingsResponseDefaultHeaders struct {
+	XRequestId *string
 }
 
 type PutSettingsResponse struct {
@@ -11462,10 +13229,24 @@ type PutSettingsResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutSettingsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutSettingsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutSettingsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutSettingsResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PutSettingsResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *PutSettingsResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutSettingsResponse413Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *PutSettingsResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutSettingsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PutSettingsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12537,6 +14318,26 @@ func ParseGetHomeResponse(rsp *http.Response) (*GetHomeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetHomeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetHomeResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetHomeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12546,7 +14347,24 @@ func ParseGetHomeResponse(rsp *http.Response) (*GetHomeResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetHomeResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -12639,6 +14457,36 @@ func ParseRegisterInstallationResponse(rsp *http.Response) (*RegisterInstallatio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RegisterInstallationResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers RegisterInstallationResponse201Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers RegisterInstallationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RegisterInstallationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -12648,7 +14496,54 @@ func ParseRegisterInstallationResponse(rsp *http.Response) (*RegisterInstallatio
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RegisterInstallationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers RegisterInstallationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers RegisterInstallationResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers RegisterInstallationResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers RegisterInstallationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12658,7 +14553,24 @@ func ParseRegisterInstallationResponse(rsp *http.Response) (*RegisterInstallatio
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers RegisterInstallationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -12723,6 +14635,16 @@ func ParseListAgentJobsResponse(rsp *http.Response) (*ListAgentJobsResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAgentJobsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListAgentJobsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -12732,7 +14654,34 @@ func ParseListAgentJobsResponse(rsp *http.Response) (*ListAgentJobsResponse, err
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListAgentJobsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListAgentJobsResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAgentJobsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12742,7 +14691,24 @@ func ParseListAgentJobsResponse(rsp *http.Response) (*ListAgentJobsResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListAgentJobsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -12835,6 +14801,26 @@ func ParseSubmitJobResultResponse(rsp *http.Response) (*SubmitJobResultResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SubmitJobResultResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SubmitJobResultResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers SubmitJobResultResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -12844,7 +14830,64 @@ func ParseSubmitJobResultResponse(rsp *http.Response) (*SubmitJobResultResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SubmitJobResultResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SubmitJobResultResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SubmitJobResultResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers SubmitJobResultResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers SubmitJobResultResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers SubmitJobResultResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12854,7 +14897,24 @@ func ParseSubmitJobResultResponse(rsp *http.Response) (*SubmitJobResultResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers SubmitJobResultResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -12933,6 +14993,26 @@ func ParseSubmitObservationsResponse(rsp *http.Response) (*SubmitObservationsRes
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers SubmitObservationsResponse202Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers SubmitObservationsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers SubmitObservationsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -12942,7 +15022,44 @@ func ParseSubmitObservationsResponse(rsp *http.Response) (*SubmitObservationsRes
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SubmitObservationsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 410:
+		var headers SubmitObservationsResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers SubmitObservationsResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers SubmitObservationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -12952,7 +15069,24 @@ func ParseSubmitObservationsResponse(rsp *http.Response) (*SubmitObservationsRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers SubmitObservationsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13031,6 +15165,66 @@ func ParseAcceptInvitationResponse(rsp *http.Response) (*AcceptInvitationRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers AcceptInvitationResponse201Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers AcceptInvitationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 403:
+		var headers AcceptInvitationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AcceptInvitationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 410:
+		var headers AcceptInvitationResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers AcceptInvitationResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers AcceptInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13040,7 +15234,24 @@ func ParseAcceptInvitationResponse(rsp *http.Response) (*AcceptInvitationRespons
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers AcceptInvitationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13105,6 +15316,26 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAuditEventsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListAuditEventsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListAuditEventsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13114,7 +15345,24 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListAuditEventsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAuditEventsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13124,7 +15372,24 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListAuditEventsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13182,6 +15447,16 @@ func ParseGetDeploymentResponse(rsp *http.Response) (*GetDeploymentResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDeploymentResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetDeploymentResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13191,7 +15466,24 @@ func ParseGetDeploymentResponse(rsp *http.Response) (*GetDeploymentResponse, err
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetDeploymentResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetDeploymentResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13201,7 +15493,24 @@ func ParseGetDeploymentResponse(rsp *http.Response) (*GetDeploymentResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetDeploymentResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13266,6 +15575,26 @@ func ParseListIdentityProvidersResponse(rsp *http.Response) (*ListIdentityProvid
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListIdentityProvidersResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListIdentityProvidersResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListIdentityProvidersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13275,7 +15604,24 @@ func ParseListIdentityProvidersResponse(rsp *http.Response) (*ListIdentityProvid
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListIdentityProvidersResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListIdentityProvidersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13285,7 +15631,24 @@ func ParseListIdentityProvidersResponse(rsp *http.Response) (*ListIdentityProvid
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListIdentityProvidersResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13380,6 +15743,13 @@ func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityPro
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -13387,7 +15757,24 @@ func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityPro
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateIdentityProviderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13397,7 +15784,44 @@ func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityPro
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateIdentityProviderResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13407,7 +15831,24 @@ func ParseCreateIdentityProviderResponse(rsp *http.Response) (*CreateIdentityPro
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CreateIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13491,7 +15932,31 @@ func ParseDeleteIdentityProviderResponse(rsp *http.Response) (*DeleteIdentityPro
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeleteIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteIdentityProviderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13501,7 +15966,44 @@ func ParseDeleteIdentityProviderResponse(rsp *http.Response) (*DeleteIdentityPro
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteIdentityProviderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeleteIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers DeleteIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13511,7 +16013,24 @@ func ParseDeleteIdentityProviderResponse(rsp *http.Response) (*DeleteIdentityPro
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers DeleteIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13592,7 +16111,24 @@ func ParseGetIdentityProviderResponse(rsp *http.Response) (*GetIdentityProviderR
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetIdentityProviderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13602,7 +16138,34 @@ func ParseGetIdentityProviderResponse(rsp *http.Response) (*GetIdentityProviderR
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetIdentityProviderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13612,7 +16175,24 @@ func ParseGetIdentityProviderResponse(rsp *http.Response) (*GetIdentityProviderR
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13728,7 +16308,31 @@ func ParsePutIdentityProviderResponse(rsp *http.Response) (*PutIdentityProviderR
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutIdentityProviderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13738,7 +16342,74 @@ func ParsePutIdentityProviderResponse(rsp *http.Response) (*PutIdentityProviderR
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers PutIdentityProviderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers PutIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers PutIdentityProviderResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutIdentityProviderResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 428:
+		var headers PutIdentityProviderResponse428Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13748,7 +16419,24 @@ func ParsePutIdentityProviderResponse(rsp *http.Response) (*PutIdentityProviderR
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers PutIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13843,7 +16531,31 @@ func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityP
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DisableIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DisableIdentityProviderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13853,7 +16565,44 @@ func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityP
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableIdentityProviderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers DisableIdentityProviderResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13863,7 +16612,24 @@ func ParseDisableIdentityProviderResponse(rsp *http.Response) (*DisableIdentityP
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers DisableIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -13951,7 +16717,31 @@ func ParseStartIdentityProviderTestResponse(rsp *http.Response) (*StartIdentityP
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers StartIdentityProviderTestResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers StartIdentityProviderTestResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13961,7 +16751,44 @@ func ParseStartIdentityProviderTestResponse(rsp *http.Response) (*StartIdentityP
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers StartIdentityProviderTestResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers StartIdentityProviderTestResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers StartIdentityProviderTestResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers StartIdentityProviderTestResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13971,7 +16798,24 @@ func ParseStartIdentityProviderTestResponse(rsp *http.Response) (*StartIdentityP
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers StartIdentityProviderTestResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14036,6 +16880,26 @@ func ParseListOrganizationsResponse(rsp *http.Response) (*ListOrganizationsRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrganizationsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrganizationsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListOrganizationsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14045,7 +16909,24 @@ func ParseListOrganizationsResponse(rsp *http.Response) (*ListOrganizationsRespo
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrganizationsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrganizationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14055,7 +16936,24 @@ func ParseListOrganizationsResponse(rsp *http.Response) (*ListOrganizationsRespo
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListOrganizationsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14150,6 +17048,13 @@ func ParseCreateOrganizationResponse(rsp *http.Response) (*CreateOrganizationRes
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -14157,7 +17062,24 @@ func ParseCreateOrganizationResponse(rsp *http.Response) (*CreateOrganizationRes
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateOrganizationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14167,7 +17089,44 @@ func ParseCreateOrganizationResponse(rsp *http.Response) (*CreateOrganizationRes
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateOrganizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateOrganizationResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14177,7 +17136,24 @@ func ParseCreateOrganizationResponse(rsp *http.Response) (*CreateOrganizationRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CreateOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14258,7 +17234,24 @@ func ParseGetOrganizationResponse(rsp *http.Response) (*GetOrganizationResponse,
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetOrganizationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14268,7 +17261,34 @@ func ParseGetOrganizationResponse(rsp *http.Response) (*GetOrganizationResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetOrganizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14278,7 +17298,24 @@ func ParseGetOrganizationResponse(rsp *http.Response) (*GetOrganizationResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14394,7 +17431,31 @@ func ParseUpdateOrganizationResponse(rsp *http.Response) (*UpdateOrganizationRes
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpdateOrganizationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14404,7 +17465,74 @@ func ParseUpdateOrganizationResponse(rsp *http.Response) (*UpdateOrganizationRes
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateOrganizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers UpdateOrganizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers UpdateOrganizationResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateOrganizationResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 428:
+		var headers UpdateOrganizationResponse428Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpdateOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14414,7 +17542,24 @@ func ParseUpdateOrganizationResponse(rsp *http.Response) (*UpdateOrganizationRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers UpdateOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14509,7 +17654,31 @@ func ParseCancelOrganizationDeletionResponse(rsp *http.Response) (*CancelOrganiz
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CancelOrganizationDeletionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CancelOrganizationDeletionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14519,7 +17688,44 @@ func ParseCancelOrganizationDeletionResponse(rsp *http.Response) (*CancelOrganiz
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelOrganizationDeletionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelOrganizationDeletionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelOrganizationDeletionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CancelOrganizationDeletionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14529,7 +17735,24 @@ func ParseCancelOrganizationDeletionResponse(rsp *http.Response) (*CancelOrganiz
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CancelOrganizationDeletionResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14624,7 +17847,31 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ScheduleOrganizationDeletionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ScheduleOrganizationDeletionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14634,7 +17881,44 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ScheduleOrganizationDeletionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ScheduleOrganizationDeletionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ScheduleOrganizationDeletionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers ScheduleOrganizationDeletionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14644,7 +17928,24 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ScheduleOrganizationDeletionResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14716,6 +18017,26 @@ func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListInvitationsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListInvitationsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListInvitationsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14725,7 +18046,34 @@ func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListInvitationsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListInvitationsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListInvitationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14735,7 +18083,24 @@ func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListInvitationsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14830,6 +18195,13 @@ func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationRespons
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -14837,7 +18209,24 @@ func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationRespons
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateInvitationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateInvitationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14847,7 +18236,54 @@ func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationRespons
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateInvitationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateInvitationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateInvitationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateInvitationResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14857,7 +18293,24 @@ func ParseCreateInvitationResponse(rsp *http.Response) (*CreateInvitationRespons
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CreateInvitationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -14945,7 +18398,31 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokeInvitationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeInvitationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14955,7 +18432,44 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeInvitationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeInvitationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevokeInvitationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14965,7 +18479,24 @@ func ParseRevokeInvitationResponse(rsp *http.Response) (*RevokeInvitationRespons
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers RevokeInvitationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15037,6 +18568,26 @@ func ParseGetInvitationResponse(rsp *http.Response) (*GetInvitationResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetInvitationResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetInvitationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetInvitationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15046,7 +18597,34 @@ func ParseGetInvitationResponse(rsp *http.Response) (*GetInvitationResponse, err
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetInvitationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetInvitationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetInvitationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15056,7 +18634,24 @@ func ParseGetInvitationResponse(rsp *http.Response) (*GetInvitationResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetInvitationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15128,6 +18723,26 @@ func ParseListOrganizationOwnersResponse(rsp *http.Response) (*ListOrganizationO
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrganizationOwnersResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrganizationOwnersResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListOrganizationOwnersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15137,7 +18752,34 @@ func ParseListOrganizationOwnersResponse(rsp *http.Response) (*ListOrganizationO
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrganizationOwnersResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListOrganizationOwnersResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrganizationOwnersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15147,7 +18789,24 @@ func ParseListOrganizationOwnersResponse(rsp *http.Response) (*ListOrganizationO
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListOrganizationOwnersResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15228,7 +18887,24 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetPolicyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15238,7 +18914,34 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetPolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15248,7 +18951,24 @@ func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetPolicyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15364,7 +19084,31 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutPolicyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutPolicyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15374,7 +19118,74 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutPolicyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers PutPolicyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers PutPolicyResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers PutPolicyResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutPolicyResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 428:
+		var headers PutPolicyResponse428Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutPolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15384,7 +19195,24 @@ func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers PutPolicyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15456,6 +19284,26 @@ func ParseGetEffectivePolicyResponse(rsp *http.Response) (*GetEffectivePolicyRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEffectivePolicyResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetEffectivePolicyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetEffectivePolicyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15465,7 +19313,34 @@ func ParseGetEffectivePolicyResponse(rsp *http.Response) (*GetEffectivePolicyRes
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetEffectivePolicyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetEffectivePolicyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetEffectivePolicyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15475,7 +19350,24 @@ func ParseGetEffectivePolicyResponse(rsp *http.Response) (*GetEffectivePolicyRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetEffectivePolicyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15570,7 +19462,31 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ResumeOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ResumeOrganizationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15580,7 +19496,44 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResumeOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeOrganizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResumeOrganizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers ResumeOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15590,7 +19543,24 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ResumeOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15685,7 +19655,31 @@ func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationR
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SuspendOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers SuspendOrganizationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15695,7 +19689,44 @@ func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationR
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SuspendOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SuspendOrganizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SuspendOrganizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers SuspendOrganizationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15705,7 +19736,24 @@ func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationR
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers SuspendOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15777,6 +19825,26 @@ func ParseGetOrganizationUsageResponse(rsp *http.Response) (*GetOrganizationUsag
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOrganizationUsageResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetOrganizationUsageResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetOrganizationUsageResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15786,7 +19854,34 @@ func ParseGetOrganizationUsageResponse(rsp *http.Response) (*GetOrganizationUsag
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOrganizationUsageResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetOrganizationUsageResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetOrganizationUsageResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15796,7 +19891,24 @@ func ParseGetOrganizationUsageResponse(rsp *http.Response) (*GetOrganizationUsag
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetOrganizationUsageResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15847,6 +19959,16 @@ func ParseGetTokenSelfResponse(rsp *http.Response) (*GetTokenSelfResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTokenSelfResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetTokenSelfResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15855,6 +19977,13 @@ func ParseGetTokenSelfResponse(rsp *http.Response) (*GetTokenSelfResponse, error
 				return nil, err
 			}
 			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
 		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
@@ -15866,7 +19995,24 @@ func ParseGetTokenSelfResponse(rsp *http.Response) (*GetTokenSelfResponse, error
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetTokenSelfResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -15936,7 +20082,31 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokeTokenSelfResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeTokenSelfResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -15946,7 +20116,24 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevokeTokenSelfResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeTokenSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15956,7 +20143,24 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers RevokeTokenSelfResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16021,6 +20225,26 @@ func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUsageResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListUsageResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListUsageResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16030,7 +20254,24 @@ func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUsageResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListUsageResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16040,7 +20281,24 @@ func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListUsageResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16105,6 +20363,26 @@ func ParseListActivityResponse(rsp *http.Response) (*ListActivityResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListActivityResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListActivityResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListActivityResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16114,7 +20392,24 @@ func ParseListActivityResponse(rsp *http.Response) (*ListActivityResponse, error
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListActivityResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListActivityResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16124,7 +20419,24 @@ func ParseListActivityResponse(rsp *http.Response) (*ListActivityResponse, error
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListActivityResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16189,6 +20501,26 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAgentsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListAgentsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListAgentsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16198,7 +20530,24 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListAgentsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListAgentsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16208,7 +20557,24 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListAgentsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16280,6 +20646,26 @@ func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListObservationsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListObservationsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListObservationsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16289,7 +20675,34 @@ func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsRespons
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListObservationsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListObservationsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListObservationsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16299,7 +20712,24 @@ func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsRespons
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListObservationsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16364,6 +20794,26 @@ func ParseListIntakeKeysResponse(rsp *http.Response) (*ListIntakeKeysResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListIntakeKeysResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListIntakeKeysResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListIntakeKeysResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16373,7 +20823,24 @@ func ParseListIntakeKeysResponse(rsp *http.Response) (*ListIntakeKeysResponse, e
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListIntakeKeysResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListIntakeKeysResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16383,7 +20850,24 @@ func ParseListIntakeKeysResponse(rsp *http.Response) (*ListIntakeKeysResponse, e
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListIntakeKeysResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16478,6 +20962,13 @@ func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse,
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16485,7 +20976,24 @@ func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse,
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateIntakeKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateIntakeKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16495,7 +21003,54 @@ func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateIntakeKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateIntakeKeyResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers CreateIntakeKeyResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateIntakeKeyResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16505,7 +21060,24 @@ func ParseCreateIntakeKeyResponse(rsp *http.Response) (*CreateIntakeKeyResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CreateIntakeKeyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16600,7 +21172,31 @@ func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse,
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokeIntakeKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeIntakeKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16610,7 +21206,54 @@ func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeIntakeKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeIntakeKeyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevokeIntakeKeyResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers RevokeIntakeKeyResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16620,7 +21263,24 @@ func ParseRevokeIntakeKeyResponse(rsp *http.Response) (*RevokeIntakeKeyResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers RevokeIntakeKeyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16715,6 +21375,13 @@ func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse,
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16722,7 +21389,24 @@ func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse,
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers RotateIntakeKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RotateIntakeKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16732,7 +21416,54 @@ func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse,
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RotateIntakeKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RotateIntakeKeyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RotateIntakeKeyResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers RotateIntakeKeyResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
 	case rsp.StatusCode == 429:
 		var headers RotateIntakeKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16742,7 +21473,24 @@ func ParseRotateIntakeKeyResponse(rsp *http.Response) (*RotateIntakeKeyResponse,
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers RotateIntakeKeyResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16807,6 +21555,26 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListJobsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListJobsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListJobsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16816,7 +21584,24 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListJobsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListJobsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16826,7 +21611,24 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers ListJobsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -16928,6 +21730,13 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16935,7 +21744,24 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateJobResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16945,7 +21771,64 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateJobResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateJobResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateJobResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers CreateJobResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateJobResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateJobResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16955,7 +21838,24 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers CreateJobResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -17013,6 +21913,16 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetMeResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -17022,7 +21932,24 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMeResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetMeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17032,7 +21959,24 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetMeResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -17099,6 +22043,13 @@ func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) 
 			}
 			headers.ETag = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetSettingsResponse401Headers
@@ -17109,7 +22060,24 @@ func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) 
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetSettingsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetSettingsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17119,7 +22087,24 @@ func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) 
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers GetSettingsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -17228,7 +22213,31 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 			}
 			headers.IdempotencyExpires = &value
 		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutSettingsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutSettingsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -17238,7 +22247,64 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 			}
 			headers.WWWAuthenticate = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutSettingsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers PutSettingsResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers PutSettingsResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutSettingsResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 428:
+		var headers PutSettingsResponse428Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutSettingsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17248,7 +22314,24 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
 		response.Headers429 = &headers
+	case true:
+		var headers PutSettingsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil

@@ -336,10 +336,10 @@ func TestFuzzCheckFindsNonConformingAnswers(t *testing.T) {
 	}{
 		"conforming 200":        {reply{Status: 200, Header: jsonHeader, Body: []byte(org)}, ""},
 		"conforming 404":        {reply{Status: 404, Header: problemHeader, Body: []byte(`{"type": "t", "title": "Not found", "status": 404, "error": "not_found", "request_id": "req_1"}`)}, ""},
-		"a 500":                 {reply{Status: 500, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 500, "error": "internal"}`)}, "server error"},
-		"an undeclared status":  {reply{Status: 418, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 418, "error": "not_found"}`)}, "does not declare"},
+		"a 500":                 {reply{Status: 500, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 500, "error": "internal", "request_id": "req_1"}`)}, "server error"},
+		"an undeclared status":  {reply{Status: 418, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 418, "error": "not_found", "request_id": "req_1"}`)}, "does not declare"},
 		"a missing member":      {reply{Status: 200, Header: jsonHeader, Body: []byte(`{"id": "org_00000000000000000000000000"}`)}, "does not describe"},
-		"an unknown error code": {reply{Status: 404, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 404, "error": "no_such_code"}`)}, "does not list"},
+		"an unknown error code": {reply{Status: 404, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 404, "error": "no_such_code", "request_id": "req_1"}`)}, "does not list"},
 		"text/plain":            {reply{Status: 404, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("404 page not found")}, "does not describe"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -94,10 +94,10 @@ func Describe(action string, r Response, err error) (summary, detail string) {
 }
 
 func requestID(p client.Problem) string {
-	if p.RequestId == nil || *p.RequestId == "" {
+	if p.RequestId == "" {
 		return ""
 	}
-	return "\n\n(request " + *p.RequestId + ")"
+	return "\n\n(request " + p.RequestId + ")"
 }
 
 // CurrentVersion is the version a 412 version_mismatch reports, or -1.
