@@ -80,7 +80,7 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newCmdServe(f, nil), newCmdMigrate(f, nil), newCmdVersion(f, nil), newCmdOperatorToken(f),
 		newCmdDeployment(f), newCmdToken(f), newCmdOrganization(f), newCmdAudit(f), newCmdInvitation(f),
-		newCmdPolicy(f), newCmdUsage(f, nil), newCmdOwner(f))
+		newCmdPolicy(f), newCmdUsage(f, nil), newCmdOwner(f), newCmdTransfer(f))
 	return root
 }
 

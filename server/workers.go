@@ -147,6 +147,39 @@ func (w *observationRetentionWorker) Work(ctx context.Context, _ *river.Job[Obse
 	return err
 }
 
+// ExportArgs is the job that writes one export's archive.
+type ExportArgs struct {
+	TransferID string `json:"transfer_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExportArgs) Kind() string { return "transfer_export" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: an export that fails is marked failed and
+// not retried (the operator starts a new one); an attempt a crash interrupted runs again.
+func (ExportArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
+
+type exportWorker struct {
+	river.WorkerDefaults[ExportArgs]
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+}
+
+func (w *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) error {
+	t, run, err := domain.StartExport(ctx, w.pool, job.Args.TransferID)
+	if err != nil || !run {
+		return err
+	}
+	start := time.Now()
+	if err := domain.RunExport(ctx, w.pool, t, domain.ArchiveSource{DeploymentID: w.cfg.DeploymentID, PublicURL: w.cfg.PublicURL}); err != nil {
+		w.log.Error("export failed", "transfer_id", t.ID, "organization_id", t.OrganizationID, "error", err)
+		return nil
+	}
+	w.log.Info("export finished", "transfer_id", t.ID, "organization_id", t.OrganizationID, "duration", time.Since(start))
+	return nil
+}
+
 // newJobClient builds the River client with the deployment's workers and periodic jobs. It
 // inserts jobs (in the transactions that cause them) from the start; it works them once
 // started (Run, or a test).
@@ -157,6 +190,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 	river.AddWorker(workers, &purgeWorker{pool: pool, log: log})
 	river.AddWorker(workers, &usageRetentionWorker{pool: pool})
 	river.AddWorker(workers, &observationRetentionWorker{pool: pool, defaults: cfg.PolicyDefaults})
+	river.AddWorker(workers, &exportWorker{pool: pool, cfg: cfg, log: log})
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -119,44 +120,63 @@ func (e DeploymentEnvironment) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeConflict               ErrorCode = "conflict"
-	ErrorCodeHttpsRequired          ErrorCode = "https_required"
-	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
-	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
-	ErrorCodeInstallationConflict   ErrorCode = "installation_conflict"
-	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
-	ErrorCodeInternal               ErrorCode = "internal"
-	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
-	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
-	ErrorCodeInvalidState           ErrorCode = "invalid_state"
-	ErrorCodeInvitationAccepted     ErrorCode = "invitation_accepted"
-	ErrorCodeInvitationExpired      ErrorCode = "invitation_expired"
-	ErrorCodeInvitationRevoked      ErrorCode = "invitation_revoked"
-	ErrorCodeLimitExceeded          ErrorCode = "limit_exceeded"
-	ErrorCodeLockout                ErrorCode = "lockout"
-	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
-	ErrorCodeMoved                  ErrorCode = "moved"
-	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
-	ErrorCodeNotFound               ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
-	ErrorCodePreconditionRequired   ErrorCode = "precondition_required"
-	ErrorCodeProviderEnabled        ErrorCode = "provider_enabled"
-	ErrorCodePurgeStarted           ErrorCode = "purge_started"
-	ErrorCodeRateLimited            ErrorCode = "rate_limited"
-	ErrorCodeReadOnly               ErrorCode = "read_only"
-	ErrorCodeSettingLocked          ErrorCode = "setting_locked"
-	ErrorCodeSlugTaken              ErrorCode = "slug_taken"
-	ErrorCodeSuspended              ErrorCode = "suspended"
-	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
-	ErrorCodeUnavailable            ErrorCode = "unavailable"
-	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
-	ErrorCodeVersionMismatch        ErrorCode = "version_mismatch"
+	ErrorCodeArchiveChecksumMismatch   ErrorCode = "archive_checksum_mismatch"
+	ErrorCodeArchiveCorrupt            ErrorCode = "archive_corrupt"
+	ErrorCodeArchiveMemberMissing      ErrorCode = "archive_member_missing"
+	ErrorCodeArchiveVersionUnsupported ErrorCode = "archive_version_unsupported"
+	ErrorCodeCapabilityInvalid         ErrorCode = "capability_invalid"
+	ErrorCodeConflict                  ErrorCode = "conflict"
+	ErrorCodeDestinationNotEmpty       ErrorCode = "destination_not_empty"
+	ErrorCodeHttpsRequired             ErrorCode = "https_required"
+	ErrorCodeIdempotencyKeyRequired    ErrorCode = "idempotency_key_required"
+	ErrorCodeIdempotencyKeyReused      ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict      ErrorCode = "installation_conflict"
+	ErrorCodeInsufficientScope         ErrorCode = "insufficient_scope"
+	ErrorCodeInternal                  ErrorCode = "internal"
+	ErrorCodeInvalidPageToken          ErrorCode = "invalid_page_token"
+	ErrorCodeInvalidRequest            ErrorCode = "invalid_request"
+	ErrorCodeInvalidState              ErrorCode = "invalid_state"
+	ErrorCodeInvalidTransferState      ErrorCode = "invalid_transfer_state"
+	ErrorCodeInvitationAccepted        ErrorCode = "invitation_accepted"
+	ErrorCodeInvitationExpired         ErrorCode = "invitation_expired"
+	ErrorCodeInvitationRevoked         ErrorCode = "invitation_revoked"
+	ErrorCodeLimitExceeded             ErrorCode = "limit_exceeded"
+	ErrorCodeLockout                   ErrorCode = "lockout"
+	ErrorCodeMethodNotAllowed          ErrorCode = "method_not_allowed"
+	ErrorCodeMoved                     ErrorCode = "moved"
+	ErrorCodeNotEntitled               ErrorCode = "not_entitled"
+	ErrorCodeNotFound                  ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge           ErrorCode = "payload_too_large"
+	ErrorCodePreconditionRequired      ErrorCode = "precondition_required"
+	ErrorCodeProviderEnabled           ErrorCode = "provider_enabled"
+	ErrorCodePurgeStarted              ErrorCode = "purge_started"
+	ErrorCodeRateLimited               ErrorCode = "rate_limited"
+	ErrorCodeReadOnly                  ErrorCode = "read_only"
+	ErrorCodeSettingLocked             ErrorCode = "setting_locked"
+	ErrorCodeSlugTaken                 ErrorCode = "slug_taken"
+	ErrorCodeSuspended                 ErrorCode = "suspended"
+	ErrorCodeUnauthenticated           ErrorCode = "unauthenticated"
+	ErrorCodeUnavailable               ErrorCode = "unavailable"
+	ErrorCodeUnsupportedMediaType      ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionMismatch           ErrorCode = "version_mismatch"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeArchiveChecksumMismatch:
+		return true
+	case ErrorCodeArchiveCorrupt:
+		return true
+	case ErrorCodeArchiveMemberMissing:
+		return true
+	case ErrorCodeArchiveVersionUnsupported:
+		return true
+	case ErrorCodeCapabilityInvalid:
+		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeDestinationNotEmpty:
 		return true
 	case ErrorCodeHttpsRequired:
 		return true
@@ -175,6 +195,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeInvalidRequest:
 		return true
 	case ErrorCodeInvalidState:
+		return true
+	case ErrorCodeInvalidTransferState:
 		return true
 	case ErrorCodeInvitationAccepted:
 		return true
@@ -405,6 +427,51 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for TransferKind.
+const (
+	TransferKindExport TransferKind = "export"
+	TransferKindImport TransferKind = "import"
+)
+
+// Valid indicates whether the value is a known member of the TransferKind enum.
+func (e TransferKind) Valid() bool {
+	switch e {
+	case TransferKindExport:
+		return true
+	case TransferKindImport:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TransferState.
+const (
+	TransferStateCancelled TransferState = "cancelled"
+	TransferStateFailed    TransferState = "failed"
+	TransferStatePending   TransferState = "pending"
+	TransferStateRunning   TransferState = "running"
+	TransferStateSucceeded TransferState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TransferState enum.
+func (e TransferState) Valid() bool {
+	switch e {
+	case TransferStateCancelled:
+		return true
+	case TransferStateFailed:
+		return true
+	case TransferStatePending:
+		return true
+	case TransferStateRunning:
+		return true
+	case TransferStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Activity defines model for Activity.
 type Activity struct {
 	Actor         ActivityActor `json:"actor"`
@@ -552,6 +619,15 @@ type DeploymentEnvironment string
 
 // DisplayName Example: Acme Corporation
 type DisplayName = string
+
+// DownloadAuthorization defines model for DownloadAuthorization.
+type DownloadAuthorization struct {
+	// DownloadUrl The single-use URL of the archive, with its capability. Shown once.
+	//
+	// Example: https://renga.example/api/v1/operator/transfers/xfr_01jc3x9m1h7r4v5n8q2w6e0t9y/archive?capability=renga_download_...
+	DownloadUrl string    `json:"download_url"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
@@ -1121,6 +1197,69 @@ type SuspendRequest struct {
 	Reason string `json:"reason"`
 }
 
+// Transfer An export or an import. Status and non-secret metadata only.
+type Transfer struct {
+	// CompletedAt When the move was completed (the source organization marked moved).
+	CompletedAt *time.Time `json:"completed_at"`
+
+	// Counts Rows per kind (organization, settings, policy, users, memberships, installations, observation_batches, observations, jobs), once known.
+	//
+	// Example: {"installations":3,"observations":10000,"organization":1,"users":2}
+	Counts    map[string]int64 `json:"counts"`
+	CreatedAt time.Time        `json:"created_at"`
+
+	// DestinationUrl The destination's public URL, when completing the move named it.
+	DestinationUrl *string `json:"destination_url"`
+
+	// Failure Why a `failed` export failed.
+	Failure *string `json:"failure"`
+
+	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id   TransferId   `json:"id"`
+	Kind TransferKind `json:"kind"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Progress       struct {
+		// Bytes Archive bytes written or read so far.
+		Bytes int64 `json:"bytes"`
+
+		// Rows Rows written (export) or read (import) so far.
+		Rows int64 `json:"rows"`
+	} `json:"progress"`
+
+	// Sha256 The archive's SHA-256 (lowercase hex), once it is complete.
+	Sha256 *string `json:"sha256"`
+
+	// SizeBytes The archive's size, once it is complete.
+	SizeBytes *int64 `json:"size_bytes"`
+
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+	State     TransferState `json:"state"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
+type TransferComplete struct {
+	// DestinationUrl The destination deployment's public URL, recorded on the transfer.
+	DestinationUrl *string `json:"destination_url,omitempty"`
+}
+
+// TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+type TransferId = string
+
+// TransferKind defines model for TransferKind.
+type TransferKind string
+
+// TransferList defines model for TransferList.
+type TransferList struct {
+	Items         []Transfer `json:"items"`
+	NextPageToken *string    `json:"next_page_token"`
+}
+
+// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+type TransferState string
+
 // UsageDay defines model for UsageDay.
 type UsageDay struct {
 	Day            openapi_types.Date `json:"day"`
@@ -1222,6 +1361,9 @@ type TooManyRequests = Problem
 // Unauthenticated An RFC 9457 problem with Renga's extension members.
 type Unauthenticated = Problem
 
+// UnsupportedMediaType An RFC 9457 problem with Renga's extension members.
+type UnsupportedMediaType = Problem
+
 // GetHomeParams defines parameters for GetHome.
 type GetHomeParams struct {
 	// Deployment The deployment identifier read from the agent's intake key, or empty.
@@ -1293,6 +1435,18 @@ type ScheduleOrganizationDeletionParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateExportParams defines parameters for CreateExport.
+type CreateExportParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// ImportOrganizationParams defines parameters for ImportOrganization.
+type ImportOrganizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // ListInvitationsParams defines parameters for ListInvitations.
 type ListInvitationsParams struct {
 	// PageSize Items per page.
@@ -1358,6 +1512,42 @@ type GetOrganizationUsageParams struct {
 type RevokeTokenSelfParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ListTransfersParams defines parameters for ListTransfers.
+type ListTransfersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+
+	// OrganizationId Only the transfers of this organization.
+	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
+}
+
+// GetTransferArchiveParams defines parameters for GetTransferArchive.
+type GetTransferArchiveParams struct {
+	// Capability The single-use capability (part of `download_url`).
+	Capability string `form:"capability" json:"capability"`
+}
+
+// CancelTransferParams defines parameters for CancelTransfer.
+type CancelTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CompleteTransferParams defines parameters for CompleteTransfer.
+type CompleteTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateDownloadAuthorizationParams defines parameters for CreateDownloadAuthorization.
+type CreateDownloadAuthorizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ListUsageParams defines parameters for ListUsage.
@@ -1480,6 +1670,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
+type CompleteTransferJSONRequestBody = TransferComplete
+
 // CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
 type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
 
@@ -1533,6 +1726,12 @@ type ServerInterface interface {
 	// ScheduleOrganizationDeletion Schedule an organization's deletion
 	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
 	ScheduleOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ScheduleOrganizationDeletionParams)
+	// CreateExport Start exporting an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/exports)
+	CreateExport(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateExportParams)
+	// ImportOrganization Import an archive into an empty organization
+	// (POST /api/v1/operator/organizations/{organization_id}/imports)
+	ImportOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ImportOrganizationParams)
 	// ListInvitations List an organization's owner invitations
 	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
 	ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams)
@@ -1572,6 +1771,24 @@ type ServerInterface interface {
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(w http.ResponseWriter, r *http.Request, params RevokeTokenSelfParams)
+	// ListTransfers List transfers
+	// (GET /api/v1/operator/transfers)
+	ListTransfers(w http.ResponseWriter, r *http.Request, params ListTransfersParams)
+	// GetTransfer Get a transfer
+	// (GET /api/v1/operator/transfers/{transfer_id})
+	GetTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId)
+	// GetTransferArchive Download an export's archive
+	// (GET /api/v1/operator/transfers/{transfer_id}/archive)
+	GetTransferArchive(w http.ResponseWriter, r *http.Request, transferId TransferId, params GetTransferArchiveParams)
+	// CancelTransfer Cancel an export
+	// (POST /api/v1/operator/transfers/{transfer_id}/cancel)
+	CancelTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CancelTransferParams)
+	// CompleteTransfer Complete a move at the source
+	// (POST /api/v1/operator/transfers/{transfer_id}/complete)
+	CompleteTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CompleteTransferParams)
+	// CreateDownloadAuthorization Authorize one download of an export's archive
+	// (POST /api/v1/operator/transfers/{transfer_id}/download-authorizations)
+	CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request, transferId TransferId, params CreateDownloadAuthorizationParams)
 	// ListUsage Usage totals per organization over a range of days
 	// (GET /api/v1/operator/usage)
 	ListUsage(w http.ResponseWriter, r *http.Request, params ListUsageParams)
@@ -2191,6 +2408,114 @@ func (siw *ServerInterfaceWrapper) ScheduleOrganizationDeletion(w http.ResponseW
 	handler.ServeHTTP(w, r)
 }
 
+// CreateExport operation middleware
+func (siw *ServerInterfaceWrapper) CreateExport(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateExportParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateExport(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ImportOrganization operation middleware
+func (siw *ServerInterfaceWrapper) ImportOrganization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ImportOrganizationParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ImportOrganization(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListInvitations operation middleware
 func (siw *ServerInterfaceWrapper) ListInvitations(w http.ResponseWriter, r *http.Request) {
 
@@ -2788,6 +3113,287 @@ func (siw *ServerInterfaceWrapper) RevokeTokenSelf(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RevokeTokenSelf(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTransfers operation middleware
+func (siw *ServerInterfaceWrapper) ListTransfers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTransfersParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "organization_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organization_id", r.URL.Query(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "organization_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTransfers(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTransfer operation middleware
+func (siw *ServerInterfaceWrapper) GetTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTransfer(w, r, transferId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTransferArchive operation middleware
+func (siw *ServerInterfaceWrapper) GetTransferArchive(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetTransferArchiveParams
+
+	// ------------- Required query parameter "capability" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "capability", r.URL.Query(), &params.Capability, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "capability"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "capability", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTransferArchive(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelTransfer operation middleware
+func (siw *ServerInterfaceWrapper) CancelTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CancelTransferParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelTransfer(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CompleteTransfer operation middleware
+func (siw *ServerInterfaceWrapper) CompleteTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CompleteTransferParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CompleteTransfer(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateDownloadAuthorization operation middleware
+func (siw *ServerInterfaceWrapper) CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateDownloadAuthorizationParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateDownloadAuthorization(w, r, transferId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3536,6 +4142,14 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/policy/effective", wrapper.GetEffectivePolicy)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/usage", wrapper.GetOrganizationUsage)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/usage", wrapper.ListUsage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/exports", wrapper.CreateExport)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/imports", wrapper.ImportOrganization)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers", wrapper.ListTransfers)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}", wrapper.GetTransfer)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/cancel", wrapper.CancelTransfer)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/download-authorizations", wrapper.CreateDownloadAuthorization)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/archive", wrapper.GetTransferArchive)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/complete", wrapper.CompleteTransfer)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/activity", wrapper.ListActivity)
@@ -3586,6 +4200,8 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 }
 
 type UnauthenticatedApplicationProblemPlusJSONResponse Problem
+
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
 
 type GetHomeRequestObject struct {
 	Params GetHomeParams
@@ -5479,6 +6095,329 @@ func (response ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResp
 	return err
 }
 
+type CreateExportRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         CreateExportParams
+}
+
+type CreateExportResponseObject interface {
+	VisitCreateExportResponse(w http.ResponseWriter) error
+}
+
+type CreateExport202ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type CreateExport202JSONResponse struct {
+	Body    Transfer
+	Headers CreateExport202ResponseHeaders
+}
+
+func (response CreateExport202JSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport400ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport401ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport403ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport404ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport409ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport429ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExportdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateExportdefaultApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ImportOrganizationParams
+	Body           io.Reader
+}
+
+type ImportOrganizationResponseObject interface {
+	VisitImportOrganizationResponse(w http.ResponseWriter) error
+}
+
+type ImportOrganization201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	Location           *string
+}
+
+type ImportOrganization201JSONResponse struct {
+	Body    Transfer
+	Headers ImportOrganization201ResponseHeaders
+}
+
+func (response ImportOrganization201JSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization400ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization401ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization403ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization404ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization409ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization415ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization429ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ImportOrganizationdefaultApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListInvitationsRequestObject struct {
 	OrganizationId OrganizationId `json:"organization_id"`
 	Params         ListInvitationsParams
@@ -7176,6 +8115,835 @@ type RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfersRequestObject struct {
+	Params ListTransfersParams
+}
+
+type ListTransfersResponseObject interface {
+	VisitListTransfersResponse(w http.ResponseWriter) error
+}
+
+type ListTransfers200JSONResponse TransferList
+
+func (response ListTransfers200JSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers400ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers401ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers403ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers429ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListTransfersdefaultApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+}
+
+type GetTransferResponseObject interface {
+	VisitGetTransferResponse(w http.ResponseWriter) error
+}
+
+type GetTransfer200JSONResponse Transfer
+
+func (response GetTransfer200JSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer400ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer401ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer403ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer404ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer429ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetTransferdefaultApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchiveRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     GetTransferArchiveParams
+}
+
+type GetTransferArchiveResponseObject interface {
+	VisitGetTransferArchiveResponse(w http.ResponseWriter) error
+}
+
+type GetTransferArchive200ResponseHeaders struct {
+	ReprDigest *string
+}
+
+type GetTransferArchive200ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	Headers       GetTransferArchive200ResponseHeaders
+	ContentLength int64
+}
+
+func (response GetTransferArchive200ApplicationoctetStreamResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.ReprDigest != nil {
+		w.Header().Set("Repr-Digest", fmt.Sprint(*response.Headers.ReprDigest))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetTransferArchive400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive400ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive401ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive403ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive404ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive429ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchivedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetTransferArchivedefaultApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CancelTransferParams
+}
+
+type CancelTransferResponseObject interface {
+	VisitCancelTransferResponse(w http.ResponseWriter) error
+}
+
+type CancelTransfer200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type CancelTransfer200JSONResponse struct {
+	Body    Transfer
+	Headers CancelTransfer200ResponseHeaders
+}
+
+func (response CancelTransfer200JSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer400ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer401ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer403ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer404ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer409ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer429ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelTransferdefaultApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CompleteTransferParams
+	Body       *CompleteTransferJSONRequestBody
+}
+
+type CompleteTransferResponseObject interface {
+	VisitCompleteTransferResponse(w http.ResponseWriter) error
+}
+
+type CompleteTransfer200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type CompleteTransfer200JSONResponse struct {
+	Body    Transfer
+	Headers CompleteTransfer200ResponseHeaders
+}
+
+func (response CompleteTransfer200JSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer400ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer401ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer403ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer404ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer409ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer413ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer429ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CompleteTransferdefaultApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorizationRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CreateDownloadAuthorizationParams
+}
+
+type CreateDownloadAuthorizationResponseObject interface {
+	VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error
+}
+
+type CreateDownloadAuthorization201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+}
+
+type CreateDownloadAuthorization201JSONResponse struct {
+	Body    DownloadAuthorization
+	Headers CreateDownloadAuthorization201ResponseHeaders
+}
+
+func (response CreateDownloadAuthorization201JSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization400ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization401ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization403ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization404ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization409ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization429ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateDownloadAuthorizationdefaultApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -8929,6 +10697,12 @@ type StrictServerInterface interface {
 	// ScheduleOrganizationDeletion Schedule an organization's deletion
 	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
 	ScheduleOrganizationDeletion(ctx context.Context, request ScheduleOrganizationDeletionRequestObject) (ScheduleOrganizationDeletionResponseObject, error)
+	// CreateExport Start exporting an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/exports)
+	CreateExport(ctx context.Context, request CreateExportRequestObject) (CreateExportResponseObject, error)
+	// ImportOrganization Import an archive into an empty organization
+	// (POST /api/v1/operator/organizations/{organization_id}/imports)
+	ImportOrganization(ctx context.Context, request ImportOrganizationRequestObject) (ImportOrganizationResponseObject, error)
 	// ListInvitations List an organization's owner invitations
 	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
 	ListInvitations(ctx context.Context, request ListInvitationsRequestObject) (ListInvitationsResponseObject, error)
@@ -8968,6 +10742,24 @@ type StrictServerInterface interface {
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(ctx context.Context, request RevokeTokenSelfRequestObject) (RevokeTokenSelfResponseObject, error)
+	// ListTransfers List transfers
+	// (GET /api/v1/operator/transfers)
+	ListTransfers(ctx context.Context, request ListTransfersRequestObject) (ListTransfersResponseObject, error)
+	// GetTransfer Get a transfer
+	// (GET /api/v1/operator/transfers/{transfer_id})
+	GetTransfer(ctx context.Context, request GetTransferRequestObject) (GetTransferResponseObject, error)
+	// GetTransferArchive Download an export's archive
+	// (GET /api/v1/operator/transfers/{transfer_id}/archive)
+	GetTransferArchive(ctx context.Context, request GetTransferArchiveRequestObject) (GetTransferArchiveResponseObject, error)
+	// CancelTransfer Cancel an export
+	// (POST /api/v1/operator/transfers/{transfer_id}/cancel)
+	CancelTransfer(ctx context.Context, request CancelTransferRequestObject) (CancelTransferResponseObject, error)
+	// CompleteTransfer Complete a move at the source
+	// (POST /api/v1/operator/transfers/{transfer_id}/complete)
+	CompleteTransfer(ctx context.Context, request CompleteTransferRequestObject) (CompleteTransferResponseObject, error)
+	// CreateDownloadAuthorization Authorize one download of an export's archive
+	// (POST /api/v1/operator/transfers/{transfer_id}/download-authorizations)
+	CreateDownloadAuthorization(ctx context.Context, request CreateDownloadAuthorizationRequestObject) (CreateDownloadAuthorizationResponseObject, error)
 	// ListUsage Usage totals per organization over a range of days
 	// (GET /api/v1/operator/usage)
 	ListUsage(ctx context.Context, request ListUsageRequestObject) (ListUsageResponseObject, error)
@@ -9447,6 +11239,62 @@ func (sh *strictHandler) ScheduleOrganizationDeletion(w http.ResponseWriter, r *
 	}
 }
 
+// CreateExport operation middleware
+func (sh *strictHandler) CreateExport(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateExportParams) {
+	var request CreateExportRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateExport(ctx, request.(CreateExportRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateExport")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateExportResponseObject); ok {
+		if err := validResponse.VisitCreateExportResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ImportOrganization operation middleware
+func (sh *strictHandler) ImportOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ImportOrganizationParams) {
+	var request ImportOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ImportOrganization(ctx, request.(ImportOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ImportOrganization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ImportOrganizationResponseObject); ok {
+		if err := validResponse.VisitImportOrganizationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListInvitations operation middleware
 func (sh *strictHandler) ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams) {
 	var request ListInvitationsRequestObject
@@ -9807,6 +11655,176 @@ func (sh *strictHandler) RevokeTokenSelf(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(RevokeTokenSelfResponseObject); ok {
 		if err := validResponse.VisitRevokeTokenSelfResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListTransfers operation middleware
+func (sh *strictHandler) ListTransfers(w http.ResponseWriter, r *http.Request, params ListTransfersParams) {
+	var request ListTransfersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTransfers(ctx, request.(ListTransfersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTransfers")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTransfersResponseObject); ok {
+		if err := validResponse.VisitListTransfersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTransfer operation middleware
+func (sh *strictHandler) GetTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId) {
+	var request GetTransferRequestObject
+
+	request.TransferId = transferId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTransfer(ctx, request.(GetTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTransferResponseObject); ok {
+		if err := validResponse.VisitGetTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTransferArchive operation middleware
+func (sh *strictHandler) GetTransferArchive(w http.ResponseWriter, r *http.Request, transferId TransferId, params GetTransferArchiveParams) {
+	var request GetTransferArchiveRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTransferArchive(ctx, request.(GetTransferArchiveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTransferArchive")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTransferArchiveResponseObject); ok {
+		if err := validResponse.VisitGetTransferArchiveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CancelTransfer operation middleware
+func (sh *strictHandler) CancelTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CancelTransferParams) {
+	var request CancelTransferRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelTransfer(ctx, request.(CancelTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelTransferResponseObject); ok {
+		if err := validResponse.VisitCancelTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CompleteTransfer operation middleware
+func (sh *strictHandler) CompleteTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CompleteTransferParams) {
+	var request CompleteTransferRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	var body CompleteTransferJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CompleteTransfer(ctx, request.(CompleteTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompleteTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CompleteTransferResponseObject); ok {
+		if err := validResponse.VisitCompleteTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateDownloadAuthorization operation middleware
+func (sh *strictHandler) CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request, transferId TransferId, params CreateDownloadAuthorizationParams) {
+	var request CreateDownloadAuthorizationRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateDownloadAuthorization(ctx, request.(CreateDownloadAuthorizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateDownloadAuthorization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateDownloadAuthorizationResponseObject); ok {
+		if err := validResponse.VisitCreateDownloadAuthorizationResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -10177,222 +12195,273 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4uuCroLRTFamHluVLko5dp86mc+l2T7qTjZ2aOtvOESESktCmADUA2lZn/HcfYB9xn2QLHwAS",
-	"JEFdfE1nXFM1HVMgAXz48N0vXzoJn805I0zJzsGXzpTglAj455sTPNH/TYlMBJ0rylnnoHMyJUgqwdkE",
-	"EaaoWiCFJxFSU4JSnuQzwtQTic6JkJQzRBn6I+eKyH4n6shkSmZYf5Jc4tk8I52Dzmln77TTiTpqMdd/",
-	"SiUom3SurqLOUUpmc64ISxZvLudUENlczD+nhMHUUnFBUiSIzDOF+BipKZXojCzg4R85kQpd0CxDI4LG",
-	"XEy4UoSh7se3r9De3t6LXnV5Yy5mWHUOOilWZEvRGQmu8B1PsFlICEiJIFiZNfFcJOSJRJ8+vkNzrKbV",
-	"2eofvoo6cyzwjCh7EB4k/kEWzdl2kOJo9+lTNBeUKTzKCHp5/OroCCVTLHCiP3OIsDmIVB9enqhckHRr",
-	"TEkGDyiboBnBTBpg4hlBWCKqJEo4U4SpPvqFSqmH/b//839RvD8YIFquanhGFkMNZipIGuvdUb0ug0ud",
-	"qMPwTO/Q28eW3kjUce90DpTIiQ+Uvwky7hx0/sd2iZ7b5le5XYNHDVn+QRbvATI4a4LK/XKILjTqTOg5",
-	"YRESRAlKJLqgaoqoQoLMM7xoItYGO7v+Tsa/YJVMl148fTNRhqVeKU4jRPqTPopPO89PO3F5Ulyg+LvY",
-	"Htju92guSMJZSvX3ytM6RBcEn+nBUuGM2OE7u+4KD2dUzvSKlpzreMusedmBBi440zNmcIWOUj0Gvq4v",
-	"SPlt6g0a0vT6OFOdzMyv8Bn5B1m0Tq7ResWcc6wUEfrV/9ajfxtsvcBbf37+svvs6m9hssbOqVq1Zzdk",
-	"g9kpO19j9p/5qHXa3/log/n06NXzvRcTzOify/fLvUE3OePaZHr+D3hCjumfpHmdjhSZSTQnAs3xhBS4",
-	"/UdOxKJcmv5tKPUH/EWkZIzzTHUOdgaDqDPDl3SWzzoHT+EvysxfOwU8KFNkQkSxoBN+RlqYRszIpRrC",
-	"rEqPig0vI/rynlOey9Wrhfcqy53hy3eETdS0c7Brl+j+3gkd2ieJJ+St4LPmGt9SIRX6dPIKpXgRIcqS",
-	"LJf0vHVFY/2VZedZYbWd1tWc8OZa3uHgUg4RVmjGpUKaS6V4IREeKyJQrBcTt61U8Rut80q/LOecSSOn",
-	"/IDTj0bu0H9ZLqr/iefzjBq5YXsu+Cgjs7//Lo0QsR6afzBvmUmbKOTEnZQTiRhXCKi3EYichIa6MWXn",
-	"OKPp0A6PIxS3cnT9mx3uoWav37mKOq84G2c0ebBtJnZ+y72TXAi9QamwIqgbyyyfDDWdZ+Ed5rK6P3hP",
-	"P5jnQl99hYUyIyRRirLJMOPJGTzR/NXNHht5Qt/UZIrZhKCEZxlNnVCBkeAXCDOupkSUa7ciIlal3DXj",
-	"+oAMbN8IwcV9AvYlQzkjl3OS6GURPT0s5C0XI5qmhmrd5ykDpqEMJ2dWNE34nAD2ynw8pgklTA3hYRwZ",
-	"SMcOa+3jXoR+Ojn5cIyoRO4n1I2nSs1lieE9o8H4nEi/IHM5JywlqT7sEdFSVUoyouATxY/6bS4QRhmd",
-	"UWUmwskUBsGjIblMCIGRAM4fOSP3DclSqEAJZohxlHE2IXpbSF8CQxKc3EFA43I3wz0V5JyfNZ7iJCFz",
-	"VWzuV67e8pyl97nBXzmSeTItdC3UjRlXw7Feh13WB7zIOE5POH+HxeTewT/i6QIZNJBoB/1Cf0DdeG7W",
-	"NFScDzO9KrdWT1J/i2lG0vterhPpS0VeGv0gKtSFGc40UwTMaegK7jJacjy0AwL7+1iw3PvbYbE7KtGs",
-	"qi1147CaZBZ+wvkvmC0sZ5f3ueaPmp8BNQGIC6zI0P4Z9w6RJATFH4kSi62XWtoBOccz5ng/NSWpY9ix",
-	"RIqjC0xV0DxRCrEglDGcqylhSu/3fg/PqrdRiYARytkZ4xcsQpZu6dO0xMqwEEugLXXAaSqINBzFcJhC",
-	"WMJZxi9QN86rG9TsnmmmnpJI084pZQpdTGky1Yhx5eAFoH6ZKHpOFRhq5oLPiVDUCIU4UYafL9u6e/0l",
-	"DL6KOkagSIdgrYHvUK27BJTqQizFQuCF/pumwWF6UYXpqjTGWY7m61FNUddIyUSqYcvHwV62vhWtlLl/",
-	"64DyZ0d6s0QWcv7CG3D5XHycj34nidJLqcKycR4tG6Ds3Fr27BZZnmV4pEFk1ILGG1qHGEqG53LK1ZKD",
-	"+dIhTOuGv9mNcFGoaxlPcDZ0j/UNXEhFtPKUSzC2UDBXaLHV22oLHOHXyICzurZlUHpHjbZSA5JDtuIf",
-	"62BvCBlruu0akK2jB6yg+aHgpiaEqZ/5qLmhhM9mmIWP3krkQ6zWxeCWOxZCbDdxZZpla7+VA3FwaBxI",
-	"ELity7mNtfhGuIdHkDylailhaFNHjl5HKIb7uuXuKyiIcGFj1B3h5GwitOyJLrg4M6IpNuwG1MpehLAW",
-	"ugU6eo26mCF+wYiwWgRD5qajM7Jwv+OJcasIMqFSGQoIPovVtKtmv9FiTpXUxEb1OXrtTE0WTVH5KT3T",
-	"5jSwBXxPJNJDS4WZnGuFfYrnc8JIGtzVV009NR69Obeiz3UYfomIQW5f8OffOjLLJ52ok1I5z/BiCKar",
-	"z9EG8gBxFoXm4VhB7YlEMYyKQdopjwkrRWZzhcagkGhUvcASpYRRc2grEcTgYyltkHM1HOz8nuxdvpjt",
-	"TJ+L/fOn7Ps/di+ekYF6sQihQYvYYqjpKqmF5yrhRjJZeRrv7djVwo6RKIdWoqyua3ew1x/0d3b2+s9D",
-	"C5IKq1yGD+Onk5MPyAwwdxJnGRiOEkLPDbyLeXYHAVNz1FFaoVRyrf2e2LH3KL255ZUHU0CkcQkaYF5+",
-	"D2+FbZa3+qtgVO9L7HVEUOaJsSp1oo65lJo0wH0M0Dj7nZMSK6rgqTth1hF7K+806P/K12HL6811FYDL",
-	"D1qFf2mNTyHaW/5ScwKPJBHnsGqJqKFuI/0xj/d4FynNjTZLwlcV3kRTnKIRIQy5adGIjLkgh1qrnFI2",
-	"QYxcAMU0HmVvqhHnGcGsgSPFBvwlhBDkNZlnfDELciAwV+rjmQickOGcCMoDIPmJX4A9UOvIyZSkuSbx",
-	"7l0wCki7oVKKQd0fOUpzTxopSd/z3cF0MBvIEN0j7JwKztx6HTrPBU/zxFKHlJyTjM9hzOcgL9Gq+ZiS",
-	"FmaWFiBB5VBPsJIowUIsUDf++ObXH18OX7/58O79f/3y5teT4dFra8/VKFndFcl31mF0c57RZDG0XsKV",
-	"pOYDDH/tRusP5KOMJsNcZFWGAkbrg+1tQdgE9+3zfgIutsYqrMmtJZCAiHMiykCd6j4H/Z3+YA1yX5xB",
-	"ZcnVEy4XErUgYxNgQSQ3Ms+v2BLBYrEvkxlBr7iY84K3LHd4ek7s3/779PRyMNg6Pb3ceXt6evn87ee/",
-	"/y0EzDfjMdGaLfnBXtbGRTMcar2zPjZj9SHhLCeeYNFGC8w4xweDACqWeGRJ120vsZAIKFPP9jtB9/Z1",
-	"12wmbS4ZQswyMnPhadVff+ejlbercXJ1vmXQWC2Gc8HPqbOXbvxJrcENyeWcC7X5+zXIrVpfZHZemzUE",
-	"YLAQByBn1aHRQhGp7+EwxYu1l31U8sYZvhyCciqv+7beyU1XoHW8ay2Al5LAUBClAc2ZXsk1vlY7Qw8y",
-	"/iKjMOiXLiUAqNBZByS4TaJloo71cAfQBaziJB2SGabZMOUzTNn6IDoGMio7JYSGszG+zi1zr0vJr/O6",
-	"JNK4qczZDKc8Fzc/aX9R1R22zRi1ALR5qssJQ6e44FGVUnpnuZTsupO5bVaxrkHiGhxDA6wqAAAR/J84",
-	"mREnEmmFyDErgHBNJni6H2LxeuBrOInq92tfrnxob4lw0f0Nb/052Hrx2f1j6/OXQfRs58o97/3n6Wm/",
-	"9/ffTAhd9GzvKix71HggTo1zEmcfvDMb40ySuq/sDU6myMMMlJGxQjxXiLIpEVqqV1Vp2cpgWh4M89q6",
-	"oLIWNw28VOOXAfmnefZCcPGKp6QtOBZCn2c4mVLrq0N8jLCzbIGMa5WNWvQTkOV6gBOYAMMRUcGfcgk/",
-	"1DyH8Ol6sEon6lQDULRa4QIWNI4RNeXpUD+ylEKfRz1aACaT+VzDkKTDGUkpHlrjZdCLXQrjhade37Yi",
-	"RAp8FDacq4QIhESZv2vhIdWH1uFafegpsXo3FhctVMrIXm9a37OtV+eibDRY+DkpiF4RVFNSOxubBeqI",
-	"F71lcBmwcUiYRhITY4rTIWfZwpiPz3iuzOmdY2r0O+DVRDCcBXXQn6w9pnpPpvbpMp30iURGX0KfPr6r",
-	"ql5OxSP5Tn8NNa9GQGHyENm8hRQC0In99ICVGQWQXvH9i/2dXoSmhCUE5XMzz3Pvu4gbC8wFFaQKi6fj",
-	"QfIMf0+29pKddGs/2ft+68X4KdnaHT1Pd0Y7ZB/vDOoE+fkybe/09HIXlL3nb1r0vIqHKnC2UjGrgAY8",
-	"L9VI9Q0D0qNOhqUaSkLYMu/jZja560iBPMy4rYJ/ZrAnEBMwoVIRsZHvtG5QaMT6N+UdbxlReR6w6voi",
-	"ahANXotGCkL1WryackkYGplcEBDnjUOEuuBNkyXjuB7aQqd6G8PTDsIsRbvPkMAs5bMKvo+RiZtHWzDo",
-	"jMwVGnMBX8romGhgVW+C/uRSV0klEUCuCsyvbvyjhdpK2aL9MqwtE61tcLnxbeI1Z0xGWX5ZpRbP9m9j",
-	"pdWLEQq8LJf2RKI36e7TpzsvHAM4I4sI7e0iUAcRZVqKYSkWKRphSZ7t96uH+9vLrf9tpMe/b3/+sr93",
-	"9R9/u8a1WnKJwrfEJsoEYimuHS9RnoyWnjbzA17P+utSAsH0S4ksjLyoS6XMC5N9XSSe4hRxRnpre8Fb",
-	"CCRIRzeg7SFvmz24iinWO5PKtEuP9hW8tCEJYA1jbIoVToiWmrZw9bLt3IYhtgYC5/9u31bYFVge7nAV",
-	"Knn4A24DiymMXzgPQsCBUPUfrHaMbxhE427jXTgmw6CJNnJYFis8JokgyhqQ3o87B7+tv7X6mbXS14sp",
-	"z4iho3LKL5i555wlNR4K0vTQWt9IvjOcjcVk8mc6nv2pLv7Yzc4Yu5js7qk5Hy0uyf5ezs/3pvxZ+uf8",
-	"9z8uyG46nj3NLycrcbIaYeKA8rmS+dfurLyR6HcdYkycPWWpCQwG6dEmEftG5J6y803DPm4q0t6c9prY",
-	"BLL6brojPobhQZrdFGqdjcpp2hUK7sE8quDJGsTdrcZ4yTek7pUooxUb971zzrPfJg4VeSgSyAMaCz4D",
-	"nquhEKHYXdRzqsjwNB8M9hIzEv5NILJ905TGSniXNe7Uo6hWwi8YZTCnYdHvJZoTITWg0csPRyB3aBk/",
-	"3sZzun2+s83FJC42m0sigltFx0DSHDVbejXWuBfH+WyGBXAKiItb8cYnGTB324A6Xg23cnBYDsc1pYyC",
-	"WHxx9Clk5L2qI+wmtKy2KfPq8sXfTgRswQMeOqyoTqv8UAzCUv35yI9BKc17zvoXMoptHnHN9WE+BOtL",
-	"SUbPV1ksNo5q/J2PNtVmbqrqmuIU64tZP/PRR/PK1ef6Dn1O59Dhj5zkNrjMQgzsso3os89rqSxNdbSM",
-	"iw8ywMo51RCm2HwIw3/mo2upNR66lueazy1GeKxnf/Di2Qrec+PjXanMu9W2QOA2qFYwfeCeyVWJtJsd",
-	"JrmkaphYp1EzuI/nap6rmg3r2dOne8+WRuwuicFceQvsV0KbfAf+i2PPD7+ps896QtBcEAn2D4mMUwQp",
-	"jtQUKwRO1kOTciBRghnjyiWt04Djr9X3vxbq+F5VE61xZF4De0Ado2rhAU23YS0AoDmg1cXfiF4qynY8",
-	"311dtqNxUr+Q5SG0mwljgmfV/AZ9OEH+estiG0wcwkQvRra5UQh5bYuIT7HyD6/8ZGu23Q3Z3xltES1M",
-	"SM2GUoELsb+BGyPM5QqgVRdWndHuxkJxxcH84ApFbUAO/aNb6euIUM7oHzmBMjnw5iHCUC1rgSSBjGHn",
-	"D+SM1PSynd3vV/nidpb64ryIqPXpjQeeoybFMRfd/b0iGqVxYHYpK07liG2qZ9sL09SVvWkRVZJkY08J",
-	"LCd3F8DzInOp+mOcuOCz9TwexrEw7G8tPZCbXI0q4m+A6rchxfgk7aGlmfc2U60oBRXmuSYQKpAj9Oro",
-	"9Uc/f32GF0Uhj7Hgs0NEZnO1sEX9MFv0O56duUSUnUEf/rf9fXvaXQmiaxkYV5sMN9axFD/bUMdqeioU",
-	"EQLr5WzNBQShN6W9hM/J+uh1DIE9K7NsPa+NnWCpva+GCEFcKkWJpqejZsNrAe2GcaJZPlkJDT1mXbOp",
-	"P4U1nHqBP0NBsAwlMvxzaniVS/v0yvVQFRlHffGofz0HWyjj0u2q5TAqMuDN3aU3MMNe53BN5BQOFwqB",
-	"eqtxkcZh7UQ2g1hvwJZag8oYXqaQJk8QjNX3QzM3s79/RUhnijyV2NbFmeQmjuNiSjMCkRxF9hSVyAJq",
-	"PRdyPk83RhIv2acgcTvRxikbK1E+AKEqyvjpPhWy5u1q1b3Z3EpcvSOhlCCDPhDL2zQc3+CKrY+WdStA",
-	"OJV7KWCOanyQi8naYUF67MqwIH+yWxG5fGr44DJX48J7GjeGePhavGmd0FlcN/8ywaifV0DxE6D9TXH5",
-	"iCX9W0Tbus9/ExyEcpwBQcPmzKyFFvCN1zgYwTC2dUdXFNy8Ba+w4usVIF2egGErnEL5UABCEIBgz9lc",
-	"OtvMOy8pS0h7kXStISQQu2sLjrQy46DVabhOnRs3sPRp19kIrLEVRrdCdADYD01t1s1oXHqy/thKNt/q",
-	"rJx3ZuyVCW7XKoRnVV72es0GfRs37ZakkyXZT/U9NvKh3BLaj+q1l669InjfJSq74K8P798dvfqv4es3",
-	"b19+endyjPg5MaHyo5xmaosyxBmRPWN/17fP28gTiUz6M7wlaEpkH705J2Jhy4lillZSeKYQem+t+NhZ",
-	"953df0oE8Yz+Yy4QgY9VSpteTLkkbt6i9p1+B2TbwtT0F0fdGv6siy3tOPKu2MWmfhlzltdPv2pL2C3v",
-	"0+D53vP9ne939weBm1W4NwahChfVLN7ik1DP/Bqfqqf0emscXPOTRYavt7hlHwpWxFme7Vt8+UXwy85b",
-	"tPfs6TXcRZVMyQaBif3LGR/YCMYQkTjU2rfDFhi5GWmKEMkkqdIm+0rvEMUgFsQHBTUgqa2LDM7CJ/q/",
-	"KJlyamMrnbeq6lMq1+My1INSsgHJPwXdMCCoRoRMXqINXSipjI/ST22VfodFTwdh0lJxLsIXr6K/Pvdu",
-	"rQNyNGFckPSwLPabkgT4T2c93tzEclu1tRkMx9DHt6/Qi/2nz102pikQ/JGwCX4iEblUhEGh4RmZjYiQ",
-	"TQpYKyXcUtsuUIlYI7ArY8z4hVeAZ+UmNTKrRsLxS1bjpnonWp9Hp2BgOO0gnAmCoeIzlUoGQ/eKUmxL",
-	"cahIeXVvBOQTYDA2WxNBBl5kYg3rNf4rToAqdOG1WjVYY6FoLHxGpNMBl4vL5pvlCyG+GooAKMut+dHb",
-	"f2xo8q/WgW9Bl2Ad+bLQfGldBuQhJA2fpRcY4la8P3gRrMqmSUJ1a8cac1z+bXvpw5YqQCk5dzWW5XYl",
-	"lXetIodmPV7pNYOWoaM6dnB0dL8k9Aca22vRBTL88AIIvq35Q0kxqvi7GOASyIsRxQM3JNdo5X62idD1",
-	"P91YJTCTY+9z5QM3BOcpte+HGNbx5uUx1i/MaDOXN6bu9xkx08RmjxZvqszdXtWMAnjLtTwHtfUkjoAz",
-	"3spAkiS5oGrhVC55iAhI+E621/dPWhcASFaoaz6K7H929yOEmVa89AZ6DxtyVSJeUDpAXX0ftjjLFr1g",
-	"8MHXGbJ1r2LPsfUB1NoT8QsiEiwJyogyCfQpnWi00Br9dDGfEiYjtIcUR/uDSqI9uMq0Nm90/1T/07aR",
-	"Md9CXJiP9dEnE6EDBXtnsxxy96uJT+DzCEV6fC7rkuxEe98XdUmCroFjYxf3mhqtK7E7T1rnE5tjauoK",
-	"04Sg3cHus62dnaZde4nrLUKUoQsubOhRTUeyMY3Q6FESgro/vjlBXsLF9sxkcXoRMU83zR6xiwtRmMKs",
-	"HbKOr2XT9rX8NUmwfUV4LSnWeAtUdOufW/MVRcSMMpwNZ5TlKhiUwhkznYOkbShhK0qbCleNOaBENklt",
-	"VQj72X7ngOVZtpJ/mG/Wd18DYW2jgU20nuMJVzhbUTntazuigKG2KXgEjvHmhti7PoewX2BtX9FmDgT/",
-	"/G/FjXA9X5PvWdrE8/BJ3oOvqa6f5VJspJ+FAg+CLqNgTTQngx3rZbl7WQbcHtMJwyoXAa3PWNZNJQ/X",
-	"hs3ErPi19SG8g04YSQ3fVUvqOAh6jhU5ZWdkYSveDPZ2IzTPBXGDen10MhWEINuQ5+CUnbItFIP1Y8uP",
-	"aLYmPX8udPS6740+oTMiFZ7N44OyNnvR4hi7dQOj1ILNDGdaRrh0NNn/VgGn+ADFxKz1P2I05kb+dLHA",
-	"tZIUiLCEg0zSBeDMtSDAJj3Ex6cMwRvP9rf0xYe1wASOE9jKQIrDT30Nh5PGYw19NSVSv3+JMsqIRL9z",
-	"ysyKMJKUTTKC4tNTFqMu40gJTDNbY1kP78HuP5283foeQL3Tt4mWWxZQW+c78Snb7cOaoNa6qbgVoXw+",
-	"JwKB2NaNP7w/Pol7p2yvX4GyKV2OyCVOVLZAGuaQalE9C72QA2j3rIWzCNGxFvojFP9nDNKamhINLgR9",
-	"KFG3SAwF3Nz2I471EvbNEhpIYBxBp+xp5fcKSrkhz8yQrJBLp+QSHf/0cmv36TN3Pm7x0K7MbaxrfzQh",
-	"pfasHO4JswsqEePwWq84VKgxbAtiS4QhQAxWDZeKMrQ3GPiigpaNwcKsdZI+eun35iqaPZ0yc4miygd5",
-	"riRNiS0kxVJ+oVUs1xeqcp9cK6gCNcErl3IiTyEV5pwIOl603vuyxpBXwkVvP94f7KB626j+KWvrmly7",
-	"giWJxHNqqztQv/BKw6JaE37L4tZeDjXw4N9MZnGwKopJNB5+DiQfGyOi268+Bx8UEmmdsI+OFPK3LB3R",
-	"qCGWBpIGKTi/iopJUFejW11tYCW9Q3MSXiVviRgBL6vIpTLWXOBRoFsSLADSFqBTpeZl+wgv6LoJUhdJ",
-	"apuG2ZUV7UaCUJppMQlIkxlefGXLxGYbqSdea4m5JOIf66WTr0weh77mudBkk7OE6AV6yffmWmKWkD76",
-	"lZQXtST7BTBefjiKNDGoQkciLIg9Bf/VSob7Gpu+AkQf87DfXW8WijjCdfF8XcA7vvvuvbfI777zyGjR",
-	"3qZ3AHh8MeWwVJGzute1j176lxaYDDtl1e2ibqxHcWFv3AH6AbaDVqNIr4/ARO9ZkvGMeA1NTxlVxrqs",
-	"mYi+HvHllmFYxiZd+kfMTbCklbAxFwmRBSsqE/wiJLnxI45ppiewCjPLFmie4cTObA4xJUmGBUn7KK6S",
-	"rzJ/ABnvgr0XjJvX4RA+5plegokyKLZohAgn6nz33XuREqGPMpmS5Ex+992B7cvaLQv/96D7vLcE/aFu",
-	"kLCaoRZ6CAbtoYA134xzbA02YfF/gjU5a/RF3h8MUKM3sp4i3t/ZQ4GOnTCBV19x6x9kYZ45+5L+o+pJ",
-	"sBEWBjLg45HffQdHEbf1ToyNcPli/+nznjMGhSqeUub69+hFW0HDAeCJREevYUjpZ4ntMmpb0AdU9Mvl",
-	"rCh3p79ouhgzzraKKqgKYThCGaEpZzy3bwFW6IWYV8DS3ke/avSf44QcoG7ZUqsihwmeK4IUmc0zrEhP",
-	"SwMm76zgy5B2ptkKZqmTO+GZO2xD/ew1A58fci26odwakAX4h+lVWgBAbX0kWgEh6YHmLyQ+rHzfsTKE",
-	"UUrHYyJ8XcIIAi9QS6fpPnrFmetR7bRl/XX4IGf265iaioBgWAbQHRZ3XA8ilyQBYwl6ry80ZCFLOc6z",
-	"YodwsfWHzc4PEHaNm1wfJ9tjx/UnAYIBIAZOr4o5EB4LIqfmBCz4NJ2Bj0/5hZbsbCUXYDPQz6zAdAPa",
-	"gprBOFMlVMY901UWTqaUDQ707dAfF3AIrlqbuUGgAhaDDSmEqbuCQ8dvqrSgrX8YQ6v6YslaNcq4VD0X",
-	"XdXcjF6JNK1D9cwSch1lnqliDbF/Sd6YRJ0YdbFCGcFSod19BNZrq1IWy9CfN/DUVO6wcRggV9rluHCs",
-	"CEGsZNE/xusdYy+spS/6psLFggau1u5N0oKoSWAtKHbjD9Bpx3ApO9awqdNOXF4u5y/PsFm8IDhFXdAw",
-	"3pzgSWx48o9vTnp99Eu1g66mdvH+7vco3Ej3EBoIe91bERcG+jgj9uWdXRTqKAxBa6CZFOdR7y9sQfOO",
-	"SqUpai4JSnIhuUBzPKHMcu4YLCiS/kli1N3p958OBlHhrNkZDHpA5WKv1z3sXS9zLsg55bnU3yNPJIpr",
-	"Fpk4QnyO/8hJD3jjG8e3pc+3NTSlq3vksR9nF6gy/wPPIY09GbXmmEbdOvPWFIRxUIcNjG18T4RiUDJj",
-	"ODKjxZjRcMeAUieCgLSNM1BhrdnALWyWKwtKoI8HBheM+GHoinQd+KlziIFqptEUPtirfrBKGA7K22Ce",
-	"2Mpumr5EVuT06Ab0TCwZkbmz1e/bRW3xC7ZVbq1YfpU7ux24xmsaucuXagsHW8QWbBaOsIAIq2uOZvMA",
-	"I3AOgocOjXMGjBPNNJT0KZlwUVR8EnWnPAN7S6NFvUZTkKcMzXZAByGyZ0VAguZ0TjLKAH/5XEvuxmbC",
-	"pOHZCJtmlVSr+pqfjH3sKixhIBZXNnVgzgIEjTyliqQgGtYkiZ5RgjOaECZJWTey80HwuaBE2SIINjSi",
-	"U5f0tWjv+XZdeyKj0DE8p52Dzl5/0N8zTq4pmAOr1hRXlHtCAp0pa72sAagCK7Llum3PNbpVOkdrZuir",
-	"07KwXeiZNAdDmMkLIswPCWdjOsk9m8Gnj++K3lMfPv3w7ujV8NPHd3EPXUyxAvz24/z0BF2wvhStrk2r",
-	"UHNX/QDAXgTrd0zD2qTMYvRnUiLouU0S9iVDy955BuqcQhhdkCzbMnO5ftluTw1RawwWGrbwliK1vPoa",
-	"7e6Bx63ApqO0c9D5kaifuHVKCjwjCsLyflu/lCuwo2ILrjuqbwHRwpMGWN+ZX8DMVlpfKkGKZU/ySiHj",
-	"ZgmYq89QcMhIWHr87mCwpPf5Zj3PASQt/fg1WkEG0L6ZMPSdYmHbP+DCT6tf2X2x+pV6Z3tYBTDE1e+C",
-	"AlOxy3cOfvscdaTLSu78E8LSDa/zo1VNhCbUktAnSQXyPEgKTySkZk1cVHaFL3YObB1jmLl63yuGKvCF",
-	"cBm4+aXEr3WVuFazA9hQafwChbGmfngWQHc3dgeDsO3wsLiv3ltjsEU2jZSlHhHqkgBqRK4h57TYuIx3",
-	"ja0yXG2SEGsVqha3aFiRn8iqFSKiNwuZb0ALza7gi8W4+BA4FLwPaXDeuJ2BeRQ3r70rNF4psl+E/P3A",
-	"08Wt3aVgffOrqtfJxgzf2X2udrtu3uuXNkbUsyhbxKHSwxG49ruDnXtb18diPdemOGa1y1+psV3z3t7q",
-	"995yMaJpSph5Yw3a9so1F9Ev7Kyxmx85I2bwGuv5YExCJ5y/g6YsD0Zxv/j+gt8+X1UosDtU5LqJV8lN",
-	"IUYXLHQtAgy/BOivaxYUlLd+5iOTb7QgChXV/CLEsxRkCa0wH6KMSgiBmmFxBhLHDBWFAJukRSt8rtO9",
-	"6QRxR5e60pq/hVnbbGGkodC/5/uwEXo/GJoGXfV1lNWg1CBEpv6kVVC1rF3lH+1o6tRUF5axCfpuf/md",
-	"j4Y0vdouy2vWpNXQ5ssh2z/z0VEKJTbD0sexRRNPmgZjkxE0gC+DWe+wZmiEQUZwKG6PBpQnM3iNmwJ8",
-	"+DgfzagqCyreDQv2qozeL9+FapXhm/k7H0Ul0P4K7G1/9Ru/cvUW+oY98sPrEZqPZM6FVnl/5yNjiTW3",
-	"4vr8r166LkwAXpOirzc4S7rVMIXYFaCLe3Dd9wYoxQt5YEvwUZLa3uOlFR3sQVozcD5f/cDI5iRF8e5g",
-	"F305LbuJn3aMueqqVCisAODUMPhA0ZsG8i0Oy/TmWgRCHEpSjSMU7+++qKsj1jHwkSix2Ho5VkTEzpwP",
-	"4SDKmK4YuVTo08krNKMpo5OpQl1n2rCBBTUQHBplkjoyqq9gr40E+o3g74gKNso1rkUMd29t/mqT/JAW",
-	"4lz3Xc1RrEri/Pm9vwCJfCRgIEkgbK8CHyNexet16Zj3vGbVLtNhHZ0rI0nkNi66S4TpXN3A2lWVPhBP",
-	"pHPi2SCF0tbeW88Y+8r6pvXLuSQCcDmjzCgOJglTkwz4zerYWCGIN+1FxvJuVAxXGsVRl4a13TmVcSAe",
-	"B7o0oJfMD7OhsgyOAWuJNG7SQ2Sr6EfIFtZHXJj6jZwRZ2oFe4qjlc3+m5q2NhtwGrdOoAdnQBQ0t9/r",
-	"SnBX5phaJ5K1qODOnc0fJoVFlpcLm6Ci6N3RLT1QNyCKdy//fbvUsELxzDGW15X6GOzonUkHWtNw7Nyq",
-	"2+DJ2iLnLsU/aMP4lVwUtoo+es8IgheAOlmfPkmR0z+t66xKBROcZaYGU8CUodfw5tzWrtlM7fyAJ+SY",
-	"/kmgh9YaY000pB4c8pM0Uz3WlHtqRYD091eEW0IQUJzxBGdbRfRehGK5kIrM4ghhQ8CPXhvnl2esQkev",
-	"2xw9OFFc1Ffud+muTvgvM9u/uoqf/SuX4l9nZNGrFM7rBfvSte4O9m/YiefpjxDpT/ooNlFVPrDito0U",
-	"n2tzWEF6Z7NXZEsjvZbjzlXCbXHatcxhGlHf25cCYIDwJHOXNPvT52YjYzSvt31OQwsxdcL8ZaxXbnrZ",
-	"Aor2jivmzpky7bg2m/sufYMlQWgzPL6EiBSIy9Fj7Z7/AvL7PTKTgn1oIPquZR9kvsCsHwfl5bJSQJCH",
-	"eN7lNg7SKCpWurcjL0ogQoSdU8GZoRo2gMiFZ2k5xaWhG5lWTvGcQBRBQV21eE2CTvjXvhP8znDXm6VF",
-	"6PJCsf8NkO817H9U7zPr4Z33MIB89bIbQQysFN3wkLApa7yvjLw/aSNApyuLNrEr1MY0tfIJV5Z4Y6mk",
-	"6NAYXEpD+StdszLLJ63LMTVz1luNrQt8l3yjUdB3KeeowL/qkHtkJO2MhNduUKF/VJ4HbnKgXM5V6S2q",
-	"XtVXDUlx47vqxeVBgtnnOzJ5Nkt537O6Xy073cR4sypwI9uMXP3FNye4tZS3HbYNY66iTiAOfNWr3ivu",
-	"DdPxa2m/KPd2MQ62863FZHz9dojixhvcqVdxvf6tN8WnVvPw7S81Vfyqlav/SFSNTtwLf2k1qXljrn3l",
-	"rr49V+1DYO+PRN0e6hYMayMuVLcMfQajhWlk1kQeKKtIpVfbCP0K2Q5FOktL1grECDe1HlOP/2ZsdPyL",
-	"8eRFG3Lc93NTLuleOK9tPHDPsRfr0APbCeR26MKtseKrx1iQ/Z3dNfiwl9X11nQ8vREL/36zKT86VH4w",
-	"/m86pTaruNuqNcg2Orh3cWDbdSsxhDQjirR0FfTV2iJJlrtSLyaJcopT1PX6aY31wwsse330CrOEmKwo",
-	"KALCeKXXkSYFaZ7pl4oQtj56zxLTDAqK1EMqIxYQ9gkha6aFkH0W8FOaOX3q8trt9mZaUI0m/9XFpEdy",
-	"eIvk8EHICyA6wt41SktMvxlRuQ1JLRjg0aAqI5LwGZGBVnE2lsFrGRaj/4Cy3H9vFrOfCJxA81nK00Pr",
-	"OaIq8hrLCTLj5676hIkLa1ju+AWTfXRs4GmqahaBTk0oe1QLzOtnhMyll1CeEpxmlAUM6nYG8m9DpaIS",
-	"aPZ4H+nWvyvdcsgfEoxui35dRyjy4tSWekGOvHEPG3GxmUejXLfzZ3y+05Q2N9tqZ4IH+QgxP16m82jL",
-	"uTXfQ/O61QOifI+E//QezTtBocEFbeIiX8oLm+yaclPPIeLdRIFCFpDJp59hmrnUdsic8YoZ9NFJe3Qp",
-	"t9Egwr2tv3SoNZii4IQrLUIhJT6wNFcnAyYmZimyCOK0tdMYuYAU2S6UkCEsDcSgGwBUYi+/Sn9OucKH",
-	"8eZ4EGr35RwWx2nOGfDkAi9qEsmj3+ZhDUx/IUcPoF3ZLFPfbFeg+Frk9HaEmO0vXmC3dQK1GXuC5Mup",
-	"Zo5gQcoQBitOxtlEb5QUIet99FEPA6XJvRG5yHWI5nOx7dWQd1+BctV0XN5OF7Pga1JBya0y86RZPkDP",
-	"f2v08n50quXEq8qq7oZWPXrOboUcGOxbEXF+HYIQtTpxa2kZXwGGoq4pvgWlpkCq6j1K87frmb0l5Lod",
-	"4X0ND2exKBD2r8PdbJrGujGK783we1LS79TeVnS8Xh6VBxuOnMrCoZAu9PM2RfEfb+Dd69PywaMkrnOz",
-	"5kUP8jYWY7uU3yGS2xnaSqW4FtQmLeYQ4RG0HLBlH22b5PY2t4/xRF9dPFHZ0Nydqnd3XJfHYFJepSPk",
-	"rRie8oDdCWo7J64g6ZRnxEc/g3lrN+pG3UYH9vJV6fVRNoYh6mDTa4Yx9dHLon1tbNvgOpoPRW+pRNT1",
-	"rvOin1z3OvRPqqapwBfOCRbX6AH0Ll4MizaacaWtfEolHmWkra8aKl6zadDG73ZhS8iNoICoCSKYlYlW",
-	"pLCrNdW5D3lJfb6VACy/p/U9R14tp7O2PohD9Ec/3V2kXj9GT62hRZvmE7fOM25gXTMzb5PxmCSKnpNl",
-	"8tIbN+juBaf6VIGbDV1FoDBGVKHlXlqgibfQDAzagpifoHzGo9pweyKQKkVZCh6ihEQG8hdQ+Rb6OJgD",
-	"MNZX19vvAcSi61wRQWRuKmjfkTPwo57AxeYA1ldjeJbblPvIf7+atgdNA8LxiQnEWjnRzo5QnEPRer0h",
-	"orSI46LLTcQR99yOgl+AeHdoim2tG94YtG1rAN9idtfXGjFkDvdR/vh3jRMyiI5wpej0w+ZRbdul3CF5",
-	"O1JFc+ozQuaQm6IpxShXaEJUvby2JjKmo8shsG5bJj0wso9sX27jogsDdaVHzihqWBZeuDLckTPS0+R1",
-	"DKWpuoH6oj10MaVZC40NVd6DJd4dqbt9ra7W+vwrTKmp0tgCCx7J7L9tOKZBga8hTXUbqoa21kF5z4wc",
-	"NScCCn2meGE6e8T6/2OkOIoVjxFlSZZLLRh2XR29/YGpiNqL0J9EcGnGpCGqU0uJhQ7fG5MdeOutltzX",
-	"sDzZJuL3J3+ZPQUIxGtMs4WGsXxU+W7ndjWb76YA49yilbtj5u/A3YIf7lKhMx1atyXJxsvMGeDkPNaD",
-	"7hJJK213WziY67Nle622hRlcEw8fvMxPZXsehphzCpeYqmxixSFvm+Cs9hqsGsYGtlLxuUQXXJiwLmW7",
-	"qkG7SdsY0bY5h3pSWmeVftU2rgm2yRp0TgzXDhaNyIJrrlPp4NoWyeUj312puvshUwOEsX0bwVYPGAm1",
-	"GVqHG/C1NmZYjfzLpYq3XKAEz3FCFfQ7ZgzMRCdc4cz0PJb5TLoqv2nBIVFXETGjDGdoRplpfyq0gJKD",
-	"VpXPQU5J8QKS0Jj+yoykvT6qVNEqGpTCIp0TT5jEYUEKF2G4+Od9CifRXzFuxq5eH+Xq6Jk5EVvVrlfw",
-	"YoRG1XpjUEL0scZV4L4DuC3YAP2r2ZXQMNAiNx+DQL6pCOTfbzHZBhshFP1tud3/LPuMpuEy3RdTjlKa",
-	"Qrao0QqcV7wSRlKWSOxipQQd5Yo4N3atOq1pnQ29FfGMIMnwXE656rUU8HVb+AbC1NxeVt81N/LxIrUV",
-	"9M8lEcH+XCfNqAsHzWr23Fr1reGX5r2a1Gpat/TQ+iaCK2En62Qpep0iIcbStOOzrYAh2PIRnTdGZ4il",
-	"DEQSWUt2pdON7N0Yp7e/1Hp3XjVa8LTHFlebZfz1o4rL/awRW+xt/tE6dE/3wrVg1AKIB//r0/mN9Wfv",
-	"sjRMSGKybQrrb52RRXsHhJeZ5EhA56xGcKTXqZmRC6S/A3m1iz56CeX6qZQ5Sf04Qe/tKU5tR/ey3bOZ",
-	"hnFGTH9r46YCN1RYADtyrTC/iTtd7GYdhuaaIvz10u7/KlzMg7EzVZpuMcZYuRlDW1ZUx9wVFMOLQ9te",
-	"7TQfDPaS8nrA3+6xWYF5FJv6XI3rJavXK0IkkyQ4SeVrh65Bm02m39vVWl/KZ2WDuIxfEJFgSdAIS7K3",
-	"20dQTBuj459ebu0+fVb2aTtwthe9RWcuocovg4+6K5fUi5DkxlCJ0YXgbIK4QDMqJWS9lp8qgngENJGz",
-	"m/BxVrqmP/5rVCJzvHMslOmtsNyy6XL6XR/erzal3y7woTL67fTHcA5tPgFoqlXEL9ozszbohDxm9j92",
-	"yb5dcl+WdvY6C/mNvzYg695zwNstk9GkXz0ji87nq3aRa/vLGVmsyu133MF4c3yyxCYVFVY6F08ol98x",
-	"mKJMoy8ZyqJKmtehHsKXDLPTYHFZJe3Z+rdDCe8rWd+ttp0iPSbp30Unuq+NFJTZ/sGO+HegkVnMW6GO",
-	"FbRhW3Co97VxzGJ1pqUVHbOCPvjFQrArbhSVUhVEQ4Nd3AlRFTN7kgtR1Qsj81WVC2ZbFffRR72jIHla",
-	"q6s5vH7botfDCkBWeX4Ugr7FXupfH8krUrM88We0KC/8fclCv/PRcpPtz3rAN2DW+ZmPVht0NDQebTe3",
-	"ZrvR4LyRpTXIL00cFGRd6wmqqdVdCNpnXA3t0zTula36pelULxWKZ/hyqF8veufrV5u986NA3/xGo/ye",
-	"bekPRbZsIAqYg5Ky+VHIdvEzH32tVouf+ehh7BUaJi0sGqpSphqrHlnxX5YVfysGjP+lkRFhjY0Qz+kc",
-	"TTfwr86WpkP/Qu4ycPgX0tpCRmoVIhj5o+zPTyQSPIPgO/ottxVdO7rExWpCD+2ywX1besiGeOK60C7t",
-	"d2s++sTrgl1qkGUX2yKVOuPJmfSWaiupQB61DOZ4HLtV3CFWFnO0ldqwv9+wNNFjJFQps7kXC9huKLKt",
-	"LANUR0xbF6jbKAek9SJTg9ruv9dHFiFQoxKQ4ggz25ViZN1bPg4Xpg37wtD8GAdqA4Wq53jI/q3Uz3Fb",
-	"epAKOisvtqmhc+P7/e+UXPnYgexhjDjqloloYwW8ktTl1gHd6Q0NykXWOehsA6mw0yxvga/JI8nG/bIT",
-	"htcGvdml2xdpqpHa3hdsHkqgx3clXWPKpSpr9/vd6IsvVdNlAx+sd13w3vULty5fSr0Kkv+VokZM8xMm",
-	"Qn8czHkpP2BC8cOQ9I4B5ylVKOP+q/Cs5dWKBN4FfOmhlx+OIhR7AmJs4ra8UsKm0je2RmwHZoOI4ZlA",
-	"l6l9Gp7FB2jKZ1Bsjme5SYL3faCRtWhG1phW7suEO199vvr/AQAA//8=",
+	"7L17c9s40i/8VVB6typSlpblSzITu7b29eQy69nMJCd2aut5xnlEmIQkjClAQ4B2NNn8ez7A+Yjnk5xC",
+	"N0CCJHTzLcmsa6t2Ygokbo3uRl9+/amTyOlMCia06hx86kwYTVkO/3x5SsfmvylTSc5nmkvROeicThhR",
+	"OpdiTJjQXM+JpuOI6AkjqUyKKRP6kSKXLFdcCsIF+b2Qmql+J+qoZMKm1HySfaTTWcY6B52zzt5ZpxN1",
+	"9Hxm/lQ652Lc+fw56hynbDqTmolk/vLjjOdMtQfzrwkT0LXSMmcpyZkqMk3kiOgJV+SCzeHh7wVTmlzx",
+	"LCPnjIxkPpZaM0G67149J3t7e8969eGNZD6lunPQSalmW5pPWXCEr2VCcSChRUpyRjWOSRZ5wh4p8v7d",
+	"azKjelLvrfnhz1FnRnM6ZdpuhLcS/2Tzdm87REuy++QJmeVcaHqeMXJ08vz4mCQTmtPEfOaQUNyI1Gxe",
+	"kegiZ+nWiLMMHnAxJlNGhcLFpFNGqCJcK5JIoZnQffIzV8o0+7//+/+QeH8wILwa1fCCzYdmmXnO0tjM",
+	"jptxIS11oo6gUzNDbx5bZiJRx73TOdB5wfxF+UvORp2Dzv+3XZHnNv6qthvr0SCWf7L5G1gZmrWXyv1y",
+	"SK4M6Yz5JRMRyZnOOVPkiusJ4ZrkbJbReZuwNpjZ9Wcy+pnqZLL04JmTSTKqzEhpGhHWH/dJfNb57qwT",
+	"VzslcxI/ju2G7X5PZjlLpEi5+V61W4fkitEL01hpmjHbfGfXHeHhlKupGdGSfR1t4ZiXbWjggAvTYwZH",
+	"6Dg1beDr5oBU3+ZeoyFPr08z9c6wf00v2D/ZfGHnhqxX9DmjWrPcvPo/pvWvg61ndOuPD592n37+S5it",
+	"iUuuV83ZNdmgdy4u1+j9J3m+sNvf5PkG/ZnWq/t7k4+p4H8sn6/0Gt1kjxudmf7f0jE74X+w9nE61myq",
+	"yIzlZEbHrKTt3wuWz6uhmd+GynzAH0TKRrTIdOdgZzCIOlP6kU+LaefgCfzFBf61U64HF5qNWV4O6FRe",
+	"sAVCIxbsox5Cr9q0ilGWMXN4L7ks1OrRwnu14U7px9dMjPWkc7Brh+j+3glt2mlOhRqxfOGGadvgJpvl",
+	"dWL6fK/omL3K5bS9Lq94rjR5f/qcpHQeES6SrFD8cuEqjMxXlg2rJt6DZAujOZXtsbymwaEcEqrJVCpN",
+	"jGRM6VwROtIsJ7EZTLxopFreaJyfzctqJoVC3egHmr5DXcf8ZSW3+SedzTKOusr2LJfnGZv+9TeFist6",
+	"u/UW38JO22TrVKxUMkWE1AQkBiphTisk3ZiLS5rxdGibxxGJF2oR5jfb3DsOh0Z7I1QQPp3JXEckpnky",
+	"4ZdsmMg8L2bwzfLRhCUXqphWIsz7ccqm5yw3Pxlh6f/iBF8hVDEzvbA07vU7n6POcylGGU++2PImtn+r",
+	"qSRFnpuFVZpqRrqxyorx0Mg0EV7ZQtXXFd4zD2ZFbticpjDXiMSKac3FeJjJ5KL+Tnn0y5dTpjQXyLyF",
+	"1EM2nel5HIH64QYco7plGFkyoWLMSCKzjKdO56Ikl1eECqknLK+mazVoqiu1dCoNLeF2vMxzmd/nXhwJ",
+	"Ugj2ccYSMyxmuoeBvJL5OU9TZOr3SRhwKEhGkwuruSdyxuCgqWI04glnQg/hYRzhSsfugNnHvYj84/T0",
+	"7QnhirifSDeeaD1T1WHs4QXPF9TmBVWoGRMpS81mnzOjdKYsYxo+Uf5o3jaHlmR8yjV2RJMJNIJHQ/Yx",
+	"YQxalufbHkaSyiuRSaPkAvHQGT3nmbl1cmQ0QJXwEjAbXBAqUuIIlXTj6q2hJWN7nn+Ugt33llXKHUmo",
+	"IEKSTIoxM+tHzAFFNun0PwY3X3cC3dOcXcqL1lOaJGxWMatfpH4lC5He5wR/kUQVyaS885JubFjCyIzD",
+	"DustnZv9PJXyNc3H97785zKdE6Q3RXbIz/wH0o1nOKahlnKYmVG5sXo3pleUZyy97+G6q1VlUFF4T4vK",
+	"a9uUZkZRAMpp3dncqbeiwsm2wPzelWrI/c2wnB1XZFq/tXbj8HUVB34q5c9UzK22o+5zzO+MrAW2BSue",
+	"U82G9k/DvhRjJH7HdD7fOjIaIOh+nlHN+6mtXZ7AjA0XI1eU66CZqLpMgKIqaKEnTGgz3/vdPGtmiCoC",
+	"jEghLoS8EhGxfMvspmVWyJqtJLDcgaZpzhSKLuTcpQJJs0xekW5c1Cdo9AphtIeURYZ3TrjQ5GrCkwkS",
+	"xvtKZ/uZpZyewqLdP4t5pMjU9E/MrjlZBSJ0xnLo+5GC2ZXDHUL7oWkPRP7Z7T2QzVGi+SXXYPyb5eYj",
+	"mqPSTxONStCyEbvXj6Dx56iDWlg6BAsgfIeb+3DAUFNeO2ie07n5m6fBZuXM6gZeqwb4d/P2VQZvQUzp",
+	"4YKPgw12fctsdaf6tQN3VNvS6yWyK+cPvLUuH8qPy/PfWKLNUOpr2dqPBRPg4tJai+0URZFl9NwsEV77",
+	"Wm+YO+JQCTpTE6mXbMynDhPF1MwUJyLz0gSQyYRmQ/fYcJO50sxcjgsFBjwOJjBzPfCmumAd4dcIl7M+",
+	"tmWr9JrjbbSxSI7Yyn+sQ70hYmzYS9ZY2SZ5wAjaHwpOasyE/kmetyeUyOmUivDW22vMkOp1KXjBGQsR",
+	"tuu41s2ysd/Khrh1aG1IcHEXDuc2xuIbdr88gRQp10sZw6I73PGLiMRwXrfceYWLOBzYmHTPaXIxzo0e",
+	"Ta5kfoFqNkXRCdf3XkSouUDk5PgF6VJB5JVgub16CYInnVywufudjtFVl7MxVxo5IPjBVvOuhn3OqGx1",
+	"VhPjde34hTNfWjIl1adMT5vzwAXL90gR07SyMrBLJjSZ0NmMCZYGZ/VVc09DRy8vrcZyHYFfEWJQ2pfy",
+	"+deOyopxJ+qkXM0yOh+CafJDtIE+wJwZpr05Vr96pEgMrWLQ3Kptolqz6UyTEVyuDKleUUVSJjhu2koC",
+	"QXqstA12qYeDnd+SvY/PpjuT7/L9yyfi+993r56ygX42D5HBArUFuekqrUUWOpGomazcjTe27WplB7Xj",
+	"odWO6+PaHez1B/2dnb3+d6EBKU11ocKb8Y/T07cEG1hjSpaBtS1h/BLXu+xndxBwX0QdbS7HWq0131Pb",
+	"9h61Nze8amPKFWkdgtYyLz+HtyI2q1P9VQiqNxX1OiaoigRNcZ2og4fSsAY4jwEeZ79zWlFFfXmajr11",
+	"1N7aOy3+v/J1mPJ6fX0OrMsPVCeTI2tIC/He6pdGYMG5YvkljFoRjtzt3HzMkz3eQUoLvISy8FGFN8mE",
+	"puScMUFct+ScjWTODs1tcsLFmAh2BRwToxS8rs6lzBgVLRopJ+APIUQgL9gsk/NpUAKBjddszzinCRvO",
+	"WM5lYEn+Ia/Atmnu+8mEpYVh8e5dMHAoO6FKiyHdHyVJC08bqVjfd7uDyWA6UCG+x8Qlz6Vw43XkPMtl",
+	"WiSWO6TskmVyBm0+BGUJE5qPOFsgzNJySUjV1FOsFElons9JN3738pcfj4YvXr59/ea/fn75y+nw+IU1",
+	"ghuSrM+KFTvrCLqZzHgyH1rP80pW8xaav3CtzQeK84wnwyLP6gIFLP0H29s5E2Pat8/7CbhQW6Ow5sMF",
+	"wSksv2R5FfxVn+egv9MfrMHuyz2oDbm+w9VAogXE2F6wIJGjzvMLtUywHOxRMmXkucxnspQty53oXmDE",
+	"r/9zdvZxMNg6O/u48+rs7ON3rz789S+hxXxhXRtHhZ7I3GkZ7dNmm7mtCyw8F+OMbRWKQYSZVbmtByVy",
+	"UU3K8570yclEXgkiRcLq2xQkh20649uXO9tOF952zhW1/XGUL1G4tu0g/l51/Tf48rCcVb8f1M7RgKg2",
+	"uDQ3KKm2bLXvhSjh5WjEEs0v2Q+Wcba2AbWF9c7dCbY1B4ZmBfOUvEV8Gds5nWT5EI+tGLntIZaLzIV+",
+	"ut8Jhq9cd8zYaXvIEEKasakLP63/+ps8X8npWjvX1CGQpej5cJbLS+7s8Bt/0tymh+zjTOZ68/cbK7dq",
+	"fBHOvNFraIHB8xBYOXs1PZ9rpgxPHKZ0vvawjys9ZUo/DsFQoK77tpnJTUdg7tvXGoCstLJhzrRZaCnM",
+	"SK7xtcYeeivjDzIKL/3SoQQWKrTXAW16k2i4qGOjOgLkAt4Wlg7ZlPJsmMop5WL9JToBDqw61QoNpyN6",
+	"nVPmXldKXud1xRS6P3FvhhNZ5DffaX9Q9Rku6jFasKDtXV3OGDrlAY/qnNLby6Vs1+3MbYuKdY1D15AY",
+	"ZsHqyhgwwf+fJlPm9BFzOXXCCla4oZ892Q9oFPDlF7AT9e83vlz70N4SRa/7K936Y7D17IP7x9aHT4Po",
+	"6c5n97z397Ozfu+vv2KIbPR073NQD3zZkIE0Rac3zd56ezaimWJNd+NLmkyIRxkkYyNNZKEJFxOWG6VP",
+	"128uVh82OldY1jYVlbWkaeClhrwM6D/tvc9zmT+XKVsU/A6pDVOaTLj1ARtdlzorIyiy9uLXiDQEttwM",
+	"JgRzbDj6MPhToeCHhkcaPt2MtupEnXoElbniuUAYQ2NMT2QK4XKWU5j9aEahQGchBzFsXiA6oroYlREg",
+	"5rSVYYHgL7IhjNWKQCQf/t0IO6o/tI78+kPPoADBf0iLdlWqyH2vWz9iwozOhYmZZZGXrGR6ZVRYxe1s",
+	"PCJcDb2IRaRloMYhE4ZIMCyZpkMpsjma8i9koXH3LinHuzbIapYLmsE9MhDG6K1SPfDRrGQrqszw/Xo0",
+	"qv+kGYzq/VaPRfV+CISiBk0X/7BmvPqRntiny0wZjxTBa7a5OoavgqzY6a9hHWjweug8xOFvIZsJTCl+",
+	"ptLK5CbI9Pr+2f5OLyITJhJGihn28533XSLRcHfF88a1+MlokDyl37OtvWQn3dpP9r7fejZ6wrZ2z79L",
+	"d8532D7dGTRlx3fLjARnZx93wUbw3csF5oGaYzOwt0oLa7cIOOzqSTMb5sZEnYwqPVSMiWX3781MuddR",
+	"WGVYx7B2oQuknkAoyZgrzfKNXO5NO1Qr7aitmnnDiKr9gFE3B9FY0eCxaGVD1Y/F84lUTJBzTEuDmwf6",
+	"0bgLlMaEPSegyRY5M9MYnnUgHnb3KcmpSOW0Ru8jgik8ZAsaXbCZhmBa86WMj5hZrPpJMJ9c6mGr5SSp",
+	"VTlC9Ym/s6u2Ug1afBjWVt/WttPd+DTJhg8v46L4WOcWT/dvY6T1gxGKPa6G9kiRl+nukyc7z5wAuGDz",
+	"iOztEri5Ei6MwiVSmqfknCr2dL9f39xfj7b+GxXdv25/+LS/9/lvf7nGsVpyiMKnxObsBUJwrh1mU+2M",
+	"UfQ2cx9fz2ngspPBY8CZKn0DpMuVKkpPT1N7n9CUSMF6awdPLGCQoMjdgLeHnLR242oWfG9Pat0u3drn",
+	"8NKGLEC0bPgp1TRhRsHbovXDtnMb9vvGEriwicXTCnuQq80driIlj37A22QpRcgr53gK+J3qbqfV8RQb",
+	"xl6503gX/uzw0kQb+bnLEZ6wJGfa2rrejDoHv64/teaeLeSvVxOZMeSjCvwrcM7bThZ0gVhDISt2htNR",
+	"Ph7/kY6mf+ir33ezCyGuxrt7eibP5x/Z/l4hL/cm8mn6x+y336/YbjqaPik+jlfSZD0wyS3Kh1oS8mIf",
+	"941Uv+swY+ZMP0utddDoWg6iNrvn4nLTaKGbqrQ3570Y0sJWn023xSfQPMiz20qtM6eVt1yfg3trHtXo",
+	"ZA3m7kaDwRUbcvdacNqKiftOXRcQskgdKlOxFLAHMsrlFGSuWYWIxO6gXnLNhmfFYLCXYEv4N4Pkjk2z",
+	"q2tRgdYO1Qy+W7l+weCUGQ+rfkdkxnJlFpocvT0GvcPo+HHp1s0h/xUnWyiWB6facBkvPRprnIuTYjql",
+	"OUgKCKdc8cZ7FbDM2zhMWY/Sc+uwfB3X1DJKZvHJ8aeQPfpzk2A34WWNSeGrywd/O4HTpQz40tFoTV7l",
+	"R/AwkVqbWGVprCyRzlAZMoptHqgvzWZ+CdGXsoxfrrJYbBwM+5s83/Q2c9OrLuLkrK9m/STP3+Ernz80",
+	"Z+hLOkcOvxessDGJdsXAhNwKWvyw1pWlfR2t0imCArC2Tw2CKScfovCf5Pm1rjUeuVb7WswsRXiiZ3/w",
+	"7OkK2XPj7V15mXejXbACt8G1glkn98yuKqLdbDPZR66HifVvtWNCZaFnhW7YsJ4+ebL3dGmg95LQ3ZWn",
+	"wH4lNMnX4Go58UIGNvVLWqcNmeVMgf1DEfTfEC2JnlBI3i/YIWaqKJJQIaR2ABE84KNcGKawFun4DmAM",
+	"LDnG18Ae0KSoRiRD28PZiFVoN1gYjdAKtCoRhL7bXY0g1Nqpn9nyyOvNlLFcZvW0GLM5Qfl6y2obdByi",
+	"RC+0uj1RiJRelEiRUu1vXvXJhUmaNxR/F3yBaoHRPxtqBS4z4wZujLCUKxetPrB6j3Y2dhVXbMwPDrNu",
+	"A3bob91KX0dECsF/LxggdsGbh4QCcN+cKAZJ884fKAVr3Mt2dr9f5YvbWeqL84K31uc33vIctzkOHnT3",
+	"94rAmdaG2aGs2JVjsek92x6Y9l3Z65ZwrVg28i6BVefuAHheZKl0f0QTFye3nscDHQvD/tbSDbnJ0agT",
+	"/gakfhtajM/SvrQ288YGdZeodGGZizFbgdSy58cv3vkQDlM6L7FsRrmcHhIIpbD4olTM+x3PzlwRys6g",
+	"D//b/n5xtma1RNcyMK42GW58x9LyYsM7VttToVmeUzOcrVkOuQttbS+RM7Y+eZ1ADNLK5GzPa2M7WGrv",
+	"axBCkJYqVaLt6WjY8BYs7YYhrVkxXrkaps26ZlO/C2s49WKUhjmjKpT/8q/J3IP3kLkHjcV1hI768lH/",
+	"eg62UKKum9WCzajpgDd3l97ADHudzcUgLxrGygHo57jM/rF2Ipt4biZgERgBHMZLMDPsCeLG+n4U6Wb2",
+	"96+I6BBQraK2Ls2UxDiOqwnPGERylEl3XBG7UOu5kItZujGReDliJYvbiTbOLllJ8oEVqpOMnyVWY2ve",
+	"rFadm82txPUzEsokQ/KBsOO24fgGR2x9smxaAcIIAEsX5rghB2U+XjssyLRdGRbkd3YrKpfPDb+4ztU6",
+	"8N6Nm0LofiM0tsnoLK3jvzBu9sOKVXwPZH9TWj4WSf8Wybbp89+EBgGlN6Bo2PSetcgCvvGCBiMYRhaO",
+	"eAUO7y14hbVcD5d4ea6IBT4GVGFYhOACgj1nc+1sM++84iJhi+s1mBtCArG7FqdmoTAOWp2G68AjuYaV",
+	"T7spRmCMC9foVpgOLPaX5jbrJl8u3Vm/bS3xcHUC0Wts+xnj8M0VwrMqL3u9YYO+jZN2S9rJkkSt5hxb",
+	"qVtuCIu36oWX5b8ieN/lt7vgr7dvXh8//6/hi5evjt6/Pj0h8pJhqPx5wTO9xQWRgqke2t/N6fMm8kgR",
+	"zJqHt3KeMtUnLy9ZPrfQvVSktWyjCYTeWys+ddZ9Z/efsJx5Rv+RzAmDj9VghK8mUjHXbwn/aN4B3bY0",
+	"NX3jpNugn3WpZTGNvC5nsalfBvfy+plii3KLq/M0+G7vu/2d73f3B4GTVbo3BiFglHrCcflJKK1wjU81",
+	"s4+9MQ6u+ckyGdkb3LIPBYGUlicml19+Fvyy8xbtPX1yDXdRLamzxWBi/3DGBzaCMcQkDs3t21ELtNyM",
+	"NUWEZYrVeZN9pXdIYlAL4oOSGzALAY7OwkfmvySZSG5jK523qu5TqsbjkumDWjIuyb9yvmFAUIMJYQql",
+	"DV2ouIxP0k9swRBHRU8GYdZScy7CFz9H3770XggfczwWMmfpYYV3nbIE5E9nPdncpnKL0dsOhhPk3avn",
+	"5Nn+k+9c4igipLxjYkwfKcI+aiYAaxvT8lSbAzbQtBdAIgbAuA0BOyRvIa883KaVkzTErFu50UeiIU3N",
+	"TMx9npyBgeGsQ2iWMwqg51xpFQZbcQh+S2mozM51bwT0ExAwNh2SQAZehLGGzdIfNSdAfXXhtQaIMFoo",
+	"WgOfMuXugMvVZfxm9UJIroYiACqUPj96+/cNTf71mgsLyCVYs6Eq6lADjyaCsTS8l15giBvx/uBZEMzP",
+	"sIT61E4M5bhU4cWImQvQglJ26RC11XYt63gtbEwcj4fYh2QZ2qoTt46O71eM/sBQeyO6QIUfXgHDt1BR",
+	"nJWtyr/LBi7XvWxRPnBNCkNW7mebrNv807Ut0ZNcg+qBa0KLlNv3QwLrZHMkj/XxPG2S9cbc/T4jZtrU",
+	"7PHiTS9ztwfwUS7e8lueW7X1NI6AM97qQIolRc713F251CFhoOE73d6cP2VdAKBZkS5+lNj/7O5HhApz",
+	"8TIT6H3ZkKuK8ILaAema87AlRTbvBYMPvs6QrXtVe06sD6BRtUxesTyhipGMaUygT/nYkIW50U/mswkT",
+	"KiJ7REuyP6gl2oOrzNzm8e6fmn/akk34LSJz/FifvMcIHcB5nk4LyN2vJz6BzyMU6fGhglDZifa+LyFU",
+	"gq6BE7SLe7XO1tXYnSet817MKEc4ap4wsjvYfbq1s9O2ay9xvUWEC3Ilcxt61Lgj2ZhGqDmrGCPdH1+e",
+	"Ei/hYnuKWZxeRMyTTbNH7OBCHMZV1wvqv4jKQvxCan1ygsDAZvOEFFs2IWbKNE2ppsScuoAi3IiYX1Cd",
+	"dyovGeCUlu1JFzQbLANS02CnNL9gKbyS9q7vo01ksRRO59N6Gnet8ou8woKRF1ykpOuPOio5cGRvxxFg",
+	"savIXSImfKaiWgK2ivygqiGEeLH6QxURc6fsRZB1Q6C2Su1AfaoF96nOwV4zVs3aOerxoDtoRledg90Q",
+	"E7leBkMFn7IQqNJrVMMdsQESljoMiympRtApxFCs5a4eUZ4VOQt7yimJMSw6dgcA/9wAZ3zdepZVHNw6",
+	"b/zTtL0N2/Ysl2OHGN4ItZzrUOjWkS2yhhn/RvfUTGDNHpoSJcmI5mteTnN5FegAjoz7bheXvVd20EXe",
+	"09ukpyYLNN1Gdn4hRqgmdPfJ0zA5WpSdR4qc/ONoa/fJU9LNSkk5YR/ducMYC8e7QvTiCzRwbI8+fHq6",
+	"H3ZsK/6HNZ6uGpVpuXAIrZVaQMPeHq0Vi+KosoxD2TwGJBTJYQMsXehGAE3FEW/Ju8vNq61ZdcrbTKeV",
+	"kbNJ2Ieb+HP7iY0c5U3utxg8KeA735B1LkJvikjOEplDOUaUu+5e2UpT3V8WDw1D//vB9nZnLcj0erXg",
+	"Stdbjgxc1wJN25URITV+6d39Lchc1EF2Erwwu3dvw6lb6lZf2q9bP6pLNL2xZIrELkQOS7znhRDVX2Xy",
+	"UBxVYhIquFKRsCyDQvGltog1PEtaQ/40ocr/DulSV9bDvoSJPaoErzeqZsboJTwqabXnm/OrYBc73HC2",
+	"X9Qphxnc/TLIIxQrslaEh+/zWlN5tK/kXo3CNd4Ch5VlW2u+olk+5YJmwykXRVCsPJdCYM1aZSsMWoxw",
+	"hKZt9QF1hlhqMdLsZ/udA0PKK0UyfrM5+8YSNiYamESI4G1Zbk2zFZDHX9sWBVS7thkusI03D0u4630I",
+	"M9S1I6c247z+/t8K871e5JUfZ7UJv36v7iHyqumtKFS+kbcipLwFA6iCYMbOInlihuXOZXVDPeFjQXXw",
+	"ioZxJohr5wqAYwS3X6AMgp35WLAUrVB6CapZzi+pZmfigs0t/uNgbzcisyJnrlGvT04nOTPaPlRoPTgT",
+	"Z2KLxOAL3PLz+6yD2++LHL/oe61P+ZQpTaez+KAqcOVmAkVaYNxgNkpZwqc0I+8F/+h4sv+tcp3iAxIz",
+	"HOvfYjKSaI11mXENgDbCRCLBQteFxZkZ9VWMe0SOzgSBN57ub5mDD2OBDpwksDiZWsJPfbMOp63HZvX1",
+	"hCnz/keSccEU+U1ygSOithAFic/OREy6KNR5ZgvVmOY9mP3701db38NS7/Qt7MiWXaity534TOz2YUxQ",
+	"sAqhciNSzGYsJ3A168Zv35ycxr0zsdevrTLWfyLsI010NidmzSHxuL4XZiAHZEb1xKggEeEjQsU8IvHf",
+	"Y6wcPmFmucjvBYNqLs5qB7S57ZtXzBD2cQgtIsCwqDPxpPZ7jaRck6fYpHb3LK+kdn/c4KF+tZtY1/6I",
+	"CVZ2rxzt5TgLqD0Lr/XKTYVCLbaqkCIU0iVg1HCouCB7g4GvKnCtMN4ik8lFnxz5xZrL6r9nAg9RVPug",
+	"LLTiKbOwqiKVV5HRI22h4Np5crWBS9KEGLVUMnUGieGXLOej+cJzXyFueoCGZvrx/mCHNOsI988A/9lw",
+	"Hhy2y4U66DSOYMUi6YxbrDPuwxC2tO6GKbiqEOQhCoEM/hVxdoIYgQi7M/wQgOJBl7qbr9mHmhUQbbXk",
+	"WBN/ysoxjQZhmUUySwqhYCV+KKDMdeujDYykd4g74ZVDUkQwiDnMC6XRugYyCjwtjOaw0nZBzU2zqsHn",
+	"pSC2l9TlVdkq0nZkZc3G4CpNjZoErAmbl1/ZwkxF1HritYZYKJb/cz1wpZVQSuairotcuMvT+dyHosJj",
+	"ae4zffILqw5qxfbLxTh6exwZZlBfHUVozuwu+K/W8J7WmPRnIPSRDBskzGQBfR2Oi2eTANnx+PEbb5CP",
+	"H3tstKwR2jsAOr6aSBhqXohmDGKfHPmHFoSMOBP16ZJuXKugdEB+gOmQ1STS6xMIWPHiKuiUqSrq4kxw",
+	"jbEWRoiY4xF/3EKBhREaVbQQngTLWpkYyTxhqhRFFdxFRJTEqLoRz0wH1n0ksjmZZTSxPeMmpizJaM7S",
+	"Ponr7KvKpiUYa2PPhZD4OmzCuyIzQ8CY23KKqEQ4Vefx4zd5ynKzlYhQ/vjxAQjeE9Ktqqf1wErgDcF8",
+	"qBtkrNjUrh6BRnskENuC7ZxYg0lY+h9Tw85wjVKZFMAYzXcGpBlFFJku4v2dPdICz7cdeGjjW/9kc3zm",
+	"vK3mj3pcjY03xpWBiCf1+DFsRbyobnyMyuWz/Sff9ZxrNFSqgAtXBNUM2ioabgEeKXL8AppUUUexHUZj",
+	"CmaDnIZOpCjBn80XpZH74L8ryxdoQhPrS5pIIQv7FlCFGQi+AnEnffKLIf8ZTdgB6VZ1iWt6WC4LzYhm",
+	"01lGNesZbQBRGEq5DCAMRqxQkTq9E565zUbuZ48ZRMCRnKmZFApdEcAW4B/wzbhcAL31jpkLCEsPjHxh",
+	"8WHt+06UEUpSPhqx3L9LoCLwjITrOsR98lwKG9fn3lHm6/BBKezXKUd8bAizgKU7LM+4acQ+sgSMJeSN",
+	"OdBgq1JqVGTlDOFgmw/jzA9IaSZzxXBtoVJnJwOGAUsMkl6XfRA6ypma4A7Y5TN8Bj4+kVdGs7NuXBAz",
+	"UBS6pHRc2pKbQTvEzFdxD65ZuDOVbnBgTof5eA6b4LCL8QTBFbBsjKwQuu7mUlONHgzUOEY8ByKwQzZX",
+	"o0wq3XO5Bu3JmJEodBuZnhUgf6gi0+UYYv+QvMS09Zh0qSYZo0qT3X0CsRz2SlkOw3we19NwucPWZoBe",
+	"aYfjkhMiAplDpR3TK8BpD6zlL+akwsFS5gJlo0BYWjI1BaKFxK79ATnroJSybVFMnXXi6nC56NGM4uDR",
+	"kQY3jJendByjTP7x5WmvT36utPT4sTX07u9+T4K1Q+JDcsXoRVQp9ETmuPo0Y/blnV0SiGrFFA64mZT7",
+	"0QiRdbzsNVfacNRCMZIUuZI5mdGxdWwckBgsKIr/wWLS3en3nwwGURm6tDMY9IDLxZWdJYa5m2HOcnbJ",
+	"ZaHM99gjReKGRSaOiJzR3wvWA9n40slt5ctts5rKoYB64sfZBerC/8ALz6SejtoI0yTdpvA2HERIuA7j",
+	"Gtto94jEcMlE0zveYrA1nDHg1EnOQNumGVxhrdnADWxaaLuUwB8PkBZQ/XD2d/DBkS534WFwNTNkCh/s",
+	"1T9YZwwH1WnAJxbn2PCXyKqcHt8Aj0EliPDM1r9vB7Ulr8RWNbVy+HXp7Gbgqlcb4q5eagwci2LCZGEL",
+	"yxURzZsjTh7WCELlIF6NjAqR2IiUCwZ8D5OnSPlJ0p3ILHXhCrUoFkOmoE8hz3aLDkpkz6qAjMz4jGVc",
+	"AP3KmdHcnSMEZTahWPGfm6u+kScjn7pKSxioxbVJHeBegKJRpFyzFFTDhibRw0twxhMmFKtQ1DtvcznL",
+	"OdMWEswGCneamr5R7b1IR1fjFS90gs5456Cz1x/099DZNwFzYN2a4krUjFkgfuh9XbWERc2pZlu2ehAE",
+	"49gYIlvF2whD/zqtStuF6clIMEKFumI5/pBIMeLjwrMZvH/3uizg+/b9D6+Pnw/fv3sd98jVhGqgbz/r",
+	"xXTQBetLVJo0IKwKz6rvqO1FNrYKhYa1SeFgzGdSlvNLC5nja4ZWvMsMrnOaUHLFsmwL+7KzLufUUrVG",
+	"YKERc28oyuirL8juHnjaSmo6TjsHnR+Z/oe0IXo5nTINQUK/rl/YAMRROQXY44YFxChPZsH6zvwCZrbK",
+	"+lJL2UHrdqusRxsQ8fMHgN9EDcu03x0MMEBNaFsT2tfff7NBfdX3l9nWYUngOtxeBkNWkA+/jx2GvlMO",
+	"bPsHWkYtmld2n61+5VTKn6mYv3MOHBgFCMTV78IFpmaX7xz8+iHqKIfR0/kXJGmirPOjCjBfCZDVzE7y",
+	"nHgeJE3HCoAKxi5HsSYXOwe2qgf0XD/vjXC1T52ZVIGTX2n85q4SNxDsQAxVxi+4MDauH54F0J2N3cEg",
+	"bDs8LM+r99YIbJFtI2V1jwiVN4NrRGFWzt1i4yr7K7aX4Xp1s9hcoRpZPCiKfFgXcyFiZrKAAwG8EGcF",
+	"XyzbxYcgoeB9iKD02u0M8FHcPvau7E6t5FSZAPODTOe3dpaC1X4+171ONoPuzs5zbZqBc31kM6Y8i7Il",
+	"HK48GoFjvzvYubdxvSvHc22Og6Nd/kpD7OJ7e6vfeyXzc56mTOAba/C2564qoHlhZ43Z/CgFw8ZrjOct",
+	"moROpXwN1RS/GMf95PsLfv3wucaB3aYaFQ69nzV2U6rRpQhdiwHDLwH+66p8BvWtn+Q5Zt/Pma5CtSMi",
+	"sxR0CXNhPiQZVxCiO6X5BWgcU1LCYrdZi7nwHZmuf8KK1nd2qF0nEJCwQFjbcCIIqu7f83nYiLy/GJkG",
+	"XfVNkjVLaZaQIBq7vaAaXbsuPxaTqbumurCMTch3+9Nv8nzI08/bFdh8Q1sNTb5qsv2TPD9OAXA+rH2c",
+	"WDLxtGkwNqGiAXIZzHqHDUMjNELFoUp0+E2eezqDV3E1IIdPivMp1xW8+N2IYA9z/37lLmC3h0/mb/I8",
+	"qhbtWxBv+6vf+EXqV1Dw90EeXo/RvGMQOEoNeaAlFk/F9eVfE8g5zABesLRAIkdnSbcephA7OOa4B8d9",
+	"b0BSOlcHFpCasxQRqj0rOtiDzM3A+XzNA9TNWUri3cEu+XTWKXs966C56nN1obAKgLuGwQfKSo2QfXxY",
+	"gf00IhDiEGRLHJF4f/dZ8zpiHQPvmM7nW0cjzfLYmfMhHESj6Uqwj5q8P31OpjwVfDzRpOtMGzawoLEE",
+	"h3iZ5I6NmiPYW8QC3/jbdDdcsAVevhYz3L21/qHTsphT6BbiXPddI1HslcT583vfAIt8YGCgSRBqj4Ic",
+	"1XL7NuBj3vOGVbsCh3F8rookUdu0rLUW5nNNA2tX16qiPVLOiWeDFCpbe289Y+xz65s2LxeK5UDLGRd4",
+	"cUBIEsMy4Dd7x6aaQLxpL0LLO14xHFCg4y4ta7tzKtNAPA7ULCNHwg+z4aoKjgFriUI36SGxNaUiYstM",
+	"EZkjmrkUzJlawZ7ieGW7cL7hre3K+ejWCRTPD6iCePq9Gl13ZY5p1OVbiwvu3Fn/YVZYYh64sAmel5Xs",
+	"upUH6gZM8e71vz8vN6xxPNzG6rhyn4Idv8Pk+DUNx86tug2erC126QCvgjaMX9hVaavokzeCEXgBuJP1",
+	"6bOUuPundZ3VuWBCswxz5gKmDDOGl5cWyXGza+dbOmYn/A8GFWXXaIvRkKZxyE/STvVYU+9ppA2b768I",
+	"t4QgoDiTCc22yui9iMRqrjSbxhGhyMCPXzhMgdJYRY5fLHL00ETLvDlyLyewW+/w39jbv7taXvy7UPm/",
+	"L9i8V0sa7AWrNC+cHcwfxYnn6Y8I64/7JMaoKn+x4kUTKT+3yGEFYCftyukLykov2O5CJ9KWaljLHGYI",
+	"9Y19KbAMEJ6EZ8mIP7NvNjLGyHpb9T80EETN9YexXkrwsgGUxc5X9F0IjcVpN+v7Ln2DFUNYZHg8gogU",
+	"iMsxbe2cvwH9/R6FSSk+zCL6rmV/yXyF2TwO6ssVblZQhnje5UUSpAWxW7m3o1q2NROXPJcCuYYNIHLh",
+	"WUZPcZAgqNOqCZ0xiCIouatRr1nQCf/Cd4LfGe16vSxQurxQ7P8A4nsB8z9njSh0j+68hwHia4LQBSmw",
+	"BkHnEWFb13hTa3l/2kaAT9cGjbEr3MY0LZQTrkjHxlpJWa88OJTW5a9yzaqsGC8cDiJIrjcaWyXjLuVG",
+	"q7zFUslRW/+6Q+5BkCwWJLJxgsr7R+154CQHwCM/V96i+lF93tIUNz6rXlweJJh9uCOTZ7uwzT1f9+tF",
+	"WNoUj6MCN7LNyDVffHlKFxa2sc22oc3nqBOIA1/1qveKewPr3y6tnureLtvBdP5sMRlfvx2iPPFIO82a",
+	"Btc/9QjFulqGb39qXMU/L5TqPzLd4BP3Il8WmtS8Ntc+cp//fK7aL0G9PzJ9e6RbCqyNpFDTMvQBjBZY",
+	"1rdNPAAyzpWH9El+gWyHMp1lQdYKxAi3bz1YnepmYnT0M3ryog0l7psZgnzdi+S1ZbjuOfZiHX5gAdJu",
+	"hy/cmij+/BALsr+zu4Yc9rK6XiEu1o1E+PebdfnOkfIXk/+QHBSoaWRRa4gt+3Xv6sC2q92HjNRhCy6X",
+	"x1WSrHRQL9rCrKWk61WXHZmHV1T1+uQ5gqCVICBC1ip/GlaQFgDIVoaw9ckbkWBpVCjZBKmMNIewTwhZ",
+	"w4Ka9lnAT4l9+tzlhZvtzW5BDZ78ratJD+zwFtnhF2EvQOiEescorSj9ZkzlNjS1YIBHi6ucs0ROmQoU",
+	"TraxDF4B3Zj8DYrU/LVd2mmcU8M1WM5lemg9R1xHXpnlnE3lpUOfwLiwluVOXgnVJye4nogIWQY6tVfZ",
+	"41pgXr9gbKa8hPKU0TTjImBQtz2w/xguFVWLZrf3gW/9p/ItR/whxei2+Nd1lCKEplWbR++vzfxOjNKi",
+	"gKmouUgmuRSyUA4Tt0vJOU0uxphh/Zs87wVDy7jQEnLqLCw36aYyUdsOrXbLPu5P014tDM2HX44q7N0+",
+	"eSuzjMRQDaIs+7P9yf3TLE1MwM9tMb9rkLrlhboNXQ4eR/4H6y0E8O2TdxCdrBq5kk2IHJxC9XuJIk2O",
+	"bFJhbYUSKojSPMvIObOLy1LMQ8SURRAIqWknJAL5NDMhAnHAaM176aCdb8GevnEcr4fvXa9zgTC4ZYWJ",
+	"RsWEDhYT2d0a7Jzu7B4MBgeDwX8HwMrtZ8qaBfgnT9eBzsbyAhXydQtfdo167F6xAIuZO3Aw/gMPOB+H",
+	"5YPW2ycIOu1BNPtA8eFF+LyuA66C2A4Lu+pkuRDKhoB7cAP85wk6w+4tA7LK5AJrasl3QwKuWYvtWsIN",
+	"Ec/vUriZUwCIOxwlnJVOU5oyG9To5NxCeRURpXNGpyw9sLJGSH0mJixLndVhh/zMf7AFg+WI/HTy5hfT",
+	"K2cqKhHMbOQLgr9MZJYq+BqUz5T53AWBnwndKGOAajteO96+OTkl9WWNEbAqT7mg+TyyIKd+k14JU2sR",
+	"5gEh1EFSTangI4RWwyixWnAOouJhcR5Pil5NeMYI12cCoIBwlhiG7t1kLrni5xlzgDA+YgvW1c6UtEvR",
+	"mPSZsNWwS4AYZdceRShOsiukqxvUqhlUxVYCIhajecZZfiZsLZU+ORJzYoVKBAhgsD1JTtWEcJFkRcrS",
+	"yAHvN/eEKmtO6p+J5zLPi5l2tIWIhPH+oIx7tz8ME2wI8EXuEUytmHowUWei/BXnNrQosqinuN8cvlQh",
+	"bNlELD1QG6XDRwB6xSVzKZa+lBVSD+HXGPdRSZfIgMlMoPBdSZJUyG/24AJhvc25SPiMZmRKZzMuxgdY",
+	"0wnWASaF2DuQrQDEWs9noLoJrEG4MoRVKMiq1hOWX3HFgIa4skB+FeIaFXM/46JPjqe4Hn5NKWLu86DJ",
+	"nonHj60wfvwYkJPm5p4utMOcOayDh0JktoNvw2plkJl1Jrqh4xjiclWqSWyGVwOhNddzG6p//EIhFmCF",
+	"naAAA8mijBg9jIuCNfRSjLvT88MazQO2qXTIb+mZ6NrBc6UKRgS7wgr3fQLp7Kb5hCstc57Q7ABzCZGA",
+	"JjTFL5W5utQi10EWy5lAU4lZ20qlBgyfEq+0T07b2XZl3J9pWxa2d5BvgP4HOHZJhehaqvMlR2so5ZD9",
+	"iJA+KR+b/yTy0iH+zKieRDAVi+QNTB3EwwEBciMUYdABREpbOEFvpbEGHKBB1dVwJLkvE9wiE830Fk6n",
+	"bispo37PQTYEQn7vNapllbaKyxuR8ib3oKx+Vc61J+vMpZRGP7OU01NDb19K08VD6at9YKUwAqilI92v",
+	"2lsJhKWRrcdeuy+bRbNZlGo1bhej+uFOYYpcb6sDRL2Vj4wM/JbCQ7+J+ByIJ22bUJtJbn6Uqf/0HkN2",
+	"gtdFl4hLSwwcLxW2ixDi3wGKAZoxAdkFMRJBu+VNeyBed1D/WZAxLG2GT+7eNl86JEJWIKIOLpYDzGFg",
+	"aA77FDpGRRtqj2FirtWerM5HugALzES60J5Yy6f9KmN0qxF+mQhdb4UWx+celtuJ+wx0ckXnD3rNV6XX",
+	"fEPBu0B2rEobdtfq67LT21Fitj95yfo2sHdRAE+QfTl3u2NYYPWhEJmTSTE2E2WVCZu8M83AduneiBwa",
+	"AWRoOryCOoyB7xRv1ljsUhF8TWmAUa/QRNqQkKb/W+OX9+MnX8686qLqbnjVQzT0rbADpL4VKALXYQjR",
+	"wsD8BtTGV0ChpIuGJoAPB62q96DN3260/S0R1+0o72tErZeDAmX/OtLNQm+sm3f6Bpvf0yX9TmOozEzW",
+	"yLSECUfuyiKhOBLY0rHQ4cMJvPv7tPrimS/XOVlo6V+W+/UWW9whkdseFsHf1n0Rh4SeQxlJW8qDiwnL",
+	"uW5He9qNVg85Yl9djtgj1dxV7+zAL5yFgZbsb7doeCoCdqd36OiyRWYmMmM++SHlkYyNNIEaU0iBzTKA",
+	"ZQWgLiXWfW59bN6riFxtfwbDEHdr02unpvXJEYldbSLrT3U834VV8LFA4Eovoy1lCU+Z6pN/cT1Jc3rl",
+	"ApvjBj9A1+VwlstLbk5CTOBJhoVjUq7oeeacry0WSMrXbEwhxlJfWbf3OYQsYojGtALPYaVdrX2de1tU",
+	"3OfPklSHE/qXvenfazbdcj5rMV8doT/EXt8FnN5DRtwat2gsKHrrMuMG1jXseZuNRizR/JIt05deukZ3",
+	"rzg1uwqcbKgUC6FwUY2Xe1BPGMBiBBiUerVBR0WesIdrw+2pQLpSZTl4iBIW4cpfQTUjqM2JG4DW11Eu",
+	"p19ILbrOEcmZKrAq2h05A9+ZDly+FVB9I+dhqU25T/z361BMUAgynHOKeQhOtbMttJRQiNBMiGk/MwGz",
+	"yKTndszlFah3hwigvm7KatC2bRb4FoOavtYsMNzcB/3jPzUkHgmd0FohsS+LjbNth3KH7O1YOzsSBqEa",
+	"Vm44xXmhyZjpZsk0w2SwSu8hiG4blBpo2Scn+G900YUXdaVHDi9qVJVeuCqFVQrWM+x1BHDjwUwpG6Ee",
+	"5LGhagowxLtjdbd/q7NDLtnA1weTUuexJRU8sNn/2MwjJIGvAXpsGyrBLMS2fSNQj5qxHIq3pHSO1Vpj",
+	"8/8x0ZLEWsaYJ6Ig3dXVRtgfYJWbXkT+YLlUZS5JEMC2BngEQ9qU7cBbr4zmvoblCRqfyvvTv3BOAQbx",
+	"gvJsbtZYPVz5bud0HbXz1mGNC0tW7ozh34GzBT/c5YUOQPLVtmLZaJk5A5ycJ6bRXRKpHZT1qIYlmKud",
+	"juj+C8MMrkmHXxy6uTY9PwAe9ikMG16bxIpN3sbgrMV1dSBFGdZWaTlT5ErmGNalbaX8kcxtBqLL6kGM",
+	"cItYUCHxS8OwEVLAOTGEJDBscs7m0kidauw2rCkUyeUT311ddfdDpgYIY/tzBFt9wUiozcja3jm25JXY",
+	"qjIIFxbbXIP4y9SRRZoFIjXglccmUTYSEciJprpQtgq+2LKB4lOmaUo1hXDxcNGV07L3LwqC7kN6qLJw",
+	"SBMd7E5rtdyleuNWeXWMTLkID9jji2NbtEe0G2ZgLS4esAAxZuGpXOPIHdp0VkpSeSUySVOS0Bk95xnX",
+	"86BuX6Y73gMxrgIAeVCybzG0pFzV65LspuzZ7fJizTpM79s273FpDZf37177RG22UuZ1dE2WRmTEMJG/",
+	"9Dyg4oY4DvYdlkKG0gmkIis/Y9vqc4iH8BwpfwvrPmGuePyOzfKtF5CzHZOuUbIt1kRE3r16Tp492Rv0",
+	"AFkJwRAiUogLIa9EZGsO5mUGQHUsI9AL5YhQASgCOObINHY/kBL3qdxVi5Gw531oaK2LMemaFxOZssgo",
+	"mBMuNLma8GTSW8oCjuw+tDY+EBSBlSsLyPpy/ZPujOYALRK7jRoWeYZOm5AkrV7tNM2CC4pv7Q4GUWfK",
+	"RVmM66b1oW6Ylt5emRJZbPwHn22Zk5IzZfZe07zX0Jw9agpTfQsYLCKxmlDzr78dnBWDwV5yThV7ug//",
+	"Zgcx6VZkWFNMWmN/4LS3clMtGZKD6Hmk3K5dO1n73hgvcpXNnTe1Dhc5bqoUKgnwGsL808IY4UUanSf2",
+	"l9/kORFS84Qpcs70FWOCJJNCXKjeIbhnLNoC8MSUq4TmKaa0OhAk8pID+7yic3sdXyAuLDKgz0kvJU9r",
+	"kMs+y7WDXuVIPyIIK2LbR1A70YJFYCVF+yF0rE/lJSNXVHmIJQ72xnmJys1Cd9EivGZPhfv6/d7rg8GV",
+	"G/CQ3PVnhF52x+FWMS0Wcjp7xu6K11kbXx1+izuEJzAtNMVDRKY0t6WzbaXtmuc5BnROo8vZc5nNgUHa",
+	"EGWvo0fKq2TY65NXuZxCRX6XzF1zgu8MEPczjuA361tPqADXOvjVhdToREekLdMMbpjo4UY80xr6FKbR",
+	"GnbcgKWq4EQdE9V98hw3w7LZkvv5/Hgpoz2dOGhSMi2UJhN6yTwB0V3GQ0NgAnYEd8NGb9+n7sbpxm21",
+	"ua+BY7u9xNiLZiAFkN0DM39ACKjOHKGoB9Ww2u5FIjjdcKumG6o7EhDvLJA09W/O9VsyQdyWkcyJYdFc",
+	"FJqpqJYeUnca9AF4OgaIxxrUHvx6iA/bNgX0R4EWbbuPLGhljqFKHnJBZUFBXu6045r6bHRnBH1xhhrD",
+	"wKGOv6stWkLEAIoMILtAEZdC2ITMFmy1nBoOYuRJabZBQMPe7fN/gEFxN7kjnxzuAKv69sBdwiNeZJbw",
+	"G0V2e6RI2AM//jMp10flYfEPOBoXb81A4bUAF8QWppxCSWWPo3U+BBny8pimV8BoZjThek5mGQXjQJ+c",
+	"Sk0zxP9UxVS5K3xaxueQrmb5lAuaOdYJjaEeAEtJMYMoqZTOI9SMzZKxtNcntbrMJVorDNKlEOZYiipn",
+	"ZYJi2LN5n6FR0beYtW9Hb7ZytV9yxvKtmgap4cWInNcxEcnxiwfPZZAZwHLbZQPyr9frQT8hErccQTjg",
+	"pgFY/vnOx9uQocD1fOHp/teEanufS9vVOcxl72oiScpTqD+EMYnVhddLYq+K7nep1jk/L+AGKeu3T1Bd",
+	"Hily/AKdpkY5UoLO1ETqXvgMH7kp/AlAMtxcVp811/LhIPkHiSVFDtT866dOoVhuNLqDXz+YPasOWQAy",
+	"2q1mPWTGDyBGXIxQ5LD5pX2uwH6zFOblCJv8GajWzGQdjNQGkD7J2ZgrnVvulqffRDzB10bOGO3Spmlr",
+	"QuzWlr13Y5re/uR/EDGNzhXLL9fAHX7jN/wzYBpV81kD2cib/EPYzD2dCyrwHBgFxFv/6/P5jc0L3mFp",
+	"eXvz8TaWVti6YPPFsZ1HmZIkZxjg2YBmQaSTEYcKMFdYoiGheT7vkyPzF5ZlSH2UEu/tCfrBvY+4boQU",
+	"1peALgQwzYQVsGOYwj/Z/E9xpsvZrCPQyrIY3xzo97cixfzSIzZRAouaoCFjM4G2rJgTnhUSw4tD7HaI",
+	"ATvV8cCgHfsYR4CPYqz43Dpeqn68IsIyxYKd1L526KrkWCjvvV1z60vllEANOKM7ZfKK5QlVjJxTxfZ2",
+	"+wSCpGlZSglqGsmcpQfO9mKm6MwlYKutjn135ZB6UDEGw/LIVS4xSsRGzfmfKi3bOR9PtJuET7OqrF3l",
+	"vcaVDYR1EWmr8iocorg9rl8voLgd4JfCE7fdn8A+LDI2X7B5VKGn2D2zGTB3ZXH+k+KKb+wEXGM2P0rB",
+	"vhWP4VrsHg8DMMeSwZNu5ePYhK0vMW5fsHnDpl1XubY/XbD5KmRxJx0wBM5nS2Jcu8Iql2AWQhJ3AqYs",
+	"/F8v1+XqbuP3WM5Sv4IXeOYspt1irPDb4YT3BRXuRruYIz04utYFY9uEhXxtrKDCGq9Ywd3eyCzlrbiO",
+	"lbxhO5dYa/fTjXpapnzKrOQPfqkC6kqrRI14AbCLOyWqZmYvCyl6Oid8FfMtHHsyMwqypwDmSYDhwILc",
+	"sur1ZRUge3l+UIK+ldCpb5vllcCQnvpzPq8O/H3pQr/J8+Um259Mgz+BWecneb7aoGNW48F2c2u2G7Oc",
+	"N7K0BuUlojAA5rPpoA7s3IUEOyg8jE/TGAuqJbKA6q9jyoXSJJ7Sj0Pz+nDG8mFK57F5dfcZAowO2UeM",
+	"TIsjEr9jOp9vQbx4bMudfdSA3jPlqeDjie71yXPzeSjxYwNRwBxkKwovsl38JM+/VqvFT/L8y9grzJos",
+	"ENFQEy81VPUgir9ZUfxnMWD8L0OMtpr1CHPFwNF0A//qdCkY88/sLvP9f2aLTp1ZgSgc+aPtz48UySWW",
+	"4+e6/xBdUgZ9Yxl6XCmeLwSn25BOXH3zpdn3+NFHJcS4f4N09dE9IOdMJhfKG6qt4wAoziqYgn7iRnGH",
+	"VFn2sQjo3/5+w8IoD5FQfvF8fLFc2w1VtpVFSJqEaauSdFvFSMy9CNOF7fx7fWIJgrTqkED57TkivJ5b",
+	"95ZPw6Vpw74wxB/jQGWSUO0Oj9j/LNU73JS+SP2OlQcbK3jc+Hz/J0G7bqy2PVTwuBUjjr5lJtoagaxB",
+	"SrpxsPzS8aAizzoHnW1gFbabkErgRw1pxbJRv8J1qX4LoK/5Kk09Utv7gkXBC2C31dI1JlLpqnJ41W0/",
+	"jNYW/GCz5rv3rl82cvlQmjVY/K+UFSran8AI/VEw56X6AIbih1fS2wZapFyTTPqvwrPAqz/Ly1DJBwe8",
+	"UX1Vka6Ds/DSBS2qhcv37fk7V2YShQdc668LVNojR2+PIxJ7amlsM8+r8qlY3Zha07nbXCT/cE9wg2p8",
+	"Gp7FB2Qip1BgS2YFJsT5ntfI2lEja8KrVhODrD9/+Pz/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -133,7 +133,8 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited.
 //  3. Scope (403 insufficient_scope).
 //  4. For members' writes and agents: the organization is active (403 suspended, 410 moved).
-//  5. Body: size and media type (413, 415, 400).
+//  5. Body: size and media type (413, 415, 400); a streamed body (application/octet-stream)
+//     only its media type, the handler reads it.
 //  6. Idempotency-Key (400 idempotency_key_required).
 //  7. Validation against the spec, leaving out the headers the pipeline checks itself (400).
 //  8. A read runs its handler now, and so does an installation's single-statement write (its
@@ -192,7 +193,13 @@ func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]strin
 	switch st.Actor.Type {
 	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
 		if st.Actor.Type != domain.ActorUser || op.Mutation {
-			if pe := problem.FromError(domain.OrganizationWritable(st.Actor.OrganizationState)); pe != nil {
+			err := domain.OrganizationWritable(st.Actor.OrganizationState)
+			if st.Actor.Type == domain.ActorUser && errors.Is(err, domain.ErrMoved) {
+				// Its owners still read it where it was; its agents are told to go (410).
+				return "", problem.New(http.StatusForbidden, api.ErrorCodeMoved,
+					"This organization has moved to another deployment: it can be read here, not changed.")
+			}
+			if pe := problem.FromError(err); pe != nil {
 				return "", pe
 			}
 		}
@@ -289,7 +296,9 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 		st.Tx = tx
 		defer func() { st.Tx = nil }()
-		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		if !st.Op.StreamedBody {
+			r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		}
 		next.ServeHTTP(rec, r)
 		status := rec.code()
 		if status >= 400 {

@@ -35,6 +35,10 @@ type Operation struct {
 	// SingleStatement (x-renga-single-statement): an installation's write that its domain
 	// function makes in one statement; the pipeline opens no transaction around it.
 	SingleStatement bool
+	// StreamedBody: the operation's only request media type is application/octet-stream (an
+	// archive), so its body is not read into memory, held to MaxBodyBytes or validated here: the
+	// handler reads it as a stream from the request.
+	StreamedBody bool
 
 	spec       *openapi3.Operation
 	pathParams []string       // the names in Route, in order
@@ -120,6 +124,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 			}
 		}
 	}
+	o.StreamedBody = streamedBody(op)
 	var err error
 	if o.Auth, err = credentialPath(spec, op); err != nil {
 		return nil, err
@@ -160,6 +165,19 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
 		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
 	return o, nil
+}
+
+// StreamedMediaType is the request media type whose body the handler reads as a stream.
+const StreamedMediaType = "application/octet-stream"
+
+// streamedBody reports whether an operation's request body is one stream of bytes: its only
+// media type is StreamedMediaType. Any other body (JSON) is read whole and validated.
+func streamedBody(op *openapi3.Operation) bool {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return false
+	}
+	c := op.RequestBody.Value.Content
+	return len(c) == 1 && c[StreamedMediaType] != nil
 }
 
 func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {
