@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -390,6 +391,9 @@ func TestTransferRoundTrip(t *testing.T) {
 	if !strings.Contains(got["completed jobs"], want["completed jobs"]) {
 		t.Errorf("the completed job did not come back as it was:\n%s\n%s", want["completed jobs"], got["completed jobs"])
 	}
+	// An import is not cancelled or completed: those are an export's.
+	send(t, dst, req{Method: http.MethodPost, Path: transferPath(imp.ID) + "/cancel", Token: dstToken}).expectProblem(t, http.StatusConflict, "invalid_transfer_state")
+	send(t, dst, req{Method: http.MethodPost, Path: transferPath(imp.ID) + "/complete", Token: dstToken}).expectProblem(t, http.StatusConflict, "invalid_transfer_state")
 	if n := countRows(t, dst, `SELECT count(*) FROM jobs WHERE organization_id = $1 AND state IN ('queued', 'delivered')`, d.ID); n != 0 {
 		t.Errorf("%d imported jobs can run", n)
 	}
@@ -645,5 +649,115 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 	send(t, dst, importReq(dstToken, e.ID, archive)).expectProblem(t, http.StatusConflict, "destination_not_empty")
 	if n := countRows(t, dst, `SELECT count(*) FROM installations WHERE organization_id = $1`, e.ID); n != 0 {
 		t.Errorf("%d installations in a refused destination", n)
+	}
+}
+
+// TestExportCancel: a pending export cancelled never runs; a running one notices, stops and
+// leaves no archive; cancelling a failed export or an import is refused.
+func TestExportCancel(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t) // no job workers: this test runs the export's steps itself
+	token := env.Token(t, servertest.AllScopes()...)
+	ctx := context.Background()
+	o := createOrg(t, env, token, newSlug(), "Cancelled")
+
+	pending := startExport(t, env, token, o.ID)
+	send(t, env, req{Method: http.MethodPost, Path: transferPath(pending.ID) + "/cancel", Token: token}).expectProblemOrOK(t, http.StatusOK)
+	if _, run, err := domain.StartExport(ctx, env.Pool, pending.ID); err != nil || run {
+		t.Errorf("a cancelled export starts: %v %v", run, err)
+	}
+
+	// An organization whose archive takes several chunks (observations that do not compress).
+	s := newSourceOrganization(t, env, token, 3)
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+		SELECT $1, $2, 'noise', now(), 'noise', jsonb_build_object('n', md5(random()::text) || md5(random()::text))
+		FROM generate_series(1, 60000)`, s.OrgID, s.Agents[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	running := startExport(t, env, token, s.OrgID)
+	tr, run, err := domain.StartExport(ctx, env.Pool, running.ID)
+	if err != nil || !run {
+		t.Fatalf("start: %v %v", run, err)
+	}
+	cancel := send(t, env, req{Method: http.MethodPost, Path: transferPath(running.ID) + "/cancel", Token: token})
+	cancel.expectProblemOrOK(t, http.StatusOK)
+	if err := domain.RunExport(ctx, env.Pool, tr, domain.ArchiveSource{PublicURL: env.Config.PublicURL}); err != nil {
+		t.Fatalf("run a cancelled export: %v", err)
+	}
+	x, _ := getTransfer(t, env, token, running.ID)
+	if x.State != "cancelled" || x.SHA256 != nil || x.Progress.Bytes > 0 {
+		t.Errorf("after cancel: %+v", x)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM transfer_chunks WHERE transfer_id = $1`, running.ID); n != 0 {
+		t.Errorf("%d chunks left by a cancelled export", n)
+	}
+	// The same export, not cancelled, takes several chunks: the cancelled one stopped early.
+	full := startExport(t, env, token, s.OrgID)
+	tr, _, err = domain.StartExport(ctx, env.Pool, full.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := domain.RunExport(ctx, env.Pool, tr, domain.ArchiveSource{PublicURL: env.Config.PublicURL}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM transfer_chunks WHERE transfer_id = $1`, full.ID); n < 3 {
+		t.Errorf("the archive takes %d chunks, want several", n)
+	}
+	// Far above the 1 MiB of a JSON body, the archive imports: its body is streamed.
+	archive := download(t, env, token, waitTransfer(t, env, token, full.ID))
+	if len(archive) <= pipeline.MaxBodyBytes*2 {
+		t.Fatalf("archive of %d bytes, want more than 2 MiB", len(archive))
+	}
+	dst := servertest.Start(t)
+	dstToken := dst.Token(t, servertest.AllScopes()...)
+	d := createOrg(t, dst, dstToken, newSlug(), "Large")
+	if r := send(t, dst, importReq(dstToken, d.ID, archive)); r.Status != http.StatusCreated {
+		t.Errorf("import of %d bytes: %d %s", len(archive), r.Status, r.Body)
+	}
+	if n := countRows(t, dst, `SELECT count(*) FROM observations WHERE organization_id = $1`, d.ID); n < 60000 {
+		t.Errorf("%d observations imported", n)
+	}
+}
+
+// TestImportInterrupted: an upload cut off at any point leaves the destination empty (the
+// import is one transaction; the server rolls it back whatever stopped it).
+func TestImportInterrupted(t *testing.T) {
+	t.Parallel()
+	src := servertest.Start(t)
+	src.StartJobs(t)
+	srcToken := src.Token(t, servertest.AllScopes()...)
+	s := newSourceOrganization(t, src, srcToken, 3000)
+	archive := download(t, src, srcToken, exportOrg(t, src, srcToken, s.OrgID))
+	env := servertest.Start(t)
+	token := env.Token(t, servertest.AllScopes()...)
+	d := createOrg(t, env, token, newSlug(), "Interrupted")
+	for i, cut := range []int{1, 3, 5, 7, 9} {
+		at := len(archive) * cut / 10
+		pr, pw := io.Pipe()
+		hr, err := http.NewRequestWithContext(context.Background(), http.MethodPost, env.URL+orgPath(d.ID)+"/imports", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Authorization", "Bearer "+token)
+		hr.Header.Set("Content-Type", "application/octet-stream")
+		hr.Header.Set("Idempotency-Key", newKey())
+		go func() {
+			_, _ = pw.Write(archive[:at])
+			time.Sleep(50 * time.Millisecond)
+			pw.CloseWithError(errors.New("the uploader went away"))
+		}()
+		if resp, err := httpClient.Do(hr); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode < 400 {
+				t.Fatalf("cut at %d%%: %d", cut*10, resp.StatusCode)
+			}
+		}
+		waitFor(t, 10*time.Second, "the failed import to be audited", func() bool {
+			return countRows(t, env, `SELECT count(*) FROM audit_events WHERE operation = 'importOrganization' AND organization_id = $1`, d.ID) == i+1
+		})
+		expectEmpty(t, env, d.ID)
+	}
+	if r := send(t, env, importReq(token, d.ID, archive)); r.Status != http.StatusCreated {
+		t.Errorf("the whole archive after interrupted ones: %d %s", r.Status, r.Body)
 	}
 }
