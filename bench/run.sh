@@ -34,6 +34,11 @@ if command -v terraform >/dev/null; then
     go test -count=1 -run TestTerraformScale -v ./bench/ | grep terraform-scale | tee "$out/tf"
 fi
 
+# Transfers: export and import of 1M observations beside COPY TO / COPY FROM of the same rows,
+# with the server's peak RSS above idle during each (target: >= 0.5 of COPY, < 64 MiB).
+RENGA_TRANSFER_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
+  go test -count=1 -timeout 30m -run TestTransferLoad -v ./bench/ | grep transfer-load | tee "$out/transfer"
+
 metric() { # benchmark-name unit
   awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
 }
@@ -61,5 +66,6 @@ printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare 
 printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
+sed 's/^ *transfer_load_test.go:[0-9]*: //' "$out/transfer"
 [ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(cat "$out/tf")"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

@@ -168,7 +168,12 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 		return err
 	}
 	cw := &chunkWriter{ctx: ctx, pool: pool, id: t.ID, sum: sha256.New()}
-	gz := gzip.NewWriter(cw)
+	// Speed over size: the archive is written once and read once, and level 1 keeps the
+	// export near the rate PostgreSQL renders rows (about a third larger than the default).
+	gz, err := gzip.NewWriterLevel(cw, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(gz)
 	m := Manifest{FormatVersion: ArchiveFormatVersion, Source: ManifestSource{PublicURL: src.PublicURL},
 		Organization: org, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Counts: map[string]int64{}}
