@@ -161,11 +161,23 @@ func newSourceOrganization(t testing.TB, env *servertest.Env, token string, obse
 	t.Helper()
 	o := createOrg(t, env, token, newSlug(), "Moving "+random(3))
 	s := sourceOrganization{OrgID: o.ID}
+	// Owners and the pending invitation through the domain functions: the mail worker may run
+	// and clear the mails that carry their secrets.
+	ctx := context.Background()
 	for i := range 2 {
-		owner := addOwner(t, env, token, o.ID, "owner"+strconv.Itoa(i)+"-"+random(4)+"@example.com", "Owner "+strconv.Itoa(i))
-		env.Track(owner.APIKey)
+		_, secret, err := domain.CreateInvitation(ctx, env.Pool, o.ID, "owner"+strconv.Itoa(i)+"-"+random(4)+"@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := domain.AcceptInvitation(ctx, env.Pool, secret, "Owner "+strconv.Itoa(i), domain.BuiltinDefaults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var owner acceptedJSON
+		owner.User.ID, owner.User.Email, owner.APIKey = a.User.ID, a.User.Email, a.APIKey
+		env.Track(secret, a.APIKey)
 		s.Owners = append(s.Owners, owner)
-		s.Secrets = append(s.Secrets, owner.APIKey)
+		s.Secrets = append(s.Secrets, secret, owner.APIKey)
 	}
 	owner := s.Owners[0].APIKey
 	send(t, env, settingsReq(owner, `"1"`, map[string]any{"require_mfa": true, "session_max_age_hours": 8})).expectProblemOrOK(t, http.StatusOK)
@@ -180,7 +192,7 @@ func newSourceOrganization(t testing.TB, env *servertest.Env, token string, obse
 	s.Agents[0].submit(t, batchBody("api-batch", 5, 10)).accepted(t)
 	per := max(observations/3, 1)
 	for i, a := range s.Agents {
-		if _, err := env.Pool.Exec(context.Background(), `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+		if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
 			SELECT $1, $2, 'sql-' || (g / 100), now() - g * interval '1 second', 'host.facts',
 				jsonb_build_object('seq', g, 'agent', $3::int, 'uptime', g * 1.5, 'tags', jsonb_build_array('a', 'b'), 'nested', jsonb_build_object('x', null))
 			FROM generate_series(1, $4::int) g`, o.ID, a.ID, i, per); err != nil {
@@ -199,8 +211,10 @@ func newSourceOrganization(t testing.TB, env *servertest.Env, token string, obse
 		t.Fatalf("job result: %d %s", r.Status, r.Body)
 	}
 	// A pending invitation: its secret must not travel.
-	inv := invite(t, env, token, o.ID, "invited-"+random(4)+"@example.com")
-	secret := outboxSecret(t, env, o.ID, inv.ID)
+	_, secret, err := domain.CreateInvitation(ctx, env.Pool, o.ID, "invited-"+random(4)+"@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
 	env.Track(secret)
 	s.Secrets = append(s.Secrets, secret, token)
 	return s
