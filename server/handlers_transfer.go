@@ -132,10 +132,16 @@ func (s *Server) CreateDownloadAuthorization(ctx context.Context, req api.Create
 // memory at a time.
 func (s *Server) GetTransferArchive(ctx context.Context, req api.GetTransferArchiveRequestObject) (api.GetTransferArchiveResponseObject, error) {
 	st := pipeline.From(ctx)
+	if t, err := domain.GetTransfer(ctx, s.pool, req.TransferId); err == nil {
+		if o, err := domain.GetOrganization(ctx, s.pool, t.OrganizationID); err == nil {
+			st.Audit.Target(o, nil) // the download is audited (x-renga-audited-read)
+		}
+	}
 	t, err := domain.UseDownload(ctx, s.pool, req.TransferId, req.Params.Capability, st.Actor.CredentialID)
 	if err != nil {
 		return nil, err
 	}
+	st.Audit.ChangedFields = []string{"download"}
 	digest := "sha-256=:" + base64.StdEncoding.EncodeToString(t.SHA256) + ":"
 	return api.GetTransferArchive200ApplicationoctetStreamResponse{
 		Body:          &archiveReader{ctx: ctx, s: s, id: t.ID, remaining: *t.SizeBytes},

@@ -536,6 +536,34 @@ func TestDownloadCapability(t *testing.T) {
 	send(t, env, req{Method: http.MethodPost, Path: transferPath(x.ID) + "/download-authorizations", Token: token,
 		Header: headers("Idempotency-Key", newKey())}).expectProblem(t, http.StatusConflict, "invalid_transfer_state")
 
+	// Every attempted download is audited: who, which organization, the outcome; never the
+	// capability (the secret scan).
+	type outcomeCount struct {
+		Outcome string
+		N       int
+	}
+	rows, err := env.Pool.Query(context.Background(), `SELECT outcome, count(*) FROM audit_events
+		WHERE operation = 'getTransferArchive' AND (organization_id = $1 OR outcome = 'failed') GROUP BY outcome ORDER BY outcome`, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var oc outcomeCount
+		if err := rows.Scan(&oc.Outcome, &oc.N); err != nil {
+			t.Fatal(err)
+		}
+		got[oc.Outcome] = oc.N
+	}
+	rows.Close()
+	// Succeeded: the one download. Denied: other token, wrong, used, expired, after cancel, and
+	// not the revoked token's or the anonymous request's (refused by authentication, before
+	// there is an actor to audit). Failed: the empty capability (400, before the transfer, so
+	// without an organization).
+	if got["succeeded"] != 1 || got["denied"] != 5 || got["failed"] != 1 {
+		t.Errorf("download audit by outcome: %v", got)
+	}
+
 	// Status and lists never hold a capability (the secret scan at the end covers the logs,
 	// the audit log, Activity, idempotency records and the transfer tables).
 	_, st := getTransfer(t, env, reader, x.ID)

@@ -8,6 +8,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -137,7 +138,8 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //     only its media type, the handler reads it.
 //  6. Idempotency-Key (400 idempotency_key_required).
 //  7. Validation against the spec, leaving out the headers the pipeline checks itself (400).
-//  8. A read runs its handler now, and so does an installation's single-statement write (its
+//  8. A read runs its handler now (an audited read's attempt is audited when its status is
+//     known, before its body streams), and so does an installation's single-statement write (its
 //     domain function holds the organization in its statement). A write goes on:
 //  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
 //  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
@@ -167,11 +169,14 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		}
 		key, pe := p.admit(r, st, pathParams)
 		if pe != nil {
-			if op.Mutation {
+			if op.Mutation || op.AuditedRead {
 				p.auditFailure(r.Context(), st, pathParams, pe)
 			}
 			Fail(w, r, pe)
 			return
+		}
+		if op.AuditedRead {
+			w = &auditOnStatus{ResponseWriter: w, p: p, r: r, st: st, pathParams: pathParams}
 		}
 		if !op.Mutation || op.SingleStatement {
 			next.ServeHTTP(w, r)
@@ -349,3 +354,45 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 
 // AccessLog wraps the deployment's whole HTTP surface in the access log stage.
 func (p *Pipeline) AccessLog(h http.Handler) http.Handler { return p.accessLog(h) }
+
+// auditOnStatus audits an audited read's attempt when its handler writes the status: a success
+// as succeeded, an error as auditFailure does; then the response goes on.
+type auditOnStatus struct {
+	http.ResponseWriter
+	p          *Pipeline
+	r          *http.Request
+	st         *State
+	pathParams map[string]string
+	done       bool
+}
+
+func (a *auditOnStatus) WriteHeader(status int) {
+	if !a.done {
+		a.done = true
+		if status < 400 {
+			if e := succeeded(a.st, status); e != nil {
+				ctx := context.WithoutCancel(a.r.Context())
+				if err := domain.RecordAudit(ctx, a.p.pool, *e); err != nil {
+					a.p.log.ErrorContext(ctx, "audit of a read not recorded", "request_id", a.st.ID, "error", err)
+				}
+			}
+		} else {
+			pe := a.st.Problem
+			if pe == nil {
+				pe = &problem.Error{Status: status}
+			}
+			a.p.auditFailure(a.r.Context(), a.st, a.pathParams, pe)
+		}
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *auditOnStatus) Write(b []byte) (int, error) {
+	if !a.done {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *auditOnStatus) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -39,6 +39,10 @@ type Operation struct {
 	// archive), so its body is not read into memory, held to MaxBodyBytes or validated here: the
 	// handler reads it as a stream from the request.
 	StreamedBody bool
+	// AuditedRead (x-renga-audited-read): a GET that spends something (a single-use download
+	// capability) without taking the write path (its response streams): its attempt is
+	// audited as a write's is, once its status is known and before its body.
+	AuditedRead bool
 
 	spec       *openapi3.Operation
 	pathParams []string       // the names in Route, in order
@@ -117,6 +121,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
+	o.AuditedRead, _ = op.Extensions["x-renga-audited-read"].(bool)
 	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
 		for _, f := range fields {
 			if name, ok := f.(string); ok {
@@ -154,6 +159,9 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	// transaction to hold.
 	if o.SingleStatement && (o.Auth != AuthInstallation || !o.Mutation) {
 		return nil, errors.New("x-renga-single-statement is for an installation's writes only")
+	}
+	if o.AuditedRead && o.Mutation {
+		return nil, errors.New("x-renga-audited-read is for reads (a write is audited anyway)")
 	}
 	// Agents' writes are idempotent by their own IDs (installation, batch, job).
 	if o.Mutation && (o.Auth == AuthOperator || o.Auth == AuthUser) && !o.KeyAccepted {

@@ -63,6 +63,15 @@ func TestOperationsRefused(t *testing.T) {
       security: [{operatorToken: []}]
       x-renga-scope: organizations:write
       responses: {"201": {description: ok}}`},
+		{name: "audited read on a write", wantErr: "x-renga-audited-read is for reads", paths: `
+  /api/v1/operator/things:
+    post:
+      operationId: createThing
+      security: [{operatorToken: []}]
+      x-renga-scope: organizations:write
+      x-renga-audited-read: true
+      parameters: [` + idempotencyKeyParam + `]
+      responses: {"201": {description: ok}}`},
 		{name: "owner write without Idempotency-Key", wantErr: "a write must declare the Idempotency-Key header", paths: `
   /api/v1/org/things/{thing_id}:
     delete:
@@ -298,6 +307,17 @@ func TestReadOperation(t *testing.T) {
 			want: Operation{ID: "importThing", Method: "POST", Route: "/api/v1/operator/things/{thing_id}/imports",
 				Scope: "transfers:write", Auth: AuthOperator, Mutation: true, KeyRequired: true, KeyAccepted: true,
 				StreamedBody: true, pathParams: []string{"thing_id"}}},
+		{name: "an audited read", paths: `
+  /api/v1/operator/things/{thing_id}/archive:
+    get:
+      operationId: getThingArchive
+      security: [{operatorToken: []}]
+      x-renga-scope: transfers:write
+      x-renga-audited-read: true
+      parameters: [{name: thing_id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}`,
+			want: Operation{ID: "getThingArchive", Method: "GET", Route: "/api/v1/operator/things/{thing_id}/archive",
+				Scope: "transfers:write", Auth: AuthOperator, AuditedRead: true, pathParams: []string{"thing_id"}}},
 		{name: "a body that may also be JSON is read whole", paths: `
   /api/v1/operator/things:
     post:
