@@ -272,7 +272,11 @@ func transferDownloadRun(ctx context.Context, opts *transferDownloadOptions) err
 	if err != nil {
 		return fmt.Errorf("download URL: %w", err)
 	}
-	resp, err := c.GetTransferArchive(ctx, opts.TransferID, &client.GetTransferArchiveParams{Capability: u.Query().Get("capability")})
+	sc, err := f.StreamingClient(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := sc.GetTransferArchive(ctx, opts.TransferID, &client.GetTransferArchiveParams{Capability: u.Query().Get("capability")})
 	if err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
@@ -334,7 +338,7 @@ func transferImportRun(ctx context.Context, opts *transferImportOptions) error {
 		return err
 	}
 	defer func() { _ = in.Close() }()
-	c, err := f.Client(ctx)
+	c, err := f.StreamingClient(ctx)
 	if err != nil {
 		return err
 	}
