@@ -383,9 +383,14 @@ func TestTransferRoundTrip(t *testing.T) {
 
 	// The destination: an ordinary, empty organization.
 	d := createOrg(t, dst, dstToken, newSlug(), "Arrived")
-	rep := send(t, dst, importReq(dstToken, d.ID, archive))
+	ir := importReq(dstToken, d.ID, archive)
+	rep := send(t, dst, ir)
 	if rep.Status != http.StatusCreated {
 		t.Fatalf("import: %d %s", rep.Status, rep.Body)
+	}
+	// A retry with the same key replays the result and imports nothing again.
+	if again := send(t, dst, ir); again.Status != http.StatusCreated || !bytes.Equal(again.Body, rep.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried import: %d %s", again.Status, again.Body)
 	}
 	var imp transferJSON
 	rep.decode(t, &imp)
@@ -702,6 +707,23 @@ func TestExportCancel(t *testing.T) {
 	token := env.Token(t, servertest.AllScopes()...)
 	ctx := context.Background()
 	o := createOrg(t, env, token, newSlug(), "Cancelled")
+
+	// A retried start (same Idempotency-Key) is the same export, and queues one job.
+	key := newKey()
+	first := send(t, env, req{Method: http.MethodPost, Path: orgPath(o.ID) + "/exports", Token: token, Header: headers("Idempotency-Key", key)})
+	retry := send(t, env, req{Method: http.MethodPost, Path: orgPath(o.ID) + "/exports", Token: token, Header: headers("Idempotency-Key", key)})
+	if first.Status != http.StatusAccepted || retry.Status != http.StatusAccepted || !bytes.Equal(first.Body, retry.Body) ||
+		retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried export: %d %s / %d %s", first.Status, first.Body, retry.Status, retry.Body)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM transfers WHERE organization_id = $1`, o.ID); n != 1 {
+		t.Errorf("%d transfers after a retried start, want 1", n)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM river_job WHERE kind = 'transfer_export'`); n != 1 {
+		t.Errorf("%d export jobs after a retried start, want 1", n)
+	}
+	send(t, env, req{Method: http.MethodPost, Path: orgPath(o.ID) + "/exports", Token: token}).
+		expectProblem(t, http.StatusBadRequest, "idempotency_key_required")
 
 	pending := startExport(t, env, token, o.ID)
 	send(t, env, req{Method: http.MethodPost, Path: transferPath(pending.ID) + "/cancel", Token: token}).expectProblemOrOK(t, http.StatusOK)
