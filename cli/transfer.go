@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"renga.dev/renga/gen/client"
 )
@@ -40,6 +42,17 @@ func (f *Factory) transferRow(t client.Transfer) []string {
 
 func (f *Factory) printTransfer(body []byte, t *client.Transfer) error {
 	return f.print(body, transferHeaders, func() [][]string { return [][]string{f.transferRow(*t)} })
+}
+
+// progress is a progress bar of total bytes on stderr when stderr is a terminal, else nil.
+func (f *Factory) progress(total int64, what string) *progressbar.ProgressBar {
+	file, ok := f.Stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(file.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(file), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowBytes(true), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100*time.Millisecond))
 }
 
 type transferExportOptions struct {
@@ -290,7 +303,12 @@ func transferDownloadRun(ctx context.Context, opts *transferDownloadOptions) err
 		return err
 	}
 	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, sum), resp.Body)
+	dst := io.MultiWriter(out, sum)
+	if bar := f.progress(resp.ContentLength, "downloading"); bar != nil {
+		dst = io.MultiWriter(dst, bar)
+		defer func() { _ = bar.Finish() }()
+	}
+	n, err := io.Copy(dst, resp.Body)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -342,8 +360,16 @@ func transferImportRun(ctx context.Context, opts *transferImportOptions) error {
 	if err != nil {
 		return err
 	}
+	var body io.Reader = in
+	if st, err := in.Stat(); err == nil {
+		if bar := f.progress(st.Size(), "uploading"); bar != nil {
+			r := progressbar.NewReader(in, bar)
+			body = &r
+			defer func() { _ = bar.Finish() }()
+		}
+	}
 	r, err := c.ImportOrganizationWithBodyWithResponse(ctx, opts.OrganizationID,
-		&client.ImportOrganizationParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)}, "application/octet-stream", in)
+		&client.ImportOrganizationParams{IdempotencyKey: f.idempotencyKey(opts.IdempotencyKey)}, "application/octet-stream", body)
 	if err := check(r, err); err != nil {
 		return err
 	}
