@@ -427,6 +427,24 @@ func TestTransferRoundTrip(t *testing.T) {
 		}
 	}
 	send(t, dst, req{Method: http.MethodGet, Path: "/api/v1/org/me", Token: s.Owners[0].APIKey}).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	// Invited again at the destination, the owner is the imported user, with a real membership
+	// in place of the pending one.
+	_, secret, err := domain.CreateInvitation(context.Background(), dst.Pool, d.ID, s.Owners[0].User.Email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst.Track(secret)
+	back, err := domain.AcceptInvitation(context.Background(), dst.Pool, secret, "Owner again", domain.BuiltinDefaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst.Track(back.APIKey)
+	if n := countRows(t, dst, `SELECT count(*) FROM pending_memberships WHERE organization_id = $1 AND user_id = $2`, d.ID, back.User.ID); n != 0 || !back.Joined {
+		t.Errorf("after acceptance: %d pending memberships of the owner, joined %v", n, back.Joined)
+	}
+	if r := send(t, dst, req{Method: http.MethodGet, Path: "/api/v1/org/me", Token: back.APIKey}); r.Status != http.StatusOK {
+		t.Errorf("the re-invited owner: %d %s", r.Status, r.Body)
+	}
 	// An agent continues at the destination with the same identity.
 	moved := &specAgent{ID: s.Agents[2].ID, Pub: s.Agents[2].Pub, Priv: s.Agents[2].Priv, env: dst}
 	moved.submit(t, batchBody("after-move", 2, 0)).accepted(t)
