@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"renga.dev/renga/gen/client"
+	"renga.dev/renga/server"
 )
 
 // newCmdTransfer is `renga transfer`: moving an organization between deployments.
@@ -95,6 +97,12 @@ func transferExportRun(ctx context.Context, opts *transferExportOptions) error {
 	if !opts.Wait {
 		return f.printTransfer(r.Body, r.JSON202)
 	}
+	if f.Local() {
+		// A release command works its export itself rather than wait for a server process.
+		if err := f.runExportHere(ctx, r.JSON202.Id); err != nil {
+			return err
+		}
+	}
 	for {
 		g, err := c.GetTransferWithResponse(ctx, r.JSON202.Id)
 		if err := check(g, err); err != nil {
@@ -116,6 +124,19 @@ func transferExportRun(ctx context.Context, opts *transferExportOptions) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// runExportHere works an export in this process, as the server's job would.
+func (f *Factory) runExportHere(ctx context.Context, id string) error {
+	cfg, err := server.LoadConfig(f.Getenv, server.ModeRelease)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused:\n%w", err)}
+	}
+	pool, err := f.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	return server.RunExport(ctx, pool, cfg, slog.New(slog.NewTextHandler(f.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), id)
 }
 
 type transferStatusOptions struct {

@@ -80,4 +80,18 @@ func TestTransferCommands(t *testing.T) {
 	if s := decode("status", run(t, local, "-o", "json", "transfer", "status", x.ID)); s.State != "succeeded" {
 		t.Errorf("status: %+v", s)
 	}
+	// As a release command, export --wait works the export itself: with the server's workers
+	// running too (one of them writes it), and with no server working jobs at all.
+	if lx := decode("local export --wait", run(t, local, "-o", "json", "transfer", "export", org.ID, "--wait")); lx.State != "succeeded" {
+		t.Errorf("local export: %+v", lx)
+	}
+	idle := servertest.Start(t)
+	_, idleLocal := modes(t, idle, idle.Token(t, servertest.AllScopes()...))
+	var iorg struct{ ID string }
+	if r := run(t, idleLocal, "-o", "json", "org", "create", "quiet", "--display-name", "Quiet"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &iorg) != nil {
+		t.Fatalf("create: %+v", r)
+	}
+	if ix := decode("export --wait without workers", run(t, idleLocal, "-o", "json", "transfer", "export", iorg.ID, "--wait")); ix.State != "succeeded" || ix.SHA256 == nil {
+		t.Errorf("local export without workers: %+v", ix)
+	}
 }

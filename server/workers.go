@@ -167,16 +167,21 @@ type exportWorker struct {
 }
 
 func (w *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) error {
-	t, run, err := domain.StartExport(ctx, w.pool, job.Args.TransferID)
-	if err != nil || !run {
-		return err
-	}
+	return RunExport(ctx, w.pool, w.cfg, w.log, job.Args.TransferID)
+}
+
+// RunExport works one export now, as its job does (a release command that waits for its export
+// calls it instead of waiting for a server process; the queued job then finds it done). A
+// failed export is marked failed and logged, not retried.
+func RunExport(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger, transferID string) error {
 	start := time.Now()
-	if err := domain.RunExport(ctx, w.pool, t, domain.ArchiveSource{DeploymentID: w.cfg.DeploymentID, PublicURL: w.cfg.PublicURL}); err != nil {
-		w.log.Error("export failed", "transfer_id", t.ID, "organization_id", t.OrganizationID, "error", err)
-		return nil
+	ran, err := domain.WorkExport(ctx, pool, transferID, domain.ArchiveSource{DeploymentID: cfg.DeploymentID, PublicURL: cfg.PublicURL})
+	switch {
+	case err != nil:
+		log.Error("export failed", "transfer_id", transferID, "error", err)
+	case ran:
+		log.Info("export finished", "transfer_id", transferID, "duration", time.Since(start))
 	}
-	w.log.Info("export finished", "transfer_id", t.ID, "organization_id", t.OrganizationID, "duration", time.Since(start))
 	return nil
 }
 

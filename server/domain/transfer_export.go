@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -114,6 +115,34 @@ func ArchiveKinds() []string {
 
 // ErrTransferCancelled: the export was cancelled while it ran.
 var errExportCancelled = errors.New("export cancelled")
+
+// WorkExport works one export, as its job does: under a session advisory lock on the
+// transfer, so that two processes (a server's worker and a release command that waits for its
+// export, or a job River rescued after a crash) never write one archive at once; whichever
+// comes second finds it locked or already finished. It reports whether this call ran it.
+func WorkExport(ctx context.Context, pool *pgxpool.Pool, id string, src ArchiveSource) (bool, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Release()
+	key := transferLockKey(id)
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil || !locked {
+		return false, err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key) }()
+	t, run, err := StartExport(ctx, pool, id)
+	if err != nil || !run {
+		return false, err
+	}
+	return true, RunExport(ctx, pool, t, src)
+}
+
+func transferLockKey(id string) int64 {
+	h := sha256.Sum256([]byte("transfer:" + id))
+	return int64(binary.BigEndian.Uint64(h[:8]))
+}
 
 // StartExport moves a pending (or, after a crash, running) export to running. It reports
 // false when the export is no longer to run (cancelled, or finished by an earlier attempt).
