@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -841,5 +842,56 @@ func TestImportInterrupted(t *testing.T) {
 	}
 	if r := send(t, env, importReq(token, d.ID, archive)); r.Status != http.StatusCreated {
 		t.Errorf("the whole archive after interrupted ones: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestImportOutlastsReadTimeout: the deployment's HTTP server bounds how long a request may take
+// to arrive; an import's body streams for as long as the archive takes, so the import lifts
+// that deadline (and the archive download its write deadline). Here the server allows one
+// second and the upload takes about three.
+func TestImportOutlastsReadTimeout(t *testing.T) {
+	t.Parallel()
+	src := servertest.Start(t)
+	src.StartJobs(t)
+	srcToken := src.Token(t, servertest.AllScopes()...)
+	s := newSourceOrganization(t, src, srcToken, 300)
+	archive := download(t, src, srcToken, exportOrg(t, src, srcToken, s.OrgID))
+
+	dst := servertest.Start(t)
+	token := dst.Token(t, servertest.AllScopes()...)
+	d := createOrg(t, dst, token, newSlug(), "Slow upload")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: dst.Server.Handler(), ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	pr, pw := io.Pipe()
+	go func() {
+		const parts = 5
+		for i := range parts {
+			_, _ = pw.Write(archive[len(archive)*i/parts : len(archive)*(i+1)/parts])
+			time.Sleep(600 * time.Millisecond)
+		}
+		_ = pw.Close()
+	}()
+	hr, err := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+orgPath(d.ID)+"/imports", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+token)
+	hr.Header.Set("Content-Type", "application/octet-stream")
+	hr.Header.Set("Idempotency-Key", newKey())
+	start := time.Now()
+	resp, err := httpClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || time.Since(start) < 2*time.Second {
+		t.Errorf("slow import: %d after %s: %s", resp.StatusCode, time.Since(start), body)
 	}
 }

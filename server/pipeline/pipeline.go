@@ -175,6 +175,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			Fail(w, r, pe)
 			return
 		}
+		liftDeadlines(w, op)
 		if op.AuditedRead {
 			w = &auditOnStatus{ResponseWriter: w, p: p, r: r, st: st, pathParams: pathParams}
 		}
@@ -354,6 +355,21 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 
 // AccessLog wraps the deployment's whole HTTP surface in the access log stage.
 func (p *Pipeline) AccessLog(h http.Handler) http.Handler { return p.accessLog(h) }
+
+// liftDeadlines removes the server's read and write deadlines for an operation whose body
+// streams in (its response follows the whole body) or whose response streams out: an archive
+// takes as long as it takes (the caller is authenticated and authorized by now). Elsewhere
+// (the in-process transport) there is no deadline to lift.
+func liftDeadlines(w http.ResponseWriter, op *Operation) {
+	if !op.StreamedBody && !op.StreamedResponse {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if op.StreamedBody {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
+}
 
 // auditOnStatus audits an audited read's attempt when its handler writes the status: a success
 // as succeeded, an error as auditFailure does; then the response goes on.

@@ -39,6 +39,9 @@ type Operation struct {
 	// archive), so its body is not read into memory, held to MaxBodyBytes or validated here: the
 	// handler reads it as a stream from the request.
 	StreamedBody bool
+	// StreamedResponse: the operation answers success with application/octet-stream (an
+	// archive), written as it is read.
+	StreamedResponse bool
 	// AuditedRead (x-renga-audited-read): a GET that spends something (a single-use download
 	// capability) without taking the write path (its response streams): its attempt is
 	// audited as a write's is, once its status is known and before its body.
@@ -130,6 +133,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 		}
 	}
 	o.StreamedBody = streamedBody(op)
+	o.StreamedResponse = streamedResponse(op)
 	var err error
 	if o.Auth, err = credentialPath(spec, op); err != nil {
 		return nil, err
@@ -186,6 +190,19 @@ func streamedBody(op *openapi3.Operation) bool {
 	}
 	c := op.RequestBody.Value.Content
 	return len(c) == 1 && c[StreamedMediaType] != nil
+}
+
+// streamedResponse reports whether an operation's success is StreamedMediaType.
+func streamedResponse(op *openapi3.Operation) bool {
+	if op.Responses == nil {
+		return false
+	}
+	for code, r := range op.Responses.Map() {
+		if strings.HasPrefix(code, "2") && r.Value != nil && r.Value.Content[StreamedMediaType] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {

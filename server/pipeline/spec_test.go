@@ -315,9 +315,9 @@ func TestReadOperation(t *testing.T) {
       x-renga-scope: transfers:write
       x-renga-audited-read: true
       parameters: [{name: thing_id, in: path, required: true, schema: {type: string}}]
-      responses: {"200": {description: ok}}`,
+      responses: {"200": {description: ok, content: {application/octet-stream: {schema: {type: string, format: binary}}}}}`,
 			want: Operation{ID: "getThingArchive", Method: "GET", Route: "/api/v1/operator/things/{thing_id}/archive",
-				Scope: "transfers:write", Auth: AuthOperator, AuditedRead: true, pathParams: []string{"thing_id"}}},
+				Scope: "transfers:write", Auth: AuthOperator, AuditedRead: true, StreamedResponse: true, pathParams: []string{"thing_id"}}},
 		{name: "a body that may also be JSON is read whole", paths: `
   /api/v1/operator/things:
     post:
