@@ -58,8 +58,9 @@ func ImportArchive(ctx context.Context, tx pgx.Tx, orgID, requestedBy string, bo
 	im := &importer{ctx: ctx, tx: tx, orgID: orgID, users: map[string]string{}, installations: map[string]bool{},
 		seen: map[string]ManifestMember{}, counts: map[string]int64{}}
 	if err := im.read(in); err != nil {
-		if in.err != nil { // the request's body failed: not the archive's fault
-			return Transfer{}, o, in.err
+		if in.err != nil && errors.Is(err, ErrArchiveCorrupt) { // the upload broke off: say so
+			// Not wrapped: a network error of the caller must not read as the database unavailable.
+			return Transfer{}, o, fmt.Errorf("%w: the upload broke off (%s)", ErrArchiveCorrupt, in.err.Error())
 		}
 		return Transfer{}, o, err
 	}
@@ -78,7 +79,7 @@ func ImportArchive(ctx context.Context, tx pgx.Tx, orgID, requestedBy string, bo
 }
 
 // archiveBody counts and hashes the request's body, and keeps a read error that is the
-// connection's (not an end of the stream, which a damaged archive explains).
+// connection's (not an end of the stream, which a damaged archive explains), to name it.
 type archiveBody struct {
 	r   io.Reader
 	sum hash.Hash
