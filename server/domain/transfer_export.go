@@ -217,10 +217,12 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 			return err
 		}
 		for rows.Next() {
-			var line []byte
-			if err := rows.Scan(&line); err != nil {
+			// The row's text as the driver received it (valid until the next row): add copies
+			// it into the member, so no row is decoded or copied twice.
+			line := rows.RawValues()[0]
+			if line == nil {
 				rows.Close()
-				return err
+				return fmt.Errorf("export %s: a %s row rendered as NULL", t.ID, k.kind)
 			}
 			if err := mw.add(line); err != nil {
 				rows.Close()
