@@ -37,6 +37,11 @@ if command -v terraform >/dev/null; then
     go test -count=1 -run TestTerraformScale -v ./bench/ | grep terraform-scale | tee "$out/tf"
 fi
 
+# Transfers: export and import of 1M observations beside COPY TO / COPY FROM of the same rows,
+# with the server's peak RSS above idle during each (target: >= 0.5 of COPY, < 64 MiB).
+RENGA_TRANSFER_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
+  go test -count=1 -timeout 30m -run TestTransferLoad -v ./bench/ | grep transfer-load | tee "$out/transfer"
+
 metric() { # benchmark-name unit
   awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
 }
@@ -65,5 +70,6 @@ printf 'allocations per request (server and load generator, in one process): GET
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
 printf '%s (target: RSS <= 25 MiB, idle CPU about 0)\n' "$(cat "$out/agent")"
+sed 's/^ *transfer_load_test.go:[0-9]*: //' "$out/transfer"
 [ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(cat "$out/tf")"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"

@@ -135,6 +135,20 @@ func (f *Factory) localClientOptions(ctx context.Context) (string, []client.Clie
 	return "http://local", []client.ClientOption{client.WithHTTPClient(&http.Client{Transport: transport})}, nil
 }
 
+// StreamingClient is Client for requests whose body or response is an archive of any size:
+// remotely, its requests have no overall timeout (the command's context still stops them).
+func (f *Factory) StreamingClient(ctx context.Context) (*client.ClientWithResponses, error) {
+	if f.Local() {
+		return f.Client(ctx)
+	}
+	base, opts, err := f.remoteClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, client.WithHTTPClient(&http.Client{}))
+	return client.NewClientWithResponses(base, opts...)
+}
+
 // remoteClientOptions sends requests to RENGA_URL with the operator token.
 func (f *Factory) remoteClientOptions() (string, []client.ClientOption, error) {
 	base := f.remoteURL()

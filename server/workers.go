@@ -163,6 +163,44 @@ func (w *observationRetentionWorker) Work(ctx context.Context, _ *river.Job[Obse
 	return err
 }
 
+// ExportArgs is the job that writes one export's archive.
+type ExportArgs struct {
+	TransferID string `json:"transfer_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExportArgs) Kind() string { return "transfer_export" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: an export that fails is marked failed and
+// not retried (the operator starts a new one); an attempt a crash interrupted runs again.
+func (ExportArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 3} }
+
+type exportWorker struct {
+	river.WorkerDefaults[ExportArgs]
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+}
+
+func (w *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) error {
+	return RunExport(ctx, w.pool, w.cfg, w.log, job.Args.TransferID)
+}
+
+// RunExport works one export now, as its job does (a release command that waits for its export
+// calls it instead of waiting for a server process; the queued job then finds it done). A
+// failed export is marked failed and logged, not retried.
+func RunExport(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger, transferID string) error {
+	start := time.Now()
+	ran, err := domain.WorkExport(ctx, pool, transferID, domain.ArchiveSource{DeploymentID: cfg.DeploymentID, PublicURL: cfg.PublicURL})
+	switch {
+	case err != nil:
+		log.Error("export failed", "transfer_id", transferID, "error", err)
+	case ran:
+		log.Info("export finished", "transfer_id", transferID, "duration", time.Since(start))
+	}
+	return nil
+}
+
 // newJobClient builds the River client with the deployment's workers and periodic jobs. It
 // inserts jobs (in the transactions that cause them) from the start; it works them once
 // started (Run, or a test).
@@ -174,6 +212,7 @@ func newJobClient(pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*river.Clie
 	river.AddWorker(workers, &usageRetentionWorker{pool: pool})
 	river.AddWorker(workers, &observationRetentionWorker{pool: pool, defaults: cfg.PolicyDefaults})
 	river.AddWorker(workers, &signInRetentionWorker{pool: pool})
+	river.AddWorker(workers, &exportWorker{pool: pool, cfg: cfg, log: log})
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

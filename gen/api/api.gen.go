@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -119,45 +120,64 @@ func (e DeploymentEnvironment) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeConflict               ErrorCode = "conflict"
-	ErrorCodeHttpsRequired          ErrorCode = "https_required"
-	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
-	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
-	ErrorCodeInstallationConflict   ErrorCode = "installation_conflict"
-	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
-	ErrorCodeInternal               ErrorCode = "internal"
-	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
-	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
-	ErrorCodeInvalidState           ErrorCode = "invalid_state"
-	ErrorCodeInvitationAccepted     ErrorCode = "invitation_accepted"
-	ErrorCodeInvitationExpired      ErrorCode = "invitation_expired"
-	ErrorCodeInvitationRevoked      ErrorCode = "invitation_revoked"
-	ErrorCodeLimitExceeded          ErrorCode = "limit_exceeded"
-	ErrorCodeLockout                ErrorCode = "lockout"
-	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
-	ErrorCodeMoved                  ErrorCode = "moved"
-	ErrorCodeNoPendingRevision      ErrorCode = "no_pending_revision"
-	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
-	ErrorCodeNotFound               ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
-	ErrorCodePreconditionRequired   ErrorCode = "precondition_required"
-	ErrorCodeProviderEnabled        ErrorCode = "provider_enabled"
-	ErrorCodePurgeStarted           ErrorCode = "purge_started"
-	ErrorCodeRateLimited            ErrorCode = "rate_limited"
-	ErrorCodeReadOnly               ErrorCode = "read_only"
-	ErrorCodeSettingLocked          ErrorCode = "setting_locked"
-	ErrorCodeSlugTaken              ErrorCode = "slug_taken"
-	ErrorCodeSuspended              ErrorCode = "suspended"
-	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
-	ErrorCodeUnavailable            ErrorCode = "unavailable"
-	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
-	ErrorCodeVersionMismatch        ErrorCode = "version_mismatch"
+	ErrorCodeArchiveChecksumMismatch   ErrorCode = "archive_checksum_mismatch"
+	ErrorCodeArchiveCorrupt            ErrorCode = "archive_corrupt"
+	ErrorCodeArchiveMemberMissing      ErrorCode = "archive_member_missing"
+	ErrorCodeArchiveVersionUnsupported ErrorCode = "archive_version_unsupported"
+	ErrorCodeCapabilityInvalid         ErrorCode = "capability_invalid"
+	ErrorCodeConflict                  ErrorCode = "conflict"
+	ErrorCodeDestinationNotEmpty       ErrorCode = "destination_not_empty"
+	ErrorCodeHttpsRequired             ErrorCode = "https_required"
+	ErrorCodeIdempotencyKeyRequired    ErrorCode = "idempotency_key_required"
+	ErrorCodeIdempotencyKeyReused      ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict      ErrorCode = "installation_conflict"
+	ErrorCodeInsufficientScope         ErrorCode = "insufficient_scope"
+	ErrorCodeInternal                  ErrorCode = "internal"
+	ErrorCodeInvalidPageToken          ErrorCode = "invalid_page_token"
+	ErrorCodeInvalidRequest            ErrorCode = "invalid_request"
+	ErrorCodeInvalidState              ErrorCode = "invalid_state"
+	ErrorCodeInvalidTransferState      ErrorCode = "invalid_transfer_state"
+	ErrorCodeInvitationAccepted        ErrorCode = "invitation_accepted"
+	ErrorCodeInvitationExpired         ErrorCode = "invitation_expired"
+	ErrorCodeInvitationRevoked         ErrorCode = "invitation_revoked"
+	ErrorCodeLimitExceeded             ErrorCode = "limit_exceeded"
+	ErrorCodeLockout                   ErrorCode = "lockout"
+	ErrorCodeMethodNotAllowed          ErrorCode = "method_not_allowed"
+	ErrorCodeMoved                     ErrorCode = "moved"
+	ErrorCodeNoPendingRevision         ErrorCode = "no_pending_revision"
+	ErrorCodeNotEntitled               ErrorCode = "not_entitled"
+	ErrorCodeNotFound                  ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge           ErrorCode = "payload_too_large"
+	ErrorCodePreconditionRequired      ErrorCode = "precondition_required"
+	ErrorCodeProviderEnabled           ErrorCode = "provider_enabled"
+	ErrorCodePurgeStarted              ErrorCode = "purge_started"
+	ErrorCodeRateLimited               ErrorCode = "rate_limited"
+	ErrorCodeReadOnly                  ErrorCode = "read_only"
+	ErrorCodeSettingLocked             ErrorCode = "setting_locked"
+	ErrorCodeSlugTaken                 ErrorCode = "slug_taken"
+	ErrorCodeSuspended                 ErrorCode = "suspended"
+	ErrorCodeUnauthenticated           ErrorCode = "unauthenticated"
+	ErrorCodeUnavailable               ErrorCode = "unavailable"
+	ErrorCodeUnsupportedMediaType      ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionMismatch           ErrorCode = "version_mismatch"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeArchiveChecksumMismatch:
+		return true
+	case ErrorCodeArchiveCorrupt:
+		return true
+	case ErrorCodeArchiveMemberMissing:
+		return true
+	case ErrorCodeArchiveVersionUnsupported:
+		return true
+	case ErrorCodeCapabilityInvalid:
+		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeDestinationNotEmpty:
 		return true
 	case ErrorCodeHttpsRequired:
 		return true
@@ -176,6 +196,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeInvalidRequest:
 		return true
 	case ErrorCodeInvalidState:
+		return true
+	case ErrorCodeInvalidTransferState:
 		return true
 	case ErrorCodeInvitationAccepted:
 		return true
@@ -459,6 +481,51 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for TransferKind.
+const (
+	TransferKindExport TransferKind = "export"
+	TransferKindImport TransferKind = "import"
+)
+
+// Valid indicates whether the value is a known member of the TransferKind enum.
+func (e TransferKind) Valid() bool {
+	switch e {
+	case TransferKindExport:
+		return true
+	case TransferKindImport:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TransferState.
+const (
+	TransferStateCancelled TransferState = "cancelled"
+	TransferStateFailed    TransferState = "failed"
+	TransferStatePending   TransferState = "pending"
+	TransferStateRunning   TransferState = "running"
+	TransferStateSucceeded TransferState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TransferState enum.
+func (e TransferState) Valid() bool {
+	switch e {
+	case TransferStateCancelled:
+		return true
+	case TransferStateFailed:
+		return true
+	case TransferStatePending:
+		return true
+	case TransferStateRunning:
+		return true
+	case TransferStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Activity defines model for Activity.
 type Activity struct {
 	Actor         ActivityActor `json:"actor"`
@@ -614,6 +681,15 @@ type DeploymentEnvironment string
 
 // DisplayName Example: Acme Corporation
 type DisplayName = string
+
+// DownloadAuthorization defines model for DownloadAuthorization.
+type DownloadAuthorization struct {
+	// DownloadUrl The single-use URL of the archive, with its capability. Shown once.
+	//
+	// Example: https://renga.example/api/v1/operator/transfers/xfr_01jc3x9m1h7r4v5n8q2w6e0t9y/archive?capability=renga_download_...
+	DownloadUrl string    `json:"download_url"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
@@ -1363,6 +1439,69 @@ type SuspendRequest struct {
 	Reason string `json:"reason"`
 }
 
+// Transfer An export or an import. Status and non-secret metadata only.
+type Transfer struct {
+	// CompletedAt When the move was completed (the source organization marked moved).
+	CompletedAt *time.Time `json:"completed_at"`
+
+	// Counts Rows per kind (organization, settings, policy, users, memberships, installations, observation_batches, observations, jobs), once known.
+	//
+	// Example: {"installations":3,"observations":10000,"organization":1,"users":2}
+	Counts    map[string]int64 `json:"counts"`
+	CreatedAt time.Time        `json:"created_at"`
+
+	// DestinationUrl The destination's public URL, when completing the move named it.
+	DestinationUrl *string `json:"destination_url"`
+
+	// Failure Why a `failed` export failed.
+	Failure *string `json:"failure"`
+
+	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id   TransferId   `json:"id"`
+	Kind TransferKind `json:"kind"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Progress       struct {
+		// Bytes Archive bytes written or read so far.
+		Bytes int64 `json:"bytes"`
+
+		// Rows Rows written (export) or read (import) so far.
+		Rows int64 `json:"rows"`
+	} `json:"progress"`
+
+	// Sha256 The archive's SHA-256 (lowercase hex), once it is complete.
+	Sha256 *string `json:"sha256"`
+
+	// SizeBytes The archive's size, once it is complete.
+	SizeBytes *int64 `json:"size_bytes"`
+
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+	State     TransferState `json:"state"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
+type TransferComplete struct {
+	// DestinationUrl The destination deployment's public URL, recorded on the transfer.
+	DestinationUrl *string `json:"destination_url,omitempty"`
+}
+
+// TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+type TransferId = string
+
+// TransferKind defines model for TransferKind.
+type TransferKind string
+
+// TransferList defines model for TransferList.
+type TransferList struct {
+	Items         []Transfer `json:"items"`
+	NextPageToken *string    `json:"next_page_token"`
+}
+
+// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+type TransferState string
+
 // UsageDay defines model for UsageDay.
 type UsageDay struct {
 	Day            openapi_types.Date `json:"day"`
@@ -1466,6 +1605,9 @@ type TooManyRequests = Problem
 
 // Unauthenticated An RFC 9457 problem with Renga's extension members.
 type Unauthenticated = Problem
+
+// UnsupportedMediaType An RFC 9457 problem with Renga's extension members.
+type UnsupportedMediaType = Problem
 
 // GetHomeParams defines parameters for GetHome.
 type GetHomeParams struct {
@@ -1580,6 +1722,18 @@ type ScheduleOrganizationDeletionParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateExportParams defines parameters for CreateExport.
+type CreateExportParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// ImportOrganizationParams defines parameters for ImportOrganization.
+type ImportOrganizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // ListInvitationsParams defines parameters for ListInvitations.
 type ListInvitationsParams struct {
 	// PageSize Items per page.
@@ -1645,6 +1799,42 @@ type GetOrganizationUsageParams struct {
 type RevokeTokenSelfParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ListTransfersParams defines parameters for ListTransfers.
+type ListTransfersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+
+	// OrganizationId Only the transfers of this organization.
+	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
+}
+
+// GetTransferArchiveParams defines parameters for GetTransferArchive.
+type GetTransferArchiveParams struct {
+	// Capability The single-use capability (part of `download_url`).
+	Capability string `form:"capability" json:"capability"`
+}
+
+// CancelTransferParams defines parameters for CancelTransfer.
+type CancelTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CompleteTransferParams defines parameters for CompleteTransfer.
+type CompleteTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateDownloadAuthorizationParams defines parameters for CreateDownloadAuthorization.
+type CreateDownloadAuthorizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ListUsageParams defines parameters for ListUsage.
@@ -1773,6 +1963,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
+type CompleteTransferJSONRequestBody = TransferComplete
+
 // CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
 type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
 
@@ -1847,6 +2040,12 @@ type ServerInterface interface {
 	// ScheduleOrganizationDeletion Schedule an organization's deletion
 	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
 	ScheduleOrganizationDeletion(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ScheduleOrganizationDeletionParams)
+	// CreateExport Start exporting an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/exports)
+	CreateExport(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateExportParams)
+	// ImportOrganization Import an archive into an empty organization
+	// (POST /api/v1/operator/organizations/{organization_id}/imports)
+	ImportOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ImportOrganizationParams)
 	// ListInvitations List an organization's owner invitations
 	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
 	ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams)
@@ -1886,6 +2085,24 @@ type ServerInterface interface {
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(w http.ResponseWriter, r *http.Request, params RevokeTokenSelfParams)
+	// ListTransfers List transfers
+	// (GET /api/v1/operator/transfers)
+	ListTransfers(w http.ResponseWriter, r *http.Request, params ListTransfersParams)
+	// GetTransfer Get a transfer
+	// (GET /api/v1/operator/transfers/{transfer_id})
+	GetTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId)
+	// GetTransferArchive Download an export's archive
+	// (GET /api/v1/operator/transfers/{transfer_id}/archive)
+	GetTransferArchive(w http.ResponseWriter, r *http.Request, transferId TransferId, params GetTransferArchiveParams)
+	// CancelTransfer Cancel an export
+	// (POST /api/v1/operator/transfers/{transfer_id}/cancel)
+	CancelTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CancelTransferParams)
+	// CompleteTransfer Complete a move at the source
+	// (POST /api/v1/operator/transfers/{transfer_id}/complete)
+	CompleteTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CompleteTransferParams)
+	// CreateDownloadAuthorization Authorize one download of an export's archive
+	// (POST /api/v1/operator/transfers/{transfer_id}/download-authorizations)
+	CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request, transferId TransferId, params CreateDownloadAuthorizationParams)
 	// ListUsage Usage totals per organization over a range of days
 	// (GET /api/v1/operator/usage)
 	ListUsage(w http.ResponseWriter, r *http.Request, params ListUsageParams)
@@ -2849,6 +3066,114 @@ func (siw *ServerInterfaceWrapper) ScheduleOrganizationDeletion(w http.ResponseW
 	handler.ServeHTTP(w, r)
 }
 
+// CreateExport operation middleware
+func (siw *ServerInterfaceWrapper) CreateExport(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateExportParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateExport(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ImportOrganization operation middleware
+func (siw *ServerInterfaceWrapper) ImportOrganization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ImportOrganizationParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ImportOrganization(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListInvitations operation middleware
 func (siw *ServerInterfaceWrapper) ListInvitations(w http.ResponseWriter, r *http.Request) {
 
@@ -3446,6 +3771,287 @@ func (siw *ServerInterfaceWrapper) RevokeTokenSelf(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RevokeTokenSelf(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTransfers operation middleware
+func (siw *ServerInterfaceWrapper) ListTransfers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTransfersParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "organization_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "organization_id", r.URL.Query(), &params.OrganizationId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "organization_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTransfers(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTransfer operation middleware
+func (siw *ServerInterfaceWrapper) GetTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTransfer(w, r, transferId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetTransferArchive operation middleware
+func (siw *ServerInterfaceWrapper) GetTransferArchive(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetTransferArchiveParams
+
+	// ------------- Required query parameter "capability" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "capability", r.URL.Query(), &params.Capability, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "capability"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "capability", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTransferArchive(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelTransfer operation middleware
+func (siw *ServerInterfaceWrapper) CancelTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CancelTransferParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelTransfer(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CompleteTransfer operation middleware
+func (siw *ServerInterfaceWrapper) CompleteTransfer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CompleteTransferParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CompleteTransfer(w, r, transferId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateDownloadAuthorization operation middleware
+func (siw *ServerInterfaceWrapper) CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "transfer_id" -------------
+	var transferId TransferId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transfer_id", r.PathValue("transfer_id"), &transferId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transfer_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateDownloadAuthorizationParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateDownloadAuthorization(w, r, transferId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4201,6 +4807,14 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/tests", wrapper.StartIdentityProviderTest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/exports", wrapper.CreateExport)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/imports", wrapper.ImportOrganization)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers", wrapper.ListTransfers)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}", wrapper.GetTransfer)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/cancel", wrapper.CancelTransfer)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/download-authorizations", wrapper.CreateDownloadAuthorization)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/archive", wrapper.GetTransferArchive)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/transfers/{transfer_id}/complete", wrapper.CompleteTransfer)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/invitations/accept", wrapper.AcceptInvitation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/me", wrapper.GetMe)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/activity", wrapper.ListActivity)
@@ -4322,6 +4936,15 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnauthenticatedResponseHeaders
+}
+
+type UnsupportedMediaTypeResponseHeaders struct {
+	XRequestId *string
+}
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnsupportedMediaTypeResponseHeaders
 }
 
 type GetHomeRequestObject struct {
@@ -7941,6 +8564,398 @@ func (response ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResp
 	return err
 }
 
+type CreateExportRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         CreateExportParams
+}
+
+type CreateExportResponseObject interface {
+	VisitCreateExportResponse(w http.ResponseWriter) error
+}
+
+type CreateExport202ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+type CreateExport202JSONResponse struct {
+	Body    Transfer
+	Headers CreateExport202ResponseHeaders
+}
+
+func (response CreateExport202JSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport400ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport401ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport403ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport404ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport409ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExport429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateExport429ApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateExportdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CreateExportdefaultApplicationProblemPlusJSONResponse) VisitCreateExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganizationRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         ImportOrganizationParams
+	Body           io.Reader
+}
+
+type ImportOrganizationResponseObject interface {
+	VisitImportOrganizationResponse(w http.ResponseWriter) error
+}
+
+type ImportOrganization201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+type ImportOrganization201JSONResponse struct {
+	Body    Transfer
+	Headers ImportOrganization201ResponseHeaders
+}
+
+func (response ImportOrganization201JSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization400ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization401ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization403ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization404ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization409ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization415ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ImportOrganization429ApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOrganizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response ImportOrganizationdefaultApplicationProblemPlusJSONResponse) VisitImportOrganizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListInvitationsRequestObject struct {
 	OrganizationId OrganizationId `json:"organization_id"`
 	Params         ListInvitationsParams
@@ -10096,6 +11111,1024 @@ type RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfersRequestObject struct {
+	Params ListTransfersParams
+}
+
+type ListTransfersResponseObject interface {
+	VisitListTransfersResponse(w http.ResponseWriter) error
+}
+
+type ListTransfers200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListTransfers200JSONResponse struct {
+	Body    TransferList
+	Headers ListTransfers200ResponseHeaders
+}
+
+func (response ListTransfers200JSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers400ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers401ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers403ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfers429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListTransfers429ApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTransfersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response ListTransfersdefaultApplicationProblemPlusJSONResponse) VisitListTransfersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+}
+
+type GetTransferResponseObject interface {
+	VisitGetTransferResponse(w http.ResponseWriter) error
+}
+
+type GetTransfer200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetTransfer200JSONResponse struct {
+	Body    Transfer
+	Headers GetTransfer200ResponseHeaders
+}
+
+func (response GetTransfer200JSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer400ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer401ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer403ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer404ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransfer429ApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetTransferdefaultApplicationProblemPlusJSONResponse) VisitGetTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchiveRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     GetTransferArchiveParams
+}
+
+type GetTransferArchiveResponseObject interface {
+	VisitGetTransferArchiveResponse(w http.ResponseWriter) error
+}
+
+type GetTransferArchive200ResponseHeaders struct {
+	ReprDigest *string
+	XRequestId *string
+}
+
+type GetTransferArchive200ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	Headers       GetTransferArchive200ResponseHeaders
+	ContentLength int64
+}
+
+func (response GetTransferArchive200ApplicationoctetStreamResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.ReprDigest != nil {
+		w.Header().Set("Repr-Digest", fmt.Sprint(*response.Headers.ReprDigest))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetTransferArchive400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive400ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive401ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive403ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive404ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchive429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetTransferArchive429ApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTransferArchivedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetTransferArchivedefaultApplicationProblemPlusJSONResponse) VisitGetTransferArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CancelTransferParams
+}
+
+type CancelTransferResponseObject interface {
+	VisitCancelTransferResponse(w http.ResponseWriter) error
+}
+
+type CancelTransfer200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type CancelTransfer200JSONResponse struct {
+	Body    Transfer
+	Headers CancelTransfer200ResponseHeaders
+}
+
+func (response CancelTransfer200JSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer400ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer401ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer403ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer404ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer409ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTransfer429ApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CancelTransferdefaultApplicationProblemPlusJSONResponse) VisitCancelTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransferRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CompleteTransferParams
+	Body       *CompleteTransferJSONRequestBody
+}
+
+type CompleteTransferResponseObject interface {
+	VisitCompleteTransferResponse(w http.ResponseWriter) error
+}
+
+type CompleteTransfer200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type CompleteTransfer200JSONResponse struct {
+	Body    Transfer
+	Headers CompleteTransfer200ResponseHeaders
+}
+
+func (response CompleteTransfer200JSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer400ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer401ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer403ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer404ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer409ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer413ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransfer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteTransfer429ApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteTransferdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CompleteTransferdefaultApplicationProblemPlusJSONResponse) VisitCompleteTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorizationRequestObject struct {
+	TransferId TransferId `json:"transfer_id"`
+	Params     CreateDownloadAuthorizationParams
+}
+
+type CreateDownloadAuthorizationResponseObject interface {
+	VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error
+}
+
+type CreateDownloadAuthorization201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type CreateDownloadAuthorization201JSONResponse struct {
+	Body    DownloadAuthorization
+	Headers CreateDownloadAuthorization201ResponseHeaders
+}
+
+func (response CreateDownloadAuthorization201JSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization400ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization401ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization403ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization404ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization409ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorization429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateDownloadAuthorization429ApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateDownloadAuthorizationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CreateDownloadAuthorizationdefaultApplicationProblemPlusJSONResponse) VisitCreateDownloadAuthorizationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -12298,6 +14331,12 @@ type StrictServerInterface interface {
 	// ScheduleOrganizationDeletion Schedule an organization's deletion
 	// (POST /api/v1/operator/organizations/{organization_id}/deletion)
 	ScheduleOrganizationDeletion(ctx context.Context, request ScheduleOrganizationDeletionRequestObject) (ScheduleOrganizationDeletionResponseObject, error)
+	// CreateExport Start exporting an organization
+	// (POST /api/v1/operator/organizations/{organization_id}/exports)
+	CreateExport(ctx context.Context, request CreateExportRequestObject) (CreateExportResponseObject, error)
+	// ImportOrganization Import an archive into an empty organization
+	// (POST /api/v1/operator/organizations/{organization_id}/imports)
+	ImportOrganization(ctx context.Context, request ImportOrganizationRequestObject) (ImportOrganizationResponseObject, error)
 	// ListInvitations List an organization's owner invitations
 	// (GET /api/v1/operator/organizations/{organization_id}/invitations)
 	ListInvitations(ctx context.Context, request ListInvitationsRequestObject) (ListInvitationsResponseObject, error)
@@ -12337,6 +14376,24 @@ type StrictServerInterface interface {
 	// RevokeTokenSelf Revoke the calling token
 	// (POST /api/v1/operator/tokens/self/revoke)
 	RevokeTokenSelf(ctx context.Context, request RevokeTokenSelfRequestObject) (RevokeTokenSelfResponseObject, error)
+	// ListTransfers List transfers
+	// (GET /api/v1/operator/transfers)
+	ListTransfers(ctx context.Context, request ListTransfersRequestObject) (ListTransfersResponseObject, error)
+	// GetTransfer Get a transfer
+	// (GET /api/v1/operator/transfers/{transfer_id})
+	GetTransfer(ctx context.Context, request GetTransferRequestObject) (GetTransferResponseObject, error)
+	// GetTransferArchive Download an export's archive
+	// (GET /api/v1/operator/transfers/{transfer_id}/archive)
+	GetTransferArchive(ctx context.Context, request GetTransferArchiveRequestObject) (GetTransferArchiveResponseObject, error)
+	// CancelTransfer Cancel an export
+	// (POST /api/v1/operator/transfers/{transfer_id}/cancel)
+	CancelTransfer(ctx context.Context, request CancelTransferRequestObject) (CancelTransferResponseObject, error)
+	// CompleteTransfer Complete a move at the source
+	// (POST /api/v1/operator/transfers/{transfer_id}/complete)
+	CompleteTransfer(ctx context.Context, request CompleteTransferRequestObject) (CompleteTransferResponseObject, error)
+	// CreateDownloadAuthorization Authorize one download of an export's archive
+	// (POST /api/v1/operator/transfers/{transfer_id}/download-authorizations)
+	CreateDownloadAuthorization(ctx context.Context, request CreateDownloadAuthorizationRequestObject) (CreateDownloadAuthorizationResponseObject, error)
 	// ListUsage Usage totals per organization over a range of days
 	// (GET /api/v1/operator/usage)
 	ListUsage(ctx context.Context, request ListUsageRequestObject) (ListUsageResponseObject, error)
@@ -13016,6 +15073,62 @@ func (sh *strictHandler) ScheduleOrganizationDeletion(w http.ResponseWriter, r *
 	}
 }
 
+// CreateExport operation middleware
+func (sh *strictHandler) CreateExport(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params CreateExportParams) {
+	var request CreateExportRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateExport(ctx, request.(CreateExportRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateExport")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateExportResponseObject); ok {
+		if err := validResponse.VisitCreateExportResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ImportOrganization operation middleware
+func (sh *strictHandler) ImportOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ImportOrganizationParams) {
+	var request ImportOrganizationRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ImportOrganization(ctx, request.(ImportOrganizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ImportOrganization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ImportOrganizationResponseObject); ok {
+		if err := validResponse.VisitImportOrganizationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListInvitations operation middleware
 func (sh *strictHandler) ListInvitations(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ListInvitationsParams) {
 	var request ListInvitationsRequestObject
@@ -13376,6 +15489,176 @@ func (sh *strictHandler) RevokeTokenSelf(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(RevokeTokenSelfResponseObject); ok {
 		if err := validResponse.VisitRevokeTokenSelfResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListTransfers operation middleware
+func (sh *strictHandler) ListTransfers(w http.ResponseWriter, r *http.Request, params ListTransfersParams) {
+	var request ListTransfersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTransfers(ctx, request.(ListTransfersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTransfers")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTransfersResponseObject); ok {
+		if err := validResponse.VisitListTransfersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTransfer operation middleware
+func (sh *strictHandler) GetTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId) {
+	var request GetTransferRequestObject
+
+	request.TransferId = transferId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTransfer(ctx, request.(GetTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTransferResponseObject); ok {
+		if err := validResponse.VisitGetTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetTransferArchive operation middleware
+func (sh *strictHandler) GetTransferArchive(w http.ResponseWriter, r *http.Request, transferId TransferId, params GetTransferArchiveParams) {
+	var request GetTransferArchiveRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTransferArchive(ctx, request.(GetTransferArchiveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTransferArchive")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTransferArchiveResponseObject); ok {
+		if err := validResponse.VisitGetTransferArchiveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CancelTransfer operation middleware
+func (sh *strictHandler) CancelTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CancelTransferParams) {
+	var request CancelTransferRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelTransfer(ctx, request.(CancelTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelTransferResponseObject); ok {
+		if err := validResponse.VisitCancelTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CompleteTransfer operation middleware
+func (sh *strictHandler) CompleteTransfer(w http.ResponseWriter, r *http.Request, transferId TransferId, params CompleteTransferParams) {
+	var request CompleteTransferRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	var body CompleteTransferJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CompleteTransfer(ctx, request.(CompleteTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompleteTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CompleteTransferResponseObject); ok {
+		if err := validResponse.VisitCompleteTransferResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateDownloadAuthorization operation middleware
+func (sh *strictHandler) CreateDownloadAuthorization(w http.ResponseWriter, r *http.Request, transferId TransferId, params CreateDownloadAuthorizationParams) {
+	var request CreateDownloadAuthorizationRequestObject
+
+	request.TransferId = transferId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateDownloadAuthorization(ctx, request.(CreateDownloadAuthorizationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateDownloadAuthorization")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateDownloadAuthorizationResponseObject); ok {
+		if err := validResponse.VisitCreateDownloadAuthorizationResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -13746,296 +16029,348 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37cty2ljf6Kqg+U+XubKrVutixpdo1R7GdbGU7sT9LPpmZyF8TItHdiNhAhwAldzz+93uA7xHnSU5h",
-	"LYAESfRNVydbtat2LDaJO9Z9/dbnTiKnMymY0Kpz8LkzYTRlOfzz9Skdm/+mTCU5n2kuReegczphROlc",
-	"ijFhQnM9J5qOI6InjKQyKaZM6CeKXLJccSkIF+T3Qmqm+p2oo5IJm1LTJPtEp7OMdQ46Z529s04n6uj5",
-	"zPypdM7FuPPlS9Q5Ttl0JjUTyfz1pxnPmWoP5pcJE9C10jJnKcmZKjJN5IjoCVfkgs3h4e8FU5pc8Swj",
-	"54yMZD6WWjNBuu+/f0n29vZe9OrDG8l8SnXnoJNSzbY0n7LlI9Tv2Syjc5a2RxjrvGAxucKBcmWGOJNC",
-	"McJVeORUEEbzjLPcG7me4Mt0yoi3MFv/ZHPSzW3v5HyuYXrwj15E6LliQrvOWdke+8SSQrOUCHnV2BhR",
-	"TDsHv3bMqDsfQ5N+IxOKcwudjCRnVON0ZJEn7IkiH96/ITOqJ/WO2g3/x3sc3XEabtoO/okix68iIgVh",
-	"lyyfV+vZpZmS5sBRMsvlecamTxSJ7VdDnsaEitT8DgvJ8kuWP1Ekk2OSccF6h3hQCbfrlbOZzDUX46q9",
-	"RWc4Z78PBzu/JXufXkx3Jt/m+5dPxfPfd6+esYF+MQ8cnS9RZ0ZzOmXaXjVvS//J5u357xAtye7Tp2SW",
-	"c6HpecbI0cnL42OSTGhOE9PMIaE4g9RczyLRRc7SrRFnGTwwE5kyKlR1jqgiXCuSSGGOcJ/8xJUyr/3P",
-	"//m/JN4fDAivRjW8YPOhWUueszQ2C8HNuJBadKKOoFMzw8bR7EQd903nwBwpf/3+LWejzkHn/9muCNA2",
-	"/qq2G+vRIAf/ZPO3sDI0ay+V++UQt3HML5mISM50zpnCm8Q1wSvTvoAbzOz6Mxn9RHUyWUpaDe0lGVVm",
-	"pDSNCOuP+yQ+63x71omrnZI5ib+J7YbtPieznCVSpNy0V+3WIbli9MK8rDTNmH19Z9cR6eGUq6kZ0ZJ9",
-	"HW3hmJdtqE/UvwWiPqNas9w0+L/POr8Otl58/NtZ59/CtFSYwWVAWpACwEAM4aiGwb2Xhjy9/vGqd4b9",
-	"a3rB/snmCzs3N2BFn958zdtmxnTrj4+fd599WTTrS65Xzdm9skHvXFyu0fuP8nxht7/J8w36M2+v7u9t",
-	"PqaC/7F8vtJ76SZ73OjM9P+OjtkJ/4O1b96xZlNFZiwnMzpm5TX4vWD5vBqa+W2oTAP+IFI2okWmOwc7",
-	"g0HUmdJPfGp46FP4iwv8a6dcDy40G7O8HNCpvGALmGks2Cc9hF61eStGwYaZe37JZaFWjxa+qw13Sj+9",
-	"YWKsJ52DXTtE9/dOaNPe5fKSpyxfuGEz+8ImxzOdrXFcPig6Zt/nctpene95rjT5cPqSpHQeES6SrFD8",
-	"cuFajEwrywZXk/gWj+ZUtsfyhgaHckioJlOpNDGsNKVzRehIs5zEZjDxopFqeaNxfjEfo0AEgsV3NLVi",
-	"lfnLsnrzTzqbZRwluW0r3vztN4Vi3XoX7B1+hZ0uFNdIKpkiQmoCLAZlYKcokG7MxSXNeDq0r8cRiReK",
-	"HeY3+7p3KUB299SW/9iyM97CIxuag31925M5YRovpRhlPHmwxUps/1ZQSYo8N8ukNNWMdGOVFeOh4VMi",
-	"vE6Fqq8SfGcezIrckC5Nc41vKKaNbDvMZHIBT4wo4XqPK40hmVAxZiSRWcZTJz9RkssrQoXUE09JcaI/",
-	"1ZWIOZVmm29zh17nuczvc3uOBCkE+zRjiZkcM93f4nS+l/k5T1PkAPd54uDukIwmF1YjSOSMwX1UxWjE",
-	"E86EHsLDOMJdj909tI97EfnH6em7EwJKLf5EuvFE65mq7mwPTQM+VzcfqELNmEhZag7eOTPCbMoypqGJ",
-	"8kfztcwJJRmfco0d0WQCL8GjIfuUMAZv3uKm/CAFu+/9qMQ8klBBhCSZFGNmFoeYa42k0kmCDAwi7q67",
-	"pzm7lBetpzRJ2Ezf8hL9LPX3shDpfS7Tz5KoIpmUtgXSjYXUw5EZx61O7h2dZ5Kmp1K+ofn43o/CuUzn",
-	"BA+2IjvkJ/4d6cYzHNNQSznMzKhud8ae4vg95RlL73vSTsOsLIcK1dWo1F6nNDPiD9yFlurqiJRlmUP7",
-	"wp2t0vtSRLu/dSrXiCsyrZsAunFY97/N6Z9K+RMVc/tU3efM3xv5Byg+7H5ONRvaP0sekVKezS2nsHpS",
-	"jesAFS1mbdZhrSscLADD87lmajhj+TClczx2n4a/yfPyWe+QKMZI/J7pfL51ZGT6uLHK3k9tfeEE9kkR",
-	"LckV5TpoFvWVxJts2QdBCz1hQpudud/Dam1UUXVtI1KICyGvREQs/zLLa5kWCiR2Ky19p2maM4XyCcor",
-	"pTJBs0xekW5c1CdoBFlhxNWURYaHTjiYv3kyaV6EX375ZevI+3SBNc7MkxE9oZr4HSnSjb9jNAfxl2bT",
-	"v591cibG9KxjRen35q+tEz4WVBc5a70FVnoqiG/ReqKI4mNReSxUb6XN/Npn44trGFbjKNH8kmuwPM9y",
-	"OWO55qhA0kSjvL3sGLjPj+DlL1EH1YZ0COZnaIdrNlWBSZQqLM1zOjd/8zT4mhlU6XioTI1WVvStPW21",
-	"GDVqdAOEx8CnbAPHT6Wf/9oBq4d90+slsivnD7y1LpWDRZ7/xhJthlJfy9Z+LJgAF5fWL2OnKIoso+dm",
-	"idCE0PpC0CkbKkFnaiL1ko2pfEI4EZmXRqVMJjQbusfmqM6VZtNO1CkUWI8tSb1g87AvyV9H+DXC5ayP",
-	"bdkqveFo2Wgskjts5T/WOb2hw9iwwK2xss3jASNoNxSc1JgJ/aM8b08okdMpFeGtt3r3kOp1T/CCOxY6",
-	"2K7jWjfLxn4rG+LWobUhwcVdOJzbGIvvKnj4A1KkXC8lDIsU/eNXEYnhvm65+wpmILiwMeme0+RinBtN",
-	"ilzJ/AIVLYqsF4xHvYhQI0Ll5PgV6VJB5JVguZW9hBWeyAWbu9/pGCMBcjbmSiMFBH62mnY1bL2Gn9ZJ",
-	"TYxGheNXTtCzx5RUTZmeNqeBC5bviSLm1cosxi6Z0GRCZzMmWBqc1VdNPc05en1pxcDrMPzqIAa5fcmf",
-	"f+2orBh3ok7K1Syj8yGYuT9GG8gDzFn82pvj+fnhrRgkv2qbqNZsOtNkBCqtOapXVJGUCY6btvKA4Hms",
-	"pA12qTfy9C8UW5CarpJaZKETiZLJyt14a99dLeygdD200nV9XLuDvf6gv7Oz1/82NCClqS5UeDP+cXr6",
-	"juALeCdploF8nDB+ietd9rM7CDjEoo6m+ZhptdZ8T+279yi9ueFVG1OuSOsStJZ5+T28FbZZ3eqvglG9",
-	"rU6vI4KqSFDp7kQdvJSGNMB9DNA4285pdSrqy9N0Fa8j9ta+adH/lZ/7zs7gLUjZLJNzcG7x1AbIuY/q",
-	"HhWRsFyotcgQLPR6M/wS2I3vqE4mR9YMHKL41S+NWJpzxfJLWCvlIqfOTWMex/Oub1qgPWGBMg1fkglN",
-	"yTljgrhuyTkbyZwdGr1+wsWYCHYFdBoDc7yuzqXMGBWtk1lOwB9C6Fi+zDgT+oQlOUMDSIr2Mpq981Zk",
-	"RDPFWm4gDBlKGGxtAg0RBS31yS8512xLimx+SAS7BKqni9yKBvXVvqRZwRqO+J3B7v5yT3zUuTJ9vBXZ",
-	"HDe+uQbYbGjSr8oT2d568LmYmzDOacKGM5ZzGTgH/5BX4I4gFCwiaWG4qfsWrFjK7mIlMJLuD5KkhSf4",
-	"VVzm293BZDAdqBCLYeKS51K48TrKMctlWiSWEKfskmVyBu98DLJtc/NGnOVrXlLzqifDKpLQPJ+Tbvz+",
-	"9c8/HA1fvX735u1//vT659Ph8StrcDT3sD4rVuysc5lnMuPJfGjDRlZS9Xfw+iv3tmmgOM94MizyrM67",
-	"wfN2sL0NNqa+fd5PIPKhNQprH19g9nLRkfat+jwH/Z3+YA3OWu5Bbcj1Ha4GEi04jO0FCx5yFC9/ppbf",
-	"lIM9SqaMvJT5TJZsfHkEjBem8uv/Pjv7NBhsnZ192vn+7OzTt99//Nu/hRbz9WjEEs0v2XeWQrUuGgoD",
-	"6+31Cb5rNsnRihUEEN9zIkdwgcohHlt6fdtDLIUvLvSz/U4w3um6Y8ZO20MG/poBSQ6IB7/J85W3q7Vz",
-	"TRHBMfGhY+LXa9Ioy0P2aSZzvfn3jZVbNb4IZ97oNbTA4AgJrFzIFbL2sI8rgWBKPw3BDqCu+7XveLlu",
-	"G0advtYAZCX+DHOmzUJLYUZyjdYae+itjD/IKLz0S4cSWKjQXgeE5U3CJ6OODRkKHBdwxrB0yKaUZ8NU",
-	"TikX6y/RCZBR1alWaDgd0evcMve5UvI6nyum0KeMezOcyCK/+U77g6rPcFGP0YIFbe/qcsLQKS94VKeU",
-	"3l4uJbtuZ26bVaxr+7kGxzALVhcAgAj+vzSZMicSGd3TMStY4YZM8HQ/xOLNi69gJ+rtN1quNbS3RLjo",
-	"/kq3/hhsvfjo/rH18fMgerbzxT3v/fvZWb/3t18xSDZ6tvclLHs0eOAGOs1rmkyIdzJIxkaayEITLiYs",
-	"N1K9rkvLVgZrazWO1zYFlbW4aeCjBr8MyD/tvc9zmb+U6SJXLqbNTGky4dZFrIgcORuiwshUF32C+pvq",
-	"ExSHNRnn8kqRLgXtFKyM3HqiyXnO6IVRXFG170VESUKdjjihIs2YMg/gKy8i9kLIK5eF41vPFJ2rPjkK",
-	"mDenbHpuNBVFUpZkNGep+Z4KImdMwDgzriBpSU+YgnBop0A1Am2B1TRjacGCHA6+Df5UKPih4YSHpptR",
-	"hJ2oU48MNKqSi94y94bpiUyH5pGlfpA/0gh6gs5UMTPngqXDKUs5HVrbdzAAplIwylAhQ0HKOFpwcdmY",
-	"32pFIG4W/25E3NUf2tiF+kPPGmFmY++XXZUqfcXr1g9nMaNz4Y9mWeQlKwl5GbJSUXAbwAsqlhfi2/Es",
-	"VUyYg4+x+TQdSpHN0ftwIQsNgxya7kxjObvkVhkrBL2kHDVZkEpYLmgW1Lb/YY18dYowsU+Xad9PFEHN",
-	"kHx4/6auZDpllhU7/TUU2gargM5DDOIWEu1A+/eT6Fbm3UGa6fMX+zu9iEyYSBgpZtjPt167RKKB7Yrn",
-	"rL4WT0eD5Bl9zrb2kp10az/Ze771YvSUbe2ef5vunO+wfbozaLKeb5fptWdnn3ZBrf329QKN9tgSapf9",
-	"EfQT8UtWHZkFOZv4K1gUzFIoPhZbXJQWFGc2okQzpckI8jqgaYiykQKWoqVbLjCyeLbIhTLp+o4nJOCL",
-	"vCjXcbvXnGDBMI6Gv4mnsw39TVypArerfZcyOeZilWGoRQuWb+wV5cBvRhi4VSQJU2pUZLCfNUPZNTZx",
-	"lkstE5mtEYYGp/Sdex/IwVrjLx3IYsTH1lpJ1EReCdI1P2QUDqYUjFzlXGuGtsyV1o6oA2xvwyMHztI1",
-	"J3ti3i3deYHMc8/OFh+QUS6nxNozj1+9/vn0+PQ/h+/ev/3/jl+9fn8SR5BoCjZsoie5LMaYcX707tiX",
-	"ItAm3zDifVzgKay5fio2lHKF/wx9V8zSja/VUltmAJSgG78+peN4vY0MOQytT7s8nuW1K3fDLUDjzvtE",
-	"pTwhi4iVd4ajFrkNXFTflupRp9qaLuCJNVr/Er5dqUvcgg3A9egpV6pFeWts7emKhMXyW1U6eZYNoOYQ",
-	"ChDomo9msLLviviuM+tjfPuGdK4iM2sRDXz7WqSmcROWXIKFZ36d43crUVtN8eWhHeLNAZ3ajMyNPJBW",
-	"uEdRSY4QmAKaM4I0koOSs7V1dFRhlCWtgVAn0+yH928gAkyRQmieGR4ganRyKSVeznSbQ8TAbtMrV+Qc",
-	"gs+0XJO7ms+cC6wJAMGEUbMBCeTcqO0sN9I2dERFWoqXFhLFLhc54WKcQbLVoRUAuENNsQgjEAZeboIb",
-	"O7DMroVaAS5LLbxEL6zStNSZbSMVc7Ftmvv3hM7oOc+4nv/96Y/Twfz3vdG++F+7K1Uejw14G73OWQTv",
-	"9caH0Tt6VxOZNUQoNJygucJoSD+8PnU2FXLOFOSSgomCUCP9u1AAiOEbCyNjRJACNdMEsl4hidVSGgRy",
-	"iZHaxBHG95NpoWyOcfvkr9RVjrFP0i2FoN5t6x0Pzgc32N03zg54wdisBlOEzR2CyQkOlAuLUITrQ1Tp",
-	"kozR3PxNunA3riY8s4EBLhCGK+KkwN6q8Inmmj9wOEVd71vrGK3UAzcVM9Lrd31tEWWlWnh7d+hu1L51",
-	"x7dMk7trEWuxNrfu/pZ61/U+r6tf12tjoTpmGziskj1TlhhWcB1FbDMZ04/iD5gqlV5skmlgDm0ILRR1",
-	"MqoMGWZimU67Wdziddy3MmyBsJE5F2gMDQh0Y640yzfSyJtycgu1qe2o9IYRVfsBo24OorGiq7Y7BCf3",
-	"ciIVE+QcAcDAD49B49zBWKBTpozg3CJnZhrDsw7IHrvPSE5FKqc18+2IIKQN2YKXLozwMpI5tJTxETOL",
-	"VZcITZNLzXs1SCe1CjOnPvH3dtU2VOT9y7C2M3PtSKkb3ybZCFjPuCg+1Y3fz/ZvY6T1ixECbKhlbr5O",
-	"d58+3Xnh/BkXbB6RvV0AYoTQWaWpSGmeknOq2LP9fn1zfz3a+i90+/5t++Pn/b0vf/+3a1yrJZcofEss",
-	"5Fkg3+zaOWXVzlyw+aa262uFbTqkT4jZ5ExVvoUuCDupH5rqNTGhKZGC9dbOFFpAIMEFeAPaHjIw2o2r",
-	"xVDWTHpet0u39lq2PNGKokyppgkTmuVbtH7Zdm4jgrKxBC5HaPG0wjaianOHq46Sd34g3teeFCGvXOhv",
-	"IPK3Hvi7Onlow0RDdxvvwlYVXppoMxuWG6EXQJ9lb0edg1/Xn1pzzxbSVzQqAB1FawzccymSBg8Fa8rQ",
-	"hs2xYmc4HeXj8R/paPqHvvp9N7sQ4mq8u6dn8nz+ie3vFfJybyKfpX/Mfvv9iu2mo+nT4tN45ZmsZ+G5",
-	"RflYw3BcnFpxI9HvOsSYuUCopbFr8NKXqGEZvB655+Jy09S4m4q0N6e9nr60/AC7LT6B14M0uy3UuuAy",
-	"5wqqUXBvzaPaOVmDuLvRYE7PhtS9aXxYNnE/rN7lIS0Sh0r8KrQRoSnU8FyzChGJ3UW95JoNz4rBYC/B",
-	"N+HfDDBUNgWnrKXA2gimZqbpyvUL5kTNeFj0OyIzliuz0OTo3THIHUbGj7fpjG9f7mzLHGyVONlCsTw4",
-	"VXICJM1Rs6VXY417cVJMpzQHTgG5wyu++KAC+rRNOpb1lFS3DsvXcU0poyQWnx19CkVnfmn5LTagZY1J",
-	"4afLB387KAElD3hwT1ODVvk5VGjD8+hNRWxKihR2y2+OSiHNZj4E60tZxi9XWSw2zvz+TZ5vqs3cVNVF",
-	"RPL1xawf5fl7/OTLx2i1xooA9xEQIcI1Af+VDbhasDzVKWuFd/xesMJm89rlh0jGVrrvx7X0n7ZuWwGR",
-	"BLlpbdMbp69cydB1+VGeX0tH8s5+dUiKmT1eHh/bH7x4ttqif7OzstIy4Ea7YAVugwQG8VrumfZVN2Cz",
-	"zWSfuB4mNnS8bf+XhZ4VumEQe/b06d6zpRAJS5LeV94C20pokm8g4vfEy8bZNOTfxg6TWc7g0nNFMIwY",
-	"3OQTqgm4vw4R40WRhAohtctc54Hw/9XRlit5t82twJytY/wMjAvNE9VIEmonDzTSgNovLEz0afkgSjT3",
-	"b3dXo7m3duonthyzYDPJLpdZHVDGbE44hu52ZUDoOHQSPXiA9kQh239R8GxKtb95VZML4c1uyEsv+AI5",
-	"BRPrNhQxHKbJDXwiYS5XLlp9YPUe7WzsKq7YmO9cqZENyKG/dSsdJxEpBP+9YFA9Ab48hAAYnc+NSJF6",
-	"BWescOFbD3efr4pT31kap+7lRa5Pb7zlOW5THLzo7u8VOWmtDbNDWbErx2JTpd1emLZU53VLuFYsG3ka",
-	"ZdW5uwBeOJJUuj+iiUtBXc99gl6KYX9r6Ybc5GrUD/4GR/02pBifpD20NPPWQoOVFULCPBcjBgKgTC+P",
-	"X733wVOndF6iiY9yOT0kbDrTc1sWiop5v+MZrauDsjPow/+2ny/GOfOyJq5jrVxtf9xYYdPyYkOFre32",
-	"0CzPqRnO1iwHKIq2tNcO8l92vCA2ZDWsoecCKmPElxgPGwcheJYqUaLtNlkvK2XDbPE1Yl/KmJd1bLB+",
-	"F9YK66XKDXNGVSjm5JcJ8iqHs+dVHuA6Qq9/+ah/PW9dCOLOzWrBZtRkwJv7Xm9g073O5mKuIQ3jW0NN",
-	"xrgEc7FGJwvZaCZg6+Bg2GaFF2TIEwTXLgw3Xm3M/4oOHdarqE4blieEoBAMiORaVRhKvAzgXs8ffcM0",
-	"mZLE7dwsAyZ45AMrVD8y101U8Xdjc5Nz/Y6EgIHw+EBGf9sKfYMrtv6xDKdYrPRotAurefgH+XjtGCPz",
-	"7soYI7+zWxG5fGr44DJX68J7GjeGkTcytJuEzp51/Bemb39csYof4Njf9Cwfi6R/i8d2WbjlqpWDWmkB",
-	"QcMi56x1LKCNVzQYDjGyReFWVEO7BRezlutVh1sOw2LLz0FtN1iE4AKCPWdz6WwzV7/iIhRe7AopGw0h",
-	"gbx2i/C8fu4PODvXARZ3L1YO8iYbgTEuXKNbITqw2A9NbdbFNVu6s/67NUyv1dg8b/DdLwgHYVQIz6q8",
-	"7POGDfo2btotSSdLMJCac2yhIrkhLN6qVx5o4wpgCwdX6CLJ3r19c/zyP4evXn9/9OHN6QmRlxYQ9rzg",
-	"md7igkjBVM/WGhG12jVPFEEQRPgqh5B58hrKX2O9GyrSGpDPBGAprBWfOuu+s/tPWM48o/9I5raWdq1e",
-	"ztVEKub6LTFrzDcg25ampj/50W2cn3VPy+Iz8qacxaZ+GdzL64MwLYLtq+7T4Nu9b/d3nu/uD6Ilzo79",
-	"Zzs7z54/G+w839/9du/580GtlO0glCJTR/orO4QiuLfeURMU0Jvf4E46LBEEvYldv5sg9PlyrMGy3xdL",
-	"+9179vQabqoaTlsbRsInCvGBDcMMEadDo/W7UwpvbkYSI8Iyxeo00X7SOyQxiCPxQUmFWGpLS4KT8on5",
-	"L0kmkic12KuGL6saj8PHDErnuCTrJcb6UU0N4oeoaJBf6FM3/7I8tUWj3Rl7OgiTtJpT02Us/hWlhkbh",
-	"N5dqBqBqyBshmRiKJCZUkPMSmIWc0+TClv0vXdsaE4PPWaAMKaZ3z6ie3HMeW/sK2jpq7XBDQd5//5K8",
-	"2H/6rYODw0KHUGDsiSLsk2YCkultsnWbLTRKIi6osBKoqGhWx2GmCHnlAbKvkTSZMt3CYjwSDRHDzERl",
-	"xZicgdXlrENoljMK9S+50iq4L2sVBAnA/WFtODkicQkVGD9RfXLkwed1P23ZFT3P2JYhIj3v5KUAX2CR",
-	"/DBTGcD/jLCFlIWlFvfv0AL/GVHOlr3Dz2xRnRbeXy2ovQZQ10xdbg3xEd7vEd7vluD93PUKaDggotol",
-	"JIBvF2Hoc7OEe82NWCdF8FmjgB/aOFu3fMqUsyItV7ixzeqDkGQeiiGqKuT4ySS/b+g0rBfFXkBbg0W1",
-	"q6rblX8KKC1jqeovr75Tjnh/8CKIjmLOZH1qJ4bMhkmKX61qAVpJyi5diVC1vYQ6LahLhePxquUgDa9t",
-	"xMcwX2wDY7RPpvmV2Kgzp7cyOcusU4mPLbN3sGZclVAUzgkOVKntBb+9sLUGpEKQfb2dMXH8CpPRcoDi",
-	"6fLptABW1usTrK1uK4yaf8dES1Dv5czIPq5gahh2JoT+V/LxIufN9Iv95yHBuAm5sIgNl7BE9kV/Jodu",
-	"oi+lECzRNXmdp0lYJK/DKywo12p+c+VTWUqodoiThygHcpFkRcpIbDg+T+PaUkGRNlGzTM5yOeJZvWJZ",
-	"K0LJ/N/e1tnZp6fn5v9SiFhiHz/vRDuDQdiJUh2W3eXxRt7ErRdp6XKricw1Fqvzj07tQCQyn3VCUT0f",
-	"fSTqvRfhkZ84Oud2rFKpDgwHasQPqvBDgF9xtT04K98q/y5fcEDR5RvlA/dKYci++9lKD80/3bs6p0KN",
-	"vOaqB+4VWqTcfh86h37gbahyCv5q6M1I5gnrk6PS7pZxOJRcQD3DC5bGkNqIWAPWGAc2u+sE2K4MzLGi",
-	"xMY62n3G27Y5mae0bGoKvj3k/XLxltuI3apdB1Dr1LNkKJYUOdfz8jQdEgb2QWcZNLxX2QACsI+QLjZK",
-	"7H929yPDyixP7D1swHZ18DbBk6mW9esM+L5X+0CY9r+RVyxPqGIkYxqhqVM+NseCipRM5rMJEyoie0ZK",
-	"2B/UIKxBkQBlFjwHoNeCNk5tW0bGgMb65APG9wI2m2MpdY4CERMrOMpOtPe8rG0Q5iyoGNky5ZvY3Vwc",
-	"TueDmFGOZWB5wsjuYPfZ1s5O2yu+JHAnMvT5SuY2cLlh6bQZEVc8y4hijHR/eH1KvNzP7SlyW0+Serpp",
-	"IqsdXIjClE7xkG99LY+47yNYkwTbT1xR+jW/AiO9je5Z8xPN8ikXNBtOuSh0SMj7CX8A1Gb7MrGXW6GN",
-	"JqVza3mm8yeKJChhInKdFKmKCFQ5ZqnFYEeYAdvhtXCooD5Pc40aC91YjsBUF+72qdQ0W1Gj6WvbyIBZ",
-	"ty2eBDb75s7eu96HcOzB2vEomwUp+Pt/K6EK14tn8aNXNolu+KDuIZ6lacEpVL6RBScU3BgMSwlWX3KS",
-	"2okZlruXlRXwhI8F1UUesAuh9x6hx+xptXGxfsF0CCHlY8FS5M56CfBUDqC2Z+KCzW3FicHebkRmRc7c",
-	"S70+OZ3kjJEJo6BCnYkzsUVicCZs+VlT1n3n90WOX/W9t0/5lClNp7P4oCq47WYC5Vth3MBOjfgzpZmR",
-	"JD45Quy3Va5TfEBihmP9e0xGEqVUl2/UwNAiTCQSJJcuLM4M7fM9IkdngsAXz/a3zMWHsUAHDu/fVubQ",
-	"En7qm3U4bT02q48gtYp/IhkXTJHfJBc4IkoUIgbHZ2ciJl0hic4pz2wJW/N6D2b/4fT7reew1Dt9iwyx",
-	"ZRdq63InPhO7/colgIbyiBSzGcsJCHfd+N3bk9O4dyb2+rVVxnrUhH2iic7mxKw5+Lzqe2EGcgBeLiPC",
-	"RYSPjGoQkfjfEUhXT5hZLvJ7waDkqZNm4Gxu+1lNZgj7OITWIUDF9Uw8rf1eO1LulWf4SlZKrxP2iZz8",
-	"42hr9+kztz9u8ODmcxPr2h/RYmf3yp29HGcBVZngs165qVDN1IIMK0IhCB1GDZeKC7I3GLhjaQZgJGjw",
-	"1xjNxSjwU67MXhuZeEozQz1ZeibwEkW1BmWhFU+ZLeQiUnkV+R4g/z6BGY96RxPlF8nUGaTbXrKcj+YL",
-	"730Fiuhhzpnpx/uDHdLw2cT9M/D+GMqDw3YZJgedxhWsSCSdcQtHxX2kuJaDsiEiV2V0PdAX4MG/IhRK",
-	"EMYNkVGGHwNoKehmcPM1++AvhQIA7j451sSfsnJEo3GwzCKZJYUAmxLiEYDAuvXRBkbSO8Sd8GoGK+sH",
-	"1HmhNDpHgUeBBspoDittF3Si9QzEo2ZiV3tJXbYKcNdyHd3jYXCVpkZMAtKEr5etbGH+F0o98VpDLBTL",
-	"/7ke/s1KtJuohHNGrInzuY8WhNeSioT1yc+suqgV2S8X4+jdcWSIQX11FECIi9anNUieNSb9BQ76SCK6",
-	"g9A00RUYHt6STtQByPm2cwQ93k2DjlkhwOmHr71gGGA433zz1pvZN994tNfNMO4dwOG/mkjExS5EMxys",
-	"T478mw6cSZyJ+hqRbmzekrm9pgfkO1gDsvpc9foEPH+eg4pOmarcV2eCa3RaGc5j7lT8aQu5HLq6qhgF",
-	"vD6WHjMBBlJV8q8KecC63LkiI56ZDqwuLrI5AbRxZ+k3O+8q4fVJXKd5VWIjQaelvUxC4uewCe+LzAwB",
-	"wx/LKaLk4eSjb755m6csN1uZTFhyob755gC49QnpVnXJe+R//s//9WkQlpoJUWN81a4egZf2SMBJiO85",
-	"XgiTsJdmTA0NxDVyFW6gnQFpumMj00W8v7NHWv5224FXFG3rn2yOz5zpyvxRd1Da0E9cGQilUN98A1sR",
-	"0xmW3+dSOHfh335Thvd3XRhLz9mZAhEaYBrHUodm0FY6cQvwRJHjV/BK5TWM7TAaUzAb5MR6IkUJ6mta",
-	"lEZYIEKKrTLiAUuOSaEiMpFCFvYrOBVmIPgJOAj65Gdz/Gc0YQeki5fr+FVUF95yWWhGNJvOMqpZz4gQ",
-	"mBBfMnPIhze8iIrUCavwzG22K5bgYe+XdShApDVkAf4BbcblAuit91B8gqUHhimx+LDWvuN/hJKUj0Ys",
-	"9xUQlB5ekHAoSNwnL6Ww0UTuG2VahwalsK1TjrjHYLOGpTss77h5iX1iCVhbyFtzob2aYW6GcLFNwzjz",
-	"A0IJAqcQqs2qOiySlAhpBLgxEAxYYhAPdNkHoaOcqQnugFfGAxoH3wt1eHXAm7pUeCcdl7akZvAelvZT",
-	"cQ90M9yZSqA4MLfDNI4VQBwmLd4gLJjgXkZSCF13c6mpBhQmjmIKFsIrh2z0qUwq3XNh3+3JmJEoAoKS",
-	"6VkBCIMqMl2OIfYvyWvMII5Jl2qSMao02d0nYBi3emg5DNM8rqehcoetzQBh1A7HxYlHBJI43P6gQojh",
-	"Y3hhsebDOU0uzF2FmE8Q9f1KIRFuAC642/LIrHtTRHj34dQKeLAW5qBDWB8p4werWiQL6o2QrguBiyMU",
-	"6KOyOIzqRbgIUJBEQ4ABcCtwtF6Zf3FVhiF244ZdKo7qpXpsRROgy2VRk6isaNI7cOGLEabkgOea/V7Q",
-	"zCcHwCkV6RqaD7fsiivWc/TQkm+zuEC3lFFq7QRZWvIMBZybxO79A3LWQSHAvotSwFknrmiXCwnMKJ6N",
-	"nNEUi+VhXTUUeX54fdrrk58qzSn+JgZmEu/vPifBaK74kFwxehFVShaROR5umjH78c4uCYQqYtCHDQq1",
-	"x70R9+hYBeislmEZprS3t/eClJlNylJHgRo46KfxqS05818x6GyCyNFIMY282zoZtvYGpzu7B4PBwWDw",
-	"X05TqHTcWNs2/oirXiEleMbyKfhsckP9RwDPYMZgWt8fDEDi5SjGIB8yS2Pn8oYrbeZSKEaSIlcyJzM6",
-	"5sIKeTFY6BT/g8Wku9PvPzXNOZfhzmDQwyFVdrwY9tH0PDNnXxbKtMfMmW1Y/OKIyBn9vYATdyZeOxFP",
-	"+SKeORnKAYF6koqzO9XlxAMvJIp6OlAjNIp0m3KeYTZCgrkFz4uNFY9IDEYM2LUYtWR8G8gxLGaSM9Dm",
-	"aAYUw5ql3MCmhbZLCaz0wNInuPtIjyDSVDPS5c4tC6q/uXLQYK/eYJ2HHFSE0xI5VeKCRlal8ViMWRVP",
-	"ZkHyXm/fDmpLXomtamrl8OuCnJsBFMCkGViuqo8aAwdb1xZMFrawXBHRtEzg5GGNwEUNfmIyKgTIWGRq",
-	"VsnsEqY8kbJJ0p3ILLXFq+uBwuaYguiN7N0tOugbLkCXkRmfsYwLOL9yZjRDtMkJheIdoeD7qSoTjfzT",
-	"VVpaQYOqTeoA9wJk0iLl2nAhIZtycw+NLBlPmFDM0x3f5XKWc6ZpPl+sQW6776rwvU5TbTR6oheDcNAZ",
-	"9Hf6A2tSEHTGOwedvf6gv4fO2AkYpOv2PFeWecwCFV4+1PUUWPbcUEYbvQoYTwgzUsaakaMaLr8qrWem",
-	"JyMOESrUFcvxB1ckrLJaQZSbrUv67sN3b45fDj+8fxP3gK3CDfCzSkwHXbD/RaVRDUgy3mY/3aQXwfid",
-	"BGKtojgYrKCe80sLheOrGVZWlBkYFDSh5Ipl2Rb2ZWddzqklt4/ARijm3lCUUX5ekd098AyX5+047Rx0",
-	"fmAaymeb/crplGlIAvl1/eoHwHzLKcAeN2xwRhI3C9Z3BkAw9Fb2v1pKDPpXWrU/2kCHXz4CrCaK6+b9",
-	"3cHAWU5MU4ChXCmDv1l3e9X+Mu8OLAkYZNrLYI6VmYp1YZim/mPLxgxsHS+Mb7Kvb/+HfRVgM79EnX0c",
-	"duiTcnrb39EyKsF8svti9SenUv5Exfy9c0TCXIDxrv4WdOqaf6lz8OvHqKMcgk/nF0jhRJ7qZ1hhVhHg",
-	"rpnzwHPieUI1HSuAMRi7DMYa/+0c2AIi0HOdatQMruDTkypUIapiTlJA2LOPbwfsrjLigg2joRF7lmx3",
-	"w3YHg7AN/LC89d5XWIa6bWyvVNtQkD5otoVZOWdYiascrdjaZ+ox+nEPE0d8LqWtIlCBvhgdnZnJAkoE",
-	"UFScFbRYvhcfAieE7yElwHtvZ4CP4jbxcBV+atWtypjq72Q6v7UbGSws9KXuPbV5bndGFWrTDFCHI5s6",
-	"5HlG7MHhyjsjt0g8dgc79za79+WsHpj64ZyXf9IQJPC7vdXffS/zc56mTOAXa9DZly7Pxnyws8ZsfpCC",
-	"4ctrjOcdWkxPpXwD+UkPRv0/+z64Xz9+qXEDdzSM2IoRBTXSV6oOpVCwFjOAXwK8AJNaF0iQP8pzxAmY",
-	"M01KFO6IyCwF6YjnSh9CILShilOaX4AMNSUlgHebzBkl98h0bRrv3CGBcZ1AkM8C8cPVMDarcKsX8d5u",
-	"1UaX5MEOezCIpnnwzYaYjSCIPm9Ve6OD1Dni4sPuFHwXMLXJJdj+/Js8H/L0y3aF1N+Q4kOTr17Z/lGe",
-	"mwPwMVogT53Yw+ZpGWDRRdEJJA2wnR82rPnwEopC5R00C+VJQV4mZECyOCnOp1xXcOp3I1R4BQvuV5IA",
-	"rPrw/f5NnkfVov3rsNr91V/8LPX3kM77yJuvR67eQ8UNQs0hQ6cJ3q3r8+Im/HWYjLxiaYFXBf2a3XoY",
-	"UuxArOMeEI29AUnpXB1YGG/OUsT19hxeYI8zGpOL6YC6+qCzsJTEu4Nd8vmsU/Z61kFz4ZdK0bLCiFNP",
-	"oYGyWCZkdB1WEEmNCKM4BHQTRyTe333RVNOsD+890/l862ikWR47zxuEe2k0HQr2SZMPpy/JlKeCjyea",
-	"dJ3hyAYONZbgEJVs7oixuYK9RYT0rb9Nd0NLW5Dva5HU3VvrHzot62mFtDPnc+savmRVNeeI6/3LENpH",
-	"MghSDaH2QskRkfXbsS419J43fBMVQI6jllW8mdqmZdG8MLVsGsG7ulbe7olyXnsblVR5THrrGcxf2mAU",
-	"83GhWA43IuMCVSFEPjGEB36zFgyqCUSl9yL0n6DS5EAaHY1q+UxcFAkNRO1B8TlyJPxgPN+1DrYohXER",
-	"h8QCZIBPXF6gaQtclVIwZw4Ha5WjuG1wDXBxt9A10DkXANgIiKVIQ7xia3dl7GoUWFyLlu7cWf9hglpm",
-	"jLo4KZ6XJQm7lR/xwUnr3cuif12aWqObeBiqS8/9e+CoJiYormncdy72bfBqbrFLBx0WtO38zK5KG06f",
-	"vBWMwAdA42woEEuJ06itG7VOSxOaZYgpGzDxmDG8vrRYnJsp0u/omJ3wPxgUGF7jXYy8Ni+HPGLttLI1",
-	"ZbAGqKlpf0VoN8QOxplMaLZVBv1GJFZzpdkUAoeADRy/spEnlRGPHL9a5NKjiZZ5c+Redm633uF/Y2//",
-	"3dXy4r8Llf/3BZv3akDgvWDR7oWzg/kjU/KiPiLC+uM+iTEY01+seNFEyuYWuSYh4bxdSH9BlfEF213o",
-	"RNpiG2uZCc1BfWs/CiwDRDXiXTJM1OybDagzEgNH92VoIIh77A9jvfI5ywZQ1r5f0XchNNYq3qzvu/QC",
-	"VwRhkUH2CKKTIN7MvGvn/C+jS9wjSyqZkNkKPxTBX3hfeDePg7J7ha4S5EReNMIiPtSCWq7CISIvqiQi",
-	"TFzyXAqkPTYkzQUvGpmpBGsB+VpN6MwGc7rRGFGfBYM2XvlBE3d2A7xeFgiAXh7In9IZ8RBH+BWsokUE",
-	"rUW/uNPrPQwc4SbgUfAc45nU860Sr2jheT5Bm1r5osXkKM+u90s3RmUy7kVGvlJZMe6Tn2UVRuiCX6mF",
-	"obS6aljiOrZjfFcO8Z7krrvkGs1JreYd5fJWa/rIQe6Yg+gwDdfzaje8+xi4TCEFpw4V9mWhVw1TJbSH",
-	"nIY2Cz9A0dpQ0HSCXjiXDUC65b92elGZz2FzBp2/DoP5IS8VWA8Eo1owOgLSFqFEG4UK5GSqq/ZtwWAk",
-	"BFB0BuxFXPeJofm1m024Ikwk+dzZbHJAEhCpDR92qZeAQ5YVYzTaYPo60h3UK0L0pnQXVoCPAaMMmrOa",
-	"125jUuIF00LW8cdNbTseHtACdKtfOz764ceogysJCCWd3CZ42me4uqYxyLMwMu8ehm7ncrqlJ6w8i+36",
-	"a53X2A2UlzLytoV8XArFOCsRFREDsaotuByW0BatAlC/L9E1iaStpnXfdq7mmQmQaRxZGrmkteZlbJDq",
-	"16d0vIpEwztfok4gHWrVp94n7gu/oSr3bu2GdPkFlvZeWhjafV2+9yV6DP/yXMxfv2mvMualKaHtmG6P",
-	"Ad6A/yGU5Zpy6fbnEkuap1+QXWZMsxAY/1ReNjknpNBpVeXK9cl7L4sJGYiFo44RrYNrciWLLCUZo5dN",
-	"MRy/EpIUCvKDHct0ubWQsWTaLOGuMaVnAQ/rk1dQoA1w210UboPB7Qe4Gnx121zt7QzR7EIS8H7Ibx8K",
-	"Qvn6yNZjWMz1w2IeRgE25+rOyU+02HzjJcNmFITgmtwdAUXBcotw4ZtcX0Ul3XEGHS8BtbdATpZTrs31",
-	"N7PJWTYPWnYCV/7edNWFQaeOmF1f2Hm8o+UdfYgr9wPTd3ffSnV3M9uNA6S3EaiFDnF8gFuxgQ411RiB",
-	"M8GMivo016guC3YVUJlVMWO5YlhARczPBKN5xllevioFs0nT9t6X314wNlOgRJv3gip0qSSfCYzmujLt",
-	"9cnPoEaX2e2x0YIhSRzS5kDS+OH1aaiO0IFNCbTwAWfCxw+wkAFWGMFsfi+VHx/bbH4AXCvz+eup/Gei",
-	"kcsP6f7QQ4XdfibORFzTSuODCgoaF8eDBcBXDkn8+QxV17POATnr9Pv9s86XGNEhEtiuQxKLIsviM5Fk",
-	"jEKCZoQYO1iguibmcUVSDhJZSrpQpwuEsGYZktiM92iFOaGS3DBjtk6D3xX65mLX6CcMgotuJqHdpf2h",
-	"RDDuy3y8yBqx3LCwjoXg2jaBX6wScb85XhtyxKiy3IXozl/KOvDIwm8Qfb67hmnAwyT5HhBubmZVeL5Z",
-	"l+/dJXsoGcUy+zpWTY3pP4xJYtsyns3za5oiTtAd4JMTw0TbssZhyDMA0ZVWGyFK0zlKA9THs3LmfVoJ",
-	"M8gnVRk43iengOK6ZREtqgzqLk7bWi4c7/WZqe2pd6cWF9KVgpFxQXMjW+ScZvyPEjGvHA1CifQ2N8+0",
-	"DS8403u0vPwp9blH9vRoBbqhFQgv2ldphd7WrkDBHRD892VQfGy6GRZ5FkfkHKCBtCSzIp9JQOxiyoJ2",
-	"2SQhv6xZU8GlCnBQAX76yqiZGHBvcYg4oHJTcp7LKxfVD1iXeA+HVMekuzNwdSh6B6gd+kW/uUrkpYOc",
-	"sRXizNGOIBHJGuWxzxK+XBCqayM/E13q48Ai6ibQ/3f/fPk6srhKiJsjEkPQAYbaQRgev7Jhq1SfiXjb",
-	"9MLFdkKzzOjMsQUYR1wnD3gp8rzYdVc3qJt8RHDplOZZhiq8ZxYgXQyIQcZZ10rhyytaKae9yGivycQH",
-	"tzoTPvieg4MjXcCqdRbDoxC3pmCetNCfxNkwWAoIiOpMIC4VdmTzxdD2aHcC1P2JYbnULWSKiRxnwi5T",
-	"CXiOXZoRBtXH2CyDq+hUIe5nHHE7AeKnVwLZVycbcjosVP0W4MTRGT3nGdfzA7fsE4RLwSjRMpYI9qZL",
-	"LaDkmXDQ+XTKWpCxDq/ER8KEGkMlSIsZkJUP6uLHmUAbBh4FrciEqgmuoj01LjMFobcINUtkz1OT48aR",
-	"hYQ8E3hQMbQPy6ZCxxognn6W7SvszBOBiqnxIYAq38CqcWKG0BztKVbqvYVAiXvy0MOAFwg1ZmEjt9SP",
-	"PqtHaeVWpZUTJCZexNRSfnxjscV7w4dshJq2lrR2PgZlm1qhy4VBn376A+Q8Q1YEsMTcVpWA+EQAoNN8",
-	"yiIirQ6TzcmIZwhwdD63LFvmNhr0XZGPIarLbx8Q8qW2FSjD0aC1Ed1jBk4gd0E2FwcYE0x0Ye6Erem9",
-	"eabOicbQp/BQWmmVFaSUixQNDgerWq83Gqjud7e5FP6EV0fE1ta/Dt7zGBp716GxsnEPy8y+2vMACQuU",
-	"3V0YA/uyBMR37rb2IafCVtqBorxz0kWbDziVCBcTlhtprWFLsvNXPed8o6IpLB4aeTQrxoj0wDaJMvWP",
-	"8f1HmG5+1R4mrrK2SotjKh9DJx9DJ/+MoZN4fCEPuk4Orkkpl9ipai9uf24kBn9ZmqLWAmNYEK2EWPOp",
-	"mRJacqCUPxde2EIYOLhBDO9FdlgIROC98xil9KeOUrqta3W9qKRmDv1HSO9OJgvK7YMYoby61K2Qn3Dd",
-	"CrDWtG/VB7iHN5MyHiD0ZPN7jBO97+iOdSgJksL0tijKo+XpMYzjXyuM4yX4I5p0/Am4SKAmFZgoHkBa",
-	"2ob0C+7q7odzTFqSU1kITboawFgoa0JT0q2Q1ktPUK9PXlKRMCxnAn4SIYnrGtwdyYSlRWY+KmMo+uSt",
-	"SBiZFfnYfDaBclVgyY5soGORj9nQPgvpp9CnT+Beudn+GSIX7lHGe6TIj76AG1I4uGuEejc5rS7bzeja",
-	"bcirC8PMaoTtnCVyyhSJ3did19Eh6CHJoYhZ+nci5BX5WztxfpzTBPzNXKaHFmmIY+U4JFokt2l7YL5D",
-	"TNOWVVteCdUnJ7ieGKNfgnS2V9kjnKDZVkHoWLcwZTTNuAhAp9ge2L8MoYyqRbPb+0g6H0nnw7lR7f0L",
-	"iYe3RUKvIxp6AK0LjWrtUvNNHEQVEeGBFC53mS4AzhEhrNcF+DneoB8WsXAz72c1buf7vNOg2LK31Y7H",
-	"hVv5CMT/NdkJwU9JV19HPwrDe3qPpsPlzs8ybMSDQO5irfhvAQMfEZ2hugjWL5xSnrlSghAI50U5Ysza",
-	"AqRoaTEZc/e1aenQqKYtEsQ1xo+2huYql0LHDIeiSkBmWwrZ5j5i4J5iIu0thOzx8WO/SldqNcIHAqip",
-	"VmixG/Ww3E7cZzgnV3T+1YfAPbpM79l4+SfyscLJZxXW9PmcuMzSa1H02xENtz97OPErwGqCFNTp3I5m",
-	"Qvw2BQthJsXYTLSqDt8n781rmIBlv4gcED7Apjmo/DqCvq8ZN4LDSRcCbtqfKQ0l+/1yGM1aj6b/WyPZ",
-	"95QPtZR+1rnlY8Two6p7y+ms5sasgMu/DhFbgGvzVrBWTwcgDADl9HNrgIbMSRchGqGeOQiK4TiPRr2L",
-	"r+CuLhj5o4L2tQVy3NLBvx19bI2AiHJQoL9dR1qw9S/WDcxyWqs6cHUWIqtZAbINFwkDHyLqdmXthqN3",
-	"xyW+Kk0VwRQnBxFj1TQuLpnQMp+vjrd/i6P+C8Avw0zWiDCHCUdOGYacBwLoN79JLh4LL/557D3qwSPE",
-	"rkMmMKR9EzJh4ZVsLLyraXJA6LliQhNMD3Jh8W03nYuL75NjLwzUlhBzgaDk3YfThUGgQdngHc7jDi+0",
-	"7WERkkF9OQ43Xo7HWNG/TqzoE9U8Dx5tgF84Cyff2d9u0fC7Es0O8eu8g4tntkJWW5HhQroUQFZYWUfE",
-	"+xRroNufwTDL3dr0wqh0VVo6ShGOMwJaHVcOcu7Qj2xNWcJTpvrkF64naU6vnGs/btA7TIAcljmOMUBg",
-	"6ow5aIEqtb5N4huFKVw0ARRK4arCTYCKhGW5IVbatfshhLeSbv1VgmtxQg+CmbacQlu+5Q76Y/TBo0nm",
-	"MZR2U0S02+ZzNzCHY8/bbDRikLi5UIZ9DdmaUIg2anIqBFSpWAAH52LCShdjPYSJ0WSCQWlXE5ZD+C3a",
-	"0Ue5nJJujd3EEYkrbonVXUFRWJDF9NpN5O5F2WZXAYr52szUrpm/QF65sApxEjNh4SeoyvSotH5tAqqu",
-	"VBR3xCP/IMPBxm2sDvQDCa3XIQY5U8X0GsCIa4dKvDcduHjQQKL4cndXn/jf1zPMJ1KxBWH5CcT3OsHb",
-	"vqGlJF0kPDOmmaryujDKVXpBGbm8Aop3CBWQ147qD7rdzALfYtr51xqlipv7KB0+SocPKG2ZuwYIqi6r",
-	"56ETvLftUO6Qwh5rZ0iFMHpwKBhidV5oMmba0Km9akViQ+dgPgpRaekYyvwG3uyTE/w3BjCEF3VlvIJF",
-	"wVdljEIV5S8F86Bnu0BQuYDwuSH4OuOeRZIPkvlAcgAO8e6o7e2r/XbIJRn4+vJp62S+PAWPlP6R0j9c",
-	"FgKewq8BwmO7UHS8WIl+K1CanLGcfDh9SVI6R6U3Nv8fEy1JrGVMuEiyQhnxuEs1mUqlyf5ggDHEEfmD",
-	"5VLhO2mI8DXAPD7AkDalfPDV90Z/WcM6Ci+fyvuTQnFOARr1ivJsbtZYParPX5P63M62SWGnCns43U3F",
-	"vwM3FH64S+UYAF7VtmLZaKkjN6GYC15Gb8CHGJp1/CqCfPiIYC2VyMVmAZY/4vBa6w6haZozpZgKhT+R",
-	"IwHQaDy1CMlTaqsMcW1GGLz0EI9xYsZ/l7fQTtsGf4SlBLdGOPY7Du+65kV78FrxtUXyrgAexNAdaExi",
-	"xSnexiBjUDYW5hDjDmGdiiuZY3iyBkNHBOZbROmzwq6Hf6xscjD4IqXha4is4PyRQuIdIOdsLs3pr8Zu",
-	"w3NDEcn+Eb7H0pjY+SPM8K0xsT9RRO9mV9FqtFvySmwlOQNfOM1QN7vWhV0uMH4vc0BYT6CIQkaFQEx4",
-	"qWmGOLyqmCqHYJyWwg/papZPuaCZKwIAL+dGBmApKWYggqZ0Dpn9wrQyZWmvT+pAwg5/HQbpYghyBITJ",
-	"WRmhEI5IvE+5M/ozBjfa0ZutXB3iOGP5Vs3UouFDAKivPT9+9Qiqe4dUAzbNLj5cojrwhRF0qL0icgQa",
-	"26bSrU8l8vE2mNK5Xhxd+IvhyUiX0jYUh5E8ryaSpDwFIA9UG11oTy2KztEkZbROnfPzAqocIFJSXdx9",
-	"YmRdLOxBp4woQWdqIkMZB+ZkH7kp/AUikt1cVt9Y9+bjdbz968iSIoc78evnTqFY/k9m/v3R7Hx1VQNh",
-	"t25P6nAAvqUIg5BDJiLzS/t2gsF8k8jfnI25QuwILpSmWeYQCriwP+Y16H7nmeQ5mRXnGU/IBZsre7Gx",
-	"bsucXDHDj6nSRDEmFlxDHOtf4RKamayD/7B6fR9v5wPdTsgCCMSIWhdUt7Z5vRtf0e3PfoOY3HOuWH65",
-	"qrKGYLVzZPik910TIqZZZ+MQg0IqSKsfT97+XLnaCIS3d0WBqT7eVU/5mGu1gKG+9Uf+V0jzqeazRrKP",
-	"N/lHI+9XYORd/7pTgcd+6SXa5KpvbCXybnLLEpyPt7nQ9IJtGQa7GDgqU5LkbCbzdjQ/BsePOMsBOQUY",
-	"dULzfN4nR+YvLLWX+oHt3tcTCk4srxHXjZCCRbY8Pp0rNA0vgpEyU/gnm/8lKEM5m3W4vXkV1vxfFO3p",
-	"z8LivZ1yzgFkeuge2IzbL0PIxBtHYvhwiN0Oz4rBYC+pLhn87R7jCPBRXNVFrF1SVb+kEWGZYsFOaq0h",
-	"sk+F4bS3S3IqUjkl53PNoDBVJq9YnlDFyDlVbG+3T6BqFCUn/zja2n36DKtaypylB87mZ6ZYlUlUPvHo",
-	"rhxSLyJKolGfkqtcijGROZlypQDppGqqjI7M+Xii3ST8M6vKWozeZ1zZvOYZzbEY5govgIOSspf+60WS",
-	"sgN8KCAp2/0J7MMiL9wFm0dVeLndM+uvaYWXPwJK/dVq8Kwxmx+kYH8WMKm1OE5VzKfiMaSLFWmhAvEG",
-	"nGVJzcYLNm+Ua6zLjtufL9h8FaSUY1DofPUpI1SerAwVynlkQxBSjseVyPO+iKtK1GXP6gRxochvoVCv",
-	"zedcDBJ1O8T4vjCi3GgXE8VHN+9fORFxE7L3tZGvCmSqIl93qw7b27JCFy7p2XYuAeN34wD2ek9LUe2z",
-	"kqb5uHrUQZFWBnHMzgEHVLsO+BNFkiLP60p5hK3qIhcsdSTVzChIUgMh6AEiCQtyyxLrw8qN1nLxKDs+",
-	"Ut1/Eapb5mV7UuP5vKI59yVC/ibPN/IlmvebHgjPh1BCBEaYuYjWRJZG9vecqSJbEL3zoxnKX8CA+KM8",
-	"X206NOv4aCX8yqyE7cN9G2ZBjE4FWBvTQR27pgtJb0LqoX2axojZnshCgM+OcqE0iaf009B8PpyxfJjS",
-	"eWw+3X2Buf5D9ilhLGVpHJH4PdP5fOsIy+4govonDckfU54KPp7oXp+8NM1DQIANtQPDY1IVVg5ZyX6U",
-	"51+rfexHef4wljGzJgukGoDdT82pepReHqWXR1PZ/zL3gVBzISDQ3/lmbxBpMWXrZc6Yj50M0sANEGmI",
-	"FaAg0628EJhCDFSSazR/2UzUMCzMT+wuc2J+YgvLzyo703ZQprY/P1EklxlEV3P9NSTG/DUC/9xhAxxe",
-	"u96N43aDk27BexYL64D8Y9964rB9GqAx6A7EhnxsmUwmFwpz5cM4URZVKQiB2fMma2GaoHNFCpGynMT4",
-	"EFACGzBORsfBujT+h9ZFWIEbYh5aQgU5ZwAeoJkAgNHgzTtxK3WH96/sYxFonf39weBBH0NwPVpuPyx3",
-	"ZUOpfiUUJzbypDqviM3ZbUFyGlUfz7udfy9wKaZ0bs55+ZHMyzNfmsf863JIqLBlMSEswNkRbXvD8vpB",
-	"2H41XoThQE7cwlczN4Oh6Q0+Mb+bljM+gsoiLQjQEEimdxP/KjCZbkoPApS5LtWxERsRoQpjtU2Xc9Kl",
-	"ivzw+tRSXT1h094jisZf1BX/CI55KwZafcvcpDUCWUtud+Ng+aWjlO1bXglhEaEYgvX+9c8/HA3fffju",
-	"zfHL4Yf3b8y1LvKsc9D5jAkcwyLPvnSiziXNOWAlgz+t/An5m13LzkTr2cH29s7ut/1Bf9DfOXg+eD7o",
-	"REuHYkRFTBX58P4N6ZomIL5slsu0gOqChySe0gtG8kLEBGaoSLCnXt+s08dyVZevgQdPYGuJVr8B/1gX",
-	"T8FrwSbhtr+u56pOpNJV3cKqW6+lOgxMoMFmxUnvW7/CyfKhNNFc/VZKBMh2E5hYOAom/FYNYAZh++tX",
-	"zRhk83mJtN1VfCy2eFXz0S22uUHFbCZzTWZMzjLW86dsG9oqG1qwhd7+0yLlmmTSHzM8W/BpTS3uwr3s",
-	"kaN3xxGJPX0rRsuAVzIIa5tR64t0+4sXPtwT5lvUm4Zn8QGZyCkgjMusQDuEH34TWa9QVLoJ3Lwwn+rL",
-	"xy//fwAAAP//",
+	"7L3rkttGsi76KhU8EyHSA7LZF8lWd0ys05ZkT3tkS1vdOl57mdpEESiSUINVNKrQFK2lv/sB9iPuJzlR",
+	"mVVAASje+ip7OiZirCZudc3Myvzyy8+tSMzmgjOuZOv4c2vKaMwy+OerCzrR/42ZjLJkrhLBW8etiykj",
+	"UmWCTwjjKlFLougkIGrKSCyifMa4eiLJFctkIjhJOPk9F4rJXitoyWjKZlS/kn2is3nKWsetQetw0GoF",
+	"LbWc6z+lyhI+aX35ErTOYjabC8V4tHz1aZ5kTDYb8+uUcfi0VCJjMcmYzFNFxJioaSLJJVvCj7/nTCqy",
+	"SNKUjBgZi2wilGKctN/98IIcHh4+71SbNxbZjKrWcSuminVVMmPrW6jesXlKlyxutjBUWc5CssCGJlI3",
+	"cS64ZCSR/pZTThjN0oRlTsvVFG+mM0acgen+iy1JOzNfJ6Olgu7BPzoBoSPJuLIfZ8X72CcW5YrFhItF",
+	"bWJ4Pmsd/9bSrW598HX6tYgo9s23MqKMUYXdEXkWsSeSvH/3msypmlY/1Hzxf77D1p3F/lebxj+R5Oxl",
+	"QAQn7Iply3I82zSVQi84SuaZGKVs9kSS0Dw1TOKQUB7r6zCQLLti2RNJUjEhacJZ5wQXKknMeGVsLjKV",
+	"8En5vlVrOGO/D/v7H6PDT89n+9Nvs6Orp/y73w8Wz1hfPV96ls6XoDWnGZ0xZbaaM6X/Ystm//eJEuTg",
+	"6VMyzxKu6Chl5PT8xdkZiaY0o5F+zQmh2INYb888UnnG4u44YSn8oDsyY5TLch1RSRIlSSS4XsI98nMi",
+	"pb7t//7v/0PCo36fJGWrhpdsOdRjmWQsDvVAJLpdKC1aQYvTme5hbWm2gpZ9pnWsl5Q7fn/L2Lh13Pp/",
+	"9koBtIdX5V5tPGri4F9s+QZGhqbNobJXTnAaJ8kV4wHJmMoSJnEnJYrglmluwB16dv2ejH+mKpquFa1a",
+	"9pKUSt1SGgeE9SY9Eg5a3w5aYTlTIiPhN6GZsIPvyDxjkeBxot9XztYJWTB6qW+WiqbM3L5/YIX0cJbI",
+	"mW7Rmnkdd7HN6ybUFerfglCfU6VYpl/4vwat3/rd5x/+Pmj9zS9LuW5cCqIFJQA0RAuOshmJc9Mwia+/",
+	"vKofw+8resn+xZYrP653wIZvOv3Vd+se0+4fHz4fPPuyqtdXidrUZ3vLDl9P+NUWX/9JjFZ+9qMY7fA9",
+	"fffm773JJpQnf6zvr3Buuskc1z6mv/+WTth58gdr7rwzxWaSzFlG5nTCim3we86yZdk0fW0o9QvcRsRs",
+	"TPNUtY73+/2gNaOfkpnWoU/hr4TjX/vFeCRcsQnLigZdiEu2QpmGnH1SQ/iq0neFaNgwvc+vEpHLza2F",
+	"5yrNndFPrxmfqGnr+MA00f6975u0t5m4SmKWrZywublhl+UZz7dYLhcZ5XK85svK3HCTZeJ8RH/zvaQT",
+	"9kMmZs0Z+SHJpCLvL16QmC4DkvAozWVytXL8x/ot65pVsTK9IwCtuRDNtrym3qacEKrITEhFtPqO6VIS",
+	"OlYsI6FuTLiqpUrcqJ1f9MNohIEx8z2NjSmn/zLmhf4nnc/TBK3HPWNS/f2jRFNyu9l6i0/hR1eaiCQW",
+	"TBIuFAG1hna3PZyQdpjwK5om8dDcHgYkXGnq6GvmdmcjnoCVTTlJZtpKDEhIs2iaXLFhJLIsn8M7i5+m",
+	"LLqU+azUs87FGZuNWKYvaY3uXrHaOecyn+uvsDiEc4pzRPvPrhnpLm4S39iZ2/cc+xqG74Xg4zSJHmyS",
+	"IvN9Y5RFeZbp6ZGKKkbaoUzzyVDrZO6fn1xWZwee0z/M80yLaUVhxAISSqa0HT9MRXRZfaYQIMXDMZMq",
+	"4ah8uFBDNpurZRiApWUbHJYHqmhK+YSRSKRpElvzkpJMLAjlQk2dM5w9GVFVWuAzoVfkbU7qqywT2X3O",
+	"6CknOWef5izSnWP687fYnR9ENkriGBXkfS5S2OYkpdGlOTBFYs5AdMh8PE6ihHE1hB/DAGc9tCLD/NwJ",
+	"yD8vLt6eEzjz4yXSDqdKzWUpXjroOXGNHv2AzOWc8ZjFeuGNmLb1Y5YyBa8oLuqntRgiaTJLFH6IRlO4",
+	"CX4ask8RY3BnIbGMeCGxWPBU6LMFLGQ6p6MkTdRSv0aLTtgh8BCITxwQfYK2m4a0w/KpodlStyqhfhSc",
+	"3ffEl+Y2iSgnXJBU8AnTs0C0yEH1YS1yBo4pK1Psrxm7EpeNX2kUsfltC/FfhPpB5Dy+z2H6RRCZR9PC",
+	"x0PaoRaVY92OW+3cW7rUK/RCiNc0m9z7UhiJeElwB0myT35OviftcI5tGiohhqlu1e322DnA/0CTlMX3",
+	"3Wl70i89uBLdBkHhRZjRVJuEsBcaLgQrDY06t1bMnY3Su8Jsvb9xKsYokWRWdcW0Q78P5ja7fyHEz5Qv",
+	"za/yPnv+TttmoFpg9jOq2ND8WSijmCbp0qgkc16tqDeQovm8qaOMlysBT8xwtFRMDucsG8Z0icvu0/Cj",
+	"GBW/dU6IZIyE75jKlt1Tfc4Ja6PsXGqeoc5hnrRmIwuaKK972j2s32TK3nOaqynjSs/M/S5W4ysMym0b",
+	"kJxfcrHgATH6Sw+vUVqo6M1UGvlO4zhjEg0htAOKAxZNU7Eg7TCvdlBbzFzbxTELtA6dJhCGSKJpfSP8",
+	"+uuv3VPn0RVeUd1PRtSUKuJ+SJJ2+D2jGdjZNJ39Y9DKGJ/QQcvY7O/0X93zZMKpyjPWuKs4xzkewSeS",
+	"yGTCy8iR7GyMXdxobRTnu59ZnNALePv9q7onksz094nunrUCYffOWWYHRs900dwh3D/U99+igPtihxre",
+	"cxqp5CpREBOZZ7opKkE3A40UHnXW9ds+fgo3fwlaeGKLhxAYgfckis2kZ1oLRwfNMrrUfyex97ZifKpO",
+	"cGOmu37IpvME/S4YoPK3IZmxHUKSpRfntxZ4xcydzlcCM3JuwxvjUob+xOgji5RuSnUsG/OxogMJvzIR",
+	"Q9NFnqcpHekhQkdT4wlOZ2woOZ3LqVBrJqaMVmJHRFa4O1MR0XRof9abdykVm7WCVi4hrmGUzCVb+qOc",
+	"7jjC1QCHs9q2daP0OkH/V22Q7GIr/rHN6vUtxppveIuRrS8PaEHzRd5OTRhXP4lRs0ORmM0o90+9cXkM",
+	"qdp2Ba/YY76FbT9c+cy6tt/KhNhxaEyId3BXNuc22uIGsR5+geRxotYKhlU+lrOXAQlhv3btfgWnHWzY",
+	"kLRHNLqcZPpsSRYiu8SjJ0VjBFx9nYBQbVRm5OwlaVNOxIKzzFij3JiT5JIt7XU6QYxKxiaJVCgBQX1t",
+	"ll21iIC2MKqiJkR3ytlLa/qaZUrKV+kv7S4DVwzfE0n0raVHkl0xrsiUzueMs9jbq69aeup19OrK2D3X",
+	"UfjlQvRq+0I//9aSaT5pBa04kfOULocQDPkQ7GAPMOtsbU6Og0CBu0Kwhctpokqx2VyRMRzy9VJdUEli",
+	"xhOctI0LBNdjaW2wK7UTBmWl2YLSdJPVInIVCbRMNs7GG3PvZmMHzxtDc96otuugf9jr9/b3D3vf+hok",
+	"FVW59E/GPy8u3hK8wTg70xRODBFLrnC8i+8c9D2h2qClaDZhSm7V3wtz7z1ab7Z55cQUI9LYBI1hXr8P",
+	"b0Vtlrv6q1BUb8rVa4WgzCN0Q7SCFm5KLRpgP3pknHnPRbkqqsNTBzFsY/ZWnmnI/42Pu2F47y6I2TwV",
+	"SwiBJrGBbtqHqsEsHrGMy63EEAz0dj384pmN76mKpqfGMe6T+OWVGsprJFl2BWMlLaZvpF/maDxn+8Y5",
+	"HqBXuBfgSTKlMRkxxon9LBmxscjYiT4JTxM+IZwtQE4jZMz51EiIlFHeWJlFB9wm+JblizRhXJ2zKGN4",
+	"4o/Rg0jTt86IjGkqWSMCh2C2iMHURvAiIuFNPfJrlijWFTxdnhDOrkDqqTwzpkF1tK9omrMaRGS/f3C0",
+	"HiMStBb6G294usSJr48BvtbX6ZfFimxOPYS79E6YZDRiwznLEuFZB/8UCwjQEAo+ojjX2tQ+C349aWax",
+	"NBhJ+0dB4twx/Eot8+1Bf9qf9aVPxTB+lWSC2/ZayTHPRJxHRhDH7IqlYg73fPCqbb3zxgnLttyk+lbH",
+	"hpUkolm2JO3w3atffjwdvnz19vWb//nzq18uhmcvjQtW78Nqr1i+v81mnos0iZZDA2jaKNXfwu0v7d36",
+	"BfkoTaJhnqVV3Q1Bz+O9PfC69czvvQjwMY1WmIjBCkegxe2au6r97Pf2e/0tNGsxB5UmV2e4bEiwYjE2",
+	"B8y7yNG8/IUafVM09jSaMfJCZHNRqPH12CwHQPXb/xoMPvX73cHg0/4Pg8Gnb3/48Pe/+QbzpYnynuZq",
+	"KjJr0DV3m7nNTp1n4BM+SVk3lwwA3eZ0Y4LJgcXVSieQ3CPnU7HgRKuT6jR5l8MenSd7V/t79tixZ+PM",
+	"cu/TOFtj2+6ZRvxH+el/wJuHRa96Pe9BCL3fcgf/RG0lVYat8j7fSng1HrNIJVfse6MtGtOAhtl2++4c",
+	"79UbxsrtDcoI77Pm3/omnhndedtNLAY54erZUcuLirxum/GjzSaDrZOCevSYah/FaKOka8xc3VyzBtXQ",
+	"GlTXe+WCs2zIPs1FpnZ/vjZym9oXYM9rX/UNMITpPCPnC9Rt3eyz0jib0U9D8MnI6z7thgWv+45c7jJr",
+	"zsOiNEWHGVN6oAXXLbnG22pz6IyM28jAP/Rrm+IZKN9cew4uu4Csg5YB23mWC4QKWTxkM5qkw1jMaMK3",
+	"H6JzkMCyVY7QcDam19ll9nEpxXUel0wi4gHnZjgVeXbzmXYbVe3hqi8GKwa0OavrBUOr2OBBVVI6c7lW",
+	"7NqZuW1Vsa0f7hoaQw9Y1RgDIfj/0mjGrD3SCkplBSNcs8+eHnksCnjzS5iJ6vtrb6686HCNodf+jXb/",
+	"6Heff7D/6H743A+e7X+xv3f+YzDodf7+G0Lpg2eHX7x24KuaDtzhfPmKRlPirAySsrEiIlck4VOWaaNP",
+	"VU8uxh5unjCtrq0bKltpU89DNX3psX+ac59lInsh4lVAA0yum9FomhgAg9TGrvHnSgRDWmwUnqVlj+DR",
+	"RJFJJhaStCl4CsDja+LolIwyRi8TPjFulk5ApCDUntenlMcpk/oHeMrBsF9ysbC5eq4nU9Kl7JFTj6sZ",
+	"MeX60zGLUpqxWD9PORFzxqGdaSIhtVFNmUTj3Bxma9B4UDV19Dt48/1wee+lXMKFGkQEXl0H07aCVhUg",
+	"q4+tFluo9w1TUxEDMttIP8gyq0Hy4GM+lAIsSA88qzzsFUA2LUEKBDqEGw1avhwRAI3j3zU8aPVHg6yp",
+	"/uh4hgBnjvvLjEqZ5OZ81gVb6dZZFLAeFnHFCkFeAKpKCW6g73DcdcDxLcdryLhe+JhHQ+Oh4OkSI0GX",
+	"IlfQyKH+nH5Zxq4SczDOOb2iCXoVwCphGacpnJg9OHpn7KrIez2+DSix1nDVpAr3l3pOhXOtmlLhXPBk",
+	"VHidNP80vuGq8JqaX9c5bZ5Igg4FfUj2H3pZvt/bwg9S02rwcZ8uu4XMYXAauVnBGxOJIW/+u+dH+52A",
+	"TBmPGMnn+J1vnfcSgX7ZRZLVHABPx/3oGf2OdQ+j/bh7FB1+130+fsq6B6Nv4/3RPjui+/26lvx2nTtk",
+	"MPh0AN6Qb1+tcIScGZ1i09m84UW9SIrVvSIJHa+CI0oPhUwmvJvwwvFmvY2UKCYVGUPSGLwa4GqCw1A0",
+	"jsErfHOOC3ul+bx9vBJ1zarg23XQGpXYqRf9UwtTJvF8xzBlImWO09XcS6mYJHyTP7EhttZP7IImoBrH",
+	"iIDMo4hJOc5TmM+Kf/UakzjPhBKRSLeA68EqfWvvB3GwVfsL3AEfJxPj5CYSPHFtfSGlsDAFZ2SRJUox",
+	"dIFvdMwELdDQOy45iLFv2dlzfW8RBfZQaTju2fCYjDMxI8YNfvby1S8XZxf/c/j23Zv/7+zlq3fnYQCZ",
+	"8xD6IGqaiXyCFBqnb89cgwdDOTXf74cVAeZKxLDUmHEi8Z++5/J5vPO2WusC97CstMNXF3QSbjeRvjiz",
+	"gUIUy7PYdsVs2AGo7XlXqBQrZJWwctZw0BC3no3quuAd6VQZ0xU6sSLrX8CzG489t+CusF90zoGyIXkr",
+	"au3phgzs4llZxAbXNaASR/QI6Epor7/x26Xw3abXZ3j3DeVcKWa2Ehp497VETW0nrNkEK9f8NsvvVsB+",
+	"dfPloXEU9QZdmHTvnQLX5hyCppIYI9MOvE4b0igOCs3WdCdU4zcehJx+7ft3rwE4KEnOVZJqHcArcnKt",
+	"JF6vdOtNxAwJ/dVEkhFgFpXYUrvqx/zhtzf61J4opDYaZWIhWaatbfgQ5XFhXhqOJzNc5BxCdiSX7MQY",
+	"AImlgTKUSZBPUUyCbTuozLbhjgItSw1fTmeLOJ42w/a0VZzwPf06Nyz39KdZf/n74fiI/4+DjUceRw1s",
+	"CKzV1yKAHnZejM7SW0xFWjOh0MeDR0t9Qvrx1YV1/5ARk5D9Dd4UQrX1bxEkAP2ccG1jBJBLOFcEUtsh",
+	"U91IGmSmClHahAEmypBZLg2BQXPlbzyrnOE3Sbswgjq3fe54cD24w+y+ti7LS8bmFd41fN0JeMdgQVk0",
+	"jSSJOsEjXZQymum/SRv2xmKapAZPYvFTiSTWCuxsQt3Ux/yBUTjVc99Wy2jjOXBXMyO+/qevbaJsPBbe",
+	"3h66m2Pftu1bd5K7axNr9Wlu2/ktzl3Xe7x6/LreO1Yex8wLTsqs6ZhFWhVc5yC2m43pJn94XJVSrXbJ",
+	"1EjUduRKC1oplVoMM77uTLsb3PU6kWbh90AYQNclOkM9Bt0kkYplO53I63Zyg4auGVN1mhGU8wGtrjei",
+	"NqKbptvHj/liKiTjZISMhgAZwFyDxBLPYPyoAP52yUB3Yzhoge1x8IxklMdiVnHfjglydJEu3HSpjZex",
+	"yOBNaTJmerCqFqF+5Vr3XoWjTm4iAat2/J0ZtR0P8u5m2DruujXA7sa7SdTyHNKE55+qzu9nR7fR0urG",
+	"8DGfVFKgX8UHT5/uP7fxjEu2DMjhATDLAuJaKspjmsVkRCV7dtSrTu5vp93/wgj13/c+fD46/PKPv11j",
+	"W63ZRP5dYjgcPWmK105FLGfmki139V1fC+1rqYsB6pswWcYW2mDsxC6i2XnFlMZEcNbZOsFshYCEaOUN",
+	"ZLvPwWgmrgK9rbj0nM+undpr+fJ4A3wbU0UjxhXLurS62fZvA3hbGwKbWra6W34fUTm5w01LyVk/ABM3",
+	"K4WLhUWMewDjVbz45pyzHfNT7W68C1+Vf2iC3XxYtoVO3kWavhm3jn/bvmv1OVspX9GpAHIUvTGwz5vo",
+	"aMQuG4Qfy/eHs3E2mfwRj2d/qMXvB+kl54vJwaGai9HyEzs6zMXV4VQ8i/+Yf/x9wQ7i8exp/mmycU1W",
+	"kzftoHyokNKuzsi5kel3HWHMLGZrLcwObroWstsTquRXu2ZU3tSkvbnsdc5L6xewneJzuN0rs5tGrcXB",
+	"FaANV4I7Yx5U1skWwt22BlPBdpTudefDuo672Rg2fW2VOVQQwaGPCF2hWufqUQhIaDfqVaLYcJD3+4cR",
+	"3gn/ZkBGtCvbbiVz2oCt6gnKG8fPm0o3T/ym3ymZs0zqgSanb8/A7tA2fljkY2Tgq8TO5pJl3q7Wcj3W",
+	"bo0t9sV5PpvRDDQFpJxveOK99JynTa66qGYy23FYP45bWhmFsPhs5ZMPSPqlEbfYQZbVOoWPrm/87ZBL",
+	"FDrgwSNNNVnlpt6hD8+RN6WwKSSSPyy/O5mJ0JP5EKovZmlytcljsTNhwEcx2vU0c9OjLpZY2N7M+kmM",
+	"3uEjXz4Em0+sWLEjACFEEkUgfmUAVyuGp1xlDXjH7znLTRK4GX4AXTayxD9sdf5pnm1L/hqvNq1Mem31",
+	"FSPp2y4/idG1zkjO2i8XST43y8vRY0f95882e/RvtlY2egZsa1eMwG2IQC/Nzz3LvnIH7DaZ7FOihpFB",
+	"uTf9/yJX81zVHGLPnj49fLaWWWMNV8LGXWDe4uvkawAnnzuJQ7tmJxiYM5lnDDZ9IgkiniFMPqXAZpyz",
+	"E6QGkiSinAtlCQ8ST6bCZrTlRt1t0kAwvewMHwPnQn1F1fKZmnkOtYyl5g0rc5IaMYiiPMW3B5vLUzRm",
+	"6me2nupiN8suE2mVh0hPjh9Dd7s2IHzYtxIdVolmR4EkYhV4NqbKnbzylStZ8W6oSy+TFXYK5gDuaGJY",
+	"KpwbxET8Wq4YtGrDql80vTGjuGFivre1k3YQh+7UbQycBCTnye85g3Iw8OQJAGBUttQmRexU0DLGhes9",
+	"PPhuE059fy1O3Unh3F7eOMNz1pQ4uNHt3xvS5xoTZpqyYVbO+K6HdrNhmlad81mSKMnSsXOiLD9uN4AD",
+	"RxJS9cY0stmy24VPMEox7HXXTshNtkZ14e+w1G/DinFF2kNbM28MtUNR8sivcxEx4OHyenH28p3LQjyj",
+	"y4KWf5yJ2QmBNCNT547yZa/lOK3LhbLf78H/9r5bTY/nZE1cx1u52f+484FNicsdD2zNsIdiWUZ1c7rz",
+	"DBhMmtZeE+S/bnkBNmQzG6YTAiow4much7WF4F1LpSnRDJtsl5WyY2L7FtiXAvOyjQ/W/YTxwjpZfcOM",
+	"UenDnPw6XTqszCJzaoUkKsCof/FT73rROh8zou3Vismo2IA3j73ewKd7ncnFtEjqJ4qHIrNhwQFknE6G",
+	"6VN3wBTZQthmSTOlxROAa1fCjTc787+iRYcVZsrVhvVWARSCgMhEyZJ6KykA3NvFo2+YJlOIuP2bZcB4",
+	"l7xnhKpL5rqJKu5s7O5yru4RH58ULh8gH2h6oW+wxbZflv4Ui40RjWalSIeqIZtsjTHS927EGLkfuxWT",
+	"y5WGD25zNTa8c+JGGHktmbwu6Mxax39hpvmHDaP4Hpb9TdfyGY96t7hs18EtN40cFGL0GBqG5GerZQHv",
+	"eEm9cIixqTi5odTiLYSYldiu9OR6xhhT2xIKR8IgeAcQ/Dm7W2e7hfplwn3wYlsZXp8QIshrN8Tg2+f+",
+	"QLBzGz56e2MZIK+rEWjjyjG6FaEDg/3Q0mZbCra1M+veW6Ef20wj9Brv/YLMFfoI4XiV1z1e80Hfxk67",
+	"JetkDV1TvY8NAifbhNVT9dLh+txAbGFZLi2S7O2b12cv/ufw5asfTt+/vjgn4srwCI/yJFXdhBPBmeyY",
+	"oj28UgTqiSTInQlPZQCZJ6+gnj8WjqI8rnAOTYGWwnjxqfXuW7//lGXMcfqPRUYYvKxSeGoxFZLZ7xb0",
+	"OvoZsG0LV9OffOnW1s+2q2X1Gnld9GLXuAzO5fX5olYxDJb7qf/t4bdH+98dHPWDNcGOo2f7+8++e9bf",
+	"/+7o4NvD777rV2pz930pMlVSwuKDUNX71j9U5y90+te/kw8WZIdOx67/GS9j/npaxOK7z9d+9/DZ02uE",
+	"qSqUck0aCVcohMcGhukTTif61G9XKdy5m0gMCEslq8pE80jnhIRgjoTHhRRiphYrBimf6P+SaCqSqMLQ",
+	"VYtlle2xVJ5e6xyHZLvEWBfVVBN+SOAG+YWudHM3y1NTBd+usad9v0irBDVtxuJf0WqoVVC0qWbA/4a6",
+	"EZKJodpoRDkZFcQsZESjyxN06RWhbYWJwSPmKRyM6d1zqqb3nMfW3IKm3lwTbsjJux9ekOdHT7+1zHVI",
+	"Hg2V+p5Iwj4pxiGZ3iRbN9VCrbboisI8ntKkenQsZwoXC4fHf4ukyZipBm3kKa+ZGLonMs0nZABel0GL",
+	"0DRjFArJJlJJPw/1NnVkPMyEWGRRjElYsBqGT2SPnDpMf+1PXTOio5R1tRDpOCsvBvoCQzqImcrAU6iN",
+	"LZQsLDYUhSeGo1CbcqZ+JD5majE1qAkroPYKl149dbnRxEcmwkcmwn8/JkIrCTyHMbCmTWsIUPEFiNKu",
+	"7ZKwEvGsSk14rFaiEt2xDYE0Y9I6vNb7BvCd5QO+Q4QP7lTWgHLzXn7fMb5Zrbi/Qg14K/aXJf0rBU4J",
+	"ZyyWvfX1pYoWH/Wfe4lc9Papdu1cawS/9HPrsa0gVonZla36KvfWCNIVldewPU49KFQ3lYn44FfhTQ6P",
+	"5srUV4kByNkjNhPz1MS/komxSywDWyIL1gwbrwcB2gzY3x7Crsb+4NW0b+aMn73EvLkMWIPayWyWg9bt",
+	"9EgIc2KqCut/h0QJ8ESIuTbTbJFkP0OOj6iwMDnyLKlnihx957Ph6+wQqyyGgkHJ3Oj25MR29IXgnEWq",
+	"crRI4sh/eqgyQawo0ayv2ZLJLCZUWXLMEzRZEx6lecxIqI2TJA4rQwVlCHnFiTrPxDhJqzX5GmAq/X+H",
+	"3cHg09OR/r8YwFXsw+f9YL/f98d7ysVysB4a5XTcBLzWDrecikxhOUZ36VQWRCSyecsHQPrg8nsfPve3",
+	"/NzKOTtj5envWCvLGtRR+n8EphhbvSZhxV3F38UNln67uKP4wd6Sa7FvLxtdVv/T3lsUdLE3lD/YW2ge",
+	"J+Z53zp0McK+2kB4Vcubscgi1iOnhYswTWBRJhwqdl6yOIQsTKRFMH5DcC9eBwu8EUNkrJ6dj5P3CQ1u",
+	"ajLnfLWr1/r26hkUg7fenW1H7TrcXxeO00WyKM8StSxW0wlh4Mq0Tkyte6XBOoArh7TxpcT85+Ao0KrM",
+	"6MTOw2LLy4W3C/VNOaxfJzb9Xl0Zftn/WixYFlHJSMoUsmjHyUQvC8pjMl3Op4zLgBxqK+GoX2HbhjMP",
+	"nLshyAFHcHAcUPMubWPAy3rkPUKRgUbOqpSqRgFwxwaNsh8cfldUjPBrFjzDmUL8u7gILWSo9Z7PaYKF",
+	"jpOIkYP+wbPu/n4zgL8GYxRo+bwQmcFY15yyJnljkaQpkYyR9o+vLoiTpro3Q23rWFJPd825NY3zSZgL",
+	"o628Pi0sQmFLTs/0Hz1yjt4QPXlc8K5JI54xRWOqKPAsepxbtTxDf1ib6IM21KIs7kd6Z8RMVr1SM5pp",
+	"9QZn8871wWiRyNdWD/m8nRet4g3VGnjOMnKZ8Ji03VYHhQQOjDs+gCrfMrCOwWkyl0ElCVAGLnp8CFh2",
+	"Vv1RBuSjGMmOSRMEP1ZlQ32uuD1k6/iwDso3QZlq4ss+4gW0UfllI8netnmfpediZV0+56ZK8QGDBDWr",
+	"w9T6wFWjLdTYZD1tnPQxTdI8Y35IICUh5n+FdgPgnztUsF6n6uyOq2a8bPPEv/S9txHEn2diYmtR13JK",
+	"lsp3FDpFD4/hSbKOfJEBGzmRgoxptqXDORMLzwdgy9j3tnHYO8UH2ih7Ort8qS4C9WcD0z+fIJRTevD0",
+	"mX85GgfXE0nO/3naPXj6jLTTQlNO2adOmZ6blLLLy4rpKDRA8I0/fH525D8XyeQPEyXe1Cp958omXIPZ",
+	"cSvQrV2VBeB2d7CrD7JqMkms39LDQWcXbyG7i8mrjFm5y5tCp5F6vAu+1Xb8hXnFTojAuvRbXUHFAxLc",
+	"UXSuKuESkIxFIotZbIuZ2DNrz+eyWZllBE3/j+O9vdZWZbEdwVfxC64vhFq1AvW9G6GvFXnp1jbAmlpB",
+	"C8WJ9zBun70N9FphWz00gK26VddYehPBJAltLgD5v//7/5Awyzkv/yqypMOgVJMiI2FEecRS/edJaS1q",
+	"WeSsNZRPUyrd95A2NQrWPoQZzLIoUK5NzZTRK/ipWKsd18lXonpNc/20BkGraKZ39gs0qw8UuxWU1QX3",
+	"bGk8mkeMj3HbpwBdY8TWlo8ols0STtPhLOG5V638jBeg3Iq5mZijrsTgakyXBjJCl0+0ogF/K1JOCx7L",
+	"gGQih0wKLJ6E/GDmg9cikKXLVnOMagNdGw5PV33bAmb7QiiabqgD+7VNpMcAbDrrPJN9c5TmXc+DX+xu",
+	"DSTfTT67838rIvp6QHQXdr6LVH8v7wGIXo9n5jLbKZ7pM/G8eHJvhVfrtzzXzbL7sjzHnicTTpX3IIew",
+	"W+QMNqvVJLQhTbEJjSYSwjksRl+VWsMYm0E1igG/ZEtTKq5/eBCQeZ4xe1OnRy6mGdNnAgoBhQEf8C4J",
+	"AQXUdekODO7O/RY5e9lz7r5IZkwqOpuHx3joxRoX2JMFte0G51LMomRGU/KeJ5+sIHbfVYxTeExChm39",
+	"R0jGAn22liigRn5LGI8E+PHaMDhzBNZ0iBgPOIEnnh119caHtsAHbKEuU1JPCbjU0+Nw0fhZjz5Wl5DJ",
+	"J5ImnEnyUSQcW0RNdX4SDgY8JG1U/UmqX8DZQt/egd6/v/ih+x0M9X7PULp1zUB1r/bDAT/olVgeRLgE",
+	"JJ/PWUbgANcO3745vwg7A37Yq4yyotmEKcI+0UilS6LHHMBq1bnQDTkGeJo2VAKSjAnly4CE/4EVMNSU",
+	"6eEiv+d6RbYLCjpYm3uuE0Y34Qib0FgEGMYZ8KeV65UlZW95hrdUTqjFwdXMj2084PNsx9rmIsavzVzZ",
+	"tZdhL6DyKzzWKSaVZVcsM9VBJKGQPQqthk2VcHLY79tlqRuQKIkw0FRElz1ySgyURNuRM5pq6cniAcdN",
+	"FFReKHIlk5iZCow8FovAhW65+wmC2tRZmmi/CCYHwJNzxbJkvFy570s2c4csWnc/POrvkxrYKuwNALal",
+	"JQ8226aGH7dqW7AUkXSeGB7ZxKV4btjmNYcx3oyUq2GFVvU35DD08i8jpeHwg4fmEEE3tr96Hiq+QvTo",
+	"kjNF3C5LKzRqC0sPkh5SQMYX3OzA4NuuttbTks4JzkT5jF5uAOBTWS4V+uBAR0E8htEMRtoMqD6PgnlU",
+	"Z2RoDqlNMwftWoyj/XnoHaWZNpNANOHtxVu6SNyAVk+4VRNzybJ/bUdcuZGmMijqsOARa7R0aT5xW+pT",
+	"T4/8wsqNWor9YjBO354FWhhUR0dC7R/eeLTCpblFp7/AQh8LDAdwRSNVsljjLmkFrapTpIAKNZ3sF1j1",
+	"EAtswdOOuwMUzjffvHF69s03juy1PQw7x7D4F1OBBW1yXs/j6JFTd6eDZuIDXh0j0g71XSIz2/SYfA9j",
+	"QDavq06PAA7OgWvRGZMlmGvAE4UQLq159J4KP3VRyyHwqwQX4/Yx8phxgAvIQn+VlGEGK5tIMk5S/QET",
+	"meLpkkCZIIt70TNvq233SFiVeSUjCUEIn9lMXODjMAnv8lQ3AfOWii6i5WHto2++eZPFLNNTibjDb745",
+	"Bm19TtrzTMR5pB/qgAPCaQLWiPRJY7zVjB6Bmw6JBzKH91ldCJ0wm2ZCtQzEMbKlKeE9fVIHJwb6E+HR",
+	"/iFpAGXNB5xqxt1/sSX+ZgO5+o8qXM/kbOHIAAZafvMNTEVI5/PUdN2C5/7+UWrd37b4846Nunqg1QAU",
+	"wXLqutHGOrED8ESSs5dwS4mhC00zal3QE2TNeiJ4UY1Dv1FoYwFCgwVUGWsFQ5hqKrjIzVOwKnRD8BGA",
+	"y/TIL3r5z2nEjkkbN9fZy6BqvGUiV4woNpunVLGONiGQyapQ5kBkpXUR5bE1VuE3O9m2yplTNKsoIAcm",
+	"rRYL8A94Z1gMgOq+g6pxLD7WSomFJ5X3W/1HKImT8Zhl7gEErYfnxI/hDnvkheAmDcA+I/Xb4YWCm7fT",
+	"BAuWAIIDhu6k2OP6JvaJReBtIW/0hnaK/doewsbWL8aeH5PCA0eVHlXrgoutCw4EBgwxmAeq+Aah44zJ",
+	"Kc6AU38PXg5IJGqJpkE3tSl3VjoObSHN4D6syS3DDpzNcGZKg+JY7w79cizdZ4tJ4A7CSmf2ZhSF8Ol2",
+	"JhRVGBxBMwUrWBdN1uepVEjVsfmazc7olkiMSOkvS2BPk3mqijaE7iZ5hdQ/IWlTRVJGpSIHRwRgIuYc",
+	"WjRDvx7HU0u5k8ZkgDFqmmMTPAMC2deFixQOhJj3gRsWi7WNaHSp9yoka4Gp75b4C3ACcMDtlAd63Osm",
+	"wtv3F8bAg7HQCx3ycUiR+FMWEVxRKJC0be5KGKBBHxRVHWUnwEGASoIK4LagrQB2uND/SpzwYFjzS4VB",
+	"tcamKUUIcrmoRhgUpQg7xzbvKMBcesBxst9zmrriADSlJG0t82GXLRLJOmZ4vxdxwqxY/un8zS9ghygy",
+	"E1KRffJz8r3WFn6dUJRMpGZOnC2h22wULhre2h6riH0RKaa6UmWMzkLYTyYOqE/VJk56jKOnhQFsIn0v",
+	"0IZaUVV8L4DRBdtHWxYYSLR6odyocFZKACFWVU9WjelFBvJb6maYiWZxoTslWDAktPcfk0ELjSFzL1pD",
+	"g1ZYynCb05RS3CMYCobTLxSGRtPvx1cXnR75uTxBht+YUMXRwXfEm44SnpAFo5dBedgkIsNNTlNmHt4/",
+	"IJ5cK4SCm6w2s+1riVtWZcLZ3awQrZwPDw+fkyIYKo2W4OiJgHN6eGFqZv5XaDA3YjyWTKENY6BH3cP+",
+	"xf7Bcb9/3O//lz0xlWf9UJl3/BGWXwVOoznLZoDkyrQWHAO/nG6DfvtRvw+Wf4LmHOpjPTSmL68TqXRf",
+	"cslIlGdSZGROJybMeExC8FTqxROS9n6v91S/zgIJ9/v9Djap9GeGMI/6y3MtA0Qu9fuY3rs1z2cYEDGn",
+	"v+ew8wb8lTV1pWvq6pUhbSUDx2Kz/reqvXzsJEpQ5yxYS5gg7bq9q5UuF+B2wvVikl0DEoIzBwNh6C3A",
+	"u2EXwWBGGYNTLU1Bchr3nG0YIIRZ3NUdMWbFsZHVWM12DhSdUmgLCDxy1jvWzUErLLiWMrpNZaJPx2Gw",
+	"KhQICgOJ+bkU96z1rXGJZhqa8IVRlKcK5fPInOmtkaBXCzacpMklEodWujXLlVkhzS7ZIB8E+kk7sRhU",
+	"8OxAq/Q4daovrJoIx2W3jA6TRb2GwJxYHQsCwpKlSYo9q77fNKorFrxbzljR/KpQtD3Qv0Y0Bcdk+VCt",
+	"4ThZ0FlYmcWI8LrjCTsPYwR4XADFknHOIwN7u2RgASEVBSleSdpTkcYWE1WByundBycrtN7soMNx0iZO",
+	"MjJP5ixNOGxLMdcH/+qyIBRCe2XF2LG7aQpHOhyQK506xrmAIweuF1hhtTNFB31oaRIxLpnjGnibiXmW",
+	"MEWz5WoHwZ59rsxVatW9AuT07ZkDuD5u9Xv7vb7xGHE6T1rHrcNev3eImIMpxBuq7tqpwKjKhHlgjO+r",
+	"x1AY9kwLfJNVCJhAA2W0iTXktFIvTRbOUf0lbe0SyuWCZXjBFm8unZKQ0hOaRP33378+ezF8/+512Cn1",
+	"upvtrz/QBvduUPhMQdOgkHLxIp3AQDxR4BinNzYGCgOzLLkyFKXuKdIcBUQK/iKQMSxNu/gt0+uiT41j",
+	"2RhcwHzpNEXqs+1LcnAIAf9ivZ3FrePWj0z9UxikcEZnTAFW8bftq9KBTVF0Aea45mLVBy09YD3r3wU/",
+	"funerVAVYPisUZOxSUD/5QOUO8DTmL7/oN+3jjH9KqhtUxp9Hw22uHz/uuAdDAn425rDoJeV7oqJUOlX",
+	"/WfXAKS7ZyuxhOb2vf80t0I5gy9B6wib7Xuk6N7e97SAYOtHDp5vfuRCiJ8pX76zcWboC9gTm58Fl0kl",
+	"fNg6/u1D0JKWWbX1K1DroKngQqSQ7QH4sPV6SDLiBLoVnUigl5tYZpmKWdE6NoUd4ctVqVHD3n5uzYX0",
+	"Ve4tlZPgkOPp8o6Duit99OCiqjk8nECF3WEH/b4/xHFS7HrnqTGETJqxlNJz4UueBsdFrkfO+s3Ckjsj",
+	"NO63au502MGEfldLKXPOK8k4RUZGTHcW2PtAomKv4I3FfeEJaEJ4HuDgzn37ffwpbAoPW3m1UnW4SCD9",
+	"XsTLW9uR3oKvX6rBccM/cmdSodJNj3Q4NZQOTuDLLJxEOmvkFoXHQX//3nr3rujVA0s/7PP6R2qGBD53",
+	"uPm5H0Q2SuKYcXxiCzn7wvIf6Af2t+jNj4IzvHmL9rxF58eFEK+BN+LBpP9nN8T624cvFW1gl4Y2WxEw",
+	"UhF9xdGhMAq2UgZwxaMLkGxohQX5kxghf9uSqTIHJiAijcE6SjKpTiDrU0vFGc0uwYaakaKwUlPM6bP7",
+	"qf60fnnrDgWM/QhguFaYHwanCdkqt7oR721X7bRJHmyxezFS9YWvJ0RPBMGqYMZjoc8gVY24erHbA77F",
+	"w+2yCfY+fxSjYRJ/2SsrqNWseF/ny1v2fhIjvQA+BCvsqXOz2JxTBjjs0XQCSwNCIye1YA3chKZQmYf2",
+	"UYwcK8hhqPFYFuf5aJaosszV3RgVTiG5+7UkoIaYf39/FKOgHLR/H1V7tPmJX4T6AWiWHnXz9cTVO6iE",
+	"SKheZBgTw711fV1cL0vkFyMvWZzjVsGwdbuKMgttcaGwA0LjsE9iupTHprxSwmKst+TEM8Efp09MFrKj",
+	"f8AzC4tJeNA/IJ8HreKrgxa6C7+UBy1jjNjjKbwAk/MSToC+4qSkrq0ByEIfAWkYkPDo4Hn9mGZCtO+Y",
+	"ypbd07FiWWgDq4DmU+g65OyTIu8vXpBZEvNkMlWkbR1HBhdWG4ITPGQnVhjrLdhZJUjfuNN0N7K0UYpr",
+	"K5F6cGvfh48WdY59pzMbUm1rvWSOajbO2vm3EbSPYhCsGkLNhhLjShr4DtLQ+b0WmyiJS620LOGEco8W",
+	"xcz90rLuBG+rStnxJ9KCMgzorIyYdLZzmL8wWCP9cC5ZBjsiTTgehZCRUgseuGY8GFQRSDroBBg/wUOT",
+	"Jc+3MqoRM7EgIeoBZUJRcHLKXayli5ywYAB93wkxxIUAeRCX6NqCCKzgzLrDwVtlJW6T9BAQDA3WQ4w5",
+	"eogPPWYpyhCnCPZdObtqhe+3kqX7d/Z9v0At6HEs3CHJilLx7TKO+OCi9e5t0b+uTK3ITVwM5aZP3H1g",
+	"pSaysWzp3LfIgT2IanbZlaV09vp2fmGLwofTI284I/AAyDgTUWcxsSdqE0atytKIpikmaXtcPLoNr65M",
+	"jYTdDtJv6YSdJ3/omdrqXgTW65t9EbFm1uCWNliNp0K/fwNyH6ChYSoimnYLTHdAQrmUis0AFwZq4Oyl",
+	"JbEpnHjk7OWqkB6NlMjqLXeS0NvVD/43fu2/20pc/ncus/++ZMtOJUu98zdfYtzK3kH/USk5YJaAsN6k",
+	"R0LE2rqDFa7qSPG6VaFJYNdyOSlOu/+lG/33FQ32fiRXkTBFELdyE+qF+sY85BkGAK3iXtJKVM+bwUtq",
+	"iyHB8KWvIViPxm3GdhwU6xowYmNhQ4Xrvp1zBSmNO377LqPApUBY5ZA9BdAVwOj0vabP/zZniXtUSYUS",
+	"0lPhQhHcgXeNd/2z13YvqSS9mshBI6zSQ40SOCUcIqiQhDB+lWSCo+wxSDuLydQ2U8FMiRC1KZ0brK5t",
+	"jTb1mRe08dIFTdzZDnC+ssIAdNJ8/pTBiIdYwi9hFE2lhgr6xa5e50fPEq6zu3rXMa5JtewW5Kwr1/M5",
+	"+tSKGw0BYbF2nSvtEA+TYSfQ9pVM80mP/CJKGKHF9FJTHsCcVf0W15lp49uiifdkd92l1qh3arPuKIa3",
+	"HNNHDXLHGkT5ZbhalrPh7EfPZvIdcKq8yF9WRtUwE0Y5NNHos3ABisaHgq4TjMLZZA/SLv613wmKdB2T",
+	"EmrjdZirAWnHoHoAjGqYtwlYW4QSpQ9UYCdTVb7f8P6gIIBioOAvSlSPaJlf2dkkkYTxKFtan00GRBE8",
+	"NvBhm1kLpMtpPkGnDbIToNzBc4VP3hThwpLd3uOUQXdWfdvtLEocMC0klX/Y1bfjkJStoPL9reVSvX8I",
+	"WjiSQEDTykz+rvkNR1e/DNJotM17iNDtTMy6asqKtdisi916hZ+Bsr/a3jb89mt55+cFfTwSvpc139dz",
+	"sJtiwsBg/iW4ppA0VY7v289VXzMeMY0tiwObk1jfjDVR/eqCTjaJaLjnS9DyZLttetR5xD7hvqhMrdz6",
+	"Rap44kvQei2iolj7uqeL+74Ej/AvJ8T89bv2SmdeHBPaxHQ7CvAG+g95+7e0S/c+FzV+kvgLqkvLClmH",
+	"IM7EVV1zQoYkJOiYVMgeeeckZ6ECMWWCQiRjSRRZiDw1nHj1spPwFBckl5D+bVWmTZ2GRCz9zqIMEWYq",
+	"rdBhPfKSGaZdWqBwawruyKPV4Knb1mpv5kix6bOAj3xxex8I5esTW4+wmOvDYh7mAKzX1Z2Ln2C1+8bJ",
+	"dU4pGMEVuzvALD0ogw8bvq71ZVDIHevQcfJqOyvsZDFLlN7+ujcZQ5b3hmfHs+Xv7ay6EnRqhdn1jZ3H",
+	"PVrs0YfYcj8ydXf7rTju7ua7sdW3DAI1Vz6ND2w6BuhQORojLyq4UfE8nSg8LnO28ByZZT5nmWRY2JIv",
+	"B5zRLE1YVtwqODO54GbfF89eMjaXcIjW93mP0MUhecARzbWAXF7yCxyji6T9UJ+CIfcd0ubA0vjx1YWv",
+	"vuuxSQk07BAD7tJDGEYIY4wgWYPD1IA/G7IG4NMr6BqqTA0DXqNqADYH+EJZqGrABzysnErD47LuDQ6O",
+	"w/qAt5yQ8PMAj66D1jEZtHq93qD1JUTyjwim64SEPE/TcMCjlFFI0AyQsgHTritmXiJJnIBFFpM21E8G",
+	"I6xeHjLU7T3d4E4oLTfMmK3K4Le5urnZNf4ZQXDBzSy0u/Q/FLTqPZFNVnkj1jsWtvEQXNsn8Ks5RNxv",
+	"jteOGjEoPXc+ufOX8g48qvAboM8PtnANOFQrPyDd+o28Ct/t9sl3dpM9lI1ilH2Viqii9B/GJbFnFM/u",
+	"+TV1E8cbDnDFiVaiTVvjxBcZAHSlOY0QqegSrQHq0pVZ9z4tjRnUk7IAjvfIBZD0dg2jRZlB3cZuG8+F",
+	"1b2uMjVf6typx4W0BWdkktNM2xZZQtPkj4IQsWgNUol0dnfPNB0v2NN79Lz8Kc9zj+rp0Qt0Qy8QbrSv",
+	"0gu9p2z9iTsQ+O8KUHyoPzPMszQMyAiogZQg8zybCyAiY9JwkZkkIbeGc/2ASyXQ3AK7+EIfMxFwb3iI",
+	"EiBdp2SUiYVF9QOVKe7DIVUhae/3bZkR4L9jA+5MTJzISFxZyhlTDlsv7QASkYxTHr9ZsNNzQlWl5QPe",
+	"pi7NL5Kqgvx/+68XrwLDq2RKI0ZaoBfMefo9Zy8NbJWqAQ/39FcSvhfRNNVn5tDwxyOvU4WPq4xiV0Pd",
+	"cNxMxqbql1RJmuIR3nELkDYCYlBxVk+l8OSClofTTqBPr9HUJbcacJdb0bLckTZQEVuP4alPW1NwTxpm",
+	"V2J9GCwGgks54MhLVSn2g75HMxNw3J9qlUvtQMaYyDHgZpgKPnv8pG6h9/gIVIm2fG1ZUCFNkJYVKH46",
+	"RZ2CcmVDTofLtVbyqx3bYZ8iXQqiRAssEcxNmxq+0AG3lRHojDUYgS1fiUt0CgVVC5IW3aBOSc1YLu0B",
+	"Rx8GLgUlyZTKKY6iWTU2M8VQtQGhpFlPdY0bBobxc8BxoSK0T7eE4YcVUDz9Ippb2LonuBiaa0N7DUpC",
+	"DfgNvBrnugn11l5oXXYrQIl7itBDg1cYNXpgAzvUjzGrR2vlVq2VcxQmDmJqrT6+sdni3OFSNuoXWtHa",
+	"+uC1bSpV/VeCPt30B8h5hqwIUImZKRoC+EQgoFPJjAVEmDNMuiTjJEWCo9HSqGyRGTTo2zybAKrLfT8U",
+	"QBDKlNv3o0ErLbrHDBxP7oKoDw4oJujoytwJU25z90wdU/5zRVMaaZUlpZRFinqbk+aTrVsDpczvNpfC",
+	"7fBmRGxl/KvkPY/Q2LuGxoraPiwy+yq/e0RY5YYNGNgXRb0DG25rLnLKTSElrPNN2ujzgaASSfiUZdpa",
+	"q/mSTP9lxwbfKK8biyfaHk3zCTI9sF1Qpu4yvn+E6e5b7WFwlZVRWo2pfIROPkIn/4zQSVy+kAddFQfX",
+	"lJRr/FSVG/c+1xKDv6xNUWuQMaxAKyGFfqy7hJ6cEY0uoYpNAVvwEwfXhOG92A4riQicex5RSn9qlNJt",
+	"bavroZLqOfQfIL07mvr3GJoRsoTLNCE//nIc4K1p7qr3sA9vZmU8APRk932MHb1vdMc2kgRFYXxbEuXR",
+	"8/QI4/j3gnG8gHhEXY4/gRAJlBwDF8UDWEt7kH5hbPRVOSYNy6mocydsiWesgzalMWmXTOtFJKjTIy8o",
+	"jxiWM4E4CRfEfhrCHdGUxXmqHyowFD3yhkeMzPNsoh+bQjUy8GQHBuiYZxM2NL/5zqfwTVfAvbS9/TMg",
+	"F+7RxnuUyI+xgBtKONhrhDo7OS43283k2m3YqythZhXBNmKRmDFJQtt2G3W0DHoocihylv6DcLEgf28m",
+	"zk8yGkG8ORHxiWEaSrAwIAotkpm0PXDfIadpw6stFlz2yDmOJ2L0C5LO5ig7ghNOtiUIHctSxozGacI9",
+	"1CnmC+zfRlAG5aCZ6X0UnY+i8+HCqGb/+czD2xKh1zEN2ae5yK6D+Npa/kIAGQMecsmjaSa4yCXBD5M2",
+	"BbfbBAvEfRSjjpdTNeFKAGrHlixtxyKSewB1GrOsa37uzeJOhX8VgCfmpoCEVtD3yFuRpiT88dUFKV4i",
+	"9z7bf+qhCU2mE0J1QsMNwuKQtAvPhvnsE0nO/3naPXj6DPOykj9YJyAhFuNFntUITWOo1fwOyL1lrQRT",
+	"HdmDXSiv27b1yKmpVVQZoYhyhHGRETODy2Isb4SVkOYYn44o5wIrktfLEXRWRX9ewevuADBzsFt6T1Ee",
+	"YEhV65jnaRq0gA1dv+5L0EKCQ7zawqqnB93+fln1tAVaQ5nyo4AlMK/RcwWkyfgn5AJ9GmfD/v7H6PDT",
+	"89n+9Nvs6Oop/+73g8Uz1lfPl62gdZlwfR+zw1Pnr4R9uv4V80xMMiZhPIBWvXXcD1qZWOh/aAkypQdP",
+	"n9lm6ZU1NLeZXyCIftwyK7sVtIwfZ80gbJ2ZdGGW3ErkUbGzLHfwVw8/egxX/btAlnBXGpN6hWe9EP0+",
+	"HVtcvIl+xbrad6lfL2yF9gSVrFGQMxozQwVsVe1KlRkUlb4tMpULNeBTlhYQbKxMDuzqWkFD4fIRlDIv",
+	"oaWG6RH5r6YijS3+esZmIltaAnbEGTty2Bxe8PD19s35BakOKxYrF1mccJotAwOOcG8p8bc43lXw9Izy",
+	"ZMykPrQht2qFjBLBFZhl7ChyWwF5wKFGNPYSKeCd89xVIpNRyjzQawTAQv1sHIpapwc8FdGlLekxZdGl",
+	"dMHYppNtLmx9/KBSXAn+tIzEEmqNYl73gJtS7j1yypfE6LVAH9pxeqKMyilJeJTmMYsDzExqNA9qeoNf",
+	"rzfgL0SW5XNl1xbC2sKjfsE5by4MI7wR6lrbn6Br+cyphT7gxVXsm74m4QCuTSV7zRZRz7nM52jPhFBw",
+	"yWmlrfwI6xWHzKJaXEXPhRrC1RDnUQpbRADLkYDNuRAkEtzUZDcLScLCepslPErmNCUzOp8nfHIM5NA4",
+	"DtApRAQCbhwWa7WWACQDVEqGkkTqhZVLqNGmpixbJID8BlSOsWMKUDflS7faQY+czXA87NqYJnNJIjFj",
+	"YEwP+DffGHvgm28go2FJJhnlykLlT5x61MLwmZslgDTmmCI34G3fdvRJubLMQ6ib5y5UcFIYmvyzl+C3",
+	"GPCyKqSEKtKmfqo2BROes5ppbJGkJ5U1b7GVSL0ZD3jbNB6SNCwXgez0CBTH07dPE6lElkQ0PcZqQLiA",
+	"pjTGNxU1u0z6BpJ+Djg6jAAfUFj1DtVfziXi5msnu4LnFqhUEMxlSbmhQXoNQO5nbNDz5YmikGi1cwHU",
+	"L8KSx3EyQQaXIj1lTtU0gK6gyx6FOqiHYwLLjdABv2RLBP0rAYWGls5Iw8Ly4ehxyT0MDkxEChI1dXeq",
+	"HqOCK3sEusFDlH2vALBNBjMOb0CKw+SjvfxoL1cDrU+36UuhEH9mcUIv9JJ/KGMb5YJreYKvpsCwPpzl",
+	"XeqklXCx04Yzrl7hQwZakRQo7PXJACsoobmvitEKZmin0Q9bi2M3XH/Zbovqv9N07+JrmyH1K6fyscTk",
+	"14SAAwQ+3bwd3fwi59d7BMWth/UXCVFOca82OFnJt1DdEf3TUDdXAjIVzgxJ3dGLh0i0KlfUQBOm2khm",
+	"n9ZvOiHcI4IShZnRjaZh4V7zYTy+QCYqlhozNqmxpDElVTIer3QUVyqEfZVJAmULH4h6uRyh1QkCJ8V0",
+	"4jzDOlnQ5aO1+Ggt/mmzB2Dls7KKmvWXXFei345puPfZqYC4gYbZK0EtmsTKTHDnUcC+pYJPdEdZGR4h",
+	"7/RtSC1knghsiUcoCGCLQFZrQ7qYjxrtAbibfI9JRZeyWui1KrKhKbcnsu+J6Wet/Kxqy8dc+MfA0i0T",
+	"tekds6EQ5HWE2ArG5jecNb50DMYASE6XNQZkyJK00SOpb0FD0Z/BVKvk+hXs1RUtfzygfW0pSre08G/n",
+	"PLZFqk/RKDi/XcdaMJVdt005tKdWeWwriAbmZIXYIB4xQMebiIENwpy+PSsqB9FYYlDIxneIOaYl/Ipx",
+	"JbLlZiaJN9jqv0BhMejJFtwJ0OHAHoaBzQNjXx9Fwhuu9kdx8tX6e+SD5z5eR0xgfG8XMWGIw2uBwWNC",
+	"R5JxRZD4xhI+NAHolvGhR86cBGcT17YpzuTt+4uV6c1e2+At9uMON7T5wiqOzupwnOw8HI9Z0H+dLOgn",
+	"sr4eHNkAVxLmp5Uy127R8buxTgNWZnAWLq7ZsmbABu4W0qbEgIIMcsB5VCKPFF4Gx2xix6bjr7dQEi6i",
+	"FWE1owWLmWIKJ27OdsyiJGayR35N1DTO6MImrYQ1eYeAjGHB3hVCcReVMkuaWZJGNkV8reSqzZNZGDBP",
+	"wQiqpmxWFtJmhV+756tdUMitv0raOHboQaoBrJfQRm/Zhf6YV/PoknlMEt+V6/+29dwN3OH45T02HjOg",
+	"JFtpw74CqCyAgIO6pkKq4FIFJBBcjFgRYqwm5zEaTRHlt5iyDBLL0Y8+zsSMtCvqJgxIWGpLBInCQWEF",
+	"P88r25G7N2Xrn/JIzFe6p2bM3AFyCuGXtVSQ4w0hqnkWscdD69dmoKryiGKXeOAuZFjYOI3lgn4go/U6",
+	"wiBjMp+xO8xXeKc/YDOdPRSI68NdPeI+X+VOnArJVhBOYPqdNbzNHUoI0kbBM2fKTcjD/G3hgDIysQCJ",
+	"d0LELnwV3rCbHuBbBNJ+rfnXOLmP1uGjdfiA1pbea1AbyPLVPDR14Z5pyh1K2DNlHamYe6G1iRZWo1yR",
+	"CVNaTh2WIxJqOQf9kVhvyeRieO7skXP8NwIY/IO6Ea9g6jvKAqNQ8lcIzpyiSt4cZZOY5RXzHtoLbOLd",
+	"SdvbP/abJhdi4OtjiquK+WIVPEr6R0n/cDm/uAq/BnLavVzSyepD9BuO1uScZeT9xQsS0yUeekP9/yFR",
+	"goRKhJihKYHrgioyE1KRo34fMcQB+YNlQhZZnBtpat9Dk3aVfPDUD/r8soV3FG6+EPdnhWKfPDLqJU3S",
+	"pR5j+Xh8/pqOz81smxhmKjeL0+5U/NuzQ+HCXR6OoXSR3JMsHa8N5EYUWQ4L9AY8iNCss5cBMD0GBKsE",
+	"BxabBVUqscKU8e4QGscZk5JJH/wJ8rcxdQBLKs2oqZ+dKN1C76YHPMa5bv9d7kLTbQP+8FsJdoyw7XcM",
+	"77rmRnuQ8n8wUiOMaFUGyU2Pg4Xo2wO1TmxYxXsIMobDxkr2CJwhrMC6EBnCkxU4OgJw3yJFgk07Lit7",
+	"SUN7B7FIofUa0i7ZeCQXuAfIiC2FXv1l2w0814dIdpfwXflFjnx+KYBjP4KGb0uJ/YkQvbttRXOi7YoF",
+	"75a0DHg2u96GLZJhV0ZekKYNyxkgM0Utm5GcK6pyaUtImupZZMYUjamikC3mRw1eFF9/0NpTLlWbRBI4",
+	"LVVq3Le+VNU67dZ1ilHBDrlLy9WO8mYgYzEIjyWf7hqAqJylv2NmOlqha3dzlU9w5d7eYuOeGGgwJbFY",
+	"8FTQ2Kkm6rcDLRPFPSzpTfRwj6ewrw5lV8zNdRf+rqrCrpXVRy//rtkzrBJrj2Pv3712t0a10jLapCwO",
+	"yJghU1MR5nMq1dpnWAzJ0ufANSNdSh5jDyPh1QvcP93XjE/UFMmAwndsnnVfAimPKXJsyMQC8u6HF+T5",
+	"08M+1Ds2bFcByfklFwseEHB3a0PbZAKWmzuwtYqLcr66zYG+2V4gBbdoMauGBOvQedHQ+NFD0tYPRiJm",
+	"gTbQpwlXWLm5s1aQnJp5aEy8Bx/mq3lM2nOaAXdcaCcKyiR3Vmn18tFW3QHuKvgZ/YST0Do+6PeD1izh",
+	"9u/9JhvQbhr+hrxDzZEp2GsnfyTzrt4pcPyPiaJZ/UDsrCb/qm+QzwYklFOq//WP40He7x9GIyrZsyP4",
+	"NzsOSbtchhUjqd72R/f3A8vol4Uos+yNT6Sd700S21Tr7oKcXnEmaRDs3Js4R1m1e/Cz8sFVgc8yQVsA",
+	"KxvX/zTsl+jewOCjufJRjAgXKomYJCOmFoxxEk1zfik7UCrTknSBpI0TGdEsRs4Oy51JXiUglBd0aZwk",
+	"K5SQ4bR25fOVSOJKyRRXkJtGb8LCnBJkozP3B8A1ZDjGROZwfyI2ZiauGBTtL4nuLFuijbIWk4Xh1lX1",
+	"Vhzz8uuHrmxPY1xMwKMX6DE+eSelU+yOvFUqtJXC1mzzuxK3xvlbJY5NLDcp+G/q2isgM5pdSoddswoe",
+	"CYHaXhupJc+altEmDcX50BNJDIvo+3evOz3yQyZm+h5uCXMqOJb9PpLmhwFcM/CYiHKMqIxyIEdFHExQ",
+	"VA2FAziCVLAYQIU3FXlCtEaoEaqWXPxWjqseeYGTYSR9IYBdlbBW1mtJZV43y6UiU3rFHB3VXifGfYRN",
+	"pgV3I8lvHxZj22nbrUXZl69Dadi5RPhUHQsFy+5RnzyyMH0dNZzNYiUUrcEK0fG9KCVrIXcrFrK8Ix31",
+	"zhSCoa5XouqBMDH2sciI1hIJzxWTQSULsRoc6kHhmBD40Ss81XD1xBbxr/trMFYKZwnz+cAwvmcIeHTY",
+	"oUrvFKoTe0aoHCL0CQK5/awTTOuQqVhwTPWENxsmQCALBAI/KEWZc8OO0Cg7I2ZaiGmVVrjEkA28c/sq",
+	"CNju7Fn31F0Od1Br5vY4/PwtXuXycW8KzPQI3kjteVQJj0eMG8Kriv3qyhj0He/sRVol6p07IE7VRVoG",
+	"/R5XqLY+eHXCemTkDyDr5jRK1JLMUwpemh65EIqmyN8v85m0vpS4QPmRtmLZLOE0tdIbboaSYiwm+Ryw",
+	"ljFdBng+0EPG4k6PuAFgWVRbgEbaZPkMa/pmrEjF9wfR7xNgGfwZWXxM6/VUbg6Bz1nWrdjRCh4MyKhK",
+	"KE7OXj4Gye9QpMCkmcGHTVStXYohadwiYgzQ5F1hnK6UyCZ7kDOWqNU0Or9OqTJn47hZJlAfnBdTQeIk",
+	"hlqsiI8unQcOXYyVSZK0qVJZMsrhNC6qJ3mwwZ5IcvYS4/PaypOczuVU+Kj19Mo+tV34C1Bv2b5s3rH2",
+	"zsftePvbkUV5Bnvit8+tXLJMG7jHv33QM19uVQ+/lJ2TKlLMTYlAti1fLoS+0tyd4FHbheIqY5NEYpGE",
+	"RvUqczEzwiSLWRYUB6okI06NILOxIVjPlmTBtD6mUhHJGF+xDbGtf4VNqHuyTaGDzeP7uDsfaHci2qy5",
+	"P4yPul2ZvM6Nt+jeZ/eFyGI5kiy72lAP5Q1nlXWk9aTzXL0WCsXFRwFQlMzYCbIflFXJoUxg4YsnwOPW",
+	"5jlyWjpbPU4miZIrFOobt+V/BT7Lsj9bsFo6nX/E0X0FGI3ttzvluOzXbqJdtvrOPjFnJzeAGtlkD4vp",
+	"dbWCXV0hKZWCZAzR5zXaOmSBGydQ83OBijqiWbbskVP9Fxbii10GN+fpKcJbnJfYz3DBTQwOQ2/gT1xV",
+	"L0l34V9s+ZeQDEVvttH2RSHEf9OyRn8WFe+WrDRZcKj00IG2m7ZfVwQYdxwJ4cEhfnaIOMBykyEW0PyM",
+	"LcCfwsK+rm5SWd2kAWGpZN6PVN52YqurmmJFhwckozwWMwLly7V5mooFyyIqGRlRyQ4PegTyQGhRgjex",
+	"FLnH1uenu2jddBCmKIVHe2OTOlBpFNG+ZJEJhIkZMK77qiKokyWTqbKdcNesLGoeO48l0qD0LdB1U7qb",
+	"rZlkNv3XWzLJNPChKiaZz5/DPKyKs1yyZVDyqJk5M4mJf4Jgy2PlpIoBuHMIfove/Cg4+7PE67fSOLgf",
+	"sb6k1TGkXUYYd9Esa+I6l2xZC+dUbce9z5dsual2klVQCMN1JSOfVBwV0qYe+2olWR1ngFL1StM0zRiN",
+	"l67XySk+DXFxQ1y8uhrS7Qjj+yqGZFu7Wig+hpn/ysijXcTe1ya+ympKpfi62+Ow2S0bzsKFPNvLBBSz",
+	"3RmZVP3SOptdpIVMcwvIUVtzM6ghjCAAZW3PSjwryrOseigP8K2Y/WZFqu6RV6R6uNY8QhIG5JYt1oe1",
+	"G43n4tF2fJS6/yZStyAgd6zG0bKUOfdlQn4Uo51iifr+egTCiSEUtfACpOhFbyKLA3M9YzJPV6B3ftJN",
+	"+Qs4EH8So82uQz2Oj17Cr8xL2Fzct+EWRBomqN+iP1At0tKGDHEu1ND8GodYnDwSOYeYHU24VCSc0U9D",
+	"/fhwzrJhTJehfvTgOZLaD9knhP+GAQnfMZUtu5AXFJrS4Z8UsBzOkpgnk6nq9MgL/XoABBioHTgeIyx9",
+	"vcpL9pMYfa3+sZ/E6GE8Y3pMVlg1UF8+1qvq0Xp5tF4eXWX/Q+8HQiHle4yZ0RCbvQHSYsa2o4jUD1sb",
+	"pEaQz2OfKkBDpl1GIZArG6RkYnLCDeWyn7LjZ3aXrD8/s1VCR49+4AdlKnP5iSSZSAFdnaivgQHyrwH8",
+	"s4sNCs6a8a4ttxusdFOlZg07HY2mtpbNE1vEplYdBcOB+CK3iEoqokvDy+AviCSy1bUeO05nTT0i+Lg0",
+	"CU4h/gjl8Gr1ivQZB8kc3AdNiLCs4ofpwRHlZMQgO1gxDpU0vTvv3I7UHe6/4hurqrOZ6w9WB/MRguvI",
+	"cvNgMSs7WvUba07iS56U6xWLULYbtSf1UR/Xu+l/x7MpZnSp13nxkMiKNV+4x9ztckIoX2JZB4AFWD+i",
+	"ed+w2H4A2y/bi3n2qIkbhcT0zmDoeoNH9HX95jQZ6wNCs9alrxqksxP/KvUgbZcepCLktlLHIDYCQiVi",
+	"tfUnl6RNJfnx1YWRumrKZp3HchF/0VD8YxXIW3HQqlvWJo0WiAqLu20Hy65WM/uVRlhAKEKw3r365cfT",
+	"4dv3378+ezF8/+613tZ5lraOW58xgWOYZ+mXVtC6olkCRYEhnlZcQv1mxrI1VWp+vLe3f/Btr9/r9/aP",
+	"v+t/128Fa5tSIYIhbf0KwJfNMxHnkX7khIQzegnEXyGBHkri/VKnp8fpQzGq68fA4eE3nIXlNQ/L8erC",
+	"Ac4bDNu0hyO5kqs6FVLZOtBuk3p+VmTvC/WyIAm/SlQJLzfPOr9uaEq9bKn7lqLUYfMVmFg49ib8li/A",
+	"DMLm0y/rGGT9eFFSui2TCe/i8aOSzad3UD4H+oI5E/OUddwumxd1ixetmEJn/oFqj6TCbTP85nn0Z3Hl",
+	"K1poeefKt0rStmxuDk+EIXWzXDNuy8v8bX+DK99rgzTokNO3ZwEJnVNeaFiPipknNIrYXFETAbWrCsWM",
+	"/0uY5VF9NfwWHpOpmEEBb5Hm6P1wQT+BiUUFRXDCjiZmcX358OX/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -113,45 +113,64 @@ func (e DeploymentEnvironment) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeConflict               ErrorCode = "conflict"
-	ErrorCodeHttpsRequired          ErrorCode = "https_required"
-	ErrorCodeIdempotencyKeyRequired ErrorCode = "idempotency_key_required"
-	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
-	ErrorCodeInstallationConflict   ErrorCode = "installation_conflict"
-	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
-	ErrorCodeInternal               ErrorCode = "internal"
-	ErrorCodeInvalidPageToken       ErrorCode = "invalid_page_token"
-	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
-	ErrorCodeInvalidState           ErrorCode = "invalid_state"
-	ErrorCodeInvitationAccepted     ErrorCode = "invitation_accepted"
-	ErrorCodeInvitationExpired      ErrorCode = "invitation_expired"
-	ErrorCodeInvitationRevoked      ErrorCode = "invitation_revoked"
-	ErrorCodeLimitExceeded          ErrorCode = "limit_exceeded"
-	ErrorCodeLockout                ErrorCode = "lockout"
-	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
-	ErrorCodeMoved                  ErrorCode = "moved"
-	ErrorCodeNoPendingRevision      ErrorCode = "no_pending_revision"
-	ErrorCodeNotEntitled            ErrorCode = "not_entitled"
-	ErrorCodeNotFound               ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
-	ErrorCodePreconditionRequired   ErrorCode = "precondition_required"
-	ErrorCodeProviderEnabled        ErrorCode = "provider_enabled"
-	ErrorCodePurgeStarted           ErrorCode = "purge_started"
-	ErrorCodeRateLimited            ErrorCode = "rate_limited"
-	ErrorCodeReadOnly               ErrorCode = "read_only"
-	ErrorCodeSettingLocked          ErrorCode = "setting_locked"
-	ErrorCodeSlugTaken              ErrorCode = "slug_taken"
-	ErrorCodeSuspended              ErrorCode = "suspended"
-	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
-	ErrorCodeUnavailable            ErrorCode = "unavailable"
-	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
-	ErrorCodeVersionMismatch        ErrorCode = "version_mismatch"
+	ErrorCodeArchiveChecksumMismatch   ErrorCode = "archive_checksum_mismatch"
+	ErrorCodeArchiveCorrupt            ErrorCode = "archive_corrupt"
+	ErrorCodeArchiveMemberMissing      ErrorCode = "archive_member_missing"
+	ErrorCodeArchiveVersionUnsupported ErrorCode = "archive_version_unsupported"
+	ErrorCodeCapabilityInvalid         ErrorCode = "capability_invalid"
+	ErrorCodeConflict                  ErrorCode = "conflict"
+	ErrorCodeDestinationNotEmpty       ErrorCode = "destination_not_empty"
+	ErrorCodeHttpsRequired             ErrorCode = "https_required"
+	ErrorCodeIdempotencyKeyRequired    ErrorCode = "idempotency_key_required"
+	ErrorCodeIdempotencyKeyReused      ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict      ErrorCode = "installation_conflict"
+	ErrorCodeInsufficientScope         ErrorCode = "insufficient_scope"
+	ErrorCodeInternal                  ErrorCode = "internal"
+	ErrorCodeInvalidPageToken          ErrorCode = "invalid_page_token"
+	ErrorCodeInvalidRequest            ErrorCode = "invalid_request"
+	ErrorCodeInvalidState              ErrorCode = "invalid_state"
+	ErrorCodeInvalidTransferState      ErrorCode = "invalid_transfer_state"
+	ErrorCodeInvitationAccepted        ErrorCode = "invitation_accepted"
+	ErrorCodeInvitationExpired         ErrorCode = "invitation_expired"
+	ErrorCodeInvitationRevoked         ErrorCode = "invitation_revoked"
+	ErrorCodeLimitExceeded             ErrorCode = "limit_exceeded"
+	ErrorCodeLockout                   ErrorCode = "lockout"
+	ErrorCodeMethodNotAllowed          ErrorCode = "method_not_allowed"
+	ErrorCodeMoved                     ErrorCode = "moved"
+	ErrorCodeNoPendingRevision         ErrorCode = "no_pending_revision"
+	ErrorCodeNotEntitled               ErrorCode = "not_entitled"
+	ErrorCodeNotFound                  ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge           ErrorCode = "payload_too_large"
+	ErrorCodePreconditionRequired      ErrorCode = "precondition_required"
+	ErrorCodeProviderEnabled           ErrorCode = "provider_enabled"
+	ErrorCodePurgeStarted              ErrorCode = "purge_started"
+	ErrorCodeRateLimited               ErrorCode = "rate_limited"
+	ErrorCodeReadOnly                  ErrorCode = "read_only"
+	ErrorCodeSettingLocked             ErrorCode = "setting_locked"
+	ErrorCodeSlugTaken                 ErrorCode = "slug_taken"
+	ErrorCodeSuspended                 ErrorCode = "suspended"
+	ErrorCodeUnauthenticated           ErrorCode = "unauthenticated"
+	ErrorCodeUnavailable               ErrorCode = "unavailable"
+	ErrorCodeUnsupportedMediaType      ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionMismatch           ErrorCode = "version_mismatch"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeArchiveChecksumMismatch:
+		return true
+	case ErrorCodeArchiveCorrupt:
+		return true
+	case ErrorCodeArchiveMemberMissing:
+		return true
+	case ErrorCodeArchiveVersionUnsupported:
+		return true
+	case ErrorCodeCapabilityInvalid:
+		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeDestinationNotEmpty:
 		return true
 	case ErrorCodeHttpsRequired:
 		return true
@@ -170,6 +189,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeInvalidRequest:
 		return true
 	case ErrorCodeInvalidState:
+		return true
+	case ErrorCodeInvalidTransferState:
 		return true
 	case ErrorCodeInvitationAccepted:
 		return true
@@ -453,6 +474,51 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for TransferKind.
+const (
+	TransferKindExport TransferKind = "export"
+	TransferKindImport TransferKind = "import"
+)
+
+// Valid indicates whether the value is a known member of the TransferKind enum.
+func (e TransferKind) Valid() bool {
+	switch e {
+	case TransferKindExport:
+		return true
+	case TransferKindImport:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TransferState.
+const (
+	TransferStateCancelled TransferState = "cancelled"
+	TransferStateFailed    TransferState = "failed"
+	TransferStatePending   TransferState = "pending"
+	TransferStateRunning   TransferState = "running"
+	TransferStateSucceeded TransferState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TransferState enum.
+func (e TransferState) Valid() bool {
+	switch e {
+	case TransferStateCancelled:
+		return true
+	case TransferStateFailed:
+		return true
+	case TransferStatePending:
+		return true
+	case TransferStateRunning:
+		return true
+	case TransferStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Activity defines model for Activity.
 type Activity struct {
 	Actor         ActivityActor `json:"actor"`
@@ -608,6 +674,15 @@ type DeploymentEnvironment string
 
 // DisplayName Example: Acme Corporation
 type DisplayName = string
+
+// DownloadAuthorization defines model for DownloadAuthorization.
+type DownloadAuthorization struct {
+	// DownloadUrl The single-use URL of the archive, with its capability. Shown once.
+	//
+	// Example: https://renga.example/api/v1/operator/transfers/xfr_01jc3x9m1h7r4v5n8q2w6e0t9y/archive?capability=renga_download_...
+	DownloadUrl string    `json:"download_url"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
@@ -1357,6 +1432,69 @@ type SuspendRequest struct {
 	Reason string `json:"reason"`
 }
 
+// Transfer An export or an import. Status and non-secret metadata only.
+type Transfer struct {
+	// CompletedAt When the move was completed (the source organization marked moved).
+	CompletedAt *time.Time `json:"completed_at"`
+
+	// Counts Rows per kind (organization, settings, policy, users, memberships, installations, observation_batches, observations, jobs), once known.
+	//
+	// Example: {"installations":3,"observations":10000,"organization":1,"users":2}
+	Counts    map[string]int64 `json:"counts"`
+	CreatedAt time.Time        `json:"created_at"`
+
+	// DestinationUrl The destination's public URL, when completing the move named it.
+	DestinationUrl *string `json:"destination_url"`
+
+	// Failure Why a `failed` export failed.
+	Failure *string `json:"failure"`
+
+	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id   TransferId   `json:"id"`
+	Kind TransferKind `json:"kind"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	Progress       struct {
+		// Bytes Archive bytes written or read so far.
+		Bytes int64 `json:"bytes"`
+
+		// Rows Rows written (export) or read (import) so far.
+		Rows int64 `json:"rows"`
+	} `json:"progress"`
+
+	// Sha256 The archive's SHA-256 (lowercase hex), once it is complete.
+	Sha256 *string `json:"sha256"`
+
+	// SizeBytes The archive's size, once it is complete.
+	SizeBytes *int64 `json:"size_bytes"`
+
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+	State     TransferState `json:"state"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
+type TransferComplete struct {
+	// DestinationUrl The destination deployment's public URL, recorded on the transfer.
+	DestinationUrl *string `json:"destination_url,omitempty"`
+}
+
+// TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
+type TransferId = string
+
+// TransferKind defines model for TransferKind.
+type TransferKind string
+
+// TransferList defines model for TransferList.
+type TransferList struct {
+	Items         []Transfer `json:"items"`
+	NextPageToken *string    `json:"next_page_token"`
+}
+
+// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+type TransferState string
+
 // UsageDay defines model for UsageDay.
 type UsageDay struct {
 	Day            openapi_types.Date `json:"day"`
@@ -1460,6 +1598,9 @@ type TooManyRequests = Problem
 
 // Unauthenticated An RFC 9457 problem with Renga's extension members.
 type Unauthenticated = Problem
+
+// UnsupportedMediaType An RFC 9457 problem with Renga's extension members.
+type UnsupportedMediaType = Problem
 
 // GetHomeParams defines parameters for GetHome.
 type GetHomeParams struct {
@@ -1574,6 +1715,18 @@ type ScheduleOrganizationDeletionParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateExportParams defines parameters for CreateExport.
+type CreateExportParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// ImportOrganizationParams defines parameters for ImportOrganization.
+type ImportOrganizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // ListInvitationsParams defines parameters for ListInvitations.
 type ListInvitationsParams struct {
 	// PageSize Items per page.
@@ -1639,6 +1792,42 @@ type GetOrganizationUsageParams struct {
 type RevokeTokenSelfParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// ListTransfersParams defines parameters for ListTransfers.
+type ListTransfersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+
+	// OrganizationId Only the transfers of this organization.
+	OrganizationId *OrganizationId `form:"organization_id,omitempty" json:"organization_id,omitempty"`
+}
+
+// GetTransferArchiveParams defines parameters for GetTransferArchive.
+type GetTransferArchiveParams struct {
+	// Capability The single-use capability (part of `download_url`).
+	Capability string `form:"capability" json:"capability"`
+}
+
+// CancelTransferParams defines parameters for CancelTransfer.
+type CancelTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CompleteTransferParams defines parameters for CompleteTransfer.
+type CompleteTransferParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateDownloadAuthorizationParams defines parameters for CreateDownloadAuthorization.
+type CreateDownloadAuthorizationParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
 // ListUsageParams defines parameters for ListUsage.
@@ -1766,6 +1955,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
+
+// CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
+type CompleteTransferJSONRequestBody = TransferComplete
 
 // CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
 type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
@@ -2115,6 +2307,44 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/deletion (the `ScheduleOrganizationDeletion` operationId).
 	ScheduleOrganizationDeletion(ctx context.Context, organizationId OrganizationId, params *ScheduleOrganizationDeletionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateExport Start exporting an organization
+	//
+	// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+	CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportOrganizationWithBody Import an archive into an empty organization
+	//
+	// The body is an archive made by an export (docs/transfer-archive.md), streamed: it is not
+	// held to the 1 MiB limit of JSON bodies, and the server never holds it in memory. Create
+	// the destination first with `POST /organizations` (an ordinary, empty organization).
+	//
+	// The import verifies the manifest's format version and every member's SHA-256 while it
+	// reads, and makes everything visible in one transaction that also holds the destination
+	// locked and checks it is still empty (no members, installations, intake keys or earlier
+	// import). Any failure, a server crash included, leaves the destination as it was.
+	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
+	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
+	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+	//
+	// Principal mapping: users are matched by email (an existing user at this deployment is
+	// reused, otherwise one is created without any credential). Imported memberships come back
+	// **pending**: they grant nothing; the operator invites the owners again
+	// (`POST /organizations/{organization_id}/invitations`). Installations keep their IDs and
+	// public keys, so agents continue with the same identity; intake keys are not carried
+	// (owners issue new ones). Jobs are historical: a job that had not completed at the source
+	// comes back `failed` and never runs. The organization's settings and policy documents are
+	// replaced by the archive's.
+	//
+	// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
+	// key only to retry the same import.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/imports (the `ImportOrganization` operationId).
+	ImportOrganizationWithBody(ctx context.Context, organizationId OrganizationId, params *ImportOrganizationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListInvitations List an organization's owner invitations
 	//
 	// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
@@ -2238,6 +2468,59 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/operator/tokens/self/revoke (the `RevokeTokenSelf` operationId).
 	RevokeTokenSelf(ctx context.Context, params *RevokeTokenSelfParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTransfers List transfers
+	//
+	// Exports and imports, newest first. Status and non-secret metadata only.
+	//
+	// Corresponds with GET /api/v1/operator/transfers (the `ListTransfers` operationId).
+	ListTransfers(ctx context.Context, params *ListTransfersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTransfer Get a transfer
+	//
+	// Status and non-secret metadata only; never a download capability.
+	//
+	// Corresponds with GET /api/v1/operator/transfers/{transfer_id} (the `GetTransfer` operationId).
+	GetTransfer(ctx context.Context, transferId TransferId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTransferArchive Download an export's archive
+	//
+	// The URL a download authorization returned, fetched with the token that authorized it. Streams the archive once, with `Content-Length` and `Repr-Digest` (its SHA-256, RFC 9530). A missing, unknown, used or expired capability, one of another token, or one of a cancelled transfer is `403 capability_invalid` (one code, no hint which).
+	//
+	// Corresponds with GET /api/v1/operator/transfers/{transfer_id}/archive (the `GetTransferArchive` operationId).
+	GetTransferArchive(ctx context.Context, transferId TransferId, params *GetTransferArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelTransfer Cancel an export
+	//
+	// A pending or running export stops (the running job notices between chunks); a succeeded one discards its archive. Either way every download authorization of the transfer is void. Cancelling a cancelled export is success and changes nothing. A failed export, an import, or an export whose move was completed is `409 invalid_transfer_state`.
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/cancel (the `CancelTransfer` operationId).
+	CancelTransfer(ctx context.Context, transferId TransferId, params *CancelTransferParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTransferWithBody Complete a move at the source
+	//
+	// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+	CompleteTransferWithBody(ctx context.Context, transferId TransferId, params *CompleteTransferParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTransfer Complete a move at the source
+	//
+	// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+	CompleteTransfer(ctx context.Context, transferId TransferId, params *CompleteTransferParams, body CompleteTransferJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateDownloadAuthorization Authorize one download of an export's archive
+	//
+	// Returns a single-use `download_url` valid for 10 minutes, bound to the calling token. `GET` it with the same token; with another token, or after one download, it is refused. Revoking the token or cancelling the transfer voids it. The URL is shown in this response only (a replay under the Idempotency-Key omits it; authorize again). The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/download-authorizations (the `CreateDownloadAuthorization` operationId).
+	CreateDownloadAuthorization(ctx context.Context, transferId TransferId, params *CreateDownloadAuthorizationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUsage Usage totals per organization over a range of days
 	//
@@ -2919,6 +3202,64 @@ func (c *Client) ScheduleOrganizationDeletion(ctx context.Context, organizationI
 	return c.Client.Do(req)
 }
 
+// CreateExport Start exporting an organization
+//
+// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportRequest(c.Server, organizationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportOrganizationWithBody Import an archive into an empty organization
+//
+// The body is an archive made by an export (docs/transfer-archive.md), streamed: it is not
+// held to the 1 MiB limit of JSON bodies, and the server never holds it in memory. Create
+// the destination first with `POST /organizations` (an ordinary, empty organization).
+//
+// The import verifies the manifest's format version and every member's SHA-256 while it
+// reads, and makes everything visible in one transaction that also holds the destination
+// locked and checks it is still empty (no members, installations, intake keys or earlier
+// import). Any failure, a server crash included, leaves the destination as it was.
+// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
+// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
+// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+//
+// Principal mapping: users are matched by email (an existing user at this deployment is
+// reused, otherwise one is created without any credential). Imported memberships come back
+// **pending**: they grant nothing; the operator invites the owners again
+// (`POST /organizations/{organization_id}/invitations`). Installations keep their IDs and
+// public keys, so agents continue with the same identity; intake keys are not carried
+// (owners issue new ones). Jobs are historical: a job that had not completed at the source
+// comes back `failed` and never runs. The organization's settings and policy documents are
+// replaced by the archive's.
+//
+// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
+// key only to retry the same import.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/imports (the `ImportOrganization` operationId).
+func (c *Client) ImportOrganizationWithBody(ctx context.Context, organizationId OrganizationId, params *ImportOrganizationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportOrganizationRequestWithBody(c.Server, organizationId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListInvitations List an organization's owner invitations
 //
 // An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
@@ -3193,6 +3534,129 @@ func (c *Client) GetTokenSelf(ctx context.Context, reqEditors ...RequestEditorFn
 // Corresponds with POST /api/v1/operator/tokens/self/revoke (the `RevokeTokenSelf` operationId).
 func (c *Client) RevokeTokenSelf(ctx context.Context, params *RevokeTokenSelfParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeTokenSelfRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTransfers List transfers
+//
+// Exports and imports, newest first. Status and non-secret metadata only.
+//
+// Corresponds with GET /api/v1/operator/transfers (the `ListTransfers` operationId).
+func (c *Client) ListTransfers(ctx context.Context, params *ListTransfersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTransfersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTransfer Get a transfer
+//
+// Status and non-secret metadata only; never a download capability.
+//
+// Corresponds with GET /api/v1/operator/transfers/{transfer_id} (the `GetTransfer` operationId).
+func (c *Client) GetTransfer(ctx context.Context, transferId TransferId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTransferRequest(c.Server, transferId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTransferArchive Download an export's archive
+//
+// The URL a download authorization returned, fetched with the token that authorized it. Streams the archive once, with `Content-Length` and `Repr-Digest` (its SHA-256, RFC 9530). A missing, unknown, used or expired capability, one of another token, or one of a cancelled transfer is `403 capability_invalid` (one code, no hint which).
+//
+// Corresponds with GET /api/v1/operator/transfers/{transfer_id}/archive (the `GetTransferArchive` operationId).
+func (c *Client) GetTransferArchive(ctx context.Context, transferId TransferId, params *GetTransferArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTransferArchiveRequest(c.Server, transferId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelTransfer Cancel an export
+//
+// A pending or running export stops (the running job notices between chunks); a succeeded one discards its archive. Either way every download authorization of the transfer is void. Cancelling a cancelled export is success and changes nothing. A failed export, an import, or an export whose move was completed is `409 invalid_transfer_state`.
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/cancel (the `CancelTransfer` operationId).
+func (c *Client) CancelTransfer(ctx context.Context, transferId TransferId, params *CancelTransferParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelTransferRequest(c.Server, transferId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTransferWithBody Complete a move at the source
+//
+// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+func (c *Client) CompleteTransferWithBody(ctx context.Context, transferId TransferId, params *CompleteTransferParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTransferRequestWithBody(c.Server, transferId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTransfer Complete a move at the source
+//
+// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+func (c *Client) CompleteTransfer(ctx context.Context, transferId TransferId, params *CompleteTransferParams, body CompleteTransferJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTransferRequest(c.Server, transferId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateDownloadAuthorization Authorize one download of an export's archive
+//
+// Returns a single-use `download_url` valid for 10 minutes, bound to the calling token. `GET` it with the same token; with another token, or after one download, it is refused. Revoking the token or cancelling the transfer voids it. The URL is shown in this response only (a replay under the Idempotency-Key omits it; authorize again). The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/download-authorizations (the `CreateDownloadAuthorization` operationId).
+func (c *Client) CreateDownloadAuthorization(ctx context.Context, transferId TransferId, params *CreateDownloadAuthorizationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDownloadAuthorizationRequest(c.Server, transferId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4615,6 +5079,102 @@ func NewScheduleOrganizationDeletionRequest(server string, organizationId Organi
 	return req, nil
 }
 
+// NewCreateExportRequest constructs an http.Request for the CreateExport method
+func NewCreateExportRequest(server string, organizationId OrganizationId, params *CreateExportParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "organization_id", organizationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/organizations/%s/exports", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewImportOrganizationRequestWithBody constructs an http.Request for the ImportOrganization method, with any body, and a specified content type
+func NewImportOrganizationRequestWithBody(server string, organizationId OrganizationId, params *ImportOrganizationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "organization_id", organizationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/organizations/%s/imports", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewListInvitationsRequest constructs an http.Request for the ListInvitations method
 func NewListInvitationsRequest(server string, organizationId OrganizationId, params *ListInvitationsParams) (*http.Request, error) {
 	var err error
@@ -5308,6 +5868,333 @@ func NewRevokeTokenSelfRequest(server string, params *RevokeTokenSelfParams) (*h
 
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
+
+	}
+
+	return req, nil
+}
+
+// NewListTransfersRequest constructs an http.Request for the ListTransfers method
+func NewListTransfersRequest(server string, params *ListTransfersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OrganizationId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "organization_id", *params.OrganizationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTransferRequest constructs an http.Request for the GetTransfer method
+func NewGetTransferRequest(server string, transferId TransferId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transfer_id", transferId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTransferArchiveRequest constructs an http.Request for the GetTransferArchive method
+func NewGetTransferArchiveRequest(server string, transferId TransferId, params *GetTransferArchiveParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transfer_id", transferId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers/%s/archive", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "capability", params.Capability, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelTransferRequest constructs an http.Request for the CancelTransfer method
+func NewCancelTransferRequest(server string, transferId TransferId, params *CancelTransferParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transfer_id", transferId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCompleteTransferRequest calls the generic CompleteTransfer builder with application/json body
+func NewCompleteTransferRequest(server string, transferId TransferId, params *CompleteTransferParams, body CompleteTransferJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCompleteTransferRequestWithBody(server, transferId, params, "application/json", bodyReader)
+}
+
+// NewCompleteTransferRequestWithBody constructs an http.Request for the CompleteTransfer method, with any body, and a specified content type
+func NewCompleteTransferRequestWithBody(server string, transferId TransferId, params *CompleteTransferParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transfer_id", transferId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers/%s/complete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCreateDownloadAuthorizationRequest constructs an http.Request for the CreateDownloadAuthorization method
+func NewCreateDownloadAuthorizationRequest(server string, transferId TransferId, params *CreateDownloadAuthorizationParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "transfer_id", transferId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/transfers/%s/download-authorizations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
 
 	}
 
@@ -6388,6 +7275,46 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/deletion (the `ScheduleOrganizationDeletion` operationId).
 	ScheduleOrganizationDeletionWithResponse(ctx context.Context, organizationId OrganizationId, params *ScheduleOrganizationDeletionParams, reqEditors ...RequestEditorFn) (*ScheduleOrganizationDeletionResponse, error)
 
+	// CreateExportWithResponse Start exporting an organization
+	//
+	// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+	CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
+
+	// ImportOrganizationWithBodyWithResponse Import an archive into an empty organization
+	//
+	// The body is an archive made by an export (docs/transfer-archive.md), streamed: it is not
+	// held to the 1 MiB limit of JSON bodies, and the server never holds it in memory. Create
+	// the destination first with `POST /organizations` (an ordinary, empty organization).
+	//
+	// The import verifies the manifest's format version and every member's SHA-256 while it
+	// reads, and makes everything visible in one transaction that also holds the destination
+	// locked and checks it is still empty (no members, installations, intake keys or earlier
+	// import). Any failure, a server crash included, leaves the destination as it was.
+	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
+	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
+	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+	//
+	// Principal mapping: users are matched by email (an existing user at this deployment is
+	// reused, otherwise one is created without any credential). Imported memberships come back
+	// **pending**: they grant nothing; the operator invites the owners again
+	// (`POST /organizations/{organization_id}/invitations`). Installations keep their IDs and
+	// public keys, so agents continue with the same identity; intake keys are not carried
+	// (owners issue new ones). Jobs are historical: a job that had not completed at the source
+	// comes back `failed` and never runs. The organization's settings and policy documents are
+	// replaced by the archive's.
+	//
+	// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
+	// key only to retry the same import.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/imports (the `ImportOrganization` operationId).
+	ImportOrganizationWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, params *ImportOrganizationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOrganizationResponse, error)
+
 	// ListInvitationsWithResponse List an organization's owner invitations
 	//
 	// An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
@@ -6531,6 +7458,69 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/operator/tokens/self/revoke (the `RevokeTokenSelf` operationId).
 	RevokeTokenSelfWithResponse(ctx context.Context, params *RevokeTokenSelfParams, reqEditors ...RequestEditorFn) (*RevokeTokenSelfResponse, error)
+
+	// ListTransfersWithResponse List transfers
+	//
+	// Exports and imports, newest first. Status and non-secret metadata only.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/transfers (the `ListTransfers` operationId).
+	ListTransfersWithResponse(ctx context.Context, params *ListTransfersParams, reqEditors ...RequestEditorFn) (*ListTransfersResponse, error)
+
+	// GetTransferWithResponse Get a transfer
+	//
+	// Status and non-secret metadata only; never a download capability.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/transfers/{transfer_id} (the `GetTransfer` operationId).
+	GetTransferWithResponse(ctx context.Context, transferId TransferId, reqEditors ...RequestEditorFn) (*GetTransferResponse, error)
+
+	// GetTransferArchiveWithResponse Download an export's archive
+	//
+	// The URL a download authorization returned, fetched with the token that authorized it. Streams the archive once, with `Content-Length` and `Repr-Digest` (its SHA-256, RFC 9530). A missing, unknown, used or expired capability, one of another token, or one of a cancelled transfer is `403 capability_invalid` (one code, no hint which).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/transfers/{transfer_id}/archive (the `GetTransferArchive` operationId).
+	GetTransferArchiveWithResponse(ctx context.Context, transferId TransferId, params *GetTransferArchiveParams, reqEditors ...RequestEditorFn) (*GetTransferArchiveResponse, error)
+
+	// CancelTransferWithResponse Cancel an export
+	//
+	// A pending or running export stops (the running job notices between chunks); a succeeded one discards its archive. Either way every download authorization of the transfer is void. Cancelling a cancelled export is success and changes nothing. A failed export, an import, or an export whose move was completed is `409 invalid_transfer_state`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/cancel (the `CancelTransfer` operationId).
+	CancelTransferWithResponse(ctx context.Context, transferId TransferId, params *CancelTransferParams, reqEditors ...RequestEditorFn) (*CancelTransferResponse, error)
+
+	// CompleteTransferWithBodyWithResponse Complete a move at the source
+	//
+	// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+	CompleteTransferWithBodyWithResponse(ctx context.Context, transferId TransferId, params *CompleteTransferParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTransferResponse, error)
+
+	// CompleteTransferWithResponse Complete a move at the source
+	//
+	// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+	CompleteTransferWithResponse(ctx context.Context, transferId TransferId, params *CompleteTransferParams, body CompleteTransferJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTransferResponse, error)
+
+	// CreateDownloadAuthorizationWithResponse Authorize one download of an export's archive
+	//
+	// Returns a single-use `download_url` valid for 10 minutes, bound to the calling token. `GET` it with the same token; with another token, or after one download, it is refused. Revoking the token or cancelling the transfer voids it. The URL is shown in this response only (a replay under the Idempotency-Key omits it; authorize again). The export must have succeeded (`409 invalid_transfer_state`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/download-authorizations (the `CreateDownloadAuthorization` operationId).
+	CreateDownloadAuthorizationWithResponse(ctx context.Context, transferId TransferId, params *CreateDownloadAuthorizationParams, reqEditors ...RequestEditorFn) (*CreateDownloadAuthorizationResponse, error)
 
 	// ListUsageWithResponse Usage totals per organization over a range of days
 	//
@@ -9707,6 +10697,322 @@ func (r ScheduleOrganizationDeletionResponse) ContentType() string {
 	return ""
 }
 
+// CreateExportResponse202Headers the declared response headers of an HTTP 202 response for CreateExport
+type CreateExportResponse202Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+// CreateExportResponse400Headers the declared response headers of an HTTP 400 response for CreateExport
+type CreateExportResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateExportResponse401Headers the declared response headers of an HTTP 401 response for CreateExport
+type CreateExportResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateExportResponse403Headers the declared response headers of an HTTP 403 response for CreateExport
+type CreateExportResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateExportResponse404Headers the declared response headers of an HTTP 404 response for CreateExport
+type CreateExportResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateExportResponse409Headers the declared response headers of an HTTP 409 response for CreateExport
+type CreateExportResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateExportResponse429Headers the declared response headers of an HTTP 429 response for CreateExport
+type CreateExportResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateExportResponseDefaultHeaders the declared response headers of an HTTP default response for CreateExport
+type CreateExportResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CreateExportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Transfer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateExportResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateExportResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateExportResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateExportResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateExportResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateExportResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateExportResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateExportResponseDefaultHeaders
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r CreateExportResponse) GetJSON202() *Transfer {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateExportResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateExportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateExportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateExportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateExportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ImportOrganizationResponse201Headers the declared response headers of an HTTP 201 response for ImportOrganization
+type ImportOrganizationResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+// ImportOrganizationResponse400Headers the declared response headers of an HTTP 400 response for ImportOrganization
+type ImportOrganizationResponse400Headers struct {
+	XRequestId *string
+}
+
+// ImportOrganizationResponse401Headers the declared response headers of an HTTP 401 response for ImportOrganization
+type ImportOrganizationResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ImportOrganizationResponse403Headers the declared response headers of an HTTP 403 response for ImportOrganization
+type ImportOrganizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// ImportOrganizationResponse404Headers the declared response headers of an HTTP 404 response for ImportOrganization
+type ImportOrganizationResponse404Headers struct {
+	XRequestId *string
+}
+
+// ImportOrganizationResponse409Headers the declared response headers of an HTTP 409 response for ImportOrganization
+type ImportOrganizationResponse409Headers struct {
+	XRequestId *string
+}
+
+// ImportOrganizationResponse415Headers the declared response headers of an HTTP 415 response for ImportOrganization
+type ImportOrganizationResponse415Headers struct {
+	XRequestId *string
+}
+
+// ImportOrganizationResponse429Headers the declared response headers of an HTTP 429 response for ImportOrganization
+type ImportOrganizationResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// ImportOrganizationResponseDefaultHeaders the declared response headers of an HTTP default response for ImportOrganization
+type ImportOrganizationResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type ImportOrganizationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Transfer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *ImportOrganizationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ImportOrganizationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ImportOrganizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ImportOrganizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ImportOrganizationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ImportOrganizationResponse409Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ImportOrganizationResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ImportOrganizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ImportOrganizationResponseDefaultHeaders
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ImportOrganizationResponse) GetJSON201() *Transfer {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ImportOrganizationResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportOrganizationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportOrganizationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportOrganizationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportOrganizationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListInvitationsResponse200Headers the declared response headers of an HTTP 200 response for ListInvitations
 type ListInvitationsResponse200Headers struct {
 	XRequestId *string
@@ -11523,6 +12829,852 @@ func (r RevokeTokenSelfResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeTokenSelfResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTransfersResponse200Headers the declared response headers of an HTTP 200 response for ListTransfers
+type ListTransfersResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListTransfersResponse400Headers the declared response headers of an HTTP 400 response for ListTransfers
+type ListTransfersResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListTransfersResponse401Headers the declared response headers of an HTTP 401 response for ListTransfers
+type ListTransfersResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListTransfersResponse403Headers the declared response headers of an HTTP 403 response for ListTransfers
+type ListTransfersResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListTransfersResponse429Headers the declared response headers of an HTTP 429 response for ListTransfers
+type ListTransfersResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// ListTransfersResponseDefaultHeaders the declared response headers of an HTTP default response for ListTransfers
+type ListTransfersResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type ListTransfersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TransferList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTransfersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListTransfersResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListTransfersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListTransfersResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTransfersResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListTransfersResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTransfersResponse) GetJSON200() *TransferList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTransfersResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTransfersResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTransfersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTransfersResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTransfersResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTransfersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTransfersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTransfersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTransfersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTransferResponse200Headers the declared response headers of an HTTP 200 response for GetTransfer
+type GetTransferResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetTransferResponse400Headers the declared response headers of an HTTP 400 response for GetTransfer
+type GetTransferResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetTransferResponse401Headers the declared response headers of an HTTP 401 response for GetTransfer
+type GetTransferResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetTransferResponse403Headers the declared response headers of an HTTP 403 response for GetTransfer
+type GetTransferResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetTransferResponse404Headers the declared response headers of an HTTP 404 response for GetTransfer
+type GetTransferResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetTransferResponse429Headers the declared response headers of an HTTP 429 response for GetTransfer
+type GetTransferResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetTransferResponseDefaultHeaders the declared response headers of an HTTP default response for GetTransfer
+type GetTransferResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type GetTransferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Transfer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTransferResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetTransferResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTransferResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetTransferResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetTransferResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTransferResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetTransferResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTransferResponse) GetJSON200() *Transfer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTransferResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTransferResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTransferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTransferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTransferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTransferArchiveResponse200Headers the declared response headers of an HTTP 200 response for GetTransferArchive
+type GetTransferArchiveResponse200Headers struct {
+	ReprDigest *string
+	XRequestId *string
+}
+
+// GetTransferArchiveResponse400Headers the declared response headers of an HTTP 400 response for GetTransferArchive
+type GetTransferArchiveResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetTransferArchiveResponse401Headers the declared response headers of an HTTP 401 response for GetTransferArchive
+type GetTransferArchiveResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetTransferArchiveResponse403Headers the declared response headers of an HTTP 403 response for GetTransferArchive
+type GetTransferArchiveResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetTransferArchiveResponse404Headers the declared response headers of an HTTP 404 response for GetTransferArchive
+type GetTransferArchiveResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetTransferArchiveResponse429Headers the declared response headers of an HTTP 429 response for GetTransferArchive
+type GetTransferArchiveResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetTransferArchiveResponseDefaultHeaders the declared response headers of an HTTP default response for GetTransferArchive
+type GetTransferArchiveResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type GetTransferArchiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTransferArchiveResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetTransferArchiveResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTransferArchiveResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetTransferArchiveResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetTransferArchiveResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTransferArchiveResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetTransferArchiveResponseDefaultHeaders
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTransferArchiveResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTransferArchiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTransferArchiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTransferArchiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTransferArchiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelTransferResponse200Headers the declared response headers of an HTTP 200 response for CancelTransfer
+type CancelTransferResponse200Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// CancelTransferResponse400Headers the declared response headers of an HTTP 400 response for CancelTransfer
+type CancelTransferResponse400Headers struct {
+	XRequestId *string
+}
+
+// CancelTransferResponse401Headers the declared response headers of an HTTP 401 response for CancelTransfer
+type CancelTransferResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CancelTransferResponse403Headers the declared response headers of an HTTP 403 response for CancelTransfer
+type CancelTransferResponse403Headers struct {
+	XRequestId *string
+}
+
+// CancelTransferResponse404Headers the declared response headers of an HTTP 404 response for CancelTransfer
+type CancelTransferResponse404Headers struct {
+	XRequestId *string
+}
+
+// CancelTransferResponse409Headers the declared response headers of an HTTP 409 response for CancelTransfer
+type CancelTransferResponse409Headers struct {
+	XRequestId *string
+}
+
+// CancelTransferResponse429Headers the declared response headers of an HTTP 429 response for CancelTransfer
+type CancelTransferResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CancelTransferResponseDefaultHeaders the declared response headers of an HTTP default response for CancelTransfer
+type CancelTransferResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CancelTransferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Transfer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelTransferResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelTransferResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelTransferResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CancelTransferResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelTransferResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelTransferResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelTransferResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CancelTransferResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelTransferResponse) GetJSON200() *Transfer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelTransferResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelTransferResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelTransferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelTransferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelTransferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CompleteTransferResponse200Headers the declared response headers of an HTTP 200 response for CompleteTransfer
+type CompleteTransferResponse200Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// CompleteTransferResponse400Headers the declared response headers of an HTTP 400 response for CompleteTransfer
+type CompleteTransferResponse400Headers struct {
+	XRequestId *string
+}
+
+// CompleteTransferResponse401Headers the declared response headers of an HTTP 401 response for CompleteTransfer
+type CompleteTransferResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CompleteTransferResponse403Headers the declared response headers of an HTTP 403 response for CompleteTransfer
+type CompleteTransferResponse403Headers struct {
+	XRequestId *string
+}
+
+// CompleteTransferResponse404Headers the declared response headers of an HTTP 404 response for CompleteTransfer
+type CompleteTransferResponse404Headers struct {
+	XRequestId *string
+}
+
+// CompleteTransferResponse409Headers the declared response headers of an HTTP 409 response for CompleteTransfer
+type CompleteTransferResponse409Headers struct {
+	XRequestId *string
+}
+
+// CompleteTransferResponse413Headers the declared response headers of an HTTP 413 response for CompleteTransfer
+type CompleteTransferResponse413Headers struct {
+	XRequestId *string
+}
+
+// CompleteTransferResponse429Headers the declared response headers of an HTTP 429 response for CompleteTransfer
+type CompleteTransferResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CompleteTransferResponseDefaultHeaders the declared response headers of an HTTP default response for CompleteTransfer
+type CompleteTransferResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CompleteTransferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Transfer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CompleteTransferResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CompleteTransferResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CompleteTransferResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CompleteTransferResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CompleteTransferResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CompleteTransferResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CompleteTransferResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CompleteTransferResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CompleteTransferResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CompleteTransferResponse) GetJSON200() *Transfer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CompleteTransferResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CompleteTransferResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CompleteTransferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompleteTransferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CompleteTransferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateDownloadAuthorizationResponse201Headers the declared response headers of an HTTP 201 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// CreateDownloadAuthorizationResponse400Headers the declared response headers of an HTTP 400 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateDownloadAuthorizationResponse401Headers the declared response headers of an HTTP 401 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateDownloadAuthorizationResponse403Headers the declared response headers of an HTTP 403 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateDownloadAuthorizationResponse404Headers the declared response headers of an HTTP 404 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateDownloadAuthorizationResponse409Headers the declared response headers of an HTTP 409 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateDownloadAuthorizationResponse429Headers the declared response headers of an HTTP 429 response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateDownloadAuthorizationResponseDefaultHeaders the declared response headers of an HTTP default response for CreateDownloadAuthorization
+type CreateDownloadAuthorizationResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CreateDownloadAuthorizationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *DownloadAuthorization
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateDownloadAuthorizationResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateDownloadAuthorizationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateDownloadAuthorizationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateDownloadAuthorizationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateDownloadAuthorizationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateDownloadAuthorizationResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateDownloadAuthorizationResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateDownloadAuthorizationResponseDefaultHeaders
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateDownloadAuthorizationResponse) GetJSON201() *DownloadAuthorization {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateDownloadAuthorizationResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateDownloadAuthorizationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateDownloadAuthorizationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateDownloadAuthorizationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateDownloadAuthorizationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13793,6 +15945,58 @@ func (c *ClientWithResponses) ScheduleOrganizationDeletionWithResponse(ctx conte
 	return ParseScheduleOrganizationDeletionResponse(rsp)
 }
 
+// CreateExportWithResponse Start exporting an organization
+//
+// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
+	rsp, err := c.CreateExport(ctx, organizationId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExportResponse(rsp)
+}
+
+// ImportOrganizationWithBodyWithResponse Import an archive into an empty organization
+//
+// The body is an archive made by an export (docs/transfer-archive.md), streamed: it is not
+// held to the 1 MiB limit of JSON bodies, and the server never holds it in memory. Create
+// the destination first with `POST /organizations` (an ordinary, empty organization).
+//
+// The import verifies the manifest's format version and every member's SHA-256 while it
+// reads, and makes everything visible in one transaction that also holds the destination
+// locked and checks it is still empty (no members, installations, intake keys or earlier
+// import). Any failure, a server crash included, leaves the destination as it was.
+// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
+// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
+// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+//
+// Principal mapping: users are matched by email (an existing user at this deployment is
+// reused, otherwise one is created without any credential). Imported memberships come back
+// **pending**: they grant nothing; the operator invites the owners again
+// (`POST /organizations/{organization_id}/invitations`). Installations keep their IDs and
+// public keys, so agents continue with the same identity; intake keys are not carried
+// (owners issue new ones). Jobs are historical: a job that had not completed at the source
+// comes back `failed` and never runs. The organization's settings and policy documents are
+// replaced by the archive's.
+//
+// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
+// key only to retry the same import.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/imports (the `ImportOrganization` operationId).
+func (c *ClientWithResponses) ImportOrganizationWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, params *ImportOrganizationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOrganizationResponse, error) {
+	rsp, err := c.ImportOrganizationWithBody(ctx, organizationId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportOrganizationResponse(rsp)
+}
+
 // ListInvitationsWithResponse List an organization's owner invitations
 //
 // An organization's owner invitations, newest first, optionally filtered by state. No response carries an invitation's secret.
@@ -14031,6 +16235,111 @@ func (c *ClientWithResponses) RevokeTokenSelfWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseRevokeTokenSelfResponse(rsp)
+}
+
+// ListTransfersWithResponse List transfers
+//
+// Exports and imports, newest first. Status and non-secret metadata only.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/transfers (the `ListTransfers` operationId).
+func (c *ClientWithResponses) ListTransfersWithResponse(ctx context.Context, params *ListTransfersParams, reqEditors ...RequestEditorFn) (*ListTransfersResponse, error) {
+	rsp, err := c.ListTransfers(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTransfersResponse(rsp)
+}
+
+// GetTransferWithResponse Get a transfer
+//
+// Status and non-secret metadata only; never a download capability.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/transfers/{transfer_id} (the `GetTransfer` operationId).
+func (c *ClientWithResponses) GetTransferWithResponse(ctx context.Context, transferId TransferId, reqEditors ...RequestEditorFn) (*GetTransferResponse, error) {
+	rsp, err := c.GetTransfer(ctx, transferId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTransferResponse(rsp)
+}
+
+// GetTransferArchiveWithResponse Download an export's archive
+//
+// The URL a download authorization returned, fetched with the token that authorized it. Streams the archive once, with `Content-Length` and `Repr-Digest` (its SHA-256, RFC 9530). A missing, unknown, used or expired capability, one of another token, or one of a cancelled transfer is `403 capability_invalid` (one code, no hint which).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/transfers/{transfer_id}/archive (the `GetTransferArchive` operationId).
+func (c *ClientWithResponses) GetTransferArchiveWithResponse(ctx context.Context, transferId TransferId, params *GetTransferArchiveParams, reqEditors ...RequestEditorFn) (*GetTransferArchiveResponse, error) {
+	rsp, err := c.GetTransferArchive(ctx, transferId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTransferArchiveResponse(rsp)
+}
+
+// CancelTransferWithResponse Cancel an export
+//
+// A pending or running export stops (the running job notices between chunks); a succeeded one discards its archive. Either way every download authorization of the transfer is void. Cancelling a cancelled export is success and changes nothing. A failed export, an import, or an export whose move was completed is `409 invalid_transfer_state`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/cancel (the `CancelTransfer` operationId).
+func (c *ClientWithResponses) CancelTransferWithResponse(ctx context.Context, transferId TransferId, params *CancelTransferParams, reqEditors ...RequestEditorFn) (*CancelTransferResponse, error) {
+	rsp, err := c.CancelTransfer(ctx, transferId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelTransferResponse(rsp)
+}
+
+// CompleteTransferWithBodyWithResponse Complete a move at the source
+//
+// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+func (c *ClientWithResponses) CompleteTransferWithBodyWithResponse(ctx context.Context, transferId TransferId, params *CompleteTransferParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTransferResponse, error) {
+	rsp, err := c.CompleteTransferWithBody(ctx, transferId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTransferResponse(rsp)
+}
+
+// CompleteTransferWithResponse Complete a move at the source
+//
+// After the destination imported this export's archive, marks the source organization `moved` (optionally noting the destination's public URL). From then on its agents get `410 moved`, its owners can read but not write, and its data stays until the operator deletes it; the operator can still export it. Completing a completed transfer is success and changes nothing. The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/complete (the `CompleteTransfer` operationId).
+func (c *ClientWithResponses) CompleteTransferWithResponse(ctx context.Context, transferId TransferId, params *CompleteTransferParams, body CompleteTransferJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTransferResponse, error) {
+	rsp, err := c.CompleteTransfer(ctx, transferId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTransferResponse(rsp)
+}
+
+// CreateDownloadAuthorizationWithResponse Authorize one download of an export's archive
+//
+// Returns a single-use `download_url` valid for 10 minutes, bound to the calling token. `GET` it with the same token; with another token, or after one download, it is refused. Revoking the token or cancelling the transfer voids it. The URL is shown in this response only (a replay under the Idempotency-Key omits it; authorize again). The export must have succeeded (`409 invalid_transfer_state`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/transfers/{transfer_id}/download-authorizations (the `CreateDownloadAuthorization` operationId).
+func (c *ClientWithResponses) CreateDownloadAuthorizationWithResponse(ctx context.Context, transferId TransferId, params *CreateDownloadAuthorizationParams, reqEditors ...RequestEditorFn) (*CreateDownloadAuthorizationResponse, error) {
+	rsp, err := c.CreateDownloadAuthorization(ctx, transferId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateDownloadAuthorizationResponse(rsp)
 }
 
 // ListUsageWithResponse Usage totals per organization over a range of days
@@ -17951,6 +20260,409 @@ func ParseScheduleOrganizationDeletionResponse(rsp *http.Response) (*ScheduleOrg
 	return response, nil
 }
 
+// ParseCreateExportResponse parses an HTTP response from a CreateExportWithResponse call
+func ParseCreateExportResponse(rsp *http.Response) (*CreateExportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateExportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Transfer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers CreateExportResponse202Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateExportResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateExportResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateExportResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateExportResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateExportResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateExportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CreateExportResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseImportOrganizationResponse parses an HTTP response from a ImportOrganizationWithResponse call
+func ParseImportOrganizationResponse(rsp *http.Response) (*ImportOrganizationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportOrganizationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Transfer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers ImportOrganizationResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers ImportOrganizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ImportOrganizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ImportOrganizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ImportOrganizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ImportOrganizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 415:
+		var headers ImportOrganizationResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers ImportOrganizationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ImportOrganizationResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListInvitationsResponse parses an HTTP response from a ListInvitationsWithResponse call
 func ParseListInvitationsResponse(rsp *http.Response) (*ListInvitationsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -20153,6 +22865,1029 @@ func ParseRevokeTokenSelfResponse(rsp *http.Response) (*RevokeTokenSelfResponse,
 		response.Headers429 = &headers
 	case true:
 		var headers RevokeTokenSelfResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTransfersResponse parses an HTTP response from a ListTransfersWithResponse call
+func ParseListTransfersResponse(rsp *http.Response) (*ListTransfersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTransfersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TransferList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTransfersResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListTransfersResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListTransfersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListTransfersResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListTransfersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ListTransfersResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTransferResponse parses an HTTP response from a GetTransferWithResponse call
+func ParseGetTransferResponse(rsp *http.Response) (*GetTransferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTransferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Transfer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTransferResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetTransferResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetTransferResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetTransferResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetTransferResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTransferResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetTransferResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTransferArchiveResponse parses an HTTP response from a GetTransferArchiveWithResponse call
+func ParseGetTransferArchiveResponse(rsp *http.Response) (*GetTransferArchiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTransferArchiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTransferArchiveResponse200Headers
+		if values := rsp.Header.Values("Repr-Digest"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Repr-Digest", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ReprDigest = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetTransferArchiveResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetTransferArchiveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetTransferArchiveResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetTransferArchiveResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTransferArchiveResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetTransferArchiveResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelTransferResponse parses an HTTP response from a CancelTransferWithResponse call
+func ParseCancelTransferResponse(rsp *http.Response) (*CancelTransferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelTransferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Transfer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelTransferResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CancelTransferResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelTransferResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CancelTransferResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelTransferResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelTransferResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelTransferResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CancelTransferResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCompleteTransferResponse parses an HTTP response from a CompleteTransferWithResponse call
+func ParseCompleteTransferResponse(rsp *http.Response) (*CompleteTransferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompleteTransferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Transfer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CompleteTransferResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CompleteTransferResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CompleteTransferResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CompleteTransferResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CompleteTransferResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CompleteTransferResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CompleteTransferResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CompleteTransferResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CompleteTransferResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateDownloadAuthorizationResponse parses an HTTP response from a CreateDownloadAuthorizationWithResponse call
+func ParseCreateDownloadAuthorizationResponse(rsp *http.Response) (*CreateDownloadAuthorizationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateDownloadAuthorizationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest DownloadAuthorization
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateDownloadAuthorizationResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateDownloadAuthorizationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateDownloadAuthorizationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateDownloadAuthorizationResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateDownloadAuthorizationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateDownloadAuthorizationResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateDownloadAuthorizationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CreateDownloadAuthorizationResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -119,12 +119,19 @@ var nonexistentIDs = map[string]string{
 	"installation_id": "ins_" + strings.Repeat("0", 26),
 	"job_id":          "job_" + strings.Repeat("0", 26),
 	"provider_id":     "idp_" + strings.Repeat("0", 26),
+	"transfer_id":     "xfr_" + strings.Repeat("0", 26),
 }
 
 // minimalQueries are the required query parameters per operationId.
 var minimalQueries = map[string]string{
 	"getOrganizationUsage": "from=2026-01-01&to=2026-01-31",
 	"listUsage":            "from=2026-01-01&to=2026-01-31",
+	"getTransferArchive":   "capability=" + domain.CapabilityPrefix + "x",
+}
+
+// minimalContentTypes are the bodies that are not JSON, per operationId.
+var minimalContentTypes = map[string]string{
+	"importOrganization": "application/octet-stream",
 }
 
 // minimalBodies are valid request bodies per operationId. A new operation with a body needs an
@@ -154,6 +161,8 @@ var minimalBodies = map[string]func() []byte{
 			"display_name": "x", "client_id": "c"})
 	},
 	"putIdentityProvider": func() []byte { return []byte(`{"display_name": "x", "client_id": "c"}`) },
+	"importOrganization":  func() []byte { return []byte("not an archive") },
+	"completeTransfer":    func() []byte { return []byte(`{}`) },
 	"acceptInvitation": func() []byte {
 		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
 	},
@@ -187,6 +196,9 @@ func minimalRequest(t testing.TB, op specOp, token string) (req, bool) {
 			ok = false
 		} else {
 			r.Body = body()
+		}
+		if ct := minimalContentTypes[op.ID]; ct != "" {
+			r.Header.Set("Content-Type", ct)
 		}
 	}
 	if op.KeyRequired {

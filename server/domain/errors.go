@@ -56,6 +56,23 @@ var (
 	ErrNoPendingRevision = errors.New("no pending revision")
 	// ErrNoSecretKey: the deployment has no RENGA_SECRET_KEY, so it cannot keep a secret.
 	ErrNoSecretKey = errors.New("no secret key configured")
+	// ErrDestinationNotEmpty: an import's destination already holds members, installations,
+	// intake keys or an earlier import (or another import won the race for it).
+	ErrDestinationNotEmpty = errors.New("destination organization not empty")
+	// ErrTransferState: the transfer's kind or state does not allow the action.
+	ErrTransferState = errors.New("invalid transfer state")
+	// ErrCapabilityInvalid: a download capability that is missing, unknown, used, expired, of
+	// another token, or of a cancelled transfer (one error, no hint which).
+	ErrCapabilityInvalid = errors.New("download capability invalid")
+	// ErrArchiveCorrupt: the archive cannot be read (not a gzip-compressed tar, a damaged
+	// stream, a malformed or unexpected member, counts that do not match the manifest).
+	ErrArchiveCorrupt = errors.New("archive corrupt")
+	// ErrArchiveChecksum: a member's SHA-256 differs from the manifest's.
+	ErrArchiveChecksum = errors.New("archive checksum mismatch")
+	// ErrArchiveMemberMissing: a member the manifest lists is not in the archive.
+	ErrArchiveMemberMissing = errors.New("archive member missing")
+	// ErrArchiveVersion: the manifest's format version is not one this server reads.
+	ErrArchiveVersion = errors.New("archive format version unsupported")
 
 	// ErrInvalidToken: a token request (release command) that cannot be honoured.
 	ErrInvalidToken = errors.New("invalid token request")

@@ -202,6 +202,10 @@ func AcceptInvitation(ctx context.Context, q db.DBTX, secret, displayName string
 		}
 		a.Joined = true
 	}
+	// A membership an import brought (pending, granting nothing) is now this one.
+	if _, err := q.Exec(ctx, `DELETE FROM pending_memberships WHERE organization_id = $1 AND user_id = $2`, o.ID, a.User.ID); err != nil {
+		return a, err
+	}
 	if _, err := q.Exec(ctx, `UPDATE invitations SET state = 'accepted', accepted_at = now(), accepted_by = $2 WHERE id = $1`,
 		inv.ID, a.User.ID); err != nil {
 		return a, err

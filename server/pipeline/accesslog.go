@@ -91,6 +91,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer (a streamed operation
+// lifts its deadlines through it).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec

@@ -147,10 +147,12 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited.
 //  3. Scope (403 insufficient_scope).
 //  4. For members' writes and agents: the organization is active (403 suspended, 410 moved).
-//  5. Body: size and media type (413, 415, 400).
+//  5. Body: size and media type (413, 415, 400); a streamed body (application/octet-stream)
+//     only its media type, the handler reads it.
 //  6. Idempotency-Key (400 idempotency_key_required).
 //  7. Validation against the spec, leaving out the headers the pipeline checks itself (400).
-//  8. A read runs its handler now, and so does an installation's single-statement write (its
+//  8. A read runs its handler now (an audited read's attempt is audited when its status is
+//     known, before its body streams), and so does an installation's single-statement write (its
 //     domain function holds the organization in its statement). A write goes on:
 //  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
 //  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
@@ -169,7 +171,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			return
 		}
 		defer release()
-		if p.opts.RequestTimeout > 0 && !op.Streaming {
+		if p.opts.RequestTimeout > 0 && !op.StreamedBody && !op.StreamedResponse {
 			ctx, cancel := context.WithTimeout(r.Context(), p.opts.RequestTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)
@@ -191,11 +193,15 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		}
 		key, pe := p.admit(r, st, pathParams)
 		if pe != nil {
-			if op.Mutation {
+			if op.Mutation || op.AuditedRead {
 				p.auditFailure(r.Context(), st, pathParams, pe)
 			}
 			Fail(w, r, pe)
 			return
+		}
+		liftDeadlines(w, op)
+		if op.AuditedRead {
+			w = &auditOnStatus{ResponseWriter: w, p: p, r: r, st: st, pathParams: pathParams}
 		}
 		if !op.Mutation || op.SingleStatement {
 			next.ServeHTTP(w, r)
@@ -217,7 +223,13 @@ func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]strin
 	switch st.Actor.Type {
 	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
 		if st.Actor.Type != domain.ActorUser || op.Mutation {
-			if pe := problem.FromError(domain.OrganizationWritable(st.Actor.OrganizationState)); pe != nil {
+			err := domain.OrganizationWritable(st.Actor.OrganizationState)
+			if st.Actor.Type == domain.ActorUser && errors.Is(err, domain.ErrMoved) {
+				// Its owners still read it where it was; its agents are told to go (410).
+				return "", problem.New(http.StatusForbidden, api.ErrorCodeMoved,
+					"This organization has moved to another deployment: it can be read here, not changed.")
+			}
+			if pe := problem.FromError(err); pe != nil {
 				return "", pe
 			}
 		}
@@ -314,7 +326,9 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 		st.Tx = tx
 		defer func() { st.Tx = nil }()
-		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		if !st.Op.StreamedBody {
+			r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		}
 		next.ServeHTTP(rec, r)
 		status := rec.code()
 		if status >= 400 {
@@ -383,3 +397,60 @@ func (p *Pipeline) Public(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// liftDeadlines removes the server's read and write deadlines for an operation whose body
+// streams in (its response follows the whole body) or whose response streams out: an archive
+// takes as long as it takes (the caller is authenticated and authorized by now). Elsewhere
+// (the in-process transport) there is no deadline to lift.
+func liftDeadlines(w http.ResponseWriter, op *Operation) {
+	if !op.StreamedBody && !op.StreamedResponse {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if op.StreamedBody {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
+// auditOnStatus audits an audited read's attempt when its handler writes the status: a success
+// as succeeded, an error as auditFailure does; then the response goes on.
+type auditOnStatus struct {
+	http.ResponseWriter
+	p          *Pipeline
+	r          *http.Request
+	st         *State
+	pathParams map[string]string
+	done       bool
+}
+
+func (a *auditOnStatus) WriteHeader(status int) {
+	if !a.done {
+		a.done = true
+		if status < 400 {
+			if e := succeeded(a.st, status); e != nil {
+				ctx := context.WithoutCancel(a.r.Context())
+				if err := domain.RecordAudit(ctx, a.p.pool, *e); err != nil {
+					a.p.log.ErrorContext(ctx, "audit of a read not recorded", "request_id", a.st.ID, "error", err)
+				}
+			}
+		} else {
+			pe := a.st.Problem
+			if pe == nil {
+				pe = &problem.Error{Status: status}
+			}
+			a.p.auditFailure(a.r.Context(), a.st, a.pathParams, pe)
+		}
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *auditOnStatus) Write(b []byte) (int, error) {
+	if !a.done {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *auditOnStatus) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -35,9 +35,17 @@ type Operation struct {
 	// SingleStatement (x-renga-single-statement): an installation's write that its domain
 	// function makes in one statement; the pipeline opens no transaction around it.
 	SingleStatement bool
-	// Streaming: the request or a response body is not JSON (an archive): the transfer takes
-	// as long as the bytes take, so the request deadline does not apply.
-	Streaming bool
+	// StreamedBody: the operation's only request media type is application/octet-stream (an
+	// archive), so its body is not read into memory, held to MaxBodyBytes or validated here: the
+	// handler reads it as a stream from the request.
+	StreamedBody bool
+	// StreamedResponse: the operation answers success with application/octet-stream (an
+	// archive), written as it is read.
+	StreamedResponse bool
+	// AuditedRead (x-renga-audited-read): a GET that spends something (a single-use download
+	// capability) without taking the write path (its response streams): its attempt is
+	// audited as a write's is, once its status is known and before its body.
+	AuditedRead bool
 
 	spec       *openapi3.Operation
 	pathParams []string // the names in Route, in order
@@ -119,7 +127,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
-	o.Streaming = streaming(op)
+	o.AuditedRead, _ = op.Extensions["x-renga-audited-read"].(bool)
 	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
 		for _, f := range fields {
 			if name, ok := f.(string); ok {
@@ -127,6 +135,8 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 			}
 		}
 	}
+	o.StreamedBody = streamedBody(op)
+	o.StreamedResponse = streamedResponse(op)
 	var err error
 	if o.Auth, err = credentialPath(spec, op); err != nil {
 		return nil, err
@@ -157,6 +167,9 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	if o.SingleStatement && (o.Auth != AuthInstallation || !o.Mutation) {
 		return nil, errors.New("x-renga-single-statement is for an installation's writes only")
 	}
+	if o.AuditedRead && o.Mutation {
+		return nil, errors.New("x-renga-audited-read is for reads (a write is audited anyway)")
+	}
 	// Agents' writes are idempotent by their own IDs (installation, batch, job).
 	if o.Mutation && (o.Auth == AuthOperator || o.Auth == AuthUser) && !o.KeyAccepted {
 		return nil, errors.New("a write must declare the Idempotency-Key header")
@@ -179,6 +192,32 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
 		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
 	return o, nil
+}
+
+// StreamedMediaType is the request media type whose body the handler reads as a stream.
+const StreamedMediaType = "application/octet-stream"
+
+// streamedBody reports whether an operation's request body is one stream of bytes: its only
+// media type is StreamedMediaType. Any other body (JSON) is read whole and validated.
+func streamedBody(op *openapi3.Operation) bool {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return false
+	}
+	c := op.RequestBody.Value.Content
+	return len(c) == 1 && c[StreamedMediaType] != nil
+}
+
+// streamedResponse reports whether an operation's success is StreamedMediaType.
+func streamedResponse(op *openapi3.Operation) bool {
+	if op.Responses == nil {
+		return false
+	}
+	for code, r := range op.Responses.Map() {
+		if strings.HasPrefix(code, "2") && r.Value != nil && r.Value.Content[StreamedMediaType] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {
@@ -264,28 +303,4 @@ func (o *Operation) wellFormed(params map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// streaming reports whether an operation's request or a response carries a body other than
-// JSON or problem+json.
-func streaming(op *openapi3.Operation) bool {
-	other := func(content openapi3.Content) bool {
-		for mt := range content {
-			if mt != "application/json" && mt != "application/problem+json" {
-				return true
-			}
-		}
-		return false
-	}
-	if op.RequestBody != nil && op.RequestBody.Value != nil && other(op.RequestBody.Value.Content) {
-		return true
-	}
-	if op.Responses != nil {
-		for _, r := range op.Responses.Map() {
-			if r.Value != nil && other(r.Value.Content) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -63,6 +63,15 @@ func TestOperationsRefused(t *testing.T) {
       security: [{operatorToken: []}]
       x-renga-scope: organizations:write
       responses: {"201": {description: ok}}`},
+		{name: "audited read on a write", wantErr: "x-renga-audited-read is for reads", paths: `
+  /api/v1/operator/things:
+    post:
+      operationId: createThing
+      security: [{operatorToken: []}]
+      x-renga-scope: organizations:write
+      x-renga-audited-read: true
+      parameters: [` + idempotencyKeyParam + `]
+      responses: {"201": {description: ok}}`},
 		{name: "owner write without Idempotency-Key", wantErr: "a write must declare the Idempotency-Key header", paths: `
   /api/v1/org/things/{thing_id}:
     delete:
@@ -286,6 +295,40 @@ func TestReadOperation(t *testing.T) {
       responses: {"200": {description: ok}}`,
 			want: Operation{ID: "listThings", Method: "GET", Route: "/api/v1/operator/things",
 				Scope: "organizations:read", Auth: AuthOperator}},
+		{name: "an octet-stream body is streamed", paths: `
+  /api/v1/operator/things/{thing_id}/imports:
+    post:
+      operationId: importThing
+      security: [{operatorToken: []}]
+      x-renga-scope: transfers:write
+      parameters: [{name: thing_id, in: path, required: true, schema: {type: string}}, ` + idempotencyKeyParam + `]
+      requestBody: {required: true, content: {application/octet-stream: {schema: {type: string, format: binary}}}}
+      responses: {"201": {description: ok}}`,
+			want: Operation{ID: "importThing", Method: "POST", Route: "/api/v1/operator/things/{thing_id}/imports",
+				Scope: "transfers:write", Auth: AuthOperator, Mutation: true, KeyRequired: true, KeyAccepted: true,
+				StreamedBody: true, pathParams: []string{"thing_id"}}},
+		{name: "an audited read", paths: `
+  /api/v1/operator/things/{thing_id}/archive:
+    get:
+      operationId: getThingArchive
+      security: [{operatorToken: []}]
+      x-renga-scope: transfers:write
+      x-renga-audited-read: true
+      parameters: [{name: thing_id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok, content: {application/octet-stream: {schema: {type: string, format: binary}}}}}`,
+			want: Operation{ID: "getThingArchive", Method: "GET", Route: "/api/v1/operator/things/{thing_id}/archive",
+				Scope: "transfers:write", Auth: AuthOperator, AuditedRead: true, StreamedResponse: true, pathParams: []string{"thing_id"}}},
+		{name: "a body that may also be JSON is read whole", paths: `
+  /api/v1/operator/things:
+    post:
+      operationId: createThing
+      security: [{operatorToken: []}]
+      x-renga-scope: transfers:write
+      parameters: [` + idempotencyKeyParam + `]
+      requestBody: {required: true, content: {application/octet-stream: {schema: {type: string, format: binary}}, application/json: {schema: {type: object}}}}
+      responses: {"201": {description: ok}}`,
+			want: Operation{ID: "createThing", Method: "POST", Route: "/api/v1/operator/things",
+				Scope: "transfers:write", Auth: AuthOperator, Mutation: true, KeyRequired: true, KeyAccepted: true}},
 		{name: "extensions", paths: `
   /api/v1/operator/tokens:
     post:

@@ -33,6 +33,13 @@ func readBody(r *http.Request, st *State) *problem.Error {
 				"Send the body without Content-Encoding: this API does not decode "+strings.TrimSpace(ce)+".")
 		}
 	}
+	if st.Op.StreamedBody {
+		// The handler streams it: only its media type is checked here.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != StreamedMediaType {
+			return problem.Newf(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType, "Send the body as %s.", StreamedMediaType)
+		}
+		return nil
+	}
 	if !st.bodyRead {
 		body, pe := readAll(r)
 		if pe != nil {
@@ -157,12 +164,25 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if pe := unstorable(r, pathParams, st.Body); pe != nil {
 		return pe
 	}
-	r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	// A streamed body is not the validator's: it would read it whole (its security check
+	// buffers the body for authentication functions) and close it.
+	streamed := st.Op.StreamedBody
+	body := r.Body
+	if streamed {
+		r.Body = http.NoBody
+	} else {
+		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	}
 	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: pathParams, Route: st.Op.validation,
-		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			ExcludeRequestBody: streamed},
 	})
-	r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	if streamed {
+		r.Body = body
+	} else {
+		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+	}
 	if err == nil {
 		return nil
 	}

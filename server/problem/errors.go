@@ -37,6 +37,13 @@ var sentinels = []struct {
 	{domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled, "The client secret can be cleared only while the provider is disabled."},
 	{domain.ErrNoPendingRevision, http.StatusConflict, api.ErrorCodeNoPendingRevision, "The provider has no pending revision to test: every revision written is active. Write its configuration (PUT) to make one."},
 	{domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable, "The deployment has no RENGA_SECRET_KEY, so it cannot store a secret."},
+	{domain.ErrDestinationNotEmpty, http.StatusConflict, api.ErrorCodeDestinationNotEmpty, "The destination organization is not empty (members, installations, intake keys or an earlier import); import into a new, empty organization."},
+	{domain.ErrTransferState, http.StatusConflict, api.ErrorCodeInvalidTransferState, "The transfer's kind or state does not allow this."},
+	{domain.ErrCapabilityInvalid, http.StatusForbidden, api.ErrorCodeCapabilityInvalid, "The download capability is not valid for this token and transfer; authorize a new download."},
+	{domain.ErrArchiveCorrupt, http.StatusBadRequest, api.ErrorCodeArchiveCorrupt, "The archive cannot be read: it is damaged or not an archive made by an export."},
+	{domain.ErrArchiveChecksum, http.StatusBadRequest, api.ErrorCodeArchiveChecksumMismatch, "A member of the archive does not match the SHA-256 its manifest lists."},
+	{domain.ErrArchiveMemberMissing, http.StatusBadRequest, api.ErrorCodeArchiveMemberMissing, "A member the archive's manifest lists is missing."},
+	{domain.ErrArchiveVersion, http.StatusBadRequest, api.ErrorCodeArchiveVersionUnsupported, "The archive's format version is not one this deployment reads."},
 	{domain.ErrInvalidToken, http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The token request cannot be honoured."},
 }
 

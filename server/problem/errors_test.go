@@ -38,6 +38,13 @@ func TestFromErrorSentinels(t *testing.T) {
 		{"ErrInvitationAccepted", domain.ErrInvitationAccepted, http.StatusGone, api.ErrorCodeInvitationAccepted},
 		{"ErrInstallationConflict", domain.ErrInstallationConflict, http.StatusConflict, api.ErrorCodeInstallationConflict},
 		{"ErrCredentialGone", domain.ErrCredentialGone, http.StatusUnauthorized, api.ErrorCodeUnauthenticated},
+		{"ErrDestinationNotEmpty", domain.ErrDestinationNotEmpty, http.StatusConflict, api.ErrorCodeDestinationNotEmpty},
+		{"ErrTransferState", domain.ErrTransferState, http.StatusConflict, api.ErrorCodeInvalidTransferState},
+		{"ErrCapabilityInvalid", domain.ErrCapabilityInvalid, http.StatusForbidden, api.ErrorCodeCapabilityInvalid},
+		{"ErrArchiveCorrupt", domain.ErrArchiveCorrupt, http.StatusBadRequest, api.ErrorCodeArchiveCorrupt},
+		{"ErrArchiveChecksum", domain.ErrArchiveChecksum, http.StatusBadRequest, api.ErrorCodeArchiveChecksumMismatch},
+		{"ErrArchiveMemberMissing", domain.ErrArchiveMemberMissing, http.StatusBadRequest, api.ErrorCodeArchiveMemberMissing},
+		{"ErrArchiveVersion", domain.ErrArchiveVersion, http.StatusBadRequest, api.ErrorCodeArchiveVersionUnsupported},
 		// Returned bare by no API path today (LimitError and DailyLimitError unwrap to it), mapped
 		// all the same: every domain error has its problem.
 		{"ErrLimitExceeded", domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded},
