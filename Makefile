@@ -43,7 +43,8 @@ lint:
 # Changes to openapi.yaml that break clients of the last release (api/openapi.released.yaml)
 # fail unless CHANGELOG.md declares them (make test runs the same check in api/).
 check-breaking:
-	$(GO) tool oasdiff breaking api/openapi.released.yaml openapi.yaml --fail-on ERR --err-ignore CHANGELOG.md
+	$(GO) tool oasdiff breaking api/openapi.released.yaml openapi.yaml --fail-on ERR --err-ignore CHANGELOG.md \
+		--severity-levels api/oasdiff-levels.txt
 
 # openapi.yaml under Redocly's recommended rules and Spectral's spec:oas, both pinned in
 # tools/spec/package-lock.json: no error, no warning.

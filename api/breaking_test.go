@@ -12,7 +12,8 @@ import (
 // declared breaking changes; it returns whether it passed and what it printed.
 func breaking(t *testing.T, spec, changelog string) (bool, string) {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "oasdiff", "breaking", "openapi.released.yaml", spec, "--fail-on", "ERR", "--err-ignore", changelog)
+	cmd := exec.Command("go", "tool", "oasdiff", "breaking", "openapi.released.yaml", spec, "--fail-on", "ERR", "--err-ignore", changelog,
+		"--severity-levels", "oasdiff-levels.txt")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errorsAs(err, &exit) {
@@ -70,5 +71,26 @@ func TestBreakingChangesAreCaught(t *testing.T) {
 	}
 	if ok, out := breaking(t, brokenPath, changelog); !ok {
 		t.Errorf("the change declared in the changelog still fails:\n%s", out)
+	}
+}
+
+// TestNewResponseEnumValuesAreNotBreaking: the rule CHANGELOG.md states (clients accept enum
+// values of responses they do not know) is the check's: a new organization state passes.
+func TestNewResponseEnumValuesAreNotBreaking(t *testing.T) {
+	spec, err := os.ReadFile("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const states = "enum: [active, suspended, deletion_pending, purging, moved]"
+	if !strings.Contains(string(spec), states) {
+		t.Fatal("OrganizationState is not where this test expects it; update the test")
+	}
+	grown := strings.Replace(string(spec), states, "enum: [active, suspended, deletion_pending, purging, moved, archived]", 1)
+	path := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(path, []byte(grown), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ok, out := breaking(t, path, "../CHANGELOG.md"); !ok {
+		t.Errorf("a new value of a response enum fails the check:\n%s", out)
 	}
 }
