@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,8 +136,9 @@ func TestSpecDescribesTheSigningThisClientImplements(t *testing.T) {
 			}
 			want := map[string]string{"/api/v1/agent/home": "", "/api/v1/agent/installations": "intakeKey"}[path]
 			if _, special := map[string]bool{"/api/v1/agent/home": true, "/api/v1/agent/installations": true}[path]; !special {
-				want = "installationSignature"
+				want = "installationId,installationSignature,installationTimestamp"
 			}
+			slices.Sort(names)
 			if got := strings.Join(names, ","); got != want {
 				t.Errorf("%s %s: security %q, want %q", method, path, got, want)
 			}

@@ -228,6 +228,11 @@ func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {
 	if len(security) == 0 {
 		return AuthPublic, nil
 	}
+	// A signed agent request names its three headers as one requirement.
+	if len(security) == 1 && len(security[0]) == 3 && security[0]["installationSignature"] != nil &&
+		security[0]["installationId"] != nil && security[0]["installationTimestamp"] != nil {
+		return AuthInstallation, nil
+	}
 	if len(security) == 1 && len(security[0]) == 1 {
 		for scheme, path := range map[string]string{"operatorToken": AuthOperator, "userKey": AuthUser,
 			"intakeKey": AuthIntake, "installationSignature": AuthInstallation} {
@@ -236,7 +241,7 @@ func credentialPath(spec *openapi3.T, op *openapi3.Operation) (string, error) {
 			}
 		}
 	}
-	return "", errors.New("security must be one of operatorToken, userKey, intakeKey, installationSignature or none")
+	return "", errors.New("security must be one of operatorToken, userKey, intakeKey, installationSignature with installationId and installationTimestamp, or none")
 }
 
 func checkScope(auth, scope string) error {
