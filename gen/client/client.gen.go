@@ -962,7 +962,7 @@ type IntakeKey struct {
 	RevokedAt  *time.Time `json:"revoked_at"`
 }
 
-// IntakeKeyCreate defines model for IntakeKeyCreate.
+// IntakeKeyCreate Example: {"name":"datacenter-a"}
 type IntakeKeyCreate struct {
 	// Name Example: datacenter-a
 	Name string `json:"name"`
@@ -1012,7 +1012,7 @@ type Invitation struct {
 	State          InvitationState `json:"state"`
 }
 
-// InvitationAccept defines model for InvitationAccept.
+// InvitationAccept Example: {"display_name":"Ada Lovelace","token":"renga_invite_..."}
 type InvitationAccept struct {
 	// DisplayName Example: Acme Corporation
 	DisplayName DisplayName `json:"display_name"`
@@ -1067,7 +1067,7 @@ type Job struct {
 // JobState defines model for Job.State.
 type JobState string
 
-// JobCreate defines model for JobCreate.
+// JobCreate Example: {"command":"facts","installation_id":"ins_01jc3x9m1h7r4v5n8q2w6e0t9y"}
 type JobCreate struct {
 	// Command Example: uptime
 	Command string `json:"command"`
@@ -1084,7 +1084,7 @@ type JobList struct {
 	NextPageToken *string `json:"next_page_token"`
 }
 
-// JobResult defines model for JobResult.
+// JobResult Example: {"exit_code":0,"output":"up 1 day","status":"succeeded"}
 type JobResult struct {
 	ExitCode *int            `json:"exit_code,omitempty"`
 	Output   *string         `json:"output,omitempty"`
@@ -1127,7 +1127,7 @@ type Observation struct {
 	ReceivedAt     time.Time      `json:"received_at"`
 }
 
-// ObservationBatch defines model for ObservationBatch.
+// ObservationBatch Example: {"batch_id":"b-2026-12-01T12-00-00Z-1","observations":[{"data":{"hostname":"web-1","uptime_seconds":86400},"kind":"host.facts","observed_at":"2026-12-01T12:00:00Z"}]}
 type ObservationBatch struct {
 	// BatchId Chosen by the agent, unique per batch; a retry sends the same one.
 	BatchId      string          `json:"batch_id"`
@@ -1408,6 +1408,8 @@ type Settings struct {
 }
 
 // SettingsWrite The owners' security settings; each left out takes its default (false, false, 24, any domain).
+//
+// Example: {"allowed_email_domains":["acme.example"],"require_mfa":true,"require_sso":true,"session_max_age_hours":12}
 type SettingsWrite struct {
 	AllowedEmailDomains *[]EmailDomain `json:"allowed_email_domains,omitempty"`
 
