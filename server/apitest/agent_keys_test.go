@@ -101,10 +101,16 @@ func scanAgentTables(t testing.TB, env *servertest.Env) {
 			}
 			for rows.Next() {
 				var s string
-				_ = rows.Scan(&s)
+				if err := rows.Scan(&s); err != nil {
+					t.Errorf("agent secret scan: %s: %v", table, err)
+				}
 				dump.WriteString(s)
 			}
 			rows.Close()
+			if err := rows.Err(); err != nil {
+				t.Errorf("agent secret scan: %s: %v", table, err) // a failed read must fail, not empty the scan
+				return
+			}
 		}
 		all := dump.String()
 		l.mu.Lock()
@@ -263,7 +269,9 @@ func TestIntakeKeyFormatAndAuthentication(t *testing.T) {
 	var rawList struct {
 		Items []map[string]json.RawMessage `json:"items"`
 	}
-	_ = json.Unmarshal(raw, &rawList)
+	if err := json.Unmarshal(raw, &rawList); err != nil || len(rawList.Items) == 0 {
+		t.Fatalf("intake key list: %v, %d items: %s", err, len(rawList.Items), raw)
+	}
 	for _, k := range rawList.Items {
 		if v, ok := k["identifier"]; !ok {
 			t.Errorf("list item without an identifier member: %v", k)

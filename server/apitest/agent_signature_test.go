@@ -186,10 +186,15 @@ func TestSignatureSuite(t *testing.T) {
 	}
 	for rows.Next() {
 		var id string
-		_ = rows.Scan(&id)
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
 		stored = append(stored, id)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err) // a failed query must fail the test, not empty the list
+	}
 	if len(stored) != 0 {
 		t.Errorf("refused requests stored batches %v", stored)
 	}
