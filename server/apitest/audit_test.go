@@ -406,23 +406,34 @@ func TestAuditHoldsNoSecrets(t *testing.T) {
 	_, auditor := token("audit:read")
 	_, revoker := token("deployment:read")
 
-	c1 := send(t, env, createReq(writer, key(), jsonBody(map[string]string{"slug": "acme", "display_name": "Acme"})))
+	// Each request is asserted: a scan after requests that failed for another reason would
+	// prove nothing about what they would have written.
+	expect := func(what string, want int, r reply) reply {
+		t.Helper()
+		if r.Status != want {
+			t.Fatalf("%s: %d %s, want %d", what, r.Status, r.Body, want)
+		}
+		return r
+	}
+	c1 := expect("create", http.StatusCreated, send(t, env, createReq(writer, key(), jsonBody(map[string]string{"slug": "acme", "display_name": "Acme"}))))
 	var org organization
 	c1.decode(t, &org)
 	k := key()
-	send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Globex"})))
-	send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Globex"})))  // replay
-	send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Changed"}))) // reused
-	send(t, env, createReq(writer, key(), jsonBody(map[string]string{"slug": "acme", "display_name": "Dup"})))   // slug_taken
+	expect("keyed create", http.StatusCreated, send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Globex"}))))
+	if r := expect("replay", http.StatusCreated, send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Globex"})))); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the replay was not a replay")
+	}
+	expect("reused key", http.StatusConflict, send(t, env, createReq(writer, k, jsonBody(map[string]string{"slug": "globex", "display_name": "Changed"}))))
+	expect("slug taken", http.StatusConflict, send(t, env, createReq(writer, key(), jsonBody(map[string]string{"slug": "acme", "display_name": "Dup"}))))
 	p := patchReq(writer, org.ID, `"1"`, "Acme Inc.")
 	p.Header.Set("Idempotency-Key", key())
-	send(t, env, p)
+	expect("update", http.StatusOK, send(t, env, p))
 	p = patchReq(reader, org.ID, `"2"`, "Denied")
 	p.Header.Set("Idempotency-Key", key())
-	send(t, env, p)
-	send(t, env, req{Method: http.MethodPost, Path: selfPath + "/revoke", Token: revoker})
-	send(t, env, req{Method: http.MethodGet, Path: auditPath, Token: auditor})
-	send(t, env, req{Method: http.MethodGet, Path: orgsPath, Token: revoker}) // revoked: 401
+	expect("denied update", http.StatusForbidden, send(t, env, p))
+	expect("self-revocation", http.StatusNoContent, send(t, env, req{Method: http.MethodPost, Path: selfPath + "/revoke", Token: revoker}))
+	expect("audit read", http.StatusOK, send(t, env, req{Method: http.MethodGet, Path: auditPath, Token: auditor}))
+	expect("revoked token", http.StatusUnauthorized, send(t, env, req{Method: http.MethodGet, Path: orgsPath, Token: revoker}))
 
 	var dump strings.Builder
 	for _, table := range []string{"audit_events", "organization_activity", "idempotency_keys", "operator_tokens"} {
