@@ -88,7 +88,11 @@ func TestNoDeadlocks(t *testing.T) {
 				return send(t, env, req{Method: http.MethodDelete, Path: invitationPath(o.ID, inv.ID), Token: token})
 			}
 		})
-		for _, r := range append(pair, first) {
+		replies := pair
+		if i%2 == 0 {
+			replies = append(replies, first)
+		}
+		for _, r := range replies {
 			if r.Status >= 500 {
 				t.Fatalf("pair %d: %d %s", i, r.Status, r.Body)
 			}
@@ -96,6 +100,30 @@ func TestNoDeadlocks(t *testing.T) {
 				var a acceptedJSON
 				r.decode(t, &a)
 				env.Track(a.APIKey)
+			}
+		}
+		// Who won decides the invitation's final state, and nothing else can.
+		var got struct {
+			State string `json:"state"`
+		}
+		send(t, env, req{Method: http.MethodGet, Path: invitationPath(o.ID, inv.ID), Token: token}).decode(t, &got)
+		revoke := pair[1]
+		if revoke.Status != http.StatusOK {
+			t.Fatalf("pair %d: revoke %d %s (revoking is success whatever the state)", i, revoke.Status, revoke.Body)
+		}
+		switch {
+		case i%2 == 0: // accepted first; then a re-invite and a revoke race
+			if first.Status != http.StatusCreated || pair[0].Status != http.StatusCreated || got.State != "accepted" {
+				t.Fatalf("pair %d: accept %d, re-invite %d, final state %s; want 201, 201, accepted", i, first.Status, pair[0].Status, got.State)
+			}
+		case pair[0].Status == http.StatusCreated: // the accept won the race with the revoke
+			if got.State != "accepted" {
+				t.Fatalf("pair %d: the accept won but the invitation is %s", i, got.State)
+			}
+		default: // the revoke won: the accept is refused as revoked
+			pair[0].expectProblem(t, http.StatusGone, "invitation_revoked")
+			if got.State != "revoked" {
+				t.Fatalf("pair %d: the revoke won but the invitation is %s", i, got.State)
 			}
 		}
 	}
