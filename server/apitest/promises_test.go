@@ -1,10 +1,13 @@
 package apitest
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -51,5 +54,45 @@ func TestRateLimitedWritesAreNotAudited(t *testing.T) {
 	}
 	if n := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1`, id); n != served {
 		t.Errorf("%d audit events for %d served writes and %d rate-limited ones; want one per served write", n, served, limited)
+	}
+}
+
+// TestRetentionForgetsOldBatchesAndObservations: the hourly retention deletes observations past
+// observation_retention_days in batches of 5,000 (here 12,000 old rows: three passes), keeps
+// the recent ones, and forgets batch IDs after the 30-day deduplication window, so a batch
+// resent later is new.
+func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	s := newAgentSetup(t, env)
+	old := batchBody("old-1", 1, 10)
+	s.Agent.submit(t, old).accepted(t)
+	if r := s.Agent.submit(t, old).accepted(t); !r.Duplicate {
+		t.Fatal("a resent batch within the window is not a duplicate")
+	}
+	ctx := context.Background()
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, received_at, kind, data)
+		SELECT $1, $2, 'ancient', now() - interval '400 days', now() - interval '400 days', 'host.facts', '{}'::jsonb
+		FROM generate_series(1, 12000)`, s.OrgID, s.Agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Pool.Exec(ctx, `UPDATE observation_batches SET received_at = now() - interval '31 days' WHERE batch_id = 'old-1'`); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := domain.PurgeOldObservations(ctx, env.Pool, env.Config.PolicyDefaults, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 12001 {
+		t.Errorf("retention deleted %d rows, want the 12,000 old observations and the one old batch ID", deleted)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM observations WHERE batch_id = 'ancient'`); n != 0 {
+		t.Errorf("%d old observations left", n)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM observations WHERE batch_id = 'old-1'`); n != 1 {
+		t.Errorf("the recent observation: %d rows, want 1 (kept)", n)
+	}
+	if r := s.Agent.submit(t, old).accepted(t); r.Duplicate {
+		t.Error("a batch resent after the deduplication window is still a duplicate")
 	}
 }
