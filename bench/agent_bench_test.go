@@ -87,7 +87,11 @@ func (a agent) signed(url, path string, body []byte) *http.Request {
 // fast as the server accepts them; it reports accepted batches/s and p50/p99 latency.
 func BenchmarkIntake(b *testing.B) {
 	env := servertest.Start(b)
-	agents := registerAgents(b, env, 16)
+	runIntake(b, env.URL, registerAgents(b, env, 16))
+}
+
+// runIntake sends b.N signed batches to url, one goroutine per agent.
+func runIntake(b *testing.B, url string, agents []agent) {
 	c := httpClient()
 	var n atomic.Int64
 	var lat latencies
@@ -95,20 +99,18 @@ func BenchmarkIntake(b *testing.B) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, a := range agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := n.Add(1)
 				if i > int64(b.N) {
 					return
 				}
-				req := a.signed(env.URL, "/api/v1/agent/observations", batchBody(b, fmt.Sprint("b-", i)))
+				req := a.signed(url, "/api/v1/agent/observations", batchBody(b, fmt.Sprint("b-", i)))
 				t0 := time.Now()
 				do(b, c, req, http.StatusAccepted)
 				lat.add(time.Since(t0))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "batches/s")

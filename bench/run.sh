@@ -66,6 +66,16 @@ printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A
 printf '%-46s %10.2f\n' "intake p99 ms at full load" "$intake99"
 printf '%s (target: p99 < 25 ms at half the maximum rate)\n' "$(cat "$out/load")"
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.9"
+fget=$(metric BenchmarkFloorGetOrganization req/s)
+fc8=$(metric BenchmarkFloorCreateOrganization/clients=8 req/s)
+fp50=$(metric BenchmarkFloorCreateOrganization/clients=1 p50-ms)
+fintake=$(metric BenchmarkFloorIntake batches/s)
+printf '\nThe same requests served by the least a Go server must do (bench/floor_bench_test.go: same net/http, pool,\nstatements and round trips; no router, validation, access log or generated code):\n'
+printf '%-46s %10.0f %12.0f %8.2f\n' "GET req/s, renga vs floor" "$get" "$fget" "$(echo "$get / $fget" | bc -l)"
+printf '%-46s %10.0f %12.0f %8.2f\n' "POST req/s 8 clients, renga vs floor" "$c8" "$fc8" "$(echo "$c8 / $fc8" | bc -l)"
+printf '%-46s %10.2f %12.2f %8.2f\n' "POST p50 ms 1 client, renga vs floor" "$p50" "$fp50" "$(echo "$p50 / $fp50" | bc -l)"
+printf '%-46s %10.0f %12.0f %8.2f\n' "intake batches/s, renga vs floor (cached key)" "$intake" "$fintake" "$(echo "$intake / $fintake" | bc -l)"
+printf '%-46s %8.2f %8.2f %8.2f\n' "floor's own ratio to pgbench: GET, POST8, intake" "$(echo "$fget / $B" | bc -l)" "$(echo "$fc8 / $C8" | bc -l)" "$(echo "$fintake / $A" | bc -l)"
 printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"

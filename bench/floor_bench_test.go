@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// The floor benchmarks answer the same requests as the server's benchmarks with the least a
+// correct Go server must do, on the same net/http, pgx pool and database: the same statements
+// and round trips as the server, but no router, no validation against the spec, no access log,
+// no metrics, no generated code. bench/run.sh prints the server's rate beside them: what the
+// pipeline costs, apart from what Go's HTTP server and the database cost. Each floor skips
+// guarantees the server keeps (validation, idempotency's digest, audit of failures); it is a
+// measuring stick, never a design.
+
+// floorToken checks an operator token as the server does (hash, expiry, revocation, source) and
+// runs the batch's other queued statements in the same round trip.
+func floorToken(ctx context.Context, pool *pgxpool.Pool, r *http.Request, batch *pgx.Batch) (domain.Token, pgx.BatchResults, bool) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return domain.Token{}, nil, false
+	}
+	hash := domain.HashSecret(token)
+	read := domain.QueueTokenForAuth(batch, hash)
+	// The token's statement goes first: move it there.
+	batch.QueuedQueries = append(batch.QueuedQueries[len(batch.QueuedQueries)-1:], batch.QueuedQueries[:len(batch.QueuedQueries)-1]...)
+	br := pool.SendBatch(ctx, batch)
+	t, stored, err := read(br)
+	if err != nil || subtle.ConstantTimeCompare(stored, hash) != 1 || !t.Usable(time.Now(), netip.MustParseAddr("127.0.0.1")) {
+		_ = br.Close()
+		return t, nil, false
+	}
+	return t, br, true
+}
+
+// BenchmarkFloorGetOrganization: BenchmarkGetOrganization's request, served by a handler that
+// sends the token check and the read in one round trip and writes the organization as JSON.
+func BenchmarkFloorGetOrganization(b *testing.B) {
+	env := servertest.Start(b)
+	token := env.Token(b, "organizations:read")
+	ctx := context.Background()
+	ids := make([]string, 100)
+	for i := range ids {
+		o, err := domain.CreateOrganization(ctx, env.Pool, fmt.Sprint("floor-", i), fmt.Sprint("Floor ", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = o.ID
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/api/v1/operator/organizations/")
+		batch := &pgx.Batch{}
+		readOrg := domain.QueueGetOrganization(batch, id)
+		_, br, ok := floorToken(r.Context(), env.Pool, r, batch)
+		if !ok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		o, err := readOrg(br)
+		_ = br.Close()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("ETag", `"`+strconv.FormatInt(o.Version, 10)+`"`)
+		_ = json.NewEncoder(w).Encode(o)
+	}))
+	b.Cleanup(srv.Close)
+	c := httpClient()
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/operator/organizations/"+ids[n.Add(1)%int64(len(ids))], nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			do(b, c, req, http.StatusOK)
+		}
+	})
+	reportRate(b, start)
+}
+
+// BenchmarkFloorCreateOrganization: BenchmarkCreateOrganization's request, served by a handler
+// making the server's round trips: the token check; BEGIN with the credential re-check and the
+// key's lock and stored result; the create; the stored result and audit event with COMMIT.
+func BenchmarkFloorCreateOrganization(b *testing.B) {
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { floorCreate(b, clients) })
+	}
+}
+
+func floorCreate(b *testing.B, clients int) {
+	env := servertest.Start(b)
+	token := env.Token(b, "organizations:write")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		t, br, ok := floorToken(ctx, env.Pool, r, &pgx.Batch{})
+		if !ok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		_ = br.Close()
+		body, _ := io.ReadAll(r.Body)
+		var in struct {
+			Slug        string `json:"slug"`
+			DisplayName string `json:"display_name"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		keyHash := domain.HashSecret(r.Header.Get("Idempotency-Key"))
+		digest := sha256.Sum256(body)
+		k := &domain.IdempotencyKey{ActorID: t.ID, Method: r.Method, Route: "/api/v1/operator/organizations", KeyHash: keyHash, Digest: digest[:]}
+		var out []byte
+		err := db.WithWriteTx(ctx, env.Pool, func(tx *db.WriteTx) (*pgx.Batch, error) {
+			if _, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: domain.ActorOperatorToken, CredentialID: t.ID}, k); err != nil {
+				return nil, err
+			}
+			o, err := domain.CreateOrganization(ctx, tx, in.Slug, in.DisplayName)
+			if err != nil {
+				return nil, err
+			}
+			if out, err = json.Marshal(o); err != nil {
+				return nil, err
+			}
+			last := &pgx.Batch{}
+			e := &domain.AuditEvent{RequestID: "req", ActorType: domain.ActorOperatorToken, ActorID: t.ID, ActorName: t.Name,
+				Operation: "createOrganization", Outcome: domain.OutcomeSucceeded, Status: http.StatusCreated,
+				OrganizationID: &o.ID, OrganizationNameSnapshot: &o.DisplayName, ChangedFields: []string{"slug", "display_name"}}
+			return last, domain.FinishWrite(last, k, &domain.StoredResult{Status: http.StatusCreated, Headers: map[string]string{},
+				Body: out, Expires: time.Now().Add(24 * time.Hour)}, e)
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(out)
+	}))
+	b.Cleanup(srv.Close)
+	c := httpClient()
+	var n atomic.Int64
+	var lat latencies
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := n.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/operator/organizations",
+					strings.NewReader(fmt.Sprintf(`{"slug":"org-%d","display_name":"Organization %d"}`, i, i)))
+				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", fmt.Sprint("key-", i))
+				t0 := time.Now()
+				do(b, c, req, http.StatusCreated)
+				lat.add(time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	reportRate(b, start)
+	lat.report(b)
+}
+
+// BenchmarkFloorIntake: BenchmarkIntake's signed batches, served by a handler that verifies the
+// signature with the installation's public key read from memory (no round trip: the least a
+// server could do) and stores the batch with the server's one statement.
+func BenchmarkFloorIntake(b *testing.B) {
+	env := servertest.Start(b)
+	agents := registerAgents(b, env, 16)
+	type holder struct {
+		pub   ed25519.PublicKey
+		orgID string
+	}
+	keys := map[string]holder{}
+	for _, a := range agents {
+		h, err := domain.InstallationForAuth(context.Background(), env.Pool, a.id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[a.id] = holder{h.Installation.PublicKey, h.Org.ID}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, ts := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp")
+		sig, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(r.Header.Get("Renga-Signature"), "ed25519="))
+		h, ok := keys[id]
+		if !ok || !ed25519.Verify(h.pub, []byte(domain.StringToSign(r.Method, r.URL.RequestURI(), ts, id, body)), sig) {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		var in struct {
+			BatchID      string          `json:"batch_id"`
+			Observations json.RawMessage `json:"observations"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fresh, err := domain.SubmitBatch(r.Context(), env.Pool, domain.IntakeBatch{OrganizationID: h.orgID, InstallationID: id,
+			BatchID: in.BatchID, Observations: in.Observations, Bytes: int64(len(body))}, 1<<50, 64<<20)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = fmt.Fprintf(w, `{"accepted":1,"duplicate":%t}`, !fresh)
+	}))
+	b.Cleanup(srv.Close)
+	runIntake(b, srv.URL, agents)
+}
