@@ -53,6 +53,10 @@ type Operation struct {
 	// the database before validation (a Prefetch) only with values that match them.
 	pathPatterns map[string]*regexp.Regexp
 	validation   *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
+	// pathOnly: the operation's only inputs the validator checks are path parameters, each a
+	// string with a pattern and no other constraint, so a request whose path parameters match
+	// their patterns (wellFormed) is valid, and the validator runs only to describe a bad one.
+	pathOnly bool
 }
 
 // Credential paths, from an operation's security requirement.
@@ -191,7 +195,31 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
 		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
+	o.pathOnly = pathOnly(o)
 	return o, nil
+}
+
+// pathOnly reports whether what the validator checks of o is its path parameters alone, each
+// `type: string` with a `pattern` and nothing else that constrains it.
+func pathOnly(o *Operation) bool {
+	if o.spec.RequestBody != nil {
+		return false
+	}
+	for _, ref := range append(append(openapi3.Parameters{}, o.validation.PathItem.Parameters...), o.validation.Operation.Parameters...) {
+		p := ref.Value
+		if p == nil || p.In != openapi3.ParameterInPath || o.pathPatterns[p.Name] == nil || p.Content != nil || p.Schema.Value == nil {
+			return false
+		}
+		c := *p.Schema.Value // what is left once the type and pattern are set aside
+		if c.Type == nil || !c.Type.Is(openapi3.TypeString) {
+			return false
+		}
+		c.Type, c.Pattern, c.Description, c.Example, c.Title, c.Extensions = nil, "", "", nil, "", nil
+		if !c.IsEmpty() {
+			return false
+		}
+	}
+	return true
 }
 
 // StreamedMediaType is the request media type whose body the handler reads as a stream.

@@ -1,11 +1,19 @@
 package pipeline
 
 import (
+	"context"
+	"maps"
+	"net/http/httptest"
 	"reflect"
+	"regexp/syntax"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+
+	"renga.dev/renga/gen/api"
 
 	"renga.dev/renga/server/domain"
 )
@@ -633,4 +641,107 @@ func TestActorHasScope(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPathOnlyAgreesWithTheValidator: for every operation whose validation the pipeline skips
+// when its path parameters match their patterns (pathOnly), the validator itself accepts such a
+// request (with a query parameter the operation does not declare, too) and refuses one whose
+// parameter does not match. Fails when pathOnly takes an operation with another constraint (a
+// query parameter, a body, a maxLength, a format).
+func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Servers = nil
+	ops, err := Operations(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fast []string
+	for _, op := range ops {
+		if !op.pathOnly {
+			continue
+		}
+		fast = append(fast, op.ID)
+		for _, query := range []string{"", "?unknown=1"} {
+			params := map[string]string{}
+			for name, re := range op.pathPatterns {
+				params[name] = matching(t, re.String())
+				if !re.MatchString(params[name]) {
+					t.Fatalf("%s: generated %q does not match %s", op.ID, params[name], re)
+				}
+			}
+			if err := validateWithKin(op, params, query); err != nil {
+				t.Errorf("%s%s: well-formed parameters %v refused by the validator: %v", op.ID, query, params, err)
+			}
+			for name := range params {
+				bad := maps.Clone(params)
+				bad[name] = "x"
+				if op.wellFormed(bad) {
+					t.Fatalf("%s: %q matches %s", op.ID, "x", op.pathPatterns[name])
+				}
+				if validateWithKin(op, bad, query) == nil {
+					t.Errorf("%s: malformed %s accepted by the validator", op.ID, name)
+				}
+			}
+		}
+	}
+	t.Logf("pathOnly: %d operations: %v", len(fast), fast)
+	for _, id := range []string{"getOrganization", "getPolicy", "getTransfer"} {
+		if !slices.Contains(fast, id) {
+			t.Errorf("%s is not pathOnly (pathOnly: %v)", id, fast)
+		}
+	}
+	for _, id := range []string{"listOrganizations", "createOrganization", "listObservations"} {
+		if slices.Contains(fast, id) {
+			t.Errorf("%s has inputs besides its path and is pathOnly", id)
+		}
+	}
+}
+
+func validateWithKin(op *Operation, params map[string]string, query string) error {
+	path := op.Route
+	for name, v := range params {
+		path = strings.ReplaceAll(path, "{"+name+"}", v)
+	}
+	r := httptest.NewRequest(op.Method, path+query, nil)
+	return openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+		Request: r, PathParams: params, Route: op.validation,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	})
+}
+
+// matching is a string pattern matches, generated from its syntax tree (literals, classes,
+// repetitions, concatenations and anchors: what the spec's ID patterns use).
+func matching(t *testing.T, pattern string) string {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	var gen func(*syntax.Regexp)
+	gen = func(re *syntax.Regexp) {
+		switch re.Op {
+		case syntax.OpLiteral:
+			b.WriteString(string(re.Rune))
+		case syntax.OpCharClass:
+			b.WriteRune(re.Rune[0])
+		case syntax.OpConcat, syntax.OpCapture:
+			for _, s := range re.Sub {
+				gen(s)
+			}
+		case syntax.OpRepeat, syntax.OpPlus:
+			for range max(re.Min, 1) {
+				gen(re.Sub[0])
+			}
+		case syntax.OpAlternate:
+			gen(re.Sub[0])
+		case syntax.OpBeginText, syntax.OpEndText, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpStar, syntax.OpQuest, syntax.OpEmptyMatch:
+		default:
+			t.Fatalf("pattern %s: no generator for %v", pattern, re.Op)
+		}
+	}
+	gen(re.Simplify())
+	return b.String()
 }

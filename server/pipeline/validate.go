@@ -164,6 +164,9 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if pe := unstorable(r, pathParams, st.Body); pe != nil {
 		return pe
 	}
+	if st.Op.pathOnly && st.Op.wellFormed(pathParams) {
+		return nil // all the validator would check (see pathOnly); it runs to describe a bad one
+	}
 	// A streamed body is not the validator's: it would read it whole (its security check
 	// buffers the body for authentication functions) and close it.
 	streamed := st.Op.StreamedBody
