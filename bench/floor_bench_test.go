@@ -200,8 +200,9 @@ func BenchmarkFloorIntake(b *testing.B) {
 	env := servertest.Start(b)
 	agents := registerAgents(b, env, 16)
 	type holder struct {
-		pub   ed25519.PublicKey
-		orgID string
+		pub     ed25519.PublicKey
+		orgID   string
+		version int64
 	}
 	keys := map[string]holder{}
 	for _, a := range agents {
@@ -209,7 +210,7 @@ func BenchmarkFloorIntake(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		keys[a.id] = holder{h.Installation.PublicKey, h.Org.ID}
+		keys[a.id] = holder{h.Installation.PublicKey, h.Org.ID, h.PolicyVersion}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -229,7 +230,7 @@ func BenchmarkFloorIntake(b *testing.B) {
 			return
 		}
 		fresh, err := domain.SubmitBatch(r.Context(), env.Pool, domain.IntakeBatch{OrganizationID: h.orgID, InstallationID: id,
-			BatchID: in.BatchID, Observations: in.Observations, Bytes: int64(len(body))}, 1<<50, 64<<20)
+			BatchID: in.BatchID, Observations: in.Observations, Bytes: int64(len(body)), PublicKey: h.pub, PolicyVersion: h.version}, 1<<50, 64<<20)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -67,10 +68,30 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if pe != nil {
 		return nil, pe
 	}
-	limit := domain.Limit(h.Policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
-	fresh, err := domain.SubmitBatch(ctx, s.pool, domain.IntakeBatch{OrganizationID: h.Org.ID, InstallationID: h.Installation.ID,
-		BatchID: req.Body.BatchId, Observations: observations, Bytes: int64(len(st.Body))}, limit, s.intakeExactMargin())
-	if err != nil {
+	batch := domain.IntakeBatch{OrganizationID: h.Org.ID, InstallationID: h.Installation.ID, BatchID: req.Body.BatchId,
+		Observations: observations, Bytes: int64(len(st.Body)), PublicKey: h.Installation.PublicKey, PolicyVersion: h.PolicyVersion}
+	policy := h.Policy
+	var fresh bool
+	var err error
+	for attempt := 0; ; attempt++ {
+		limit := domain.Limit(policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
+		fresh, err = domain.SubmitBatch(ctx, s.pool, batch, limit, s.intakeExactMargin())
+		// The policy changed since it was read (perhaps long ago, into the cache): again, with
+		// the limit the new one sets.
+		var stale *domain.StalePolicyError
+		if !errors.As(err, &stale) || attempt == 2 {
+			break
+		}
+		policy, batch.PolicyVersion = stale.Document, stale.Version
+		s.installations.SetPolicy(h.Installation.ID, stale.Version, stale.Document)
+	}
+	switch {
+	case errors.Is(err, domain.ErrUnknownInstallation) || errors.Is(err, domain.ErrNotFound):
+		// Gone (its organization purged) since the key was cached: a credential no longer valid.
+		s.installations.Forget(h.Installation.ID)
+		return nil, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
+			"Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature).")
+	case err != nil:
 		return nil, err
 	}
 	return api.SubmitObservations202JSONResponse{Body: api.BatchAccepted{Accepted: len(req.Body.Observations), Duplicate: !fresh}}, nil

@@ -29,6 +29,8 @@ type Server struct {
 	jobs    *river.Client[pgx.Tx]
 	// discovery caches identity providers' discovery documents and keys for sign-in.
 	discovery *discovery
+	// installations caches installations' keys for intake (see domain.InstallationCache).
+	installations *domain.InstallationCache
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -41,7 +43,7 @@ func NewInvocationID() string { return pipeline.NewInvocationID() }
 
 // New builds the server and its HTTP handler.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, pool: pool, log: log}
+	s := &Server{cfg: cfg, pool: pool, log: log, installations: domain.NewInstallationCache(100_000)}
 	if len(cfg.IdentityProviders) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := s.providers().CheckEnvProviders(ctx, pool)
@@ -66,6 +68,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		MaxInFlight:                 cfg.MaxInFlight,
 		InFlightWait:                time.Second,
 		Prefetch:                    prefetches,
+		Installations:               s.installations,
 	}, pool, log)
 	if err != nil {
 		return nil, err

@@ -335,3 +335,41 @@ func TestIntakeBytesPerDayUnderConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeCachedKeyIsCheckedAgain: intake takes an installation's key, organization and policy
+// from a cache after the first batch, and its statement checks each again, so every change
+// takes effect on the next batch: a lowered intake_bytes_per_day (the policy's version moved),
+// a suspension, and a key no longer the installation's (401, nothing stored; the new key is
+// looked up). Fails when the statement skips the policy version, the state or the key.
+func TestIntakeCachedKeyIsCheckedAgain(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, operator := scopedToken(t, env, "policies:write", "organizations:write")
+	s := newAgentSetup(t, env)
+	b1 := batchBody("cached-1", 1, 100)
+	s.Agent.submit(t, b1).accepted(t)
+	s.Agent.submit(t, batchBody("cached-2", 1, 100)).accepted(t) // now from the cache
+
+	setPolicy(t, env, operator, s.OrgID, map[string]any{"limits": map[string]any{"intake_bytes_per_day": 2 * len(b1)}})
+	s.Agent.submit(t, batchBody("cached-3", 1, 100)).expectProblem(t, http.StatusTooManyRequests, "limit_exceeded")
+	setPolicy(t, env, operator, s.OrgID, map[string]any{"limits": map[string]any{"intake_bytes_per_day": 1 << 30}})
+	s.Agent.submit(t, batchBody("cached-3", 1, 100)).accepted(t)
+
+	lifecycleOK(t, env, operator, s.OrgID, "suspend")
+	s.Agent.submit(t, batchBody("cached-4", 1, 100)).expectProblem(t, http.StatusForbidden, "suspended")
+	lifecycleOK(t, env, operator, s.OrgID, "resume")
+	s.Agent.submit(t, batchBody("cached-4", 1, 100)).accepted(t)
+
+	// The installation's key replaced behind the cache's back (no operation does this; the
+	// statement must not trust the cache for it either).
+	fresh := newSpecAgent(env)
+	if _, err := env.Pool.Exec(t.Context(), `UPDATE installations SET public_key = $1 WHERE id = $2`, []byte(fresh.Pub), s.Agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.Agent.submit(t, batchBody("cached-5", 1, 100)).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	if b, o := storedBatch(t, env, s.Agent.ID, "cached-5"); b != 0 || o != 0 {
+		t.Errorf("a batch signed with the replaced key was stored (%d batch rows, %d observations)", b, o)
+	}
+	fresh.ID = s.Agent.ID
+	fresh.submit(t, batchBody("cached-5", 1, 100)).accepted(t)
+}

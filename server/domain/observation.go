@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -30,6 +31,28 @@ type IntakeBatch struct {
 	OrganizationID, InstallationID, BatchID string
 	Observations                            json.RawMessage // a JSON array, as PostgreSQL's jsonb takes it
 	Bytes                                   int64           // what the batch counts against intake_bytes_per_day
+	// PublicKey is the key the request's signature was verified with: the statement stores the
+	// batch only if it is still the installation's, in OrganizationID (nil: the installation
+	// need only be there).
+	PublicKey []byte
+	// PolicyVersion is the version of the policy the limit was computed from: the statement
+	// stores nothing under another version, and answers StalePolicyError (0: not checked).
+	PolicyVersion int64
+}
+
+// ErrUnknownInstallation: the batch's installation is not (or no longer) in its organization
+// with the key its request was verified with.
+var ErrUnknownInstallation = errors.New("unknown installation")
+
+// StalePolicyError: the organization's policy changed since the limit a batch was checked
+// against was computed; nothing was stored. Compute the limit from Document and send again.
+type StalePolicyError struct {
+	Version  int64
+	Document PolicyDocument
+}
+
+func (e *StalePolicyError) Error() string {
+	return "the organization's policy changed (version " + strconv.FormatInt(e.Version, 10) + ")"
 }
 
 // Pool is what runs a statement and, when it must, a transaction.
@@ -73,17 +96,26 @@ type accepted struct{ accepted, fresh bool }
 // today's total plus the batch stays within threshold. accepted is false when it is over.
 func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64) (accepted, error) {
 	var (
-		state    *string
-		ok       bool
-		inserted int
+		state         *string
+		ok, installed bool
+		inserted      int
+		version       *int64
+		policy        []byte
 	)
 	err := q.QueryRow(ctx, `WITH org AS (
 			SELECT state FROM organizations WHERE id = $1 FOR SHARE),
+		ins AS (
+			SELECT 1 FROM installations WHERE id = $2 AND organization_id = $1 AND ($7::bytea IS NULL OR public_key = $7)),
+		pol AS (
+			SELECT version, document FROM organization_policies WHERE organization_id = $1),
+		current AS (
+			SELECT $8::bigint = 0 OR coalesce((SELECT version FROM pol), 0) = $8 AS ok),
 		today AS (
 			SELECT coalesce(sum(intake_bytes), 0)::bigint AS total FROM usage_counters
 			WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date),
 		within AS (
-			SELECT 1 FROM org, today WHERE org.state = 'active' AND today.total + $5 <= $6),
+			SELECT 1 FROM org, today, current WHERE org.state = 'active' AND today.total + $5 <= $6
+				AND current.ok AND EXISTS (SELECT 1 FROM ins)),
 		batch AS (
 			INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT $2, $3, $1 FROM within
 			ON CONFLICT DO NOTHING RETURNING 1),
@@ -99,16 +131,30 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 		seen AS (
 			UPDATE installations SET last_seen_at = now()
 			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
-		SELECT (SELECT state FROM org), EXISTS (SELECT 1 FROM within), (SELECT count(*) FROM batch)`,
-		b.OrganizationID, b.InstallationID, b.BatchID, b.Observations, b.Bytes, threshold).Scan(&state, &ok, &inserted)
+		SELECT (SELECT state FROM org), EXISTS (SELECT 1 FROM within), (SELECT count(*) FROM batch), EXISTS (SELECT 1 FROM ins),
+			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
+		b.OrganizationID, b.InstallationID, b.BatchID, b.Observations, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
+		Scan(&state, &ok, &inserted, &installed, &version, &policy)
 	switch {
 	case err != nil:
 		return accepted{}, err
 	case state == nil:
 		return accepted{}, ErrNotFound
+	case !installed:
+		return accepted{}, ErrUnknownInstallation
 	}
 	if err := OrganizationWritable(*state); err != nil {
 		return accepted{}, err
+	}
+	if policy != nil {
+		stale := &StalePolicyError{}
+		if version != nil {
+			stale.Version = *version
+		}
+		if err := json.Unmarshal(policy, &stale.Document); err != nil {
+			return accepted{}, err
+		}
+		return accepted{}, stale
 	}
 	return accepted{accepted: ok, fresh: inserted == 1}, nil
 }

@@ -32,6 +32,8 @@ type Options struct {
 	Development          bool // HTTPS is not required
 	TrustedProxies       []netip.Prefix
 	IdempotencyRetention time.Duration
+	// Installations caches installations' keys for single-statement writes (intake); nil: none.
+	Installations *domain.InstallationCache
 	// Per-credential limit on authenticated requests (requests/s and burst); 0 disables.
 	RateLimitAuthenticated      float64
 	RateLimitAuthenticatedBurst int
@@ -220,8 +222,11 @@ func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]strin
 		return "", pe
 	}
 	// An organization that is not active is read-only for its members, and closed to its agents.
-	switch st.Actor.Type {
-	case domain.ActorUser, domain.ActorIntakeKey, domain.ActorInstallation:
+	// A single-statement write checks it in its own statement (its installation may have been
+	// authenticated from the cache, without reading the organization).
+	switch actor := st.Actor.Type; {
+	case op.SingleStatement:
+	case actor == domain.ActorUser || actor == domain.ActorIntakeKey || actor == domain.ActorInstallation:
 		if st.Actor.Type != domain.ActorUser || op.Mutation {
 			err := domain.OrganizationWritable(st.Actor.OrganizationState)
 			if st.Actor.Type == domain.ActorUser && errors.Is(err, domain.ErrMoved) {
