@@ -66,9 +66,14 @@ resource "terraform_data" "policy" {
 	plan := []string{"plan", "-refresh-only", "-no-color", "-input=false"}
 	floorApply, rengaApply := run(floor, apply...), run(renga, apply...)
 	floorPlan, rengaPlan := run(floor, plan...), run(renga, plan...)
-	fmt.Printf("terraform-scale apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f\n",
+	// The provider's fixed cost: the same configuration with no resources (Terraform starts
+	// and configures the provider, reads nothing).
+	empty := t.TempDir()
+	write(t, filepath.Join(empty, "main.tf"), string(scale))
+	emptyPlan := run(empty, append(plan, "-var", "count_of_organizations=0")...)
+	fmt.Printf("terraform-scale apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  plan with no resources=%.2fs\n",
 		rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
-		rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds())
+		rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(), emptyPlan.Seconds())
 }
 
 func write(t *testing.T, path, content string) {
