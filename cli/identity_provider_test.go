@@ -111,6 +111,19 @@ func TestIdentityProviderCommands(t *testing.T) {
 		t.Errorf("list: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
+	// An organization's own provider's secret is re-sealed too.
+	org, err := domain.CreateOrganization(context.Background(), e.Pool, "rotation", "Rotation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgSecret := secret + "-org"
+	op, err := domain.CreateOrganizationProvider(context.Background(), e.Pool, mustBox(t, oldKey), org.ID,
+		domain.NewProvider{Slug: "acme", Protocol: "oidc", Issuer: "https://login.acme.example",
+			ProviderConfig: domain.ProviderConfig{DisplayName: "Acme", ClientID: "renga"}, ClientSecret: &orgSecret}, domain.BuiltinDefaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// Rotation: the new key seals, the old one only opens; afterwards the new key alone opens.
 	rotate := map[string]string{}
 	for k, v := range local {
@@ -121,7 +134,7 @@ func TestIdentityProviderCommands(t *testing.T) {
 		t.Fatal("rotation without the previous key succeeded: it cannot open the secrets")
 	}
 	rotate["RENGA_SECRET_KEY_PREVIOUS"] = oldKey
-	if r := run(t, rotate, "secret-key", "rotate"); r.code != 0 || !strings.Contains(r.stderr, "Re-sealed 2 secret(s)") {
+	if r := run(t, rotate, "secret-key", "rotate"); r.code != 0 || !strings.Contains(r.stderr, "Re-sealed 3 secret(s)") {
 		t.Fatalf("rotate: %d %s", r.code, r.stderr)
 	}
 	if r := run(t, rotate, "secret-key", "rotate"); r.code != 0 || !strings.Contains(r.stderr, "Re-sealed 0 secret(s)") {
@@ -133,6 +146,9 @@ func TestIdentityProviderCommands(t *testing.T) {
 		if err != nil || !ok || got != secret {
 			t.Errorf("revision %d under the new key alone: %q, %v, %v", rev, got, ok, err)
 		}
+	}
+	if got, err := domain.OrganizationProviderClientSecret(context.Background(), e.Pool, mustBox(t, newKey), op.ID); err != nil || got != orgSecret {
+		t.Errorf("the organization provider's secret under the new key alone: %q, %v", got, err)
 	}
 
 	if r := run(t, remote, "identity-provider", "disable", p.ID, "--yes"); r.code != 0 {

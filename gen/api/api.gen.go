@@ -1230,6 +1230,93 @@ type OrganizationCreate struct {
 // OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
 type OrganizationId = string
 
+// OrganizationIdentityProvider An identity provider of an organization's own. Never holds its client secret.
+type OrganizationIdentityProvider struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains ProviderEmailDomains `json:"allowed_email_domains"`
+
+	// ClientId Example: renga
+	ClientId   string     `json:"client_id"`
+	CreatedAt  time.Time  `json:"created_at"`
+	DisabledAt *time.Time `json:"disabled_at"`
+
+	// DisabledReason Why the provider is disabled: `owner` (an owner disabled it) or `entitlement_withdrawn` (the operator withdrew `organization_identity_providers`); null while enabled. Clients must accept values not listed here (x-extensible-enum).
+	DisabledReason *string `json:"disabled_reason"`
+
+	// DisplayName Example: Acme SSO
+	DisplayName string `json:"display_name"`
+
+	// HasClientSecret Whether a client secret is stored (it is never returned).
+	HasClientSecret bool `json:"has_client_secret"`
+
+	// Id Example: oip_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId string `json:"organization_id"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes ProviderScopes `json:"scopes"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+
+	// State `enabled`, or `disabled` (see `disabled_reason`). Clients must accept values not listed here (x-extensible-enum).
+	//
+	// Example: enabled
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// OrganizationIdentityProviderCreate defines model for OrganizationIdentityProviderCreate.
+type OrganizationIdentityProviderCreate struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret A replacement client secret. Write-only; never returned.
+	ClientSecret *ClientSecret `json:"client_secret,omitempty"`
+	DisplayName  string        `json:"display_name"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+}
+
+// OrganizationIdentityProviderList defines model for OrganizationIdentityProviderList.
+type OrganizationIdentityProviderList struct {
+	Items []OrganizationIdentityProvider `json:"items"`
+
+	// NextPageToken The token of the next page, or null on the last.
+	NextPageToken *string `json:"next_page_token"`
+}
+
 // OrganizationList defines model for OrganizationList.
 type OrganizationList struct {
 	Items         []Organization `json:"items"`
@@ -1560,6 +1647,9 @@ type InvitationId = string
 // JobId defines model for JobId.
 type JobId = string
 
+// OrganizationProviderId defines model for OrganizationProviderId.
+type OrganizationProviderId = string
+
 // PageSize defines model for PageSize.
 type PageSize = int
 
@@ -1881,6 +1971,27 @@ type ListObservationsParams struct {
 	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// ListOrganizationIdentityProvidersParams defines parameters for ListOrganizationIdentityProviders.
+type ListOrganizationIdentityProvidersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateOrganizationIdentityProviderParams defines parameters for CreateOrganizationIdentityProvider.
+type CreateOrganizationIdentityProviderParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// DisableOrganizationIdentityProviderParams defines parameters for DisableOrganizationIdentityProvider.
+type DisableOrganizationIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
 // ListIntakeKeysParams defines parameters for ListIntakeKeys.
 type ListIntakeKeysParams struct {
 	// PageSize Items per page.
@@ -1967,6 +2078,9 @@ type SuspendOrganizationJSONRequestBody = SuspendRequest
 
 // CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
 type CompleteTransferJSONRequestBody = TransferComplete
+
+// CreateOrganizationIdentityProviderJSONRequestBody defines body for CreateOrganizationIdentityProvider for application/json ContentType.
+type CreateOrganizationIdentityProviderJSONRequestBody = OrganizationIdentityProviderCreate
 
 // CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
 type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
@@ -2117,6 +2231,15 @@ type ServerInterface interface {
 	// ListObservations List an agent's observations, newest first
 	// (GET /api/v1/org/agents/{installation_id}/observations)
 	ListObservations(w http.ResponseWriter, r *http.Request, installationId InstallationId, params ListObservationsParams)
+	// ListOrganizationIdentityProviders List the organization's own identity providers (never their secrets)
+	// (GET /api/v1/org/identity-providers)
+	ListOrganizationIdentityProviders(w http.ResponseWriter, r *http.Request, params ListOrganizationIdentityProvidersParams)
+	// CreateOrganizationIdentityProvider Add an identity provider of the organization's own
+	// (POST /api/v1/org/identity-providers)
+	CreateOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request, params CreateOrganizationIdentityProviderParams)
+	// DisableOrganizationIdentityProvider Disable one of the organization's identity providers
+	// (POST /api/v1/org/identity-providers/{org_provider_id}/disable)
+	DisableOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request, orgProviderId OrganizationProviderId, params DisableOrganizationIdentityProviderParams)
 	// ListIntakeKeys List the organization's intake keys (never their secrets)
 	// (GET /api/v1/org/intake-keys)
 	ListIntakeKeys(w http.ResponseWriter, r *http.Request, params ListIntakeKeysParams)
@@ -4282,6 +4405,147 @@ func (siw *ServerInterfaceWrapper) ListObservations(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListOrganizationIdentityProviders operation middleware
+func (siw *ServerInterfaceWrapper) ListOrganizationIdentityProviders(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOrganizationIdentityProvidersParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOrganizationIdentityProviders(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateOrganizationIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) CreateOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateOrganizationIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateOrganizationIdentityProvider(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DisableOrganizationIdentityProvider operation middleware
+func (siw *ServerInterfaceWrapper) DisableOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "org_provider_id" -------------
+	var orgProviderId OrganizationProviderId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "org_provider_id", r.PathValue("org_provider_id"), &orgProviderId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "org_provider_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DisableOrganizationIdentityProviderParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DisableOrganizationIdentityProvider(w, r, orgProviderId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListIntakeKeys operation middleware
 func (siw *ServerInterfaceWrapper) ListIntakeKeys(w http.ResponseWriter, r *http.Request) {
 
@@ -4826,6 +5090,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys", wrapper.CreateIntakeKey)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}", wrapper.RevokeIntakeKey)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}/rotate", wrapper.RotateIntakeKey)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/identity-providers", wrapper.ListOrganizationIdentityProviders)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/identity-providers", wrapper.CreateOrganizationIdentityProvider)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/identity-providers/{org_provider_id}/disable", wrapper.DisableOrganizationIdentityProvider)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents", wrapper.ListAgents)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents/{installation_id}/observations", wrapper.ListObservations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/jobs", wrapper.ListJobs)
@@ -12705,6 +12972,543 @@ func (response ListObservationsdefaultApplicationProblemPlusJSONResponse) VisitL
 	return err
 }
 
+type ListOrganizationIdentityProvidersRequestObject struct {
+	Params ListOrganizationIdentityProvidersParams
+}
+
+type ListOrganizationIdentityProvidersResponseObject interface {
+	VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error
+}
+
+type ListOrganizationIdentityProviders200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOrganizationIdentityProviders200JSONResponse struct {
+	Body    OrganizationIdentityProviderList
+	Headers ListOrganizationIdentityProviders200ResponseHeaders
+}
+
+func (response ListOrganizationIdentityProviders200JSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationIdentityProviders400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationIdentityProviders400ApplicationProblemPlusJSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationIdentityProviders401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationIdentityProviders401ApplicationProblemPlusJSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationIdentityProviders403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationIdentityProviders403ApplicationProblemPlusJSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationIdentityProviders429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListOrganizationIdentityProviders429ApplicationProblemPlusJSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOrganizationIdentityProvidersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response ListOrganizationIdentityProvidersdefaultApplicationProblemPlusJSONResponse) VisitListOrganizationIdentityProvidersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProviderRequestObject struct {
+	Params CreateOrganizationIdentityProviderParams
+	Body   *CreateOrganizationIdentityProviderJSONRequestBody
+}
+
+type CreateOrganizationIdentityProviderResponseObject interface {
+	VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type CreateOrganizationIdentityProvider201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type CreateOrganizationIdentityProvider201JSONResponse struct {
+	Body    OrganizationIdentityProvider
+	Headers CreateOrganizationIdentityProvider201ResponseHeaders
+}
+
+func (response CreateOrganizationIdentityProvider201JSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider400ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider401ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider403ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider409ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider410ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider413ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateOrganizationIdentityProvider429ApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOrganizationIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CreateOrganizationIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitCreateOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProviderRequestObject struct {
+	OrgProviderId OrganizationProviderId `json:"org_provider_id"`
+	Params        DisableOrganizationIdentityProviderParams
+}
+
+type DisableOrganizationIdentityProviderResponseObject interface {
+	VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error
+}
+
+type DisableOrganizationIdentityProvider200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type DisableOrganizationIdentityProvider200JSONResponse struct {
+	Body    OrganizationIdentityProvider
+	Headers DisableOrganizationIdentityProvider200ResponseHeaders
+}
+
+func (response DisableOrganizationIdentityProvider200JSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider400ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider401ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider403ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider404ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider409ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider410ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProvider429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DisableOrganizationIdentityProvider429ApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DisableOrganizationIdentityProviderdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response DisableOrganizationIdentityProviderdefaultApplicationProblemPlusJSONResponse) VisitDisableOrganizationIdentityProviderResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListIntakeKeysRequestObject struct {
 	Params ListIntakeKeysParams
 }
@@ -14408,6 +15212,15 @@ type StrictServerInterface interface {
 	// ListObservations List an agent's observations, newest first
 	// (GET /api/v1/org/agents/{installation_id}/observations)
 	ListObservations(ctx context.Context, request ListObservationsRequestObject) (ListObservationsResponseObject, error)
+	// ListOrganizationIdentityProviders List the organization's own identity providers (never their secrets)
+	// (GET /api/v1/org/identity-providers)
+	ListOrganizationIdentityProviders(ctx context.Context, request ListOrganizationIdentityProvidersRequestObject) (ListOrganizationIdentityProvidersResponseObject, error)
+	// CreateOrganizationIdentityProvider Add an identity provider of the organization's own
+	// (POST /api/v1/org/identity-providers)
+	CreateOrganizationIdentityProvider(ctx context.Context, request CreateOrganizationIdentityProviderRequestObject) (CreateOrganizationIdentityProviderResponseObject, error)
+	// DisableOrganizationIdentityProvider Disable one of the organization's identity providers
+	// (POST /api/v1/org/identity-providers/{org_provider_id}/disable)
+	DisableOrganizationIdentityProvider(ctx context.Context, request DisableOrganizationIdentityProviderRequestObject) (DisableOrganizationIdentityProviderResponseObject, error)
 	// ListIntakeKeys List the organization's intake keys (never their secrets)
 	// (GET /api/v1/org/intake-keys)
 	ListIntakeKeys(ctx context.Context, request ListIntakeKeysRequestObject) (ListIntakeKeysResponseObject, error)
@@ -15773,6 +16586,92 @@ func (sh *strictHandler) ListObservations(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// ListOrganizationIdentityProviders operation middleware
+func (sh *strictHandler) ListOrganizationIdentityProviders(w http.ResponseWriter, r *http.Request, params ListOrganizationIdentityProvidersParams) {
+	var request ListOrganizationIdentityProvidersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOrganizationIdentityProviders(ctx, request.(ListOrganizationIdentityProvidersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOrganizationIdentityProviders")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOrganizationIdentityProvidersResponseObject); ok {
+		if err := validResponse.VisitListOrganizationIdentityProvidersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateOrganizationIdentityProvider operation middleware
+func (sh *strictHandler) CreateOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request, params CreateOrganizationIdentityProviderParams) {
+	var request CreateOrganizationIdentityProviderRequestObject
+
+	request.Params = params
+
+	var body CreateOrganizationIdentityProviderJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOrganizationIdentityProvider(ctx, request.(CreateOrganizationIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOrganizationIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateOrganizationIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitCreateOrganizationIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DisableOrganizationIdentityProvider operation middleware
+func (sh *strictHandler) DisableOrganizationIdentityProvider(w http.ResponseWriter, r *http.Request, orgProviderId OrganizationProviderId, params DisableOrganizationIdentityProviderParams) {
+	var request DisableOrganizationIdentityProviderRequestObject
+
+	request.OrgProviderId = orgProviderId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DisableOrganizationIdentityProvider(ctx, request.(DisableOrganizationIdentityProviderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DisableOrganizationIdentityProvider")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DisableOrganizationIdentityProviderResponseObject); ok {
+		if err := validResponse.VisitDisableOrganizationIdentityProviderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListIntakeKeys operation middleware
 func (sh *strictHandler) ListIntakeKeys(w http.ResponseWriter, r *http.Request, params ListIntakeKeysParams) {
 	var request ListIntakeKeysRequestObject
@@ -16031,352 +16930,368 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rkttGsi76KhU8K0KkB2SzL5Kl7phYpy3JnvbIlra6dbz2mNpEESiScINVNKrQFK2lv/sB9iPuJzlR",
-	"mVVAASje+ip7OibCoyZudc3Myvzyy8+tSMzmgjOuZOv4c2vKaMwy+OfrCzrR/x8zGWXJXCWCt45bF1NG",
-	"pMoEnxDGVaKWRNFJQNSUkVhE+Yxx9USSK5bJRHCScPJ7LhSTvVbQktGUzah+JftEZ/OUtY5bg9bhoNUK",
-	"Wmo5139KlSV80vryJWidxWw2F4rxaPn60zzJmGw25pcp4/BpqUTGYpIxmaeKiDFR00SSS7aEH3/PmVRk",
-	"kaQpGTEyFtlEKMU4ab///iU5PDx80ak2byyyGVWt41ZMFeuqZMbWt1C9Z/OULlncbGGospyFZIENTaRu",
-	"4lxwyUgi/S2nnDCapQnLnJarKd5MZ4w4A9P9J1uSdma+TkZLBd2Df3QCQkeScWU/zor3sU8syhWLCReL",
-	"2sTwfNY6/rWlW9366Ov0GxFR7JtvZUQZowq7I/IsYk8k+fD+DZlTNa1+qPni/3qPrTuL/a82jX8iydmr",
-	"gAhO2BXLluV4tmkqhV5wlMwzMUrZ7IkkoXlqmMQhoTzW12EgWXbFsieSpGJC0oSzzgkuVJKY8crYXGQq",
-	"4ZPyfavWcMZ+H/b3f4sOP72Y7U+/zY6unvLnvx8snrG+erH0LJ0vQWtOMzpjymw1Z0r/yZbN/u8TJcjB",
-	"06dkniVc0VHKyOn5y7MzEk1pRiP9mhNCsQex3p55pPKMxd1xwlL4QXdkxiiX5TqikiRKkkhwvYR75KdE",
-	"Sn3b//3f/4eER/0+ScpWDS/ZcqjHMslYHOqBSHS7UFq0ghanM93D2tJsBS37TOtYLyl3/P4jY+PWcev/",
-	"2SsF0B5elXu18aiJg3+y5VsYGZo2h8peOcFpnCRXjAckYypLmMSdlCiCW6a5AXfo2fV7Mv6Jqmi6VrRq",
-	"2UtSKnVLaRwQ1pv0SDhofTtoheVMiYyE34Rmwg6ek3nGIsHjRL+vnK0TsmD0Ut8sFU2ZuX3/wArp4SyR",
-	"M92iNfM67mKb102oK9S/BaE+p0qxTL/wfw1av/a7Lz7+bdD6D78s5bpxKYgWlADQEC04ymYkzk3DJL7+",
-	"8qp+DL+v6CX7J1uu/LjeARu+6fRX3617TLt/fPx88OzLql5fJWpTn+0tO3w94VdbfP1HMVr52d/EaIfv",
-	"6bs3f+9tNqE8+WN9f4Vz003muPYx/f13dMLOkz9Yc+edKTaTZM4yMqcTVmyD33OWLcum6WtDqV/gNiJm",
-	"Y5qnqnW83+8HrRn9lMy0Dn0KfyUc/9ovxiPhik1YVjToQlyyFco05OyTGsJXlb4rRMOG6X1+lYhcbm4t",
-	"PFdp7ox+esP4RE1bxwemifbvfd+kvcvEVRKzbOWEzc0NuyzPeL7FcrnIKJfjNV9W5oabLBPnI/qbHySd",
-	"sO8zMWvOyPdJJhX5cPGSxHQZkIRHaS6Tq5XjP9ZvWdesipXpHQFozYVotuUN9TblhFBFZkIqotV3TJeS",
-	"0LFiGQl1Y8JVLVXiRu38oh9GIwyMme9obEw5/ZcxL/Q/6XyeJmg97hmT6m+/STQlt5utd/gUfnSliUhi",
-	"wSThQhFQa2h328MJaYcJv6JpEg/N7WFAwpWmjr5mbnc24glY2ZSTZKatxICENIumyRUbRiLL8jm8s/hp",
-	"yqJLmc9KPetcnLHZiGX6ktbo7hWrnXMu87n+CotDOKc4R7T/6pqR7uIm8Y2duX3Psa9h+F4KPk6T6MEm",
-	"KTLfN0ZZlGeZnh6pqGKkHco0nwy1Tub++clldXbgOf3DPM+0mFYURiwgoWRK2/HDVESX1WcKAVI8HDOp",
-	"Eo7Khws1ZLO5WoYBWFq2wWF5oIqmlE8YiUSaJrE1LynJxIJQLtTUOcPZkxFVpQU+E3pF3uakvs4ykd3n",
-	"jJ5yknP2ac4i3TmmP3+L3fleZKMkjlFB3ucihW1OUhpdmgNTJOYMRIfMx+MkShhXQ/gxDHDWQysyzM+d",
-	"gPzj4uLdOYEzP14i7XCq1FyW4qWDnhPX6NEPyFzOGY9ZrBfeiGlbP2YpU/CK4qJ+WoshkiazROGHaDSF",
-	"m+CnIfsUMQZ3FhLLiBcSiwVPhT5bwEKmczpK0kQt9Wu06IQdAg+B+MQB0Sdou2lIOyyfGpotdasS6gfB",
-	"2X1PfGluk4hywgVJBZ8wPQtEixxUH9YiZ+CYsjLF/pqxK3HZ+JVGEZvfthD/WajvRc7j+xymnwWReTQt",
-	"fDykHWpROdbtuNXOvaNLvUIvhHhDs8m9L4WRiJcEd5Ak++Sn5DvSDufYpqESYpjqVt1uj50D/Pc0SVl8",
-	"3522J/3SgyvRbRAUXoQZTbVJCHuh4UKw0tCoc2vF3NkovS/M1vsbp2KMEklmVVdMO/T7YG6z+xdC/ET5",
-	"0vwq77Pn77VtBqoFZj+jig3Nn4UyimmSLo1KMufVinoDKZrPmzrKeLkS8MQMR0vF5HDOsmFMl7jsPg1/",
-	"E6Pit84JkYyR8D1T2bJ7qs85YW2UnUvNM9Q5zJPWbGRBE+V1T7uH9ZtM2QdOczVlXOmZud/FanyFQblt",
-	"A5LzSy4WPCBGf+nhNUoLFb2ZSiPfaRxnTKIhhHZAccCiaSoWpB3m1Q5qi5lruzhmgdah0wTCEEk0rW+E",
-	"X375pXvqPLrCK6r7yYiaUkXcD0nSDr9jNAM7m6azvw9aGeMTOmgZm/29/qt7nkw4VXnGGncV5zjHI/hE",
-	"EplMeBk5kp2NsYsbrY3ifPcTixN6AW+/f1X3RJKZ/j7R3bNWIOzeOcvswOiZLpo7hPuH+v5bFHBf7FDD",
-	"e04jlVwlCmIi80w3RSXoZqCRwqPOun7bx0/h5i9BC09s8RACI/CeRLGZ9Exr4eigWUaX+u8k9t5WjE/V",
-	"CW7MdNcP2XSeoN8FA1T+NiQztkNIsvTi/NoCr5i50/lKYEbObXhjXMrQnxj9xiKlm1Idy8Z8rOhAwq9M",
-	"xNB0kedpSkd6iNDR1HiC0xkbSk7ncirUmokpo5XYEZEV7s5URDQd2p/15l1KxWatoJVLiGsYJXPJlv4o",
-	"pzuOcDXA4ay2bd0ovUnQ/1UbJLvYin9ss3p9i7HmG95iZOvLA1rQfJG3UxPG1Y9i1OxQJGYzyv1Tb1we",
-	"Q6q2XcEr9phvYdsPVz6zru23MiF2HBoT4h3clc25jba4QayHXyB5nKi1gmGVj+XsVUBC2K9du1/BaQcb",
-	"NiTtEY0uJ5k+W5KFyC7x6EnRGAFXXycgVBuVGTl7RdqUE7HgLDPWKDfmJLlkS3udThCjkrFJIhVKQFBf",
-	"m2VXLSKgLYyqqAnRnXL2ypq+ZpmS8lX6S7vLwBXD90QSfWvpkWRXjCsypfM54yz29uqrlp56Hb2+MnbP",
-	"dRR+uRC92r7Qz7+2ZJpPWkErTuQ8pcshBEM+BjvYA8w6W5uT4yBQ4K4QbOFymqhSbDZXZAyHfL1UF1SS",
-	"mPEEJ23jAsH1WFob7ErthEFZabagNN1ktYhcRQItk42z8dbcu9nYwfPG0Jw3qu066B/2+r39/cPet74G",
-	"SUVVLv2T8Y+Li3cEbzDOzjSFE0PEkisc7+I7B31PqDZoKZpNmJJb9ffC3HuP1pttXjkxxYg0NkFjmNfv",
-	"w1tRm+Wu/ioU1dty9VohKPMI3RCtoIWbUosG2I8eGWfec1Guiurw1EEM25i9lWca8n/j424Y3rsLYjZP",
-	"xRJCoElsoJv2oWowi0cs43IrMQQDvV0Pv3hm4zuqoumpcYz7JH55pYbyGkmWXcFYSYvpG+mXORrP2b5x",
-	"jgfoFe4FeJJMaUxGjHFiP0tGbCwydqJPwtOETwhnC5DTCBlzPjUSImWUN1Zm0QG3Cb5l+TJNGFfnLMoY",
-	"nvhj9CDS9J0zImOaStaIwCGYLWIwtRG8iEh4U4/8kiWKdQVPlyeEsyuQeirPjGlQHe0rmuasBhHZ7x8c",
-	"rceIBK2F/sZbni5x4utjgK/1dfpVsSKbUw/hLr0TJhmN2HDOskR41sE/xAICNISCjyjOtTa1z4JfT5pZ",
-	"LA1G0v5BkDh3DL9Sy3x70J/2Z33pUzGMXyWZ4La9VnLMMxHnkRHEMbtiqZjDPR+9alvvvHHCsi03qb7V",
-	"sWEliWiWLUk7fP/65x9Oh69ev3vz9n/+9Prni+HZK+OC1fuw2iuW72+zmeciTaLl0ACaNkr1d3D7K3u3",
-	"fkE+SpNomGdpVXdD0PN4bw+8bj3zey8CfEyjFSZisMIRaHG75q5qP/u9/V5/C81azEGlydUZLhsSrFiM",
-	"zQHzLnI0L3+mRt8UjT2NZoy8FNlcFGp8PTbLAVD9+r8Gg0/9fncw+LT//WDw6dvvP/7tP3yD+cpEeU9z",
-	"NRWZNeiau83cZqfOM/AJn6Ssm0sGgG5zujHB5MDiaqUTSO6R86lYcKLVSXWavMthj86Tvav9PXvs2LNx",
-	"Zrn3aZytsW33TCP+s/z03+HNw6JXvZ73IITeb7mDf6K2kirDVnmfbyW8Ho9ZpJIr9p3RFo1pQMNsu313",
-	"jvfqDWPl9gZlhPdZ8299E8+M7rztJhaDnHD17KjlRUVet8340WaTwdZJQT16TLXfxGijpGvMXN1cswbV",
-	"0BpU13vlgrNsyD7NRaZ2f742cpvaF2DPa1/1DTCE6Twj5wvUbd3ss9I4m9FPQ/DJyOs+7YYFr/uOXO4y",
-	"a87DojRFhxlTeqAF1y25xttqc+iMjNvIwD/0a5viGSjfXHsOLruArIOWAdt5lguEClk8ZDOapMNYzGjC",
-	"tx+ic5DAslWO0HA2ptfZZfZxKcV1HpdMIuIB52Y4FXl285l2G1Xt4aovBisGtDmr6wVDq9jgQVVSOnO5",
-	"VuzambltVbGtH+4aGkMPWNUYAyH4/9Joxqw90gpKZQUjXLPPnh55LAp48yuYier7a2+uvOhwjaHX/pV2",
-	"/+h3X3y0/+h+/NwPnu1/sb93/nMw6HX+9itC6YNnh1+8duDrmg7c4Xz5mkZT4qwMkrKxIiJXJOFTlmmj",
-	"T1VPLsYebp4wra6tGypbaVPPQzV96bF/mnOfZSJ7KeJVQANMrpvRaJoYAIPUxq7x50oEQ1psFJ6lZY/g",
-	"0USRSSYWkrQpeArA42vi6JSMMkYvEz4xbpZOQKQg1J7Xp5THKZP6B3jKwbBfcrGwuXquJ1PSpeyRU4+r",
-	"GTHl+tMxi1KasVg/TzkRc8ahnWkiIbVRTZlE49wcZmvQeFA1dfQ7ePP9cHnvpVzChRpEBF5dB9O2glYV",
-	"IKuPrRZbqPcNU1MRAzLbSD/IMqtB8uBjPpQCLEgPPKs87BVANi1BCgQ6hBsNWr4cEQCN4981PGj1R4Os",
-	"qf7oeIYAZ477y4xKmeTmfNYFW+nWWRSwHhZxxQpBXgCqSgluoO9w3HXA8S3Ha8i4XviYR0PjoeDpEiNB",
-	"lyJX0Mih/px+WcauEnMwzjm9ogl6FcAqYRmnKZyYPTh6Z+yqyHs9vg0osdZw1aQK95d6ToVzrZpS4Vzw",
-	"ZFR4nTT/ML7hqvCaml/XOW2eSIIOBX1I9h96Wb7f28IPUtNq8HGfLruFzGFwGrlZwRsTiSFv/vmLo/1O",
-	"QKaMR4zkc/zOt857iUC/7CLJag6Ap+N+9Iw+Z93DaD/uHkWHz7svxk9Z92D0bbw/2mdHdL9f15LfrnOH",
-	"DAafDsAb8u3rFY6QM6NTbDqbN7yoF0mxulckoeNVcETpoZDJhHcTXjjerLeREsWkImNIGoNXA1xNcBiK",
-	"xjF4hW/OcWGvNJ+3j1eirlkVfLsOWqMSO/Wif2phyiSe7ximTKTMcbqaeykVk4Rv8ic2xNb6iV3QBFTj",
-	"GBGQeRQxKcd5CvNZ8a9eYxLnmVAiEukWcD1Ype/s/SAOtmp/gTvg42RinNxEgieurS+kFBam4IwsskQp",
-	"hi7wjY6ZoAUaesclBzH2LTt7ru8tosAeKg3HPRsek3EmZsS4wc9evf754uzifw7fvX/7/529ev3+PAwg",
-	"cx5CH0RNM5FPkELj9N2Za/BgKKfm+/24IsBciRiWGjNOJP7T91w+j3feVmtd4B6WlXb4+oJOwu0m0hdn",
-	"NlCIYnkW266YDTsAtT3vCpVihawSVs4aDhri1rNRXRe8I50qY7pCJ1Zk/Ut4duOx5xbcFfaLzjlQNiRv",
-	"Ra093ZCBXTwri9jgugZU4ogeAV0J7fU3frsUvtv0+gzvvqGcK8XMVkID776WqKnthDWbYOWa32b53QrY",
-	"r26+PDSOot6gC5PuvVPg2pxD0FQSY2TagddpQxrFQaHZmu6EavzGg5DTr/3w/g0AByXJuUpSrQN4RU6u",
-	"lcTrlW69iZghob+aSDICzKISW2pX/Zg//PZWn9oThdRGo0wsJMu0tQ0fojwuzEvD8WSGi5xDyI7kkp0Y",
-	"AyCxNFCGMgnyKYpJsG0Hldk23FGgZanhy+lsEcfTZtietooTvqdf54blnv446y9/Pxwf8f9xsPHI46iB",
-	"DYG1+loE0MPOi9FZeoupSGsmFPp48GipT0g/vL6w7h8yYhKyv8GbQqi2/i2CBKCfE65tjAByCeeKQGo7",
-	"ZKobSYPMVCFKmzDARBkyy6UhMGiu/I1nlTP8JmkXRlDnts8dD64Hd5jdN9ZlecnYvMK7hq87Ae8YLCiL",
-	"ppEkUSd4pItSRjP9N2nD3lhMk9TgSSx+KpHEWoGdTaib+pg/MAqneu7bahltPAfuambE1//0tU2UjcfC",
-	"29tDd3Ps27Z9605yd21irT7NbTu/xbnreo9Xj1/Xe8fK45h5wUmZNR2zSKuC6xzEdrMx3eQPj6tSqtUu",
-	"mRqJ2o5caUErpVKLYcbXnWl3g7teJ9Is/B4IA+i6RGeox6CbJFKxbKcTed1ObtDQNWOqTjOCcj6g1fVG",
-	"1EZ003T7+DFfToVknIyQ0RAgA5hrkFjiGYwfFcDfLhnobgwHLbA9Dp6RjPJYzCru2zFBji7ShZsutfEy",
-	"Fhm8KU3GTA9W1SLUr1zr3qtw1MlNJGDVjr83o7bjQd7dDFvHXbcG2N14N4lankOa8PxT1fn97Og2Wlrd",
-	"GD7mk0oK9Ov44OnT/Rc2nnHJlgE5PABmWUBcS0V5TLOYjKhkz4561cn99bT7L4xQ/23v4+ejwy9//49r",
-	"bKs1m8i/SwyHoydN8dqpiOXMXLLlrr7ra6F9LXUxQH0TJsvYQhuMndhFNDuvmNKYCM46WyeYrRCQEK28",
-	"gWz3ORjNxFWgtxWXnvPZtVO7pS+vmLXPluQupopGjCuWdamxyZz1wRvw3Mr9wQaLdvf9WBskm3y2uuN+",
-	"L1I5/cNNi81ZYQAkN2uJi4XFlHsg5VVE+eastB0zWO1+vQtvln9ogt28XLaFTmZGmr4dt45/3b5r9Tlb",
-	"KYHR7QCSFv01IAma+GlENxsMIMv3h7NxNpn8EY9nf6jF7wfpJeeLycGhmovR8hM7OszF1eFUPIv/mP/2",
-	"+4IdxOPZ0/zTZOOarKZ32kH5WKGtXZ2zcyPj8DrimllU11ogHtx0Ley3J5jJr3bNubyp0Xtz6eycqNYv",
-	"YDvF53C7V6o3zV6LlCtgHa6Md8Y8qKyTLcS/bQ0mi+0i/6u+idZpTMkbccVSClEtI1yKPXWVKAb5Ag0V",
-	"UfdxrBs9N+njS/GRz+v55tAVhR5Xrdr1UAYkrLRskPf7hxHeCf9mwHm0K6lvJUHbYLrqedAbJ8GbsTdP",
-	"/BbmKZmzTOrZIqfvzsC80UeJsEj7yMAlip3NJcu8Xa2llKzdX1tsrvN8NqMZqBvIbN/wxAfpObablHhR",
-	"TZi247B+HHc3ZoyQ8+FVGwt2F4FY6xQ+ur7xt8NhUSiSBw9o1QSem+GHrkJHaJUSqxBr/uj/7pwpQk/m",
-	"Q+jPmKXJ1SbHyM68BL+J0a6HppueqLGSw/a22o9i9B4f+fIx2HwwxsIgAQghkigCYTKD61oxPOUqa6BI",
-	"fs9ZbnLNzfADtrORjP5xq2NW8whd0uR4VXJl0murrxhJ33b5UYx2l17Fwm+NaaSkp8EbXUgNKedspnLV",
-	"5XOzXh3FeNR/8WxzJOJmi2+jR8O2dsWQ3oZM9dIT3bMwLbfULrrtU6KGEUDz+0BkMc8VzCXZJ5jfZEk+",
-	"nA3S1HrlWz57Qh/2tRVf4LOnTw+frSUVWUMTsXFnmrf4xukN4LLPnZypXRMzDMKbzDMGgiiRBMHegBCY",
-	"UiByztkJsiJJElHOhbJcD4knSWMz0HSjPWEyYDCz7gwfA69JfVHWUrmaKR61ZK3mDSvTsRrhl6Iyx7cH",
-	"mytzNGbqJ7ae5WM3azMTaZWCSU+OHz54u3YpfNi3Eh1CjWZHgR9jFW44psqdvPKVKwkBb6jfL5MVthOm",
-	"P+5o9lgWoBuEg/yatxi0asOqXzS9MaO4YWK+s2WjtpWo5by1Rt2D/sGz7v5Bt79/of/b7/b7/+ruV7NG",
-	"JRhLdkbLyElrwUZwLyrWoUTu3Nbx82dH/X4xJ/BEz+r2ynS0Kp8/7veP+/1/oTdp9VrbGOQKSM6T33MG",
-	"pXvgyRMAK6lsqe2y2Kl2Ziw014978HxTTsH+2pyC6sBtKSCd+TxrikiUTPbvDamOjRVmmrJhGZ3xHSNo",
-	"dj00TWPnsyRRkqVj51heftzuWAc65i6UrUNdGFEa9rprJ+Qme7m6U3fYm7dhubky+KEtuLeGhqMoT+U3",
-	"EhDd4eFde3n26r3LGD2jy6KEwjgTsxMCKWGmJiHly17LCR+UC2W/34P/7T1fTWXoZLhcx2+82RO886lX",
-	"icsdT73NAJRiWUZ1c7rzDNhmmuZpMyFj3fICHM9m5lInXFfg+de4cWsLwbuWStunGcDaLoNoRxKCLXBK",
-	"BT5pG2+4+wnjD3cyMIcZo9KHD/plunQYtEXm1HVJVIAIjeKn3vUiqz4WS9urFZNRMVpvHie/gWP8OpOL",
-	"KazUT+oPBYHDgq/JeO4MK6vugCmIhhDbkhJMiycAQq+Ehm8Oq3xFiw6rAZWrDWvjAoAHwauJkiVNWlKA",
-	"7bfDDtwwpakQcfs3y1byLnnPCFWXzHWTitzZ2N3zVQ9CNbm/cPkAUcStxp62X5b+dJiNYaFmVU+HViOb",
-	"bI0H0/duxIO5H7sVk8uVhg9uczU2vOMiQMh/LfG/LujMWsd/ISvAxw2j+AGW/U3X8hmPbjNkug4au2nk",
-	"oGimx9AwhExbLQt4xyvqBaaMTXXQDWUxbyHYr8R2ZULXs/uYOqRQ5BMGwTuA4IDa3TrbDXQhE+6Dgtsq",
-	"/vqEEAEHgSFx3z5PCyLG29QOsDeWUIW6GoE2rhyjWxE6MNgPLW22pctbO7PuvRWquM2UT2/w3i/IMqKP",
-	"EI4bfN3jNaf5bey0W7JO1lBr1fvYINuyTVg9Va8cXtYNJCSWkdRi+t69fXP28n8OX73+/vTDm4tzIq4M",
-	"5/MoT1LVTTgRnMmOKbDEKwW7nkiCPKfwVAbpDeT1FctskS/K4wo/1BQoREzYgdpwhA1UTFnGnCjFWGSE",
-	"wcsqRcIWUyGZ/W5BhaSfAdu2cDX9yZdubf1su1pWr5E3RS92DSThXF6f22sVG2S5n/rfHn57tP/84Kgf",
-	"rInOHD3b33/2/Fl///nRwbeHz5/3K3XU+750piqBZPFBqMB+6x+qc006/evfyQcLYkqnY9f/jLe6wXoK",
-	"y+K7L9Z+9/DZ02vE1Sr0f03KD1cohMcGEOsTTif61G9XKdy5m0gMCEslq8pE80jnhIRgjoTHhRRipm4u",
-	"RlWf6P8n0VQkUYVNrRZ8K9tjaVe91jkOyXZJzG74vCb8kGwPckFd6eZuFtghzhp72veLtEoU1maX/hWt",
-	"hlq1S5sWCFx9qBsh8Rsqw0aUk1FBokNGNLo8QZdeEYtXmMQ9Yp4iz5iKP6dqes85h80taGoDNjGbnLz/",
-	"/iV5cfT0W8syiETfUFXxiSTsk2IciA9MYnxTLdTqwK4oouQpI6tHx/LbcLFwai5skeAaM9Wg+DzlNRND",
-	"90Sm+YQMwOsyaBGaZoxC0d9EKunnDN+m5o+HRRILYooxCQsGyvCJ7JFTh5Wx/alrRnSUsq4WIh1n5cVA",
-	"NWEIIjGrHDgltbGFkoXFhk7yxPBJalPO1PrEx0zdrAaNZCW9oMJ7WE8zbzTxkTXykTXy34810koCz2EM",
-	"rGnTGgK0iQFC3Wu7JKxEPKtSEx6rlRNFd2xDIM2YtA6v9b4BfGf5gO8Q4cNnlfW63Ayk33eMb9qWmB3r",
-	"VwPNrW0UAfy7WoyWcMZi2VtfC6xo8VH/hZd0R2+fatfOtUbwSz+3dt4KEpyYXdkKvXJvjSBdUSUP2+PU",
-	"7kJ1U5mIj34V3uRbaa5MfZUYRJ89YjMxT038K5kYu8Sy5SWyYDix8XoQoM2A/e1BAmtMHV5N+3bO+Nkr",
-	"zGDMgOGpncxmOWjdTo+EMCemArT+d0iUAE+EmGszzRa09rMZ+UglC5Mjz5J6us3Rc58NX2fyWGUxFGxX",
-	"5ka3Jye2oy8F5yxSlaNFEkf+00OVtWNFOW19zZa3ZjGhyhKZnqDJmvAozWNGQm2cJHFYGSooGckrTtR5",
-	"JsZJWq2f2ABT6f8cdgeDT09H+j8xgKvYx8/7wX6/74/3lIvlYD00yum4CXitHW45FZnC0pnu0qksiEhk",
-	"85YPgPTR5WI/fOFv+bmVc3bGytPfsVaWNWym9P8IrD620lDCiruKv4sbLFV6cUfxg70l12LfXja6rP6n",
-	"vbcovmNvKH+wt9A8TszzvnXogpp9dZzwqpY3Y5FFrEdOCxdhmsCiTDhUV71kcQj5sEhhYfyG4F68Dnh5",
-	"I4bIWD07HyfvE8vc1GTO+WpXr/Xt1Z4oBm+9O9uO2nV42i4cp4tkUZ4lalmsphPCwJVpnZha90qDdQBX",
-	"DmnjS4n5v4OjQKsyoxOr+3/lYvq1Ws3hY23qMU7TcJmsnN79gy8PCcEvl/su5EjlZH6dEP57daD4Nc4b",
-	"sWBZRCUjKVPIsx4nE70YKY/JdDmfMi4Dcqhtk6N+hY8dTlpw2ofQChz8wV1Bzbu0ZQMv65EPCIAGokGr",
-	"yKp6DCAlG/TYfnD4vKgp4tdneHJ8b474OzgmLVCp9YHPaYKlsJOIEUSE7zdhA2uQTYHWCguRGWR3zRVs",
-	"clwWSZoSyRhp//D6gjgZxnsz1PGO/fZ013Rp0zifXLswOtLrScMyJbYo+Uz/0SPn6IPRk8cF75oM8BlT",
-	"NKaKAhOnx6VWSxH1B9OJPt5DtdLifiQAR6Rm1Rc2o5lWquAR6FwfAheJfG19mc/b+e4qPlit9+csI5cJ",
-	"j0nbbXVQyP3ABAECqAMvA+uOnCZzGVTyN2XgYtaHgKBn1R9lQH4TI9kxGZ7gPasphsobW8eH9VQAEwqq",
-	"5gftI0pBm7JfNtIwbpuyW/pLVlZudG6qlKcw+FOzOkw1GFw12i6OTXLYxkkf0yTNM+YHIlISYppcaDcA",
-	"/rlDjfN1qs7uuGpi0DZP/FPfexvQgXkmJrZaeS2TZal8B7BT9CsZJi0bPhAZ8NUTKciYZlu6uTOx8HwA",
-	"tox9bxuHvVN8oI2yp7PLl+oiUH82MP3zCUI5pQdPn/mXo3GrPZHk/B+n3YOnz0g7LTTllH3qlJnVSSm7",
-	"vLypjkID3OD44+dnR/7TmEz+MLHpTa3Sd65swjW4P7eC+tpVWcB8d4fY+oCyJn/Feks9LIV28Rayu5i8",
-	"ypiVu7wpdBpZ47ugam3HX5pX7IRDrEu/1TV2PNDEHUXnqiI/AclYJLKYxbbcjT0p93yOopW5TdD0/zze",
-	"22ttVTjdEXwVb+T6UrlVK1DfuxFwW5GXbvULrLoWtFCceF0A9tnbwMwVttVDw+aqW3WNpTcRTJLQZiCQ",
-	"//u//w8Js5zz8q8imTwMSjUpMhJGlEcs1X+elNailkXOWkP5NKXSfQ9pU6Ng7UOY6C2LEvba1EwZvYKf",
-	"irXacV2LJZbYNNfPSBG0imZ6Z7/A0PqguFsBaF1I0ZbGo3nEeDa3fQowPUZsbfmIYtks4TQdzhKee9XK",
-	"T3gBCvKYm4k56koM6cZ0aYAqdPlEKxrw8iIpueCxDEgmcsjfwPJayA9nPngtimG6bDXHqDbQteHwdNW3",
-	"LWC2L4Si6YZKwV/bRHoMwKaL0DPZN8eG3vU8+MXu1vD13eSzO/+3IqKvB393we67SPUP8h7g7/Uoai6z",
-	"naKoPhPPi2L31gC23tJz3Sy7L9fTStfZj8jZK9IOEy6HoaWNLt1WnYDMaWbquMhkwllsmKjNCidtyarv",
-	"O08mnKo8Y50TYnuGji48eya6EVNGY8jbMvkmAD7qVgjQy/U2TwydqPcznpAoQI+rzcQMQeToNrHmRNoe",
-	"QevUGrrkDEqxDPglW5o6if3Dg4DM84zZmzo9cjHNmD7uUIjQDPiAd0nY7JkBMtbmoOfcfZHMmFR0Ng+P",
-	"8TyPBV6wJwtq2w1+s5hFyYym5ANPPlkd476rGKfwmIQM2/r3kIwFuqMt80KN+ZkwHglwUbZhcOaIVOoQ",
-	"MR5wAk88O+pqmQZtgQ/YKnWmnqQScKmnx+Gi8bMefSytIpNPJE04k+Q3kXBskV5rUOcmHAx4SNpo1SSp",
-	"fgFnC317B3r/4eL77nMY6v2eIRrsmoHqXu2HA37QK8FRCBkKSD6fs4zA2bQdvnt7fhF2BvywVxllRbMJ",
-	"U4R9opFKl0SPOaD/qnOhG3IMeD+9dQKSjAnly4CE/4l7SU2ZHi7ye65XZLsgRoS1uef6l3QTjrAJjUWA",
-	"cbEBf1q5XllS9pZneEvl8F2cyc382MYD4NF2rG0uIiDAzJVdexn2Asoew2OdYlJZdsUyUxpHEgrpuNBq",
-	"2FQJJ4f9vl2WugGJkoirTUV02SOnxGBztIk8o6lWDCwecNxEQeWFIlcyiZkpP8pjsQhcLJy7nwAlQJ2l",
-	"iaaZYHIATElXLEvGy5X7vqTyd5jSdffDo/4+qaHXwt6ArxdrpajaINOKKV/jAd5BDODeTTh5au3LYovC",
-	"tGnzVE/DjYT8BpFedsnbd4fbvXHkqsUB8GZkUg4rbMm/Iquol3gdSUaHHz3Eo4jgsnOt12DFBYyOenKm",
-	"iDvd0grM2qbSC0SPNqRZFEUZgJi7XW2tpyWdE1yF5TN6qwEaVGW5VOhaBdMDwmyMZjDSZkCnSs3B6q3T",
-	"ezSH1HIWgNFUjKP9eegdpZm2fkEs4+3FW7rIAoLGbLhVE3PJsn9uRyW7kTg2KAow4cl5tHSJd1Ek6cNs",
-	"j/zMSiFVqrxiME7fnQVaEFZHR0LRL954tMJuu0Wnv8BCHwuM8nBFI+Uw2MMuaQWtqq+rwJ01YycXWO4U",
-	"Nys87XixQNl+881bp2fffOPoHdvDsHMMi38xFVjJKuf1pKAeOXWlHGhlPuDVMSLtUN8lMrNNj8l3MAZk",
-	"87rq9AiAKh3sH50xWSIDBzxRiAfU8k3vqfBTFzU8oghLpPqJI9QI44A9kYXuLgnzDPA6kWScpPoDJuDI",
-	"0yWB+mAWRKVn3pbZ75GwKu9LehuCeFCzmbjAx2ES3uepbgImwRVdRKvL2obffPM2i1mmpxJBrN98cwyW",
-	"yjlpzzMR55F+qAN+JacJWBzWp4nwVjN6BG46JB78Jd5nhTt0wmyaCdUyEMfI1qSF9/RJHeka6E+ER/uH",
-	"pIG6Nh9wyph3/8mW+JuNz+s/qthPkwCIIwOAevnNNzAVIZ3PU9N1i8T8229S2z1tm8zQscF0D04fUEeA",
-	"ugx1o41lZgfgidRHIH1LCcgMTTNqXdATVJxpBC/K8Og3Cm0oQcS3wL1jkXCIPk4FF7l5ClaFbgg+Atir",
-	"HvlZL/85jdgxaePmOnsVVA3XTOSKEcVm85Qq1tHmE9KiFYYMsKJpXUR5bA11+M1Oti1v6FTLKypHgjmv",
-	"xQL8A94ZFgOguu+hXCSLj7VSYuFJ5f1W/xFK4mQ8ZplrPqDl9IL4EwLCHnkpuMkpsc9I/XZ4oeDm7TTB",
-	"SkUAB4KhOyn2uL6JfWIRONHIW72hnSrftoewsfWLsefHpHCsUqVH1XpWY+tZBYEBQwzmgSq+Qeg4Y3KK",
-	"M+AU3oSXA6yNWup30E1typ2VjkNbSDO4D4vxy7AD51KcmdKgONa7Q78ca3baKjK4g7DEob0ZRSF8up0J",
-	"RRXGvNBMwdL1RZO1EZkKqTo2+bfZGd0SiYFG/WUJVHwyT1XRhtDdJK+RRyokbapIyqhU5OCIAPrHnMGL",
-	"ZujX43hqKXfSmAwwxE1zbLZwQCCVv/B8gxWMSUS4YbFK44hGl3qvQuYfHHPc2p4BTgAOuJ3yQI973UR4",
-	"9+HCGHgwFnqhQ3IXKbLIyuqhKyqEkrZNhAoDPMwERTlX2QlwEKCEqALsNmgrwLAu9L8SJ+ob1tyNYVAt",
-	"rmtqkIJcLsqQBkUN0s6xTWILkJgBQMHs95ymrjgATSlJW8t82GWLRLKOGd7vRJwwK5Z/PH/7M9ghisyE",
-	"VGSf/JR8p7WFXycUtVKpmRNnS+g2G4WLhre2xypiX0SKqa5UGaOzEPaTCe8SJUxcpHOMo6eFAWwifS+Q",
-	"5lpRVXwvgNEF20dbFhgftnqh3KhwTkwAblhVT1aN6UUG8lvqZpiJZnGhOyVYMCS09x+TQQuNIXMvWkOD",
-	"VljKcJsgl1LcIxjhh5M/VIRH0++H1xedHvmpPD2H35gI1NHBc+LNbQpPyILRy6A8aBOR4SanKTMP7x8Q",
-	"T+Ie5hWYFEmz7WtZgFZlwonPrBCtnA8PD1+QIsYtjZbg6IUBH0V4YYrl/is0UCoxHkum0IYxiLLuYb/k",
-	"GLUnptLPESrzjj/C8qtAkDVn2QwAepnWgmMgK9Rt0G8/6vfB8k/QnEN9rIfG9OVNIpXuSy4ZifJMiozM",
-	"6cREj49JCA5ovXhC0t7v9Z7q11lU6n6/38EmlW7qEOZRf3muZYDIpX4f03u35tAOAyLm9Pccdt6Av7am",
-	"rnRNXb0ypK0t4lhs1vdYtZePnawb6pwFa9k3pF23d7XS5QJcbrheTOZ0QEJwE2B8Ez0leDfsIhjMKGNw",
-	"qqUpSE7jmrQNA7g5i7u6I8asODayGstYz4HvVQptAYE30noGuzlohQXXUka3qcwa6zh0aIUCQWEgMdmb",
-	"4p61fkUu0UxDE74wivJUoXwemTO9NRL0asGGkzS5RBbaSrdmuTIrpNklG7sF/AZpJxbQDF4taJUep071",
-	"hVUT4bjsltFhsqigEpgTq2NBQLS5NEmxZ9X3m0Z1xYJ3yxkrml8VirYH+teIpuCULR+qNRwnCzoLK7MY",
-	"EV53umHnYYwA3A1YZzLOeWTQjJcMLCDkNSHFK0l7KtLYQt0qCEi9++BkhdabHXQ4TtosXEbmyZylCYdt",
-	"Keb64F9dFoRCxLYsFT12N00RRIADcqVTxzgXcOTA9QIrrHam6KD/ME0ixqVb3O5dJuZZwhTNlqsdBHv2",
-	"uTLxrVX3CpDTd2cOev+41e/t9/rGY8TpPGkdtw57/d4hQkmmEEaquqqnAoNlE+ZBp36oHkNh2DMt8E2K",
-	"KkA9DULVZmmR00qhRFk4hvWXtLVLKJcLluEFW7W9dMhCflhoWB8+fPfm7OXww/s3YafU6y51hP5AG1zb",
-	"QeEvBk2DQsqFAXUCg9xFgWMc/tgYqAjOsuTK8N26p0hzFBAp+ItAxrA07eK3TK+LPjWOZWNwf/Ol0xSp",
-	"z7avyMEhuFiL9XYWt45bPzD1D2EA4BmdMQUQ1F+3L0cJNkXRBZjjmotVH7T0gBX+XYhhlO7dCu8FRkUb",
-	"xVib5Re+QGKFOY3p+w/6fesY06+CalOl0febgYyX718Xk4UhAX9bcxj0stJdMdE5/ar/6hrce/dsJUTU",
-	"3L73X+ZWqAfyJWgdYbN9jxTd2/uOFsh6/cjBi82PXAjxE+XL9xY+AH0Be2Lzs+AyqUSFW8e/fgxa0tL0",
-	"tn4BniY0FVzkG1KHALm6Xg9JRhz8gqITzI+ZWJqiilnROjYVXeHLValRg1R/bs2F9JXsLpWT4JAw7LLu",
-	"g7orffTgoqo5PJwgjd1hB/2+P7xzUux656kxhIuacaTSc+HLxAfHRa5HzvrNwpKIJTTut2oifthBdghX",
-	"SylzziuZXUVGRkx3FqggQaJir+CNxX3hCWhCeB5Q/s59+338KWwKD1tyuRZtN1P+nYiXt7YjvZWev1Qx",
-	"D4bM5s6kQqWbHulwavhBnKCfWTiJdNbILQqPg/7+vfXufdGrB5Z+2Of1j9QMCXzucPNz34tslMQx4/jE",
-	"FnL2pSXT0A/sb9GbHwRnePMW7XmHzo8LId4ACcmDSf/Pboj1149fKtrALg1ttmK4tyL6iqNDYRRspQzg",
-	"ikcXIHPVCgvyRzFCMsAlU2VqU0BEGoN1lGRSnUAKsZaKM5pdgg01I0Wps6aY02f3U/1p/fLWHQoY+xGA",
-	"5q0wPwz8FpKQbnUj3tuu2mmTPNhir0LftPWzAjNWv+RAL+r7RM+fnjeCZf2Mg0MfWWpwtZV7w/oDLCpy",
-	"lz2z9/k3MRom8Ze9sgRizej3jVV5y96PYqTXy8dghfl1btamcygB/z5aWmCYQCTlpBbbgZvQciqzEX8T",
-	"I8doctiRPIbIeT6aJaosK3c3NohTCfJ+DQ+o2ecXB7+JUVAO2r+PZj7a/MTPQn0PFF+PqvxepNt7qHxK",
-	"qF6TGHHDrXh9TV+voOWXOq9YnOPOwqB4u4rfC20drLADMuawT2K6lMemEljCYiwN5kRLwdunz2MWEKR/",
-	"wBMRi0l40D8gnwet4quDFjojv5THOGPq2MMvvAAzOhNOgGnlpGRZrsHTQh9XbhiQ8OjgRf0QaALA75nK",
-	"lt3TsWJZaMO2gNtT6Jjk7JMiHy5eklkS82QyVaRt3VIGdVYbghM8widWdusd21kld9+603Q3ordR5m4r",
-	"CXxwa9+HjxZ1zX1nPxuwbWs1Zg6CNorb+beRy49Sc1epqW0mQs3+E+MK1cAOwtP5vRYoKSl5rXAtsY1y",
-	"D5foauFa98i30QtmX/BEWoSIQcCV4ZvOdt77lwb4pB/OJctgA6UJx3MZcq1qOQXXjDuFKgKJLZ0Agzl4",
-	"grNlIaxIawRwLGKJehCiAuCdp9wFfrowDotM0PedEEPJCfgLcYl+NggHC86sbx5cZ1ZAN+k8AU7R4PPE",
-	"AKiH0tNj9KLIcWrk35XnzX4AP7id6N2/s+/75W9B/GSxF0lmJ5e0y6Dmg0viu7d0/7oiuCI3cTGUmz5x",
-	"94GVmsj4s2WkwcIY9iDE2mVXlqzc62j6mS0Kh1KPvOWMwAMg40x4n8XEntdNTLcqSyOapkgE4PE36Ta8",
-	"vjLVP3Y7pr+jE3ae/KFnaqt7EeWvb/aF55qZqVuabDUuFP3+DWkEgFMNUxHRtFsAzAMSyqVUbAYgNVAD",
-	"Z68sUVLhUSRnr1bFF2mkRFZvuUN00K5+8L/xa//dVuLyv3OZ/fclW3YqTAid//AlX67sHfQflZKDrAkI",
-	"6016JETgrztY4aqOFK9bFScFBjeX9+S0+y/d6L+taLD3I7mKhCnvuZXPUi/Ut+YhzzAAghb3klaiet4M",
-	"eFNbDAnGUn0NwUpLbjO24zlZ14ARGwsbt1z37ZwrSJvd8dt3GZIuBcIq7/ApIMAA06fvNX3+tzl63KNK",
-	"KpSQngoXF+EOvGu865+9tntJkurVRA40YpUeahR3KrEZQYWIhvGrJBMcZY+B/VmAqLaZCs5VxMtN6dwA",
-	"h21rtKnPvAiSVy6C4852gPOVFQagk3P0p4yMPMQSfgWjaGqQVKA4dvU6P3qWcJ232LuOcU2qZbegHV65",
-	"ns/RBVfcaEgui7XrXGmHeJgMO4G2r2SaT3rkZ1FiGi3AmJrCF+as6re4zkwb3xVNvCe76y61Rr1Tm3VH",
-	"MbzlmD5qkDvWIMovw9WynA1nP3o2k++AU2X8/rIyZodpOcohQLccGyVa0vhQ0HWCMT6beULaxb/2O0GR",
-	"O2TyU200EBNHIAcaVA8gYw2nPAFri1Ci9IEK7GSqyvcbbikUBFDmFvxFieoRLfMrO5skkjAeZUvrs8mA",
-	"sYPHBsts03yBTjzNJ+i0QZoIlDt4rvDJmyIYWdZt8Dhl0J1V33Y7ixIH2QsZ7h939e1sw1PtFjH4GLRw",
-	"JIHkqJWZZGLzG46ufhnk9Gib9xBx5JmYddWUFWuxWfG99Ro/AwWttb1tKjesragwLwojYCkDbYpjwYL1",
-	"1QVMmWzg5v8SXFNImvrd9+3nqq8Zj5jGlsWBTZCsb8aaqH59QSebRDTc8yVoeVLvNj3qPGKfcF9U5nlu",
-	"/SJVPPElaL0RkcE6rH+6uO9L8IhFcwLYX79rr3TmxTGhTYC5owBvoP+wIsWWdune56J6VRJ/QXVpmUfr",
-	"eMiZuKprTkjXhGwhk5fZI++dTDFUIKYAVoisOIkiC5GnhnexXlAVnuKC5BJy0a3KtHnckBWm31kU2MK0",
-	"qRU6rEdeMcPmTAtIcE3BHXm0Gjx121rt7RxpXH0W8JEvzO+DuHx9YusRdHN90M3DHID1urpz8ROsdt84",
-	"idcpBSO4YncHmDKoLV9EotS1vgwKuWMdOk6Sb2eFnSxmidLbX/cmY1hJoOHZ8Wz5ezurrkTAWmF2fWPn",
-	"cY8We/QhttwPTN3dfiuOu7v5bmxdOYNvzZVP4wO1jwE6VI7GyL0LblQ8TycKj8ucLTxHZpnPWSYZlmzl",
-	"ywFnNEsTlhW3Cs5MYrrZ98Wzl4zNJRyi9X3eI3RxSB5wBH8tILGY/AzH6IJBINSnYEjEhxw+sDR+eH3h",
-	"q1x8bPITDVXFgLtcFYaewhgjyBzh0Ebgz4Y5AogNC+6IKm3EgNd4I4BaAr5QlmAb8AEPK6fS8Lis6ISD",
-	"41BQ4C0nJPw8wKProHVMBq1erzdofQmRiSSC6TohIc/TNBzwKGUUskUD5I/AHPCKmZdIEidgkcWkDZXB",
-	"wQirFz4NdXtPN7gTSssN03erMvhdrm5udo1/QsxccDML7S79DwV1f09kk1XeiPWOhW08BNf2CfxiDhH3",
-	"m3C2o0YMSs+dT+78pbwDjyr8Btj2gy1cAw7vy/dI6X8jr8Lz3T753m6yh7JRjLKv8iJVlP7DuCT2jOLZ",
-	"PXunbuJ4wwGuONFKtGlrnPgiA4CuNKcRIhVdojVAXe40696npTGDelIWOPMeuQC25K6h1yjTudvYbeO5",
-	"sLrXVabmS5079biQtuCMTHKaadsiS2ia/FGwMxatQV6Tzu7umabjBXt6j56XP+V57lE9PXqBbugFwo32",
-	"VXqh95StcXIHAv99AYoP9WeGeZaGARkBT5ESZJ5ncwGsaEwaYjSTU+RWJ68fcKkEzl2geV/oYyYC7g0p",
-	"UgLs95SMMrGwqH7gVcV9OKQqJO39vqUaBzI+NuDOxMSJjMSV5b8xhd710g4gb8k45fGbRZkATqiqtHzA",
-	"29TlHEaGV5D/7/758nVgSJ5M+c1IC/SCxk+/5+yVga1SNeDhnv5Kwvcimqb6zBwaIn8kmaqQg5VR7Gqo",
-	"G46bydhUlpMqSVM8wjtuAdJGQAwqzuqpFJ5c0PJw2gn06TWaukxbA+4SPVrKPdIGXmTrMTz1aWsK7klD",
-	"M0usD4PFwLYpBxxJsioFpdD3aGYCjvtTrXKpHcgYEzkG3AxTUVgAP6lb6D0+Am+jLcxcVrZIE+SIBb6h",
-	"TlEwolzZkNPhEr+VZG/HdtinyN2CKNECSwRz06aGvHTALf89nbEGPbElT3FZV6Fob8EYoxvUKXkiy6U9",
-	"4OjDwKWgJJlSOcVRNKvGZqYY3jhgtzTrqa5xw8DQjw44LlSE9umWMPywAr6pn0VzC1v3BBdDc21or0HZ",
-	"sQG/gVfjXDeh3toLrctuBShxTxF6aPAKo0YPbGCH+jFm9Wit3Kq1co7CxEFMrdXHNzZbnDtc/kj9Qita",
-	"Wx+9to2bPbIa9OmmP0CKNGRFgErMTPUWwCcCG55KZiwgwpxh0iUZJymyLY2WRmWLzKBB3+XZBFBd7vuh",
-	"GoNQoC1W8b1UWnSPGTie3AVRHxxQTNDRlbkTpqTr7pk6psTsiqY00ipLfiuLFPU2J80nW7cGyuXfbS6F",
-	"2+HNiNjK+FeZhB6hsXcNjRW1fVhk9lV+94iwyg0bMLAvi+ILNtzWXOSUm4pWWEuetNHnA0ElkvApy7S1",
-	"VvMlmf7Ljg2+UV43Fk+0PZrmEySGYLugTN1lfP8I09232sPgKiujtBpT+QidfIRO/hmhk7h8IQ+6Kg6u",
-	"KSnX+KkqN+59riUGf1mbotYgY1iBVkI+/1h3CT05IxpdQkmdArbgZzGuCcN7sR1WEhE49zyilP7UKKXb",
-	"2lbXQyXVc+g/Qnp3NPXvMTQjZAmXaUJ+/LVBwFvT3FUfYB/ezMp4AOjJ7vsYO3rf6I5tJAmKwvi2JMqj",
-	"5+kRxvHvBeN4CfGIuhx/AiESqH8GLooHsJb2IP3C2OirckwallNRdE/YWttYlG1KY9Iuad+LSFCnR15S",
-	"HjGsrQJxEi6I/TSEO6Ipi/NUP1RgKHrkLY8YmefZRD82hdJo4MkODNAxzyZsaH7znU/hm66Ae2V7+2dA",
-	"LtyjjfcokR9jATeUcLDXCHV2clxutpvJtduwV1fCzCqCbcQiMWOShLbtNupoGfRQ5FCkOP074WJB/tZM",
-	"nJ9kNIJ4cyLiE8M0lGCVQhRaJDNpe+C+QwrUhldbLLjskXMcT8ToF5yezVF2BCecbEsQOtbIjBmN04R7",
-	"qFPMF9i/jaAMykEz0/soOh9F58OFUc3+85mHtyVCr2Mask9zkV0H8bW1/IUAMgY85JJH00xwkUuCHyZt",
-	"Cm63CVar+02MOl5O1YQrAagdWz+1HYtI7gHUacyyrvm5N4s7Ff5VAJ6YmwISWkHfI+9EmpLwh9cXpHiJ",
-	"3Pts/6mHJjSZTgjVCQ03CItD0i48G+azTyQ5/8dp9+DpM8zLSv5gnYCEWBkYeVYjNI2hcPR74AKXtXpQ",
-	"dWQPdqG8btvWI6emcFJlhCLKEcZFRswMLoux1hKWZZpjfDqinAssj14vdtBZFf15Da+7A8DMwW7pPUXx",
-	"gSFVrWOep2nQAvJ0/bovQQsJDvFqC0uwHnT7+2UJ1hZoDWVqoQKWwLxGzxXwKeOfkAv0aZwN+/u/RYef",
-	"Xsz2p99mR1dP+fPfDxbPWF+9WLaC1mXC9X3MDk+dvxL26fpXzDMxyZiE8QAW9tZxP2hlYqH/oSXIlB48",
-	"fWabpVfW0NxmfoEg+nHLrOxW0DJ+nDWDsHVm0oVZciuRR8XOstzBXz386DFc9e8CWcJdaUzqFZ71QvT7",
-	"dGxx8Sb6FYt836V+vbDl4hNUskZBzmjMDBWwVbUrVWZQlB23yFQu1IBPWVpAsLFMOrCrawUNVdRHUFe9",
-	"hJYapkfkv5qKNLb46xmbiWxpCdgRZ+zIYXN4wcPXu7fnF6Q6rFg5XWRxwmm2DAw4wr2lxN/ieFfB0zPK",
-	"kzGT+tCG3KoVMkoEV2CWsaPIbTnmAYeC1dhLpIB3znNXiUxGKfNArxEAC8W8cShqnR7wVESXtgLIlEWX",
-	"0gVjm062ubDF+oNK6Sb40zISSyh8inndA27qyvfIKV8So9cCfWjH6YkyKqck4VGaxywOMDOp0TwoMA5+",
-	"vd6AvxRZls+VXVsIawuP+gXnvLkwjPBGKLJtf4Ku5TOnMPuAF1exb/qahAO4NpXsNVvRPecyn6M9E0I5",
-	"J6eVtgwlrFccMotqcRU9F2oIV0OcRylsEQGsXgI250KQSHBTIN4sJAkL612W8CiZ05TM6Hye8MkxkEPj",
-	"OECnEBEIuHFYrNVaApAMUKlfShKpF1YuoWCcmrJskQDyG1A5xo4pQN2UL91qBz1yNsPxsGtjmswlicSM",
-	"gTE94N98Y+yBb76BjIYlmWSUKwuVP3GKYwvDZ26WANKYY4rcgLd929En5coyD6FunrtQwUlhaPLPXoHf",
-	"YsDLEpUSSlqbYq7aFEx4zmqmsUWSnlTWvMVWIvVmPOBt03hI0rBcBLLTI1CpT98+TaQSWRLR9BiLB+EC",
-	"mtIY31RUBDPpG0j6OeDoMAJ8QGHVO1R/OZeIm6+d7AqeW6BSQTCXJeWGBuk1ALmfsUHPlyeKQqLVzgVQ",
-	"7gjrL8fJBBlcivSUOVXTALqCLnsU6qAejgksN0IH/JItEfSvBNQlWjojDQvLh6PHJfcwODARKUjU1N2p",
-	"eowKruwR6AYPUfa9AsA2Gcw4vAEpDpOP9vKjvVwNtD7dpi+FQvyJxQm90Ev+oYxtlAuu5Qm+mgLD+nCW",
-	"d6mTVsLFThvOuHqFDxloRVKgsNcnA6yghOa+KkYrmKGdRj9sLY7dcP1luy2q/07TvYuvbYbUr5zKxwKW",
-	"XxMCDhD4dPN2dPOLnF/vERS3HtZfJEQ5xb3a4GQl30IxSPRPQ1VeCchUODMkdUcvHiLRqlxRA02YaiOZ",
-	"fVq/6YRwjwhKFGZGN5qGZYHNh/H4ApmoWGrM2KTGksaUVMl4vNJRXKkQ9lUmCZQtfCDq5XKEVicInBTT",
-	"ifMM62RBl4/W4qO1+KfNHoCVz8oqatZfcl2Jfjum4d5npwLiBhpmrwS1aBIrM8GdRwH7lgo+0R1lZXiE",
-	"vNe3IbWQeSKwJR6hIIAtAlmtDeliPmq0B+Bu8j0mFV3Kal3YqsiGptyeyL4npp+18rOqLR9z4R8DS7dM",
-	"1KZ3zIZCkNcRYisYm99y1vjSMRgDIDld1hiQIUvSRo+kvgUNRX8GU62S61ewV1e0/PGA9rWlKN3Swr+d",
-	"89gWqT5Fo+D8dh1rwVR23Tbl0J5a5bGtIBqYkxVig3jEAB1vIgY2CHP67qyoHERjiUEhG98h5piW8CvG",
-	"lciWm5kk3mKr/wKFxaAnW3AnQIcDexgGNg+Mff0mEt5wtT+Kk6/W3yMfPPfxOmIC43u7iAlDHF4LDB4T",
-	"OpKMK4LEN5bwoQlAt4wPPXLmJDibuLZNcSbvPlysTG/22gbvsB93uKHNF1ZxdFaH42Tn4XjMgv7rZEE/",
-	"kfX14MgGuJIwP62UuXaLjt+NdRqwMoOzcHHNljUDNnC3kDYlBhRkkAPOoxJ5pPAyOGYTOzYdf72FknAR",
-	"rQirGS1YzBRTOHFztmMWJTGTPfJLoqZxRhc2aSWsyTsEZAwL9q4QiruolFnSzJI0siniayVXbZ7MwoB5",
-	"CkZQNWWzspA2K/zaPV/tgkJu/VXSxrFDD1INYL2ENnrLLvTHvJpHl8xjkviuXP+3redu4A7HL++x8ZgB",
-	"JdlKG/Y1QGUBBBzUNRVSBZcqIIHgYsSKEGM1OY/RaIoov8WUZZBYjn70cSZmpF1RN2FAwlJbIkgUDgor",
-	"+Hle247cvSlb/5RHYr7WPTVj5g6QUwi/rKWCHG8IUc2ziD0eWr82A1WVRxS7xAN3IcPCxmksF/QDGa3X",
-	"EQYZk/mM3WG+wnv9AZvp7KFAXB/u6hH3+Sp34lRItoJwAtPvrOFt7lBCkDYKnjlTbkIe5m8LB5SRiQVI",
-	"vBMiduGr8Ibd9ADfIpD2a82/xsl9tA4frcMHtLb0XoPaQJav5qGpC/dMU+5Qwp4p60jF3AutTbSwGuWK",
-	"TJjScuqwHJFQyznoj8R6SyYXw3Nnj5zjvxHA4B/UjXgFU99RFhiFkr9CcOYUVfLmKJvELK+Y99BeYBPv",
-	"Ttre/rHfNLkQA18fU1xVzBer4FHSP0r6h8v5xVX4NZDT7uWSTlYfot9ytCbnLCMfLl6SmC7x0Bvq/4ZE",
-	"CRIqEWKGpgSuC6rITEhFjvp9xBAH5A+WCVlkcW6kqf0ATdpV8sFT3+vzyxbeUbj5QtyfFYp98sioVzRJ",
-	"l3qM5ePx+Ws6PjezbWKYqdwsTrtT8W/PDoULd3k4htJFck+ydLw2kBtRZDks0BvwIEKzzl4FwPQYEKwS",
-	"HFhsFlSpxApTxrtDaBxnTEomffAnyN/G1AEsqTSjpn52onQLvZse8Bjnuv13uQtNtw34w28l2DHCtt8x",
-	"vOuaG+1Byv/BSI0wolUZJDc9Dhaibw/UOrFhFe8hyBgOGyvZI3CGsALrQmQIT1bg6AjAfYsUCTbtuKzs",
-	"JQ3tHcQihdZrSLtk45Fc4B4gI7YUevWXbTfwXB8i2V3Cd+UXOfL5pQCO/Qgavi0l9idC9O62Fc2JtisW",
-	"vFvSMuDZ7HobtkiGXRl5QZo2LGeAzBS1bEZyrqjKpS0haapnkRlTNKaKQraYHzV4UXz9QWtPuVRtEkng",
-	"tFSpcd/6UlXrtFvXKUYFO+QuLVc7ypuBjMUgPJZ8umsAonKW/o6Z6WiFrt3NVT7BlXt7i417YqDBlMRi",
-	"wVNBY6eaqN8OtEwU97CkN9HDPZ7CvjqUXTE31134u6oKu1ZWH738u2bPsEqsPY59eP/G3RrVSstok7I4",
-	"IGOGTE1FmM+pVGufYTEkS58D14x0KXmMPYyEVy9x/3TfMD5RUyQDCt+zedZ9BaQ8psixIRMLyPvvX5IX",
-	"Tw/7UO/YsF0FJOeXXCx4QMDdrQ1tkwlYbu7A1iouyvnqNgf6ZnuBFNyixawaEqxD50VD40cPSVs/GImY",
-	"BdpAnyZcYeXmzlpBcmrmoTHxHnyYr+Yxac9pBtxxoZ0oKJPcWaXVy0dbdQe4q+Bn9BNOQuv4oN8PWrOE",
-	"27/3m2xAu2n4G/IONUemYK+d/JHMu3qnwPE/Jopm9QOxs5r8q75BPhuQUE6p/tffjwd5v38Yjahkz47g",
-	"3+w4JO1yGVaMpHrbH93fDyyjXxWizLI3PpF2vjdJbFOtuwtyesWZpEGwc2/iHGXV7sHPygdXBT7LBG0B",
-	"rGxc/9OwX6J7A4OP5spvYkS4UEnEJBkxtWCMk2ia80vZgVKZlqQLJG2cyIhmMXJ2WO5M8joBobygS+Mk",
-	"WaGEDKe1K5+vRBJXSqa4gtw0ehMW5pQgG525PwCuIcMxJjKH+xOxMTNxxaBof0l0Z9kSbZS1mCwMt66q",
-	"t+KYl18/dGV7GuNiAh69QI/xyTspnWJ35K1Soa0Utmab35W4Nc7fKnFsYrlJwX9T114BmdHsUjrsmlXw",
-	"SAjU9tpILXnWtIw2aSjOh55IYlhEP7x/0+mR7zMx0/dwS5hTwbHs95E0PwzgmoHHRJRjRGWUAzkq4mCC",
-	"omooHMARpILFACq8qcgTojVCjVC15OK3clz1yEucDCPpCwHsqoS1sl5LKvO6WS4VmdIr5uio9jox7iNs",
-	"Mi24G0l++7AY207bbi3KvnwdSsPOJcKn6lgoWHaP+uSRhenrqOFsFiuhaA1WiI7vRSlZC7lbsZDlHemo",
-	"96YQDHW9ElUPhImxj0VGtJZIeK6YDCpZiNXgUA8Kx4TAj17hqYarJ7aIf91fg7FSOEuYzweG8T1DwKPD",
-	"DlV6p1Cd2DNC5RChTxDI7WedYFqHTMWCY6onvNkwAQJZIBD4QSnKnBt2hEbZGTHTQkyrtMIlhmzgndtX",
-	"QcB2Z8+6p+5yuINaM7fH4edv8SqXj3tTYKZH8EZqz6NKeDxi3BBeVexXV8ag73hnL9IqUe/cAXGqLtIy",
-	"6Pe4QrX10asT1iMjvwdZN6dRopZknlLw0vTIhVA0Rf5+mc+k9aXEBcqPtBXLZgmnqZXecDOUFGMxyeeA",
-	"tYzpMsDzgR4yFnd6xA0Ay6LaAjTSJstnWNM3Y0Uqvj+Ifp8Ay+DPyOJjWq+ncnMIfM6ybsWOVvBgQEZV",
-	"QnFy9uoxSH6HIgUmzQw+bKJq7VIMSeMWEWOAJu8K43SlRDbZg5yxRK2m0fllSpU5G8fNMoH64LyYChIn",
-	"MdRiRXx06Txw6GKsTJKkTZXKklEOp3FRPcmDDfZEkrNXGJ/XVp7kdC6nwketp1f2qe3CX4B6y/Zl8461",
-	"dz5ux9vfjizKM9gTv35u5ZJl2sA9/vWjnvlyq3r4peycVJFibkoEsm35ciH0lebuBI/aLhRXGZskEosk",
-	"NKpXmYuZESZZzLKgOFAlGXFqBJmNDcF6tiQLpvUxlYpIxviKbYht/StsQt2TbQodbB7fx935QLsT0WbN",
-	"/WF81O3K5HVuvEX3PrsvRBbLkWTZ1YZ6KG85q6wjrSed5+q1UCguPgqAomTGTpD9oKxKDmUCC188AR63",
-	"Ns+R09LZ6nEySZRcoVDfui3/K/BZlv3ZgtXS6fwjju4rwGhsv90px2W/dhPtstV39ok5O7kB1Mgme1hM",
-	"r6sV7OoKSakUJGOIPq/R1iEL3DiBmp8LVNQRzbJlj5zqv7AQX+wyuDlPTxHe4rzEfoYLbmJwGHoDf+Kq",
-	"ekm6C/9ky7+EZCh6s422Lwoh/puWNfqzqHi3ZKXJgkOlhw603bT9uiLAuONICA8O8bNDxAGWmwyxgOZn",
-	"bAH+FBb2dXWTyuomDQhLJfN+pPK2E1td1RQrOjwgGeWxmBEoX67N01QsWBZRyciISnZ40COQB0KLEryJ",
-	"pcg9tj4/3UXrpoMwRSk82hub1IFKo4j2JYtMIEzMgHHdVxVBnSyZTJXthLtmZVHz2HkskQalb4Gum9Ld",
-	"bM0ks+m/3pJJpoEPVTHJfP4c5mFVnOWSLYOSR83MmUlM/BMEWx4rJ1UMwJ1D8Fv05gfB2Z8lXr+VxsH9",
-	"iPUlrY4h7TLCuItmWRPXuWTLWjinajvufb5ky021k6yCQhiuKxn5pOKokDb12Fcryeo4A5SqV5qmacZo",
-	"vHS9Tk7xaYiLG+Li1dWQbkcY31cxJNva1ULxMcz8V0Ye7SL2vjbxVVZTKsXX3R6HzW7ZcBYu5NleJqCY",
-	"7c7IpOqX1tnsIi1kmltAjtqam0ENYQQBKGt7VuJZUZ5l1UN5gG/F7DcrUnWPvCLVw7XmEZIwILdssT6s",
-	"3Wg8F4+246PU/TeRugUBuWM1jpalzLkvE/I3Mdoplqjvr0cgnBhCUQsvQIpe9CayODDXMybzdAV650fd",
-	"lL+AA/FHMdrsOtTj+Ogl/Mq8hM3FfRtuQaRhgvot+gPVIi1tyBDnQg3Nr3GIxckjkXOI2dGES0XCGf00",
-	"1I8P5ywbxnQZ6kcPXiCp/ZB9QvhvGJDwPVPZsgt5QaEpHf5JAcvhLIl5MpmqTo+81K8HQICB2oHjMcLS",
-	"16u8ZD+K0dfqH/tRjB7GM6bHZIVVA/XlY72qHq2XR+vl0VX2P/R+IBRSvseYGQ2x2RsgLWZsO4pI/bC1",
-	"QWoE+Tz2qQI0ZNplFAK5skFKJiYn3FAu+yk7fmJ3yfrzE1sldPToB35QpjKXn0iSiRTQ1Yn6Ghgg/xrA",
-	"P7vYoOCsGe/acrvBSjdVataw09FoamvZPLFFbGrVUTAciC9yi6ikIro0vAz+gkgiW13rseN01tQjgo9L",
-	"k+AU4o9QDq9Wr0ifcZDMwX3QhAjLKn6YHhxRTkYMsoMV41BJ07vzzu1I3eH+K76xqjqbuf5gdTAfIbiO",
-	"LDcPFrOyo1W/seYkvuRJuV6xCGW7UXtSH/VxvZv+dzybYkaXep0XD4msWPOFe8zdLieE8iWWdQBYgPUj",
-	"mvcNi+0HsP2yvZhnj5q4UUhM7wyGrjd4RF/Xb06TsT4gNGtd+qpBOjvxr1IP0nbpQSpCbit1DGIjIFQi",
-	"Vlt/cknaVJIfXl8YqaumbNZ5LBfxFw3FP1aBvBUHrbplbdJogaiwuNt2sOxqNbNfaYQFhCIE6/3rn384",
-	"Hb778N2bs5fDD+/f6G2dZ2nruPUZEziGeZZ+aQWtK5olUBQY4mnFJdRvZixbU6Xmx3t7+wff9vq9fm//",
-	"+Hn/eb8VrG1KhQiGtPUrAF82z0ScR/qRExLO6CUQf4UEeiiJ90udnh6nj8Worh8Dh4ffcBaW1zwsx6sL",
-	"BzhvMGzTHo7kSq7qVEhl60C7Ter5WZG9L9TLgiT8KlElvNw86/y6oSn1sqXuW4pSh81XYGLh2JvwW74A",
-	"MwibT7+qY5D140VJ6bZMJryLx49KNp/eQfkc6AvmTMxT1nG7bF7ULV60Ygqd+QeqPZIKt83wm+fRn8SV",
-	"r2ih5Z0r3ypJ27K5OTwRhtTNcs24LS/zt/0NrnyvDdKgQ07fnQUkdE55oWE9Kmae0Chic0VNBNSuKhQz",
-	"/i9hlkf11fBbeEymYgYFvEWao/fDBf0EJhYVFMEJO5qYxfXl45f/PwAA//8=",
+	"7L3rchtHsi76KhU4K0KApwGCF8kSGRPr0JLsoUe2tEnqeO0xtdGF7gLQZqMK7qomCGvp736A/Yj7SU5U",
+	"ZlV3dXfhxqvsYUyER0Tf6pqZlfnll59bkZjOBGdcydbh59aE0Zhl8M+353Ss/z9mMsqSmUoEbx22zieM",
+	"SJUJPiaMq0QtiKLjgKgJI7GI8inj6pkkVyyTieAk4eT3XCgme62gJaMJm1L9SnZNp7OUtQ5bF639i1Yr",
+	"aKnFTP8pVZbwcevLl6B1ErPpTCjGo8Xb61mSMdlszC8TxuHTUomMxSRjMk8VESOiJokkl2wBP/6eM6nI",
+	"PElTMmRkJLKxUIpx0j79/jXZ399/1ak2bySyKVWtw1ZMFeuqZMpWt1CdsllKFyxutjBUWc5CMseGJlI3",
+	"cSa4ZCSR/pZTThjN0oRlTsvVBG+mU0acgen+ky1IOzNfJ8OFgu7BPzoBoUPJuLIfZ8X72DWLcsViwsW8",
+	"NjE8n7YOf23pVrc++Tr9TkQU++ZbGVHGqMLuiDyL2DNJPp6+IzOqJtUPNV/8X6fYupPY/2rT+GeSnLwJ",
+	"iOCEXbFsUY5nm6ZS6AVHySwTw5RNn0kSmqcGSRwSymN9HQaSZVcseyZJKsYkTTjrHOFCJYkZr4zNRKYS",
+	"Pi7ft2wNZ+z3QX/3t2j/+tV0d/JtdnD1nL/8fW/+gvXVq4Vn6XwJWjOa0SlTZqs5U/pPtmj2f5coQfae",
+	"PyezLOGKDlNGjs9en5yQaEIzGunXHBGKPYj19swjlWcs7o4SlsIPuiNTRrks1xGVJFGSRILrJdwjPyVS",
+	"6tv+7//+PyQ86PdJUrZqcMkWAz2WScbiUA9EotuF0qIVtDid6h7WlmYraNlnWod6Sbnj9x8ZG7UOW//P",
+	"TimAdvCq3KmNR00c/JMt3sPI0LQ5VPbKEU7jOLliPCAZU1nCJO6kRBHcMs0NuEXPbt6T0U9URZOVolXL",
+	"XpJSqVtK44Cw3rhHwovWtxetsJwpkZHwm9BM2N5LMstYJHic6PeVs3VE5oxe6puloikzt+/uWSE9mCZy",
+	"qlu0Yl5HXWzzqgl1hfq3INRnVCmW6Rf+r4vWr/3uq09/u2j9h1+Wct24FEQLSgBoiBYcZTMS56ZBEt98",
+	"eVU/ht9X9JL9ky2WflzvgDXfdPqr79Y9pt0/Pn3ee/FlWa+vErWuz/aWLb6e8KsNvv6jGC797G9iuMX3",
+	"9N3rv/c+G1Oe/LG6v8K56TZzXPtY/fsfMnGVxCzzaZtjrkUfGjczcx/aFIxENE1BcbjtLPZNoysD+/wW",
+	"gymS2QaD+YGO2VnyB2s2/0SxqSQzlpEZHbOibb/nLFuUjdPXBlK/wG1GzEY0T1XrcLffD1pTep1MtUHw",
+	"HP5KOP61W7Qn4YqNWVY06FxcsiWWQcjZtRrAV5W+K7QjOsvYVSJyub618FyluVN6/Y7xsZq0DvdME+3f",
+	"u95Bq8y6Z8puMF1JvMl0nWeUy9GKLytzw23WvPMR/c2Pko7Z95mYNmfk+ySTinw8f01iughIwqM0l8nV",
+	"0vEf6besalbFZPaOALTmXDTb8o56m3JEqCJTIRXRtkhMF5LQkWIZCXVjwmUtVeJW7fyiH0aLEiyz72hs",
+	"7FL9l7GV9D/pbJYmaArvGPvwb79JtIs3m60P+BR+dKm9S2LBJOFCEdDReIiwJy3SDhN+RdMkHpjbw4CE",
+	"S+02fc3c7mzEIzgyUE6SqTZ5AxLSLJokV2wQiSzLZ/DO4qcJiy5lPi2NBufilE2HLNOXtHniXrGmRs5l",
+	"PtNfYXEIhy7nvPlfXTPSXdwkvrEzt+84hwUYvteCj9IkerRJisz3jYUZ5Vmmp0cqqhhphzLNxwNtYHD/",
+	"/OSyOjvwnP5hlmdaTCsKIxaQUDKlDyWDVESX1WcKAVI8HDOpEo6alAs1YNOZWoQBmI22wWF5OowmlI8Z",
+	"iUSaJrG1lSnJxJxQLtTEOZDaYx5V5XFiKvSKvMtJfZtlInvIGT3mJOfsesYi3TmmP3+H3fleZMMkjlFB",
+	"PuQihW1OUhpdmtNfJGYMRIfMR6MkShhXA/gxDHDWQysyzM+dgPzj/PzDGQEHBl4i7XCi1EyW4qWDbiDX",
+	"MtIPyFzOGI9ZrBfekOmDS8xSpuAVxUX9tBZDJE2micIP0WgCN8FPA3YdMQZ3FhLLiBcSizlPhT4ooY02",
+	"o8Mk1eZbgqITdgg8BOITB4TymNhNQ9ph+dTAbKk7lVA/CM4eeuLLswOJKCdckFTwMdOzQLTIQfVhjxcM",
+	"vGxWpthfM3YlLhu/0ihis7sW4j8L9b3IefyQw/SzIDKPJoXDirRDLSpHuh132rkPdKFX6LkQ72g2fvCl",
+	"MBTxguAOkmSX/JR8R9rhDNs0UEIMUt2qu+2x4434niYpix+609ZtUbqjJfpAgsIlMqWpNglhLzT8IVYa",
+	"GnVurZh7G6XTwmx9uHEqxiiRZFr1K7VDv0PpLrt/LsRPlC/Mr/Ihe36qbTNQLTD7GVVsYP4slFFMk3Rh",
+	"VJI5r1bUG0jRfNbUUcZll4BbaTBcKCYHM5YNYrrAZXc9+E0Mi986R0QyRsJTprJF91ifc8LaKDuXmmeo",
+	"M5gnrdnInCbK62t3D+u3mbKPnOZqwrjSM/Owi9U4PoNy2wYk55dczHlAjP7Sw2uUFip6M5VGvtM4zphE",
+	"QwjtgOKARdNUzEk7zKsd1BYz13ZxzAKtQycJxFSSaFLfCL/88kv32Hl0iYtX95MRNaGKuB+SpB1+x2gG",
+	"djZNp3+/aGWMj+lFy9jsp/qv7lky5lTlGWvcVZzjHPfmM0lkMuZlGEx21gZibrU2ivPdTyxO6Dm8/eFV",
+	"3TNJpvr7RHfPWoGwe2csswOjZ7po7gDuH+j771DAfbFDDe85jlRylSgI8Mwy3RSVoJuBRgqPOqv6bR8/",
+	"hpu/BC08scUDiPLAexLFptIzrYWjg2YZXei/k9h7WzE+VY++MdNdD2rTeYJ+F4y2+duQTNkW8dXSi/Nr",
+	"C7xi5k7nK4EZObfhjXEp45hi+BuLlG5KdSwb87GkAwm/MuFP00Wepykd6iFCR1PjCU6nbCA5ncmJUCsm",
+	"pgy9YkdEVrg7UxHRdGB/1pt3IRWbtoJWLiFIY5TMJVv4Q7buOMLVAIez2rZVo/QuQf9XbZDsYiv+scnq",
+	"9S3Gmm94g5GtLw9oQfNF3k6NGVc/imGzQ5GYTin3T71xeQyo2nQFL9ljvoVtP1z5zKq238mE2HFoTIh3",
+	"cJc25y7a4kbkHn+B5HGiVgqGZT6WkzcBCWG/du1+BacdbNiQtIc0uhxn+mxJ5iK7xKMnRWMEXH2dgFBt",
+	"VGbk5A1pU07EnLPMWKPcmJPkki3sdTpGwE3GxolUKAFBfa2XXbWIgLYwqqImRHfKyZsi+IXLlJSv0l/a",
+	"XgYuGb5nkuhbS48ku2JckQmdzRhnsbdXX7X01Ovo7ZWxe26i8MuF6NX2hX7+tSXTfNwKWnEiZyldDCAY",
+	"8inYwh5g1tnanBwHTgN3hWALl9NElWLTmSIjOOTrpTqnksSMJzhpaxcIrsfS2mBXaitAzVKzBaXpOqtF",
+	"5CoSaJmsnY335t71xg6eNwbmvFFt115/v9fv7e7u9771NUgqqnLpn4x/nJ9/IHiDE5AmGYtYcoXjXXxn",
+	"r+8J1QYtRbMxU3Kj/p6bex/QerPNKyemGJHGJmgM8+p9eCdqs9zVX4Wiel+uXisEZR6hG6IVtHBTatEA",
+	"+9Ej48x7zstVUR2eOiJjE7O38kxD/q993A3De3dBzGapWEAItAnVqASzeMQyLjcSQzDQm/Xwi2c2vqMq",
+	"mhwbx7hP4pdXapC1oWTZFYyVtADFoX6Zo/Gc7RvneIBe4l6AJ8mExmTIGCf2s2TIRiJjR/okPEn4mHA2",
+	"BzmN+DfnU0MhUkZ5Y2UWHXCb4FuWr9OEcXXGoozhiT9GDyJNPzgjMqKpZI0IHCLzIgZTG8GLiIQ39cgv",
+	"WaJYV/B0cUQ4uwKpp/LMmAbV0b6iac5qEJHd/t7BaoxI0Jrrb7zn6QInvj4G+Fpfp98UK7I59RDu0jth",
+	"nNGIDWYsS4RnHfxDzCFAQyj4iOJca1P7LPj1pJnF0mAk7R8EiXPH8Cu1zLd7/Ul/2pc+FcP4VZIJbttr",
+	"JccsE3EeGUEcsyuWihnc88mrtvXOGyUs23CT6lsdG1aSiGbZgrTD07c//3A8ePP2w7v3//Ontz+fD07e",
+	"GBes3ofVXrF8d5PNPBNpEi0GBtC0Vqp/gNvf2Lv1C/JhmkSDPEuruhuCnoc7O+B165nfexHgYxqtMBGD",
+	"JY5AC0I2d1X72e/t9vobaNZiDipNrs5w2ZBgyWJsDph3kaN5+TM1+qZo7HE0ZeS1yGaiUOOrsVkOgOrX",
+	"/3Vxcd3vdy8urne/v7i4/vb7T3/7D99gvjFR3uNcTURmDbrmbjO32anzDHzCxynr5pIBOt2cbkwwObAg",
+	"YekEknvkbCLmnGh1Up0m73LYobNk52p3xx47dmycWe5cj7IVtu2OacR/lp/+O7x5UPSq1/MehND7Lbfw",
+	"T9RWUmXYKu/zrYS3oxGLVHLFvjPaojENaJhttu/O8F69YazcXqOM8D5r/q1u4onRnXfdxGKQE65eHLS8",
+	"qMibthk/2mwy2DopqEePqfabGK6VdI2Zq5tr1qAqsKs3e+Wcs2zArmciU9s/Xxu5de0LsOe1r/oGGMJ0",
+	"npHzBeo2bvZJaZxN6fUAfDLypk+7YcGbviOX28ya87AoTdFBxpQeaMF1S27wttocOiPjNjLwD/3KpngG",
+	"yjfXnoPLNojxoGXAdp7lAqFCFg/YlCbpIBZTmvDNh+gMJLBslSM0mI7oTXaZfVxKcZPHJZOIeMC5GUxE",
+	"nt1+pt1GVXu47IvBkgFtzupqwdAqNnhQlZTOXK4Uu3Zm7lpVbOqHu4HG0ANWNcZACP6/NJoya4+0glJZ",
+	"wQjX7LPnBx6LAt78Bmai+v7amysv2l9h6LV/pd0/+t1Xn+w/up8+94MXu1/s753/vLjodf72K0Lpgxf7",
+	"X7x24NuaDtzifPmWRhPirAySspEiIlck4ROWaaNPVU8uxh5unjCtrq0bKhtpU89DNX3psX+ac59lInst",
+	"4mVAA8wUnNJokhgAg9TGrvHnSgRDWmwUnqVlj+DRRJFxJuaStCl4CsDja+LolAwzRi8TPjZulk5ApCDU",
+	"ntcnlMcpk/oHeMrBsF9yMbeJh64nU9KF7JFjj6sZMeX60zGLUpqxWD9POREzxqGdaSIhT1NNmETj3Bxm",
+	"a9B4UDV19Dt48/1wee+lXMKFGkQEXl0H07aCVhUgq4+tFluo9w1TExEDMttIP0iZq0Hy4GM+lAIsSA88",
+	"qzzsFUA2LUEKBDqEGw1avhwRAI3j3zU8aPVHg6yp/uh4hgBnjvvLjEqZsed81gVb6dZZFLAeFnHFCkFe",
+	"AKpKCW6g73DcdcDxLcdryLhe+JhHQ+OB4OkCI0GXIlfQyIH+nH5Zxq4SczDOOb2iCXoVwCphGacpnJg9",
+	"OHpn7KrIez2+DSix1nDVpAr3l3pOhXOtmlLhXPBkVHidNP8wvuGq8JqYX1c5bZ5Jgg4FfUj2H3pZvtvb",
+	"wA9S02rwcZ8uu4M0aHAauSnOa7OigQTg5auD3U5AJoxHjOQz/M63znuJQL/sPMlqDoDno370gr5k3f1o",
+	"N+4eRPsvu69Gz1l3b/htvDvcZQd0t1/Xkt+ucodcXFzvgTfk27dLHCEnRqfYdDZveFEvkmJ1L8mox6vg",
+	"iNJDIZMx7ya8cLxZbyMliklFRpA0Bq8GuJrgMBSNY/AS35zjwl5qPm8er0Rdsyz4dhO0RiV26kX/1MKU",
+	"STzbMkyZSJnjdDX3UirGCV/nT2yIrdUTO6cJqMYRIiDzKGJSjvIU5rPiX73BJM4yoUQk0g3gerBKP9j7",
+	"QRxs1P4Cd8BHydg4uYkET1xbX0gpLEzBGZlniVIMXeBrHTNBCzT0lksOYuwbdvZM31tEgT28II57Njwk",
+	"o0xMiXGDn7x5+/P5yfn/HHw4ff//nbx5e3oWBkADAKEPoiaZyMfIB3L84cQ1eDCUU/P9floSYK5EDEuN",
+	"GScS/+l7Lp/FW2+rlS5wD2VMO3x7TsfhZhPpizMbKESxPIttV8yGHYDanneFSrFClgkrZw0HDXHr2aiu",
+	"C96RTpUxXaITK7L+NTy79thzB+4K+0XnHCgbkrei1p6vycAunpVFbHBVAypxRI+AroT2+mu/XQrfTXp9",
+	"gnffUs6VYmYjoYF330jU1HbCik2wdM1vsvzuBOxXN18eG0dRb9C5SffeKnBtziFoKokR0gbB67QhjeKg",
+	"0GxNd0I1fuNByOnXfjx9B8BBSXKuklTrAF6Rkysl8WqlW28iZkjoryaSDAGzqMSG2lU/5g+/vden9kQh",
+	"T9MwE3PJMm1tw4cojwvz0hBWmeEiZxCyI7lkR8YASCynleF/gnyKYhJs20Fltg0RFmhZash/OhvE8bQZ",
+	"tqOt4oTv6Ne5YbnnP077i9/3Rwf8f+ytPfI4amBNYK2+FgH0sPVidJbefCLSmgmFPh48WuoT0g9vz637",
+	"hwyZhOxv8KYQqq1/iyAB6OeYaxsjgFzCmSKQ2g6Z6kbSIM1WiNImDDBRhkxzaQgMmit/7VnlBL9J2oUR",
+	"1Lnrc8ej68EtZveddVleMjarkMjh647AOwYLyqJpJEnUER7popTRTP9N2rA35pMkNXgSi59KJLFWYGcd",
+	"6qY+5o+Mwqme+zZaRmvPgduaGfHNP31jE2XtsfDu9tD9HPs2bd+qk9x9m1jLT3Obzm9x7rrZ49Xj183e",
+	"sfQ4Zl5wVGZNxyzSquAmB7HtbEw3+cPjqpRquUumxgi3JfFb0Eqp1GKY8VVn2u3grjeJNAu/B8IAui7R",
+	"Geox6MaJVCzb6kRet5MbnHrNmKrTjKCcD2h1vRG1EV033T76tdcTIRknQ6RnBMgA5hoklngG40cF8LdL",
+	"LnQ3BhctsD32XpCM8lhMK+7bEUGOLtKFmy618TISGbwpTUZMD1bVItSvXOneqxDuyXUkYNWOn5pR2/Ig",
+	"726GjeOuGwPsbr2bRC3PIU14fl11fr84uIuWVjeGj/mkkgL9Nt57/nz3lY1nXLJFQPb3gCYXENdSUR7T",
+	"LCZDKtmLg151cn897v4LI9R/2/n0+WD/y9//4wbbasUm8u8SQ0jpSVO8cSpiOTOXbLGt7/pGaF/LwwxQ",
+	"34TJMrbQBmMndhHNzismNCaCs87GCWZLBCREK28h230ORjNxFehtxaXnfHbl1G7oyytm7bMluYupohHj",
+	"imVdamwyZ33wBjy3cn+wxqLdfj/WBskmny3vuN+LVE7/YN1ic1YYAMnNWuJibjHlHkh5FVG+PittywxW",
+	"u1/vw5vlH5pgOy+XbaGTmZGm70etw18371p9zpZKYHQ7gKRFfw1IgiZ+GtHNBgPI8t3BdJSNx3/Eo+kf",
+	"av77XnrJ+Xy8t69mYri4Zgf7ubjan4gX8R+z336fs714NH2eX4/XrslqeqcdlE8VDt7lOTu3Mg5vIq6Z",
+	"RXWtBOLBTTfCfnuCmfxq25zL2xq9t5fOzolq9QK2U3wGt3uletPstUi5AtbhynhnzIPKOtlA/NvWYLLY",
+	"NvK/6ptoHceUvBNXLKUQ1TLCpdhTV4likC/QUBF1H8eq0XOTPr4UH/m8mm8OXVHocdWqXQ9lQMJKyy7y",
+	"fn8/wjvh3ww4j7Yl9a0kaBtMVz0Peu0keDP2ZonfwjwmM5ZJPVvk+MMJmDf6KBEWaR8ZuESxs7lkmber",
+	"tZSSlftrg811lk+nNAN1A5nta574KD3HdpMSL6oJ03YcVo/j9saMEXI+vGpjwW4jEGudwkdXN/5uOCwK",
+	"RfLoAa2awHMz/NBV6AitUmIVYs0f/d+eM0XoyXwM/RmzNLla5xjZmpfgNzHc9tB02xM1lqXY3Fb7UQxP",
+	"8ZEvn4L1B2OschKAECKJIhAmM7iuJcNTrrIGiuT3nOUm19wMP2A7G8nonzY6ZjWP0CVNjlclVya9tvqK",
+	"kfRtlx/FcHvpVSz81ohGSnoavNaF1JByzmYqV10+M+vVUYwH/Vcv1kcibrf41no0bGuXDOldyFQvPdED",
+	"C9NyS22j264TNYgAmt8HIotZrmAuyS7B/CZL8uFskKbWK9/y2RP6sK+t+AJfPH++/2IlqcgKmoi1O9O8",
+	"xTdO7wCXfebkTG2bmGEQ3mSWMRBEiSQI9gaEwIQCkXPOjpAVSZKIci6U5XpIPEka64Gma+0JkwGDmXUn",
+	"+Bh4TeqLspbK1UzxqCVrNW9Ymo7VCL8UlTm+3VtfmaMxUz+x1Swf21mbmUirFEx6cvzwwbu1S+HDvpXo",
+	"EGo0Owr8GMtwwzFV7uSVr1xKCHhL/X6ZLLGdMP1xS7PHsgDdIhzk17zFoFUbVv2i6Y0ZxTUT852tgbWp",
+	"RC3nrTXs7vX3XnR397r93XP933633/9Xd7eaNSrBWLIzWkZOWnM2hHtRsQ4kcue2Dl++OOj3izmBJ3pW",
+	"t1emo1X5/GG/f9jv/wu9ScvX2togV0BynvyeMyjdA08eAVhJZQttl8VO6TZjobl+3L2X63IKdlfmFFQH",
+	"bkMB6cznSVNEomSyf69JdWysMNOUNcvohG8ZQbProWkaO58liZIsHTnH8vLjdsc60DF3oWwc6sKI0qDX",
+	"XTkht9nL1Z26xd68C8vNlcGPbcG9NzQcRXkqv5GA6A4P79rrkzenLmP0lC6KEgqjTEyPCKSEmQKLlC96",
+	"LSd8UC6U3X4P/rfzcjmVoZPhchO/8XpP8NanXiUutzz1NgNQimUZ1c3pzjJgm2map82EjFXLC3A865lL",
+	"nXBdgedf4catLQTvWiptn2YAa7MMoi1JCDbAKRX4pE284e4njD/cycAcZIxKHz7ol8nCYdAWmVPXJVEB",
+	"IjSKn3o3i6z6WCxtr5ZMRsVovX2c/BaO8ZtMLqawUj+pP1Q3Dgu+JuO5M6ysugOmIBpCbEtKMC2eAAi9",
+	"FBq+PqzyFS06rAZUrjYs9AsAHgSvJkqWNGlJAbbfDDtwy5SmQsTt3i5bybvkPSNUXTI3TSpyZ2N7z1c9",
+	"CNXk/sLlA0QRdxp72nxZ+tNh1oaFmiVKHVqNbLwxHkzfuxYPVv1YM6V3s6qklFdKkjyTRMx5j/wMUO2J",
+	"SGNT5rnCpdh6uAyxWqi/FdxZti4g1G9l6hQvWaf0fNj4QxKCqyMsibqLayRRHajZ4XCNDOaJmsQZnfMQ",
+	"s1cLTYoX2JyEa6hDwo5B8aPgM1mbPYKZchLTLDCug64yZN1IE6lYTCYsY6R93WXXinGZDFPWZTyfbiAn",
+	"g1bjqdLTU6HaKTvZ+uRRpzXGwLOz9765nVA5aGRINHQjVCSk1YWNFZ4QCI16o5qy0PHxnDZNXpHcPLN7",
+	"O+S+B0SxhcTxEef+CXIVlwLhQ7OiTcEbu5tC0obqSLXtGnbuYuU7zKJFEvRGq9+XM30jg2IzNMpNMjo3",
+	"yGJu7rVKdnRFPFal7s1Njqec5qec5kfMaV61FO/E9bXKrtvMF7aswIghxNBPQL30Ek5tEnZTKtUNDt/b",
+	"ONOc3t31aD2+p7BxTHUCW5ioWqOrqh/PzQkN/4VcVp/W2P4fQXLe9gR2wqO7BPqtSuhaN3JQ6t3jHjM0",
+	"ohstC3jHG+qFU49MTfs1xdzvAKKqxGbF7VdzUprq+VCaHgbBO4BgTG/vU9wOKiwT7ktg/MXUclmQIYuA",
+	"OcucaDZnFwCc4yYVr+yNJcC27vyANi4dozsROjDYjy1tNiV5Xjmz7r0VguP1RKXv8N4vyI3H4oFLeLvq",
+	"8RrU4y522h351FYQwtb72KCItU1YPlVvnGoCa6jzLI++zUT58P7dyev/OXjz9vvjj+/Oz4i4MpVKhnmS",
+	"qm7CieBMdkxZ0IZPB9n54akMknLJ2yuW2dK0lMcVVtMJEN8ZsAy1IBoLr4HTUImtGYmMMHhZpbTtfCIk",
+	"s98tCDz1M+CRLQKkf/KlW1s/m66W5WvkXdGLbeFPOJc3Z6RdxmFe7qf+t/vfHuy+3DvoByswRQcvdndf",
+	"vHzR3315sPft/suXNpKPV/u+JPwq7Xnxwef9+/hQnSHd6V//Xj5Y0Kk7Hbv5Z7w1uVYTrxfffbXyu/sv",
+	"nt8ADVYhrW66ZFyhEB6aNC6fcDoiYblK4c7tRGJAWCpZVSaaRzpH1td6WEghFmMgDLGAz/T/k2gikqjC",
+	"AVyDjJXtscUCvNY5Dslm1Dsu6LMm/JAiGhhMXOnmbhbYIc4ae973i7QKdtByovwVrYZajXZLZgEM06gb",
+	"ga5oKOIFiSgnw4L6kQxpdHmEgegCQarQMzhkzdrthkBqRtXkgZkymlvQVLT2BX1Ov39NXh08/9ZyY2N5",
+	"GqgF/kwS45cU3NI5NdVClGcZ42qwtD9Q+rPOGW3CzJaVkYu5UylsA1qWmKkGMf0xr5kYuicyzcfkAmKF",
+	"Fy1C04zReEHYdSKV9Fe62aRSpYf7HMu4ixEJC9708JnskWOHS9zjI3ZWXgwEaYbWHAMLwISujS2ULCw2",
+	"8Ygjw4KuTTlToR4fM9VeG+TnFU90ha17I2f0E9f5E9f5vxfXuZUEnsMYWNOmNQTIvgNM0KztkrCC06tK",
+	"TXisVgQf/c8NgTRl0jq8VvsG8J3lA75DhC+roKwy6wbTf98yNmhbYnasXw00t7ZRBPBvBwAGSoGxWPZW",
+	"V7AtWnzQf+WlitTbp9q1M60R/NLPrfi8hLoxZlc7tsLFzgpBuqS2M7bHqTiL6qYyEZ/8KrwZWWquTH2V",
+	"mGCVPWIzMUsNaisZG7vEcjwnssAeWJQpCNAmzPTuEllq4SKvpn0/Y/zkDfJuZMBL2k6m0xy0bqdHQpgT",
+	"E8bV/w6JEuCJEDNtphFTr9fPwemjQi9MjjxL6kniBy99Nnw9dLXMYig4Ws2Nbk+ObEdfC85ZpCpHiySO",
+	"/KeHaujLX5sFrhGzqFhMqLL0+0dosiY8SvOYkVAbJ0kcVoYKCp3zihN1lolRklarfjdSAPR/9rsXF9fP",
+	"h/o/MaQEsE+fd4Pdft+PUioXy95qQL/TcRPpWzncciIyhQXf3aVTWRCRyGYtH2z+k1tBaP+Vv+VnVs7Z",
+	"GStPf4daWdbC7NL/I3BR2vqYCSvuKv4ubrAoneKO4gd7S67Fvr1sdFn9T3tvUTLS3lD+YG+heZyY533r",
+	"0E3F81Ufxata3oxEFrEeOS5chAY3kXASogkSAosLQsmM3xDcizdJuVuLfDdWz9bHyYfMwGtqMud8ta3X",
+	"+u4qphWDt9qdbUftJuzC547TRbIozxK1KFbTEWHgyrROTK17pUHogiuHtPGlxPzf3kGgVZnRidX9v3Qx",
+	"/VqtQfapNvUYp2m4TJZO7+7el8dMHC2X+zaUnuVkfp2Jpw/qQPFrnHdizrKISkZSprA6UJyM9WKkPCaT",
+	"xWzCuAzIvrZNDvqVKkJw0oLTPoRW4OAP7gpq3qUtG3hZj3zEtD2gx7aKrKrHAAi9Ro/tBvsvi0p4fn2G",
+	"J8dTc8TfwjFp4a2tj3xGEy3Xr0QSMYJ5jLtN2MAKPGygtcJcZCYfsYk9Zpkk8yRNiWSMtH94e04cXpyd",
+	"Kep4x357vi3Jj2mcT66dGx3p9aRhcT09cZSTZKr/6JEz9MHoyeOCdw2MdMoUjamiwB/vcanViE38wXSi",
+	"j/dQY7+4H4G/mF9U9YVNaaaVKngEOjdP3IhEvrIq4ufNfHcVH6zW+zOWkcuEx6Tttjoo5H5gggABAUd2",
+	"YN2Rk2QmgwrriAzcTMsB5H2y6o8yIL+JoewYXhLwntUUQ+WNrcP9egKrCQVVs9p3EaWgTdkva8nDNyWa",
+	"Kf0lS+uNOzdViqqZrCmzOkwNQ1w12i6ODaXB2kkf0STNM+aHr1MSIrlDaDcA/tnbPBdwlaqzO66azr7J",
+	"E//U994FdGCWibE+THpy/RfKdwA7Rr+S4X+14QORQZUlIgUZ0WxDN3cm5p4PwJax723jsHeKD7RR9nS2",
+	"+VJdBOrPBqZ/PkEoJ3Tv+Qv/cjRutWeSnP3juLv3/AVpp4WmnLDrTskHlJSyy8v27yg0yHYZffr84sB/",
+	"GpPJHyY2va5V+s6lTbgBY/1GCWp2VRbJaXeD4zZZ19Zb6uHWtou3kN3F5FXGrNzlTaHT4DraBphtO/7a",
+	"vGIrHGJd+i2vDOmBJm4pOpeVpgxIxiKRxSy2IFh7Uu75HEVLM/Kh6f95uLPjndml41ZPE7seZRuniel7",
+	"16aJVeSlW7MNawUHLRQnXheAffYuMHOFbfXYsLnqVl1h6Y0FkyS0ebPk//7v/0PCLOe8/KugQAqDUk2K",
+	"jIQR5RFL9Z9HpbWoZZGz1lA+Tah030Pa1ChY+xDSEwF8amJPFCmjV/BTsVY7rmuxxBKb5vp51IJW0Uzv",
+	"7BcYWh8UdyMArQsp2tB4NI8Yz+amTwGmx4itDR9RLJsmnKaDacJzr1r5CS8Aat7cTMxRV2JIN6YLA1Sh",
+	"i2da0YCXF0vpCB7LgGQih6xjLAqLrMbmgzcqjEExmlYdo9pA14bD01XftoDZPheKph5L6GueSI8B2HQR",
+	"eib79tjQ+54Hv9jdGL6+nXx25/9ORPTN4O8u2H0bqf5RPgD8vR5FzWW2VRTVZ+J5UezNHoKbDb2lZ7pZ",
+	"dl+uLoZS5+wkJ29IO0y4HIS22EnptuoEZEYzU31QJmPOYlM/xaxwzKN033eWjDlVecY6R8T2DB1dePZM",
+	"dCMmjMaQZmXyTQB81K2U7SnX2ywxJPjez3hCogA9rjYTeS2wsoyJNSfS9ghap1YU+ciggOAFv2QLU927",
+	"v78XkFmeMXtTp0fOJxnTxx0KEZoLfsG7JGz2zAAZa3PQc+4+T6ZMKjqdhYd4nseyhNiTObXtBr9ZzKJk",
+	"SlPykSfXVse47yrGKTwkIcO2/j0kI4HuaMsXVqtXQhiPBLgo2zA4M0QqdYgYXXACT7w46GqZBm2BD9hU",
+	"MlMFXQm41NPjcN74WY8+FgSUyTVJE84k+U0kHFuk1xpUZwwvLnhI2mjVJKl+AWdzfXsHev/x/PvuSxjq",
+	"3Z6hx+6agepe7YYXfK9XgqMQMhSQfDZjGYGzaTv88P7sPOxc8P1eZZQVzcZMEXZNI5UuiB5zQP9V50I3",
+	"5BDwfnrrBCQZEcoXAQn/E/eSmjA9XOT3XK/IdkHnDWtzx/Uv6SYcYBMaiwDjYhf8eeV6ZUnZW17gLZXD",
+	"d3EmN/NjGw+AR9uxtrmIgAAzV3btZdiLBMxL/VinmFSWXbHMpElLQoFEBloNmyrhZL/ft8tSNyBREnG1",
+	"qYgue+SYGGyONpGnNNWKgcUXHDdRUHmhyJVMYmaK5vNYzAMXC+fuJ0AJUGdpomkmmLwAfs8rliWjxdJ9",
+	"Xxagcur76O6HB/1dUkOvhb0LvlqslaJqjUwrpnyFB3gLMYB7N+HkubUviy0K06bNUz0NtxLya0R62SVv",
+	"352KRI0jVy0OgDdj/Y+wUuPjV+TC95YLQmr8wScPXT4iuOxc6zVYcQGjo56cKOJOt7QCs7ap9ALRow1p",
+	"FkUpMSgn06621tOSzhGuwvKZgmZCZblU6FoF0wPCbIxmMNJmQCdKzcDqrZPSNYfU8oOA0VSMo/154B2l",
+	"qbZ+QSzj7cVbuphBjMZsuFETc8myf25WAGFtuYOg4ODAk/Nw4ZaLQJGkD7OWuaaoOjus0Y4dfzgJtCCs",
+	"jo6EUrW88WilJsMGnf4CC30kMMrDFY2UU3fp1DDYVH1dBe6sGTs5xyL9uFnhaceLBcr2m2/eOz375htH",
+	"79gehp1DWPzziUAyk5zXk4J65NiVcqCV+QWvjhFph/oukZlteki+gzEg69dVp0cAVOlg/+iUyRIZeMET",
+	"hXhALd/0ngqvu6jhEUVYItWPHKFGGAfsiSx0d0nzbIDXiSSjJNUfMAFHni4IVLW1ICo98zGLUpqxuEfC",
+	"qrwvSRkJ4kHNZuICH4dJOM1T3QRMgiu6iFaXtQ2/+eZ9ZiiXEMT6zTeHYKmckfYsE3Ee6Yc64FdymqBf",
+	"1PZqIrzVjB6Bm/aJB3+J91nhDp0wm2ZMtQzEMYpFlIM01e/pkzrSNdCfCA9290kDdW0+cFLiv7v/ZAv8",
+	"zcbn9R9V7KdJAMSRAUC9/OYbmIqQzmap6bpFYv7tN6ntnrZNZujYYLoHpw+oI0BdhrrRxjKzA/BM6iOQ",
+	"vqUEZIamGbUu6AkqzjSCF8Uj9RsFsAdxwbsF7l1B7XGIPk4EF7l5ClaFbgg+AtirHvlZL/8ZjdghaePm",
+	"OnkTVA3XTOSKEcWms5Qq1tHmE5L5FoYMcPlqXUR5bA11+M1Oti3K7dR4LuqdgzmvxQL8A94ZFgOguqdQ",
+	"5JzFh1opsfCo8n6r/wglcTIascw1H9ByekX8CQFhj7wW3OSU2Gekfju8UHDzdppgfU2AA8HQHRV7XN/E",
+	"rlkETjTyXm9o8G5KOcrTooewsfWLseeHpHCsUqVH1XpWY+tZBYEBQwzmgSq+QegoY3KCM+CUi4eXA6yN",
+	"Wv4o0E3A51WsdBzaQprBfV2Acsuw4xBOlQbFod4d+uVYad7WPsQdhIW57c0oCuHT7UwoqjDmhWbKKMlg",
+	"EZgmayMyFVJ1bPJvszO6JRIDjfrLEgikZZ6qog2hu0neIvtpSNpUkZRRqcjeAQH0jzmDF83Qr8fx1FLu",
+	"qDEZYIib5ths4YBAKn/h+QYrGJOIcMNibfEhjS71XoXMPzjmuBXpA5wAHHA75YEe97qJ8OHjuTHwYCz0",
+	"QofkLlJkkZU175fUtSdtmwgVBniY0XYLpk3IToCDACRTCrDboK0AwzrX/0qcqG+dyy3U5yMH/2oq54Nc",
+	"LornB0Xl/M6hTWILkJgBQMHs95ymrjgwXFdtLfNhl80TyTpmeL8TccKsWP7x7P3PYIcoMhVSkV3yU/Kd",
+	"1hZ+nVBU+KdmTpwtodtsFC4a3toeq4h9ESmmulJljE6RH8+Ed4kSJi7SOcTR08IANpG+F0o9WFFVfC+A",
+	"0QXbR1sWGB+2eqHcqHBOTABuWFVPVo3pRQbyW+pmmIlmcaE7JVgwJLT3H5KLFhpD5l60hi5aYSnDbYJc",
+	"SnGPYIQfTv5vz+k4RNPvh7fnnR75qTw9h9+YCNTB3kvizW0Kj8ic0cugPGgTkeEmpykzD+/uEU/iHuYV",
+	"mBRJs+1rWYBWZcKJz6wQrZz39/dfkSLGLY2W4OiFAR9FeI7ekvBfoYFSidFIMoU2jEGUdff7JTO+PTGV",
+	"fo5QmXf8EZZfBVrXGcumANDLtBYcAcW2boN++0G/D5Z/guYc6mM9NKYv7xKpdF9yyUiUZ1JkZEbHJnp8",
+	"SEJwQOvFE5L2bq/3XL/OolJ3+/0ONql0UyNNo/7yTMsAkUvgXNJ7t+bQDgMiZvT3HHbeBX9rTV3pmrp6",
+	"ZUhbEc+x2KzvsWovHzpZN9Q5C9ayb0i7bu9qpcsFuNxwvZjM6YCE4CbA+CZ6SvBu2EUwmFHG4FRLU5Cc",
+	"xjVpGwZwcxZ3dUeMWXFoZDXsZEAnSiKFtoDAG2k9g90ctMKcaymj21RmjXUcEt9CgaAwkJjsTXHPWr8i",
+	"l2imoQlfGEV5qlA+D82Z3hoJerVgw0maXGLthEq3prkyK6TZJRu7BfwGUEoioBm8WtAqPU6d6gurJsJh",
+	"2S2jw2RR9y8wJ1bHgoBoc2mSYs+q7zeN6oo575YzVjS/KhRtD/SvEU3BKVs+VGs4ThZ0FlZmMSK87nTD",
+	"zsMYAbgbsM5klPPIoBkvGVhAyGtCileS9kSksYW6VRCQevfByQqtNzvocJy0WbiMzJIZSxMO21LM9MG/",
+	"uiwIhYit1gFtUE0jd9MUQQQ4IFc6dYhzAUcOXC+wwmpnig76D9MkYly6JZk/ZGKWJUzRbLHcQbBjnysT",
+	"31p1rwA5/nDioPcPW/3ebq9vPEaczpLWYWu/1+/tI5RkAmGkqqt6IjBYNvYxp36sHkNh2DMt8E2KKkA9",
+	"DULVZmmR40p5b1k4hvWXtLVLKJdzbVgB1bDgo2ScOw5ZyA8LDevDx+/enbwefDx9F3ZKve5SR+gPtMG1",
+	"HRT+YtA0KKRcGFAnMMhdFDjG4Y+NAa5eliVXpkqDe4o0RwGRgr8IZAxL0y5+y/S66FPjWDYC9zdfOE2R",
+	"+mz7huztg4u1WG8nceuw9QNT/xAGAJ7RKVMAQf118yLqYFMUXYA5rrlY9UFLD1jh34UYRunerfBeYFS0",
+	"wXTZLBr2BRIrzGlM37/X71vHmH4V1Egtjb7fDGS8fP+qmCwMCfjbmsOgl5XuionO6Vf9V9fg3rsnSyGi",
+	"5vad/zK3QhW7L0HrAJvte6To3s53tEDW60f2Xq1/5FyInyhfnFr4APQF7In1z4LLpBIVbh3++iloSVtc",
+	"ovUL8DShqeAi35A6BEoC6fWQZMTBLyg6xvyYsaUpqpgVrcMWbkn4clVq1CDVn1szIT3yo/QxEMEhYdit",
+	"FQXqrvTRg4uq5vBwgjR2h+31+/7wzlGx652nRhAuasaRSs+FLxMfHBe5HjnrNwtLIpbQuN+qifhhB9kh",
+	"XC2lzDmvrEcgMjJkurNABQkSFXsFbyzuC49AE8LzgPJ37tvt409hU3icmtGsRdvNlH8n4sWd7Uj3E/az",
+	"uIFKzIMhs7k3qVDppkc6HBt+ECfoZxZOIp01cofCY6+/+2C9Oy169cjSD/u8+pGaIYHP7a9/7nuRDZM4",
+	"Zhyf2EDOvrZkGvqB3Q1684PgDG/eoD0f0PlxLsQ7ICF5NOn/2Q2x/vrpS0Ub2KWhzVYM91ZEX3F0KIyC",
+	"jZQBXPHoAmSuWmJB/iiGSAa4YKpMbQqISGOwjpJMqiNIIdZScUqzS7ChpqQo0NsUc/rsfqw/rV/eukcB",
+	"Yz8C0Lwl5oeB30IS0p1uxAfbVVttkkdb7FXom7Z+lmDG6pcc6EV9n+j50/NGsBi1cXDoI0sNrrZ0b1h/",
+	"gEVFbrNndj7/JoaDJP6yUxburhn9vrEqb9n5UQz1evkULDG/zszadA4l4N9HSwsME4ikHNViO3ATWk5l",
+	"NuJvYugYTQ47kscQOcuH00SVxZDvxwZx6pc/rOEBlab94uA3MQzKQfv30cwH65/4WajvgeLrSZU/iHQ7",
+	"hXr9hOo1iRE33Io31/T1uq9+qfOGxTnuLAyKt6v4vdBWbw07IGP2+ySmC3lo6tcmLMaCtk60FLx9+jxm",
+	"AUH6BzwRsZiEe/098vmiVXz1ooXOyC/lMc6YOvbwCy/AjM6EE2BaOSpZlmvwtNDHlRsGJDzYe1U/BJoA",
+	"8ClT2aJ7PFIsC23YFnB7SpQ1GT6evybTJObJeKJI27qlDOqsNgRHeIRPrOzWO7azTO6+d6fpfkRvozjz",
+	"RhJ4786+Dx89tvR6vrOfDdi2tRozB0Ebxe3828jlJ6m5rdTUNhOhZv+JUYVqYAvh6fxeC5SUlLxWuJbY",
+	"RrmDS3S5cK175NvoBbMveCad4mYQxinCN53NvPevDfBJP5xLlsEGShOO5zLkWtVyCq4ZdwpVBBJbOgEG",
+	"c/AEVxS6MyKtEcCxiCXqQYgKgHcecxf46cI4LDJB33dEDCUn4C/EJfrZIBwsOLO+eXCdWQHdpPMEOEWD",
+	"zxMDoB5KT4/RiyLnpLj33jxv9gP4wc1E7+69fd8vfwviJ4u9SDI7uaRdBjUfXRLfv6X71xXBFbmJi6Hc",
+	"9Im7D6zURMafDSMNFsawAyHWLruyZOVeR9PPbF44lHrkPWcEHgAZZ8L7LCb2vG5iulVZGtE0RSIAj79J",
+	"t+Htlan+sd0x/QMds7PkDz1TG92LKH99sy8856n2t5nJVuNC0e9fk0YAONUwFRFNuwXAPCChXEjFpgBS",
+	"AzVw8sYSJRUeRXLyZll8kUZKZPWWO0QH7eoH/xu/9t9tJS7/O5fZf1+yRafChND5D1/y5dLeQf9RKTnI",
+	"moCw3rhHQgT+uoMVLutI8bplcVJgcHN5T467/9KN/tuSBns/kqtImKL0G/ks9UJ9bx7yDAMgaHEvaSWq",
+	"582AN7XFkGAs1dcQrLTkNmMznpNVDRiykbBxy1XfzrmCtNktv32fIelSICzzDh8DAgwwffpe0+d/m6PH",
+	"A6qkQgnpqXBxEe7Au8a7/tlru5ckqV5N5EAjlumhRnGnEpsRVIhoGL9KMsFR9hjYnwWIapup4FxFvNyE",
+	"zgxw2LZGm/rMiyB54yI47m0HOF9ZYgA6OUd/ysjIYyzhNzCKpgZJBYpjV6/zo2cJ13mLvevYVgvvFrTD",
+	"S9fzGbrgihsNyWWxdp0r7RAPk2En0PaVTPNxj/wsSkyjBRjTZoX5psVVr4b6YHbXfWoNbwnZlbqjGN5y",
+	"TJ80yD1rEOWX4WpRzoazHz2byXfAqTJ+f1kas8O0HOUQoFuOjRItaXwo6DrBGJ/NPCHt4l+7naDIHTL5",
+	"qTYaiIkjkAMNqgeQsYZTnoC1RShR+kAFdjJV5fsNtxQKAihzC/6iRPWIlvmNEvuMR9nC+mwyYOzgca3U",
+	"PtCJp/kYnTZIE4FyB88VPnlTBCPLug0epwy6sxqVlbcVJQ6yFzLcP23r29mEp9otYvCpUme8lZlk4kb9",
+	"cMjp0TbvPuLIMzHtqgkr1mKzbnjrLX6GvEbCfFsWfGVFhbIGOJYyKCt7r64ugHW8kZv/S3BDIWlKvj+0",
+	"n6tRjbspprFlcWATJOubsSaq357T8ToRDfd8CVqe1Lt1jzqP2CfcF5V5nhu/SBVPfAla70RksA6rny7u",
+	"+xI8YdGcAPbX79ornXlxTGgTYO4owFvoP6xIsaFduvO5qF6VxF9QXVrm0Toeciqu6poT0jUhW8jkZfbI",
+	"qZMphgrEFMAKkRUnUWQu8tTwLtYLqsJTXJBcQi66VZk2jxuywvQ7iwJbmDa1RIf1yBtm2JxpAQmuKbgD",
+	"j1aDp+5aq72fIY2rzwI+8IX5fRCXr09sPYFubg66eZwDsF5X9y5+guXuGyfxOqVgBFfs7gBTBrXli0iU",
+	"utaXQSF3rEPHSfLtLLGTxTRRevvr3mQMKwk0PDueLf9gZ9WlCFgrzG5u7Dzt0WKPPsaW+4Gp+9tvxXF3",
+	"O9+NrStn8K258ml8oPYxQIfK0Ri5d8GNiufpROFxmbO558gs8xnLJMOSrXxxwRnN0oRlxa2CM5OYbvZ9",
+	"8ewlYzMJh2h9n/cIXRySLziCv+aQWEx+hmN0wSAQ6lMwJOJDDh9YGj+8PfdVLj40+YmGquKCu1wVhp7C",
+	"GCPIHOHQRuDPhjkCiA0L7ogqbcQFr/FGALUEfKEswXbBL3hYOZWGh2VFJxwch4ICbzki4ecLPLpetA7J",
+	"RavX6120voTIRBLBdB2RkOdpGl7wKGUUskUD5I/AHPCKmZdIEidgkcWkDZXBwQirFz4NdXuP17gTSssN",
+	"03erMvhDrm5vdo1+QsxccDsL7T79DwV1f09k42XeiNWOhU08BDf2CfxiDhEPm3C2pUYMSs+dT+78pbwD",
+	"Tyr8Ftj2vQ1cAw7vy/dI6X8rr8LL7T55ajfZY9koRtlXeZEqSv9xXBI7RvFsn71TN3G84QBXnGgl2rQ1",
+	"jnyRAUBXmtMIkYou0BqgLneade/T0phBPSkLnHmPnANbctfQa5Tp3G3stvFcWN3rKlPzpc69elxIW3BG",
+	"xjnNtG2RJTRN/ijYGYvWIK9JZ3v3TNPxgj19QM/Ln/I896SenrxAt/QC4Ub7Kr3QO8rWOLkHgX9agOJD",
+	"/ZlBnqVhQIbAU6QEmeXZTAArGpOGGM3kFLnVyesHXCqBcxdo3uf6mImAe0OKlAD7PSXDTMwtqh94VXEf",
+	"DqgKSXu3b6nGgYyPXXBnYuJERuLK8t+YQu96aQeQt2Sc8vjNokwAJ1RVWn7B29TlHEaGV5D/H/75+m1g",
+	"SJ5M+c1IC/SCxk+/5+SNga1SdcHDHf2VhO9ENE31mTk0RP5IMlUhByuj2NVQNxw3k5GpLCdVkqZ4hHfc",
+	"AqSNgBhUnNVTKTw5p+XhtBPo02s0cZm2LrhL9Ggp90gbeJGtx/DYp60puCcNzSyxPgwWA9umvOBIklUp",
+	"KIW+RzMTcNyfaJVL7UDGmMhxwc0wFYUF8JO6hd7jI/A22sLMZWWLNEGOWOAb6hQFI8qVDTkdLvFbSfZ2",
+	"aId9gtwtiBItsEQwN21qyEsvuOW/p1PWoCe25Cku6yoU7S0YY3SDOiVPZLm0Lzj6MHApKEkmVE5wFM2q",
+	"sZkphjcO2C3Neqpr3DAw9KMXHBcqQvt0Sxh+WAHf1M+iuYWte4KLgbk2sNeg7NgFv4VX40w3od7ac63L",
+	"7gQo8UARemjwEqNGD2xgh/opZvVkrdyptXKGwsRBTK3Ux7c2W5w7XP5I/UIrWlufvLaNmz2yHPTppj9A",
+	"ijRkRYBKzEz1FsAnAhueSqYsIMKcYdIFGSUpsi0NF0Zli8ygQT/k2RhQXe77oRqDUKAtlvG9VFr0gBk4",
+	"ntwFUR8cUEzQ0aW5E6ak6/aZOqbE7JKmNNIqS34rixT1NifNxxu3Bsrl328uhdvh9YjYyvhXmYSeoLH3",
+	"DY0VtX1YZPZVfveIsMoNazCwr4viCzbc1lzklJuKVlhLnrTR5wNBJZLwCcu0tVbzJZn+y44NvlFeNxaP",
+	"tD2a5mMkhmDboEzdZfzwCNPtt9rj4Coro7QcU/kEnXyCTv4ZoZO4fCEPuioObigpV/ipKjfufK4lBn9Z",
+	"maLWIGNYglZCPv9Ydwk9OUMaXUJJnQK24GcxrgnDB7EdlhIROPc8oZT+1Cilu9pWN0Ml1XPoP0F6dzTx",
+	"7zE0I2QJl2lCfvy1QcBb09xVH2Ef3s7KeAToyfb7GDv60OiOTSQJisL4riTKk+fpCcbx7wXjeA3xiLoc",
+	"fwYhEqh/Bi6KR7CWdiD9wtjoy3JMGpZTUXRP2FrbWJRtQmPSLmnfi0hQp0deUx4xrK0CcRIuiP00hDui",
+	"CYvzVD9UYCh65D2PGJnl2Vg/NoHSaODJDgzQMc/GbGB+851P4ZuugHtje/tnQC48oI33JJGfYgG3lHCw",
+	"1wh1dnJcbrbbybW7sFeXwswqgm3IIjFlkoS27TbqaBn0UORQpDj9O+FiTv7WTJwfZzSCeHMi4iPDNJRg",
+	"lUIUWiQzaXvgvkMK1IZXW8y57JEzHE/E6Becns1RdgQnnGxLEDrWyIwZjdOEe6hTzBfYv42gDMpBM9P7",
+	"JDqfROfjhVHN/vOZh3clQm9iGrLrmchugvjaWP5CABkDHnLBo0kmuMglwQ+TNgW32xir1f0mhh0vp2rC",
+	"lQDUjq2f2o5FJHcA6jRiWdf83JvGnQr/KgBPzE0BCa2g75EPIk1J+MPbc1K8RO58tv/UQxOaTCeE6oSG",
+	"G4TFIWkXng3z2WeSnP3juLv3/AXmZSV/sE5AQqwMjDyrEZrGUDj6FLjAZa0eVB3Zg10or9u29cixKZxU",
+	"GaGIcoRxkSEzg8tirLWEZZlmGJ+OKOcCy6PXix10lkV/3sLr7gEws7ddek9RfGBAVeuQ52katIA8Xb/u",
+	"S9BCgkO82sISrHvd/m5ZgrUFWkOZWqiAJTCv0XMFfMr4J+QCXY+yQX/3t2j/+tV0d/JtdnD1nL/8fW/+",
+	"gvXVq0UraF0mXN/H7PDU+Sthn65+xSwT44xJGA9gYW8d9oNWJub6H1qCTOje8xe2WXplDcxt5hcIoh+2",
+	"zMpuBS3jx1kxCBtnJp2bJbcUeVTsLMsd/NXDj57CVf8ukCXclcakXuJZL0S/T8cWF2+jX7HI933q13Nb",
+	"Lj5BJWsU5JTGzFABW1W7VGUGRdlxi0zlQl3wCUsLCDaWSQd2da2goYr6EOqql9BSw/SI/FcTkcYWfz1l",
+	"U5EtLAE74owdOWwOL3j4+vD+7JxUhxUrp4ssTjjNFoEBR7i3lPhbHO8qeHpKeTJiUh/akFu1QkaJ4ArM",
+	"MnYUuS3HfMGhYDX2EingnfPcVSKTYco80GsEwEIxbxyKWqcveCqiS1sBZMKiS+mCsU0n21zYYv1BpXQT",
+	"/GkZiSUUPsW87gtu6sr3yDFfEKPXAn1ox+mJMionJOFRmscsDjAzqdE8KDAOfr3eBX8tsiyfKbu2ENYW",
+	"HvQLznlzYRDhjVBk2/4EXcunTmH2C15cxb7paxIO4NpUstdsRfecy3yG9kwI5ZycVtoylLBeccgsqsVV",
+	"9FyoAVwNcR6lsEUEsHoJ2JxzQSLBTYF4s5AkLKwPWcKjZEZTMqWzWcLHh0AOjeMAnUJEIODGYbFWawlA",
+	"MkClfilJpF5YuYSCcWrCsnkCyG9A5Rg7pgB1U75wqx30yMkUx8OujUkykyQSUwbG9AX/5htjD3zzDWQ0",
+	"LMg4o1xZqPyRUxxbGD5zswSQxhxT5C5427cdfVKuLPMQ6ua5CxWcFIYm/+QN+C0ueFmiUkJJa1PMVZuC",
+	"Cc9ZzTS2SNKjypq32Eqk3owveNs0HpI0LBeB7PQIVOrTt08SqUSWRDQ9xOJBuIAmNMY3FRXBTPoGkn5e",
+	"cHQYAT6gsOodqr+cS8TN1052Bc8tUKkgmMuSckOD9BqA3M/YoOfLE0Uh0WrnAih3hPWX42SMDC5FesqM",
+	"qkkAXUGXPQp1UA+HBJYboRf8ki0Q9K8E1CVaOCMNC8uHo8cl9zg4MBEpSNTU3al6jAqu7CHoBg9R9oMC",
+	"wNYZzDi8ASkOk0/28pO9XA20Pt+kL4VC/InFCT3XS/6xjG2UC67lCb6aAsP6eJZ3qZOWwsWOG864eoUP",
+	"GWhFUqCwVycDLKGE5r4qRkuYoZ1GP24tju1w/WW7Lar/XtO9i6+th9QvncqnApZfEwIOEPh0/XZ084uc",
+	"Xx8QFLca1l8kRDnFvdrgZCXfQjFI9E9DVV4JyFQ4MyR1Ry8eItGqXFIDTZhqI5l9Wr/piHCPCEoUZkY3",
+	"moZlgc2H8fgCmahYaszYpMaSxpRUyXi81FFcqRD2VSYJlC18JOrlcoSWJwgcFdOJ8wzrZE4XT9bik7X4",
+	"p80egJXPyipq1l9yU4l+N6bhzmenAuIaGmavBLVoEiszwZ1HAfuWCj7WHWVleISc6tuQWsg8EdgSj1AQ",
+	"wBaBrNaGdDEfNdoDcDf5HpOKLmS1LmxVZENT7k5kPxDTz0r5WdWWT7nwT4GlOyZq0ztmTSHImwixJYzN",
+	"7zlrfOkQjAGQnC5rDMiQBWmjR1LfgoaiP4OpVsn1K9irS1r+dED72lKU7mjh3815bINUn6JRcH67ibVg",
+	"KrtumnJoT63y0FYQDczJCrFBPGKAjjcRAxuEOf5wUlQOorHEoJCN7xBzTEv4FeNKZIv1TBLvsdV/gcJi",
+	"0JMNuBOgw4E9DAObB8a+fhMJb7jan8TJV+vvkY+e+3gTMYHxvW3EhCEOrwUGDwkdSsYVQeIbS/jQBKBb",
+	"xoceOXESnE1c26Y4kw8fz5emN3ttgw/Yj3vc0OYLyzg6q8NxtPVwPGVB/3WyoJ/J+npwZANcSZifVspc",
+	"u0PH79o6DViZwVm4uGbLmgFruFtImxIDCjLIAedRiTxSeBkcs4kdm46/3kJJuIhWhNWMFixmiikcuTnb",
+	"MYuSmMke+SVRkzijc5u0EtbkHQIyBgV7VwjFXVTKLGlmSRrZFPG1kqs2T2ZuwDwFI6iasGlZSJsVfu2e",
+	"r3ZBIbf+Kmnj2KFHqQawWkIbvWUX+lNezZNL5ilJfFuu/7vWc7dwh+OXd9hoxICSbKkN+xagsgACDuqa",
+	"CqmCSxWQQHAxYkWIsZqcx2g0QZTffMIySCxHP/ooE1PSrqibMCBhqS0RJAoHhSX8PG9tR+7flK1/yiMx",
+	"3+qemjFzB8gphF/WUkGON4So5lnEng6tX5uBqsojil3igbuQYWHjNJYL+pGM1psIg4zJfMruMV/hVH/A",
+	"Zjp7KBBXh7t6xH2+yp04EZItIZzA9DtreJs7lBCkjYJnxpSbkIf528IBZWRiDhLviIht+Cq8YTc9wHcI",
+	"pP1a869xcp+swyfr8BGtLb3XoDaQ5at5bOrCHdOUe5SwJ8o6UjH3QmsTLayGuSJjprSc2i9HJNRyDvoj",
+	"sd6SycXw3NkjZ/hvBDD4B3UtXsHUd5QFRqHkrxCcOUWVvDnKJjHLK+Y9tBfYxPuTtnd/7DdNLsTA18cU",
+	"VxXzxSp4kvRPkv7xcn5xFX4N5LQ7uaTj5Yfo9xytyRnLyMfz1ySmCzz0hvq/IVGChEqEmKEpgeuCKjIV",
+	"UpGDfh8xxAH5g2VCFlmca2lqP0KTtpV88NT3+vyygXcUbj4XD2eFYp88MuoNTdKFHmP5dHz+mo7PzWyb",
+	"GGYqN4vT7lT827ND4cJ9Ho6hdJHckSwdrQzkRhRZDgv0BjyI0KyTNwEwPQYEqwQHFpsFVSqxwpTx7hAa",
+	"xxmTkkkf/AnytzF1AEsqTampn50o3ULvpgc8xplu/33uQtNtA/7wWwl2jLDt9wzvuuFGe5TyfzBSQ4xo",
+	"VQbJTY+DhejbA7VOrFnFOwgyhsPGUvYInCGswDoXGcKTFTg6AnDfIkWCTTsuK3tJQ3sHsUih9RrSLtl4",
+	"JBe4B8iQLYRe/WXbDTzXh0h2l/B9+UUOfH4pgGM/gYbvSon9iRC9221Fc6LtijnvlrQMeDa72YYtkmGX",
+	"Rl6Qpg3LGSAzRS2bkZwpqnJpS0ia6llkyhSNqaKQLeZHDZ4XX3/U2lMuVZtEEjgtVWrct75U1Trt1k2K",
+	"UcEOuU/L1Y7yeiBjMQhPJZ/uG4ConKW/ZWY6WqErd3OVT3Dp3t5g4x4ZaDAlsZjzVNDYqSbqtwMtE8UD",
+	"LOl19HBPp7CvDmVXzM1NF/62qsKuleVHL/+u2TGsEiuPYx9P37lbo1ppGW1SFgdkxJCpqQjzOZVq7TMs",
+	"hmTpM+CakS4lj7GHkfDqNe6f7jvGx2qCZEDhKZtl3TdAymOKHBsysYCcfv+avHq+34d6x4btKiA5v+Ri",
+	"zgMC7m5taJtMwHJzB7ZWcVHOV7c50DfbC6TgFi1m1ZBg7TsvGhg/ekja+sFIxCzQBvok4QorN3dWCpJj",
+	"Mw+Niffgw3w1j0l7RjPgjgvtREGZ5M4yrV4+2qo7wF0FP6XXOAmtw71+P2hNE27/3m2yAW2n4W/JO9Qc",
+	"mYK9dvxHMuvqnQLH/5gomtUPxM5q8q/6BvlsQEI5ofpffz+8yPv9/WhIJXtxAP9mhyFpl8uwYiTV2/7k",
+	"/n5kGf2mEGWWvfGZtPO9TmKbat1dkNNLziQNgp0HE+coq7YPflY+uCzwWSZoC2Bl4/qfhv0S3RsYfDRX",
+	"fhNDwoVKIibJkKk5Y5xEk5xfyg6UyrQkXSBp40RGNIuRs8NyZ5K3CQjlOV0YJ8kSJWQ4rV35fCWSuFIy",
+	"xRXkptHrsDDHBNnozP0BcA0ZjjGROdyfiI2ZiisGRftLojvLlmijrMVkYbh1Wb0Vx7z8+qErm9MYFxPw",
+	"5AV6ik/eS+kUuyPvlAptqbA12/y+xK1x/laJYxPLTQr+m7r2CsiUZpfSYdesgkdCoLbXRmrJs6ZltElD",
+	"cT70TBLDIvrx9F2nR77PxFTfwy1hTgXHsttH0vwwgGsGHhNRjhGVYQ7kqIiDCYqqoXAAR5AKFgOo8KYi",
+	"T4jWCDVC1ZKL38px1SOvcTKMpC8EsKsSVsp6LanM66a5VGRCr5ijo9qrxLiPsMm04H4k+d3DYmw7bbu1",
+	"KPvydSgNO5cIn6pjoWDZPemTJxamr6OGs1mshKI1WCE6fhClZC3kbsVClveko05NIRjqeiWqHggTYx+J",
+	"jGgtkfBcMRlUshCrwaEeFI4JgR+9wlMNV49sEf+6vwZjpXCWMJ8PDON7hoBHhx2q9E6hOrFnhMohQp8g",
+	"kNvPOsG0DpmIOcdUT3izYQIEskAg8INSlDk37AiNsjNiqoWYVmmFSwzZwDt3r4KA7c6edY/d5XAPtWbu",
+	"jsPP3+JlLh/3psBMj+CN1J4nlfB0xLglvKrYr66MQd/x1l6kZaLeuQPiVF2kZdDvcYVq65NXJ6xGRn4P",
+	"sm5Go0QtyCyl4KXpkXOhaIr8/TKfSutLiQuUH2krlk0TTlMrveFmKCnGYpLPAGsZ00WA5wM9ZCzu9Igb",
+	"AJZFtQVopE2Wz7Cmb8aKVHx/EP0hAZbBn5HFx7ReT+X6EPiMZd2KHa3gwYAMq4Ti5OTNU5D8HkUKTJoZ",
+	"fNhE1dqlGJLGLSJGAE3eFsbpSolsvAM5Y4laTqPzy4QqczaOm2UC9cF5PhEkTmKoxYr46NJ54NDFWJkk",
+	"SZsqlSXDHE7jonqSBxvsmSQnbzA+r608yelMToSPWk+v7GPbhb8A9Zbty/oda+982o53vx1ZlGewJ379",
+	"3Moly7SBe/jrJz3z5Vb18EvZOakixdyUCGTb8uVC6CvN3QketW0orjI2TiQWSWhUrzIXMyNMsphlQXGg",
+	"SjLi1AgyGxuC9WxB5kzrYyoVkYzxJdsQ2/pX2IS6J5sUOlg/vk+785F2J6LNmvvD+Kjblcnr3HqL7nx2",
+	"X4gslkPJsqs19VDec1ZZR1pPOs/Va6FQXHwUAEXJlB0h+0FZlRzKBBa+eAI8bm2eI6els9XjZJwouUSh",
+	"vndb/lfgsyz7swGrpdP5JxzdV4DR2Hy7U47LfuUm2marb+0Tc3ZyA6iRjXcsi1u3oGNbjj/ndJgadntD",
+	"7haXLG4BEWnsQNHfmeKH3GaBOLw3UO7PhN8kQ+i9QwcHUiHO6Jz7COXi9by3J6ZTH4o+/RVExooObnCa",
+	"tkPxpP6/MvUPrnozn84uMMlyqBvRz7adUbAsGoJpWdvzObYBTApVVPHXOCyrlprAgH2UJJIwKy4wiwzD",
+	"41CWM7NMlnpf0AhqYkC2YJqghWCrGzEeZYuZqcWZMancgpsG0kva4YTKAT47wGdDIulC6sMChF9MRVWk",
+	"LAT0rUzzsf4p58nvOSN0Kox7oDY3tg/OtEB8Qz8/UPSS8bDT5Mn0smAiNKwYIOPArNIoGH+joZZCD8cz",
+	"WSkGtSSAsko4PHwZJqdcv0l2HQD7+SAWU5pwWL80mrKevfFT0DITCBXzYT23it9wUvXbgFOrddiS+1G2",
+	"r7qjTEy7asIK5QUbOJGzlC4GBkJ8HE0ZOTt73wpauPhah62JUjN5uLOTinHCe5WWQDV+JSKR6p2UxFEr",
+	"aOnZbh1Ci7tSis1r56+alccpPbVynSwjYzbXn4JVj2cMbw1H2KA3PwjO/izYhY007HEMYOmGMvUJW1S8",
+	"tzhkNw1nYAEptCfiHFD6347nye7PlRiHcz0rqovFYJJie5A2NgERZw2rfQ3gDHRl8yEEw6WJLPBOVp+O",
+	"MoZknxQKBhaSQ6v3jKHaJxnrgl6FIuQ0jivmP+IMmmruDbbiHvXcw1PobSuAg8oR6EkU/1WhZNvI7q9N",
+	"Bpt9ahPTPGK3eda5jRTm2grvXrLFigLPqdRCB5Pna6z72JhRwjIQWBBniGiWLbTku2QLPLDELgG98/SE",
+	"OgoHXmI/wwU3EGIUlgCHWlbuWXfhn2zxl/BSFL3ZJFihb4Ux/zetyvxncVE4M3V/fgmt6XDHkRAeHOBn",
+	"B5jGWG4yTGU0P2ML8KewCA9WN6msbtKAsFQy70cqb0OPRemN2N8jGeWxmJLhAiD/nOizbRZRyciQSra/",
+	"1yNAY0FtNmbpdji00lB30aKMAGVZCo/22iZ1wHOKycpkngnMcjO5xO6rCkxqlownhUvFXbNo8IFPpnxM",
+	"G2gwvTZPdx1bjy35bDb911vx2TTwsQo+m8+foSdjiZ13yRZBSQNv5szwKv0JsKJPhZ+fjuzbahzcjyCf",
+	"Cx1D2iVAehvNsgKWeskWNTRq1Xbc+XzJFutKP1sFhVnErmTk4wrOQlqft6/Us9Vx5tjdI26EThKaZozG",
+	"Cxc0A/zNqG/dWMHyYs53I4wfqpazbe1yofh02n067X6d4qssBl2Kr/uN5pvd4g3le+TZTiYUvUnyb/VL",
+	"q2x2kRYyza1/jx5AOAZXE6QAP2ttzwocN8qzrHooD/CtJtJnRKrukVekeqjiPUISBuSOLdbHtRuN5+LJ",
+	"dnySuv8mUreon+ZYjcNFKXMeyoT8TQy3gkLr++sASgcCWZTyD7DCEHoTWRyY6xmTebok+ehH3ZS/gAPx",
+	"RzFc7zrU4/jkJfzKvITNxX3HcCX9gbWYpA4GMkXOAXJMEy4VCaf0eqAfH8xYNojpItSP7r3CmnwDdo3Z",
+	"y2FAwlOmskUXaE1C+Cxn1wqKNEyTmCfjier0yGv9eshnMJmC4HiM4DAbL/OS/SiGX6t/7EcxfBzPmB6T",
+	"JVbN7znLWaxX1ZP18mS9PLnK/ofeD4QCY90Iid0AWn6L6OmUbVbhQj9sbZBafT8e+1QBGjLtMgqBpb5A",
+	"SiaG0s5UjPIzjv7E7pO0+Ce2TOjo0Q/8OaXKXH4mSSZSSA5P1NdQwOKvkbdoF5u+yY53bbndYqWbIrsr",
+	"khtoNLGleJ/ZGry14q4YDsQXuUDdVESXhlbSX89ZZE1nhxlM2XE6a8opw8el4WcJ8Ueo5l8rt6zPOMhF",
+	"6T5oQoSsqCKN7GYR5WTIgNxMMU6GNLr07rwzO1L3uP+KbywrLm+u36Ka3NNOvKsMYvtgMStbWvW5l5EJ",
+	"TvC4i/Alz8r1Op9o+dqmBE7fBekG0Ud9XO+m/x3PppjShV7nxUMiK9Z84R5zt8sRoXyBVSkBFmD9iOZ9",
+	"g2L7AetA2V6kCTRgx3oddL0zGLre4BF9Xb85TUaQ7YCHmvBk1P2JqmjicVN+yN2duOWhYQRv3eRQ/9B1",
+	"LU2XfjGUYQ9a1nJTqWMQGwGhElPN9ScXpE0l+eHtuZG6asKmnadql3/RUPzeBkeGjEWCx4leQN8DAfPt",
+	"Thsvt/vkqd02X7ODVt2xNmm0QFSK0Nl2sOxqeWGC0ggLCEUI1unbn384Hnz4+N27k9eDj6fv9LbOs7R1",
+	"2PqM/BODPEu/tILWFc0SyOaCeFpxCfWbGUtILjrc2dnd+7bX7/V7u4cv+y/7rWBlUyo8tqQN+Una+pxl",
+	"Is4h8euIhFN6CbzlIYEeSuL9Uqenx+lTMaqrx8ApI2jypcprniJNy+seOm8wxbI8JZ4qVFsTIRWLyXBR",
+	"s417/qJO3hfqZUESfpWoMjvePOv8uqYp1kq39of7FriUMN8rkBdp5OUrK1+ABEjNp9/UMcjV5E+ZjHkX",
+	"jx8VMiK9g/IZsC/OmJilrON2uZnL7Z9CZ/6hUgBJhdtm+M3z6E/iCqybagnPgja/fKskbUtG79BcGk56",
+	"S5Xrtrykn/M3uPK9NkiDDjn+cBKQ0DnlhYa0uZh5QqOIzRQ1EVC7qlDM+L+EJBXVV8Nv4SGZiCkjGZMi",
+	"zdH74YJ+AhOLCorghB1NJKH58unL/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1223,6 +1223,93 @@ type OrganizationCreate struct {
 // OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
 type OrganizationId = string
 
+// OrganizationIdentityProvider An identity provider of an organization's own. Never holds its client secret.
+type OrganizationIdentityProvider struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains ProviderEmailDomains `json:"allowed_email_domains"`
+
+	// ClientId Example: renga
+	ClientId   string     `json:"client_id"`
+	CreatedAt  time.Time  `json:"created_at"`
+	DisabledAt *time.Time `json:"disabled_at"`
+
+	// DisabledReason Why the provider is disabled: `owner` (an owner disabled it) or `entitlement_withdrawn` (the operator withdrew `organization_identity_providers`); null while enabled. Clients must accept values not listed here (x-extensible-enum).
+	DisabledReason *string `json:"disabled_reason"`
+
+	// DisplayName Example: Acme SSO
+	DisplayName string `json:"display_name"`
+
+	// HasClientSecret Whether a client secret is stored (it is never returned).
+	HasClientSecret bool `json:"has_client_secret"`
+
+	// Id Example: oip_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId string `json:"organization_id"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes ProviderScopes `json:"scopes"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+
+	// State `enabled`, or `disabled` (see `disabled_reason`). Clients must accept values not listed here (x-extensible-enum).
+	//
+	// Example: enabled
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// OrganizationIdentityProviderCreate defines model for OrganizationIdentityProviderCreate.
+type OrganizationIdentityProviderCreate struct {
+	// AllowedEmailDomains Email domains whose people may sign in through this provider; empty allows any.
+	AllowedEmailDomains *ProviderEmailDomains `json:"allowed_email_domains,omitempty"`
+	ClientId            string                `json:"client_id"`
+
+	// ClientSecret A replacement client secret. Write-only; never returned.
+	ClientSecret *ClientSecret `json:"client_secret,omitempty"`
+	DisplayName  string        `json:"display_name"`
+
+	// Issuer The OpenID issuer URL (immutable). `https`, or `http` to a loopback address.
+	//
+	// Example: https://login.example.com
+	Issuer ProviderIssuer `json:"issuer"`
+
+	// Protocol The provider's protocol (immutable); OpenID Connect.
+	Protocol ProviderProtocol `json:"protocol"`
+
+	// Scopes The scopes requested at sign-in; must include `openid`.
+	//
+	// Example: ["openid","email","profile"]
+	Scopes *ProviderScopes `json:"scopes,omitempty"`
+
+	// Slug The provider's short name (immutable).
+	//
+	// Example: corp
+	Slug ProviderSlug `json:"slug"`
+}
+
+// OrganizationIdentityProviderList defines model for OrganizationIdentityProviderList.
+type OrganizationIdentityProviderList struct {
+	Items []OrganizationIdentityProvider `json:"items"`
+
+	// NextPageToken The token of the next page, or null on the last.
+	NextPageToken *string `json:"next_page_token"`
+}
+
 // OrganizationList defines model for OrganizationList.
 type OrganizationList struct {
 	Items         []Organization `json:"items"`
@@ -1553,6 +1640,9 @@ type InvitationId = string
 // JobId defines model for JobId.
 type JobId = string
 
+// OrganizationProviderId defines model for OrganizationProviderId.
+type OrganizationProviderId = string
+
 // PageSize defines model for PageSize.
 type PageSize = int
 
@@ -1874,6 +1964,27 @@ type ListObservationsParams struct {
 	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
 }
 
+// ListOrganizationIdentityProvidersParams defines parameters for ListOrganizationIdentityProviders.
+type ListOrganizationIdentityProvidersParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateOrganizationIdentityProviderParams defines parameters for CreateOrganizationIdentityProvider.
+type CreateOrganizationIdentityProviderParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// DisableOrganizationIdentityProviderParams defines parameters for DisableOrganizationIdentityProvider.
+type DisableOrganizationIdentityProviderParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
 // ListIntakeKeysParams defines parameters for ListIntakeKeys.
 type ListIntakeKeysParams struct {
 	// PageSize Items per page.
@@ -1960,6 +2071,9 @@ type SuspendOrganizationJSONRequestBody = SuspendRequest
 
 // CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
 type CompleteTransferJSONRequestBody = TransferComplete
+
+// CreateOrganizationIdentityProviderJSONRequestBody defines body for CreateOrganizationIdentityProvider for application/json ContentType.
+type CreateOrganizationIdentityProviderJSONRequestBody = OrganizationIdentityProviderCreate
 
 // CreateIntakeKeyJSONRequestBody defines body for CreateIntakeKey for application/json ContentType.
 type CreateIntakeKeyJSONRequestBody = IntakeKeyCreate
@@ -2551,6 +2665,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
 	ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListOrganizationIdentityProviders List the organization's own identity providers (never their secrets)
+	//
+	// Enabled and disabled providers, oldest first. Listing needs no entitlement, so owners see the providers a withdrawn entitlement disabled.
+	//
+	// Corresponds with GET /api/v1/org/identity-providers (the `ListOrganizationIdentityProviders` operationId).
+	ListOrganizationIdentityProviders(ctx context.Context, params *ListOrganizationIdentityProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOrganizationIdentityProviderWithBody Add an identity provider of the organization's own
+	//
+	// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+	CreateOrganizationIdentityProviderWithBody(ctx context.Context, params *CreateOrganizationIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOrganizationIdentityProvider Add an identity provider of the organization's own
+	//
+	// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+	CreateOrganizationIdentityProvider(ctx context.Context, params *CreateOrganizationIdentityProviderParams, body CreateOrganizationIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableOrganizationIdentityProvider Disable one of the organization's identity providers
+	//
+	// Target-state idempotent (disabling a disabled provider is success and changes nothing). A disabled provider stays listed; its slug is free for a new provider. There is no re-enabling; add the provider again.
+	//
+	// Corresponds with POST /api/v1/org/identity-providers/{org_provider_id}/disable (the `DisableOrganizationIdentityProvider` operationId).
+	DisableOrganizationIdentityProvider(ctx context.Context, orgProviderId OrganizationProviderId, params *DisableOrganizationIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListIntakeKeys List the organization's intake keys (never their secrets)
 	//
@@ -3727,6 +3873,78 @@ func (c *Client) ListAgents(ctx context.Context, params *ListAgentsParams, reqEd
 // Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
 func (c *Client) ListObservations(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListObservationsRequest(c.Server, installationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListOrganizationIdentityProviders List the organization's own identity providers (never their secrets)
+//
+// Enabled and disabled providers, oldest first. Listing needs no entitlement, so owners see the providers a withdrawn entitlement disabled.
+//
+// Corresponds with GET /api/v1/org/identity-providers (the `ListOrganizationIdentityProviders` operationId).
+func (c *Client) ListOrganizationIdentityProviders(ctx context.Context, params *ListOrganizationIdentityProvidersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrganizationIdentityProvidersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOrganizationIdentityProviderWithBody Add an identity provider of the organization's own
+//
+// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+func (c *Client) CreateOrganizationIdentityProviderWithBody(ctx context.Context, params *CreateOrganizationIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOrganizationIdentityProviderRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOrganizationIdentityProvider Add an identity provider of the organization's own
+//
+// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+func (c *Client) CreateOrganizationIdentityProvider(ctx context.Context, params *CreateOrganizationIdentityProviderParams, body CreateOrganizationIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOrganizationIdentityProviderRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableOrganizationIdentityProvider Disable one of the organization's identity providers
+//
+// Target-state idempotent (disabling a disabled provider is success and changes nothing). A disabled provider stays listed; its slug is free for a new provider. There is no re-enabling; add the provider again.
+//
+// Corresponds with POST /api/v1/org/identity-providers/{org_provider_id}/disable (the `DisableOrganizationIdentityProvider` operationId).
+func (c *Client) DisableOrganizationIdentityProvider(ctx context.Context, orgProviderId OrganizationProviderId, params *DisableOrganizationIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableOrganizationIdentityProviderRequest(c.Server, orgProviderId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6490,6 +6708,174 @@ func NewListObservationsRequest(server string, installationId InstallationId, pa
 	return req, nil
 }
 
+// NewListOrganizationIdentityProvidersRequest constructs an http.Request for the ListOrganizationIdentityProviders method
+func NewListOrganizationIdentityProvidersRequest(server string, params *ListOrganizationIdentityProvidersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/identity-providers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateOrganizationIdentityProviderRequest calls the generic CreateOrganizationIdentityProvider builder with application/json body
+func NewCreateOrganizationIdentityProviderRequest(server string, params *CreateOrganizationIdentityProviderParams, body CreateOrganizationIdentityProviderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateOrganizationIdentityProviderRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateOrganizationIdentityProviderRequestWithBody constructs an http.Request for the CreateOrganizationIdentityProvider method, with any body, and a specified content type
+func NewCreateOrganizationIdentityProviderRequestWithBody(server string, params *CreateOrganizationIdentityProviderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/identity-providers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewDisableOrganizationIdentityProviderRequest constructs an http.Request for the DisableOrganizationIdentityProvider method
+func NewDisableOrganizationIdentityProviderRequest(server string, orgProviderId OrganizationProviderId, params *DisableOrganizationIdentityProviderParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "org_provider_id", orgProviderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/identity-providers/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListIntakeKeysRequest constructs an http.Request for the ListIntakeKeys method
 func NewListIntakeKeysRequest(server string, params *ListIntakeKeysParams) (*http.Request, error) {
 	var err error
@@ -7559,6 +7945,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/org/agents/{installation_id}/observations (the `ListObservations` operationId).
 	ListObservationsWithResponse(ctx context.Context, installationId InstallationId, params *ListObservationsParams, reqEditors ...RequestEditorFn) (*ListObservationsResponse, error)
+
+	// ListOrganizationIdentityProvidersWithResponse List the organization's own identity providers (never their secrets)
+	//
+	// Enabled and disabled providers, oldest first. Listing needs no entitlement, so owners see the providers a withdrawn entitlement disabled.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/identity-providers (the `ListOrganizationIdentityProviders` operationId).
+	ListOrganizationIdentityProvidersWithResponse(ctx context.Context, params *ListOrganizationIdentityProvidersParams, reqEditors ...RequestEditorFn) (*ListOrganizationIdentityProvidersResponse, error)
+
+	// CreateOrganizationIdentityProviderWithBodyWithResponse Add an identity provider of the organization's own
+	//
+	// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+	CreateOrganizationIdentityProviderWithBodyWithResponse(ctx context.Context, params *CreateOrganizationIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrganizationIdentityProviderResponse, error)
+
+	// CreateOrganizationIdentityProviderWithResponse Add an identity provider of the organization's own
+	//
+	// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+	CreateOrganizationIdentityProviderWithResponse(ctx context.Context, params *CreateOrganizationIdentityProviderParams, body CreateOrganizationIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrganizationIdentityProviderResponse, error)
+
+	// DisableOrganizationIdentityProviderWithResponse Disable one of the organization's identity providers
+	//
+	// Target-state idempotent (disabling a disabled provider is success and changes nothing). A disabled provider stays listed; its slug is free for a new provider. There is no re-enabling; add the provider again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/identity-providers/{org_provider_id}/disable (the `DisableOrganizationIdentityProvider` operationId).
+	DisableOrganizationIdentityProviderWithResponse(ctx context.Context, orgProviderId OrganizationProviderId, params *DisableOrganizationIdentityProviderParams, reqEditors ...RequestEditorFn) (*DisableOrganizationIdentityProviderResponse, error)
 
 	// ListIntakeKeysWithResponse List the organization's intake keys (never their secrets)
 	//
@@ -14177,6 +14599,454 @@ func (r ListObservationsResponse) ContentType() string {
 	return ""
 }
 
+// ListOrganizationIdentityProvidersResponse200Headers the declared response headers of an HTTP 200 response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationIdentityProvidersResponse400Headers the declared response headers of an HTTP 400 response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationIdentityProvidersResponse401Headers the declared response headers of an HTTP 401 response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListOrganizationIdentityProvidersResponse403Headers the declared response headers of an HTTP 403 response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListOrganizationIdentityProvidersResponse429Headers the declared response headers of an HTTP 429 response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// ListOrganizationIdentityProvidersResponseDefaultHeaders the declared response headers of an HTTP default response for ListOrganizationIdentityProviders
+type ListOrganizationIdentityProvidersResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type ListOrganizationIdentityProvidersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrganizationIdentityProviderList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrganizationIdentityProvidersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrganizationIdentityProvidersResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListOrganizationIdentityProvidersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrganizationIdentityProvidersResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListOrganizationIdentityProvidersResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListOrganizationIdentityProvidersResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOrganizationIdentityProvidersResponse) GetJSON200() *OrganizationIdentityProviderList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListOrganizationIdentityProvidersResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListOrganizationIdentityProvidersResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListOrganizationIdentityProvidersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListOrganizationIdentityProvidersResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListOrganizationIdentityProvidersResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListOrganizationIdentityProvidersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOrganizationIdentityProvidersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOrganizationIdentityProvidersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListOrganizationIdentityProvidersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateOrganizationIdentityProviderResponse201Headers the declared response headers of an HTTP 201 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// CreateOrganizationIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateOrganizationIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponse410Headers the declared response headers of an HTTP 410 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse410Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponse413Headers the declared response headers of an HTTP 413 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateOrganizationIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for CreateOrganizationIdentityProvider
+type CreateOrganizationIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CreateOrganizationIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *OrganizationIdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateOrganizationIdentityProviderResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateOrganizationIdentityProviderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOrganizationIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateOrganizationIdentityProviderResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateOrganizationIdentityProviderResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *CreateOrganizationIdentityProviderResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateOrganizationIdentityProviderResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateOrganizationIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateOrganizationIdentityProviderResponseDefaultHeaders
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateOrganizationIdentityProviderResponse) GetJSON201() *OrganizationIdentityProvider {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateOrganizationIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOrganizationIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOrganizationIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOrganizationIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOrganizationIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableOrganizationIdentityProviderResponse200Headers the declared response headers of an HTTP 200 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse200Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// DisableOrganizationIdentityProviderResponse400Headers the declared response headers of an HTTP 400 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse400Headers struct {
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponse401Headers the declared response headers of an HTTP 401 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// DisableOrganizationIdentityProviderResponse403Headers the declared response headers of an HTTP 403 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse403Headers struct {
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponse404Headers the declared response headers of an HTTP 404 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse404Headers struct {
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponse409Headers the declared response headers of an HTTP 409 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse409Headers struct {
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponse410Headers the declared response headers of an HTTP 410 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse410Headers struct {
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponse429Headers the declared response headers of an HTTP 429 response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// DisableOrganizationIdentityProviderResponseDefaultHeaders the declared response headers of an HTTP default response for DisableOrganizationIdentityProvider
+type DisableOrganizationIdentityProviderResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type DisableOrganizationIdentityProviderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrganizationIdentityProvider
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DisableOrganizationIdentityProviderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DisableOrganizationIdentityProviderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableOrganizationIdentityProviderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableOrganizationIdentityProviderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableOrganizationIdentityProviderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableOrganizationIdentityProviderResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *DisableOrganizationIdentityProviderResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DisableOrganizationIdentityProviderResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *DisableOrganizationIdentityProviderResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableOrganizationIdentityProviderResponse) GetJSON200() *OrganizationIdentityProvider {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DisableOrganizationIdentityProviderResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableOrganizationIdentityProviderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableOrganizationIdentityProviderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableOrganizationIdentityProviderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableOrganizationIdentityProviderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListIntakeKeysResponse200Headers the declared response headers of an HTTP 200 response for ListIntakeKeys
 type ListIntakeKeysResponse200Headers struct {
 	XRequestId *string
@@ -16402,6 +17272,66 @@ func (c *ClientWithResponses) ListObservationsWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseListObservationsResponse(rsp)
+}
+
+// ListOrganizationIdentityProvidersWithResponse List the organization's own identity providers (never their secrets)
+//
+// Enabled and disabled providers, oldest first. Listing needs no entitlement, so owners see the providers a withdrawn entitlement disabled.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/identity-providers (the `ListOrganizationIdentityProviders` operationId).
+func (c *ClientWithResponses) ListOrganizationIdentityProvidersWithResponse(ctx context.Context, params *ListOrganizationIdentityProvidersParams, reqEditors ...RequestEditorFn) (*ListOrganizationIdentityProvidersResponse, error) {
+	rsp, err := c.ListOrganizationIdentityProviders(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOrganizationIdentityProvidersResponse(rsp)
+}
+
+// CreateOrganizationIdentityProviderWithBodyWithResponse Add an identity provider of the organization's own
+//
+// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+func (c *ClientWithResponses) CreateOrganizationIdentityProviderWithBodyWithResponse(ctx context.Context, params *CreateOrganizationIdentityProviderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrganizationIdentityProviderResponse, error) {
+	rsp, err := c.CreateOrganizationIdentityProviderWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOrganizationIdentityProviderResponse(rsp)
+}
+
+// CreateOrganizationIdentityProviderWithResponse Add an identity provider of the organization's own
+//
+// Needs the `organization_identity_providers` entitlement (`403 not_entitled` otherwise). The provider is enabled at once; the issuer is not contacted. The client secret is encrypted at rest and never returned (`has_client_secret` says whether one is stored). A slug is unique among the organization's enabled providers (`409 slug_taken`). Withdrawing the entitlement disables every provider of the organization, in the policy change's transaction.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/identity-providers (the `CreateOrganizationIdentityProvider` operationId).
+func (c *ClientWithResponses) CreateOrganizationIdentityProviderWithResponse(ctx context.Context, params *CreateOrganizationIdentityProviderParams, body CreateOrganizationIdentityProviderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrganizationIdentityProviderResponse, error) {
+	rsp, err := c.CreateOrganizationIdentityProvider(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOrganizationIdentityProviderResponse(rsp)
+}
+
+// DisableOrganizationIdentityProviderWithResponse Disable one of the organization's identity providers
+//
+// Target-state idempotent (disabling a disabled provider is success and changes nothing). A disabled provider stays listed; its slug is free for a new provider. There is no re-enabling; add the provider again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/identity-providers/{org_provider_id}/disable (the `DisableOrganizationIdentityProvider` operationId).
+func (c *ClientWithResponses) DisableOrganizationIdentityProviderWithResponse(ctx context.Context, orgProviderId OrganizationProviderId, params *DisableOrganizationIdentityProviderParams, reqEditors ...RequestEditorFn) (*DisableOrganizationIdentityProviderResponse, error) {
+	rsp, err := c.DisableOrganizationIdentityProvider(ctx, orgProviderId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableOrganizationIdentityProviderResponse(rsp)
 }
 
 // ListIntakeKeysWithResponse List the organization's intake keys (never their secrets)
@@ -24459,6 +25389,550 @@ func ParseListObservationsResponse(rsp *http.Response) (*ListObservationsRespons
 		response.Headers429 = &headers
 	case true:
 		var headers ListObservationsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListOrganizationIdentityProvidersResponse parses an HTTP response from a ListOrganizationIdentityProvidersWithResponse call
+func ParseListOrganizationIdentityProvidersResponse(rsp *http.Response) (*ListOrganizationIdentityProvidersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOrganizationIdentityProvidersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrganizationIdentityProviderList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrganizationIdentityProvidersResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrganizationIdentityProvidersResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListOrganizationIdentityProvidersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrganizationIdentityProvidersResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListOrganizationIdentityProvidersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ListOrganizationIdentityProvidersResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateOrganizationIdentityProviderResponse parses an HTTP response from a CreateOrganizationIdentityProviderWithResponse call
+func ParseCreateOrganizationIdentityProviderResponse(rsp *http.Response) (*CreateOrganizationIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOrganizationIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest OrganizationIdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateOrganizationIdentityProviderResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateOrganizationIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOrganizationIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateOrganizationIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateOrganizationIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers CreateOrganizationIdentityProviderResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateOrganizationIdentityProviderResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateOrganizationIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CreateOrganizationIdentityProviderResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableOrganizationIdentityProviderResponse parses an HTTP response from a DisableOrganizationIdentityProviderWithResponse call
+func ParseDisableOrganizationIdentityProviderResponse(rsp *http.Response) (*DisableOrganizationIdentityProviderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableOrganizationIdentityProviderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrganizationIdentityProvider
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DisableOrganizationIdentityProviderResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DisableOrganizationIdentityProviderResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DisableOrganizationIdentityProviderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableOrganizationIdentityProviderResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableOrganizationIdentityProviderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableOrganizationIdentityProviderResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers DisableOrganizationIdentityProviderResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers DisableOrganizationIdentityProviderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers DisableOrganizationIdentityProviderResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

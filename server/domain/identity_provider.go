@@ -611,5 +611,6 @@ func ResealProviderSecrets(ctx context.Context, q db.DBTX, box *secretbox.Box) (
 			return 0, err
 		}
 	}
-	return len(stale), nil
+	n, err := resealOrganizationProviderSecrets(ctx, q, box)
+	return len(stale) + n, err
 }

@@ -74,7 +74,7 @@ func PutPolicy(ctx context.Context, q db.DBTX, orgID string, expected int64, doc
 	}
 	if Entitled(old.Document, defaults, policyfield.OrganizationIdentityProviders) &&
 		!Entitled(doc, defaults, policyfield.OrganizationIdentityProviders) {
-		if err := WithdrawOrganizationProviders(ctx, q, orgID); err != nil {
+		if _, err := WithdrawOrganizationProviders(ctx, q, orgID); err != nil {
 			return Policy{}, o, nil, err
 		}
 	}
@@ -92,13 +92,4 @@ func lockPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
 		return p, err
 	}
 	return p, json.Unmarshal(raw, &p.Document)
-}
-
-// WithdrawOrganizationProviders is the reduction that withdrawing the
-// organization_identity_providers entitlement requires (RFD 15 disable, RFD 16 removal of
-// memberships and grants bound to those providers). Organizations have no identity providers
-// of their own yet, so there is nothing to reduce; the identity-provider work fills this in,
-// and it already runs in the policy change's transaction.
-func WithdrawOrganizationProviders(ctx context.Context, q db.DBTX, orgID string) error {
-	return nil
 }
