@@ -173,7 +173,7 @@ func operatorE(bin string, s *serverProcess, token string, args ...string) (stri
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("renga %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+		return "", fmt.Errorf("renga %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }
