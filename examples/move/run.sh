@@ -84,6 +84,17 @@ serve() { # NAME ID URL DB_URL: runs renga serve in the background, logging to N
 	wait_ready "$url"
 }
 
+# agent_said PATTERN: the last agent log line matching PATTERN, as "msg (retry in ...): error".
+agent_said() {
+	local line
+	line=$(grep -- "$1" "$WORK/agent.log" | tail -n1) || return 0
+	field() { echo "$line" | sed -nE 's/.*"'"$1"'":"(([^"\\]|\\.)*)".*/\1/p' | sed 's/\\"/"/g'; }
+	printf '   agent: %s' "$(field msg)"
+	[[ $line == *'"retry_in"'* ]] && printf ' (retry in %s)' "$(field retry_in)"
+	[[ $line == *'"error"'* ]] && printf ': %s' "$(field error | cut -c1-120)"
+	echo
+}
+
 agent_status() { "$RENGA" -o json agent status --config "$WORK/agent.yaml"; }
 observations_in() { # DB_URL: "count distinct max" of the agent's observations' sequences
 	psql -qtA -F' ' "$1" -c "SELECT count(*), count(DISTINCT data->>'sequence'), coalesce(max((data->>'sequence')::int), 0)
@@ -156,7 +167,12 @@ TRANSFER=$(at_a -o json transfer export "$ORG_A" --for-move --wait 2>/dev/null |
 note "transfer $TRANSFER succeeded"
 at_a transfer download "$TRANSFER" --file "$WORK/acme.tar.gz" >/dev/null 2>&1
 note "downloaded $(stat -c %s "$WORK/acme.tar.gz") bytes"
-grep -m1 '"the organization is being moved' "$WORK/agent.log" | cut -c1-150 | sed 's/^/   agent: /' || true
+for _ in $(seq 1 100); do # the agent's next send meets the freeze
+	grep -q '"the organization is being moved' "$WORK/agent.log" && break
+	sleep 0.1
+done
+agent_said '"the organization is being moved'
+note "A answered the agent 503 moving $(grep 'status=503' "$WORK/a.log" | grep -c "actor=$INSTALLATION" || true) time(s) so far"
 
 say "At B: a new, empty organization, and the import"
 ORG_B=$(at_b -o json org create acme --display-name "Acme" 2>/dev/null | json id)
@@ -170,7 +186,8 @@ home_requests() { grep -c '"deployment":"a"' "$WORK/resolver.log" || true; }
 before=$(home_requests)
 sleep "$RESOLVER_LAG"
 note "home requests at the resolver in ${RESOLVER_LAG}s: $(($(home_requests) - before)) (back-off from 1 s, doubling)"
-grep '"renga_url still answers the moved home' "$WORK/agent.log" | tail -n2 | cut -c1-150 | sed 's/^/   agent: /' || true
+agent_said '"the home answered 410 moved'
+agent_said '"renga_url still answers the moved home'
 
 say "B goes down; the resolver is pointed at B (kill -HUP)"
 kill "$B_PID"
@@ -179,7 +196,7 @@ printf 'deployments:\n  a: %s\n  b: %s\n' "$B_URL" "$B_URL" >"$WORK/resolver.yam
 kill -HUP "$RESOLVER_PID"
 note "B is down for ${B_DOWN}s: the agent resolves B and retries it with back-off, keeping its queue"
 sleep "$B_DOWN"
-grep '"request failed"' "$WORK/agent.log" | tail -n1 | cut -c1-170 | sed 's/^/   agent: /' || true
+agent_said '"request failed"'
 note "queue depth: $(agent_status | json queue_depth)"
 
 say "B is back: the agent continues there with the same installation ID"
