@@ -267,6 +267,10 @@ func (a *Agent) logFailure(err error, wait time.Duration) {
 			a.log.Error("the home refused this agent's credentials (not re-resolving)", attrs...)
 		case he.Status == http.StatusForbidden:
 			a.log.Error("the home refused the request (not re-resolving)", attrs...)
+		case he.Status == http.StatusServiceUnavailable && he.Code == "moving":
+			// An export for a move froze the organization's agent writes: the queue keeps
+			// everything until the home answers 410 moved (or the move is abandoned).
+			a.log.Warn("the organization is being moved: keeping the queue and retrying", attrs...)
 		default:
 			a.log.Warn("request failed", attrs...)
 		}

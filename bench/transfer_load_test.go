@@ -110,7 +110,7 @@ func TestTransferLoad(t *testing.T) {
 
 	// Export: the job's work, in this process (the server).
 	idle := settle()
-	x, _, err := domain.CreateExport(ctx, src.Pool, org.ID, "bench")
+	x, _, err := domain.CreateExport(ctx, src.Pool, org.ID, "bench", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ type transferExportOptions struct {
 
 	OrganizationID string
 	Wait           bool
+	ForMove        bool
 	IdempotencyKey string
 }
 
@@ -80,6 +81,8 @@ func newCmdTransferExport(f *Factory, runF func(*transferExportOptions) error) *
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until the export succeeded, failed or was cancelled")
+	cmd.Flags().BoolVar(&opts.ForMove, "for-move", false,
+		"the first step of a move: freeze the organization's agent writes (503 moving) until the move is completed or the export cancelled or failed")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
 	return cmd
 }
@@ -91,7 +94,8 @@ func transferExportRun(ctx context.Context, opts *transferExportOptions) error {
 		return err
 	}
 	key := newIdempotencyKey(opts.IdempotencyKey)
-	r, err := c.CreateExportWithResponse(ctx, opts.OrganizationID, &client.CreateExportParams{IdempotencyKey: key})
+	r, err := c.CreateExportWithResponse(ctx, opts.OrganizationID, &client.CreateExportParams{IdempotencyKey: key},
+		client.ExportCreate{ForMove: &opts.ForMove})
 	if err := f.checkKeyed(&key, r, err); err != nil {
 		return err
 	}

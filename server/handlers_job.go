@@ -65,6 +65,10 @@ func (s *Server) CreateJob(ctx context.Context, req api.CreateJobRequestObject) 
 // ListAgentJobs returns the installation's pending jobs and marks them delivered.
 func (s *Server) ListAgentJobs(ctx context.Context, _ api.ListAgentJobsRequestObject) (api.ListAgentJobsResponseObject, error) {
 	st := pipeline.From(ctx)
+	// Listing marks jobs delivered: not while a move froze the organization's agent writes.
+	if err := domain.AgentWritesOpen(ctx, s.q(ctx), st.Actor.OrganizationID); err != nil {
+		return nil, err
+	}
 	jobs, err := domain.PendingJobs(ctx, s.q(ctx), st.Actor.CredentialID)
 	if err != nil {
 		return nil, err

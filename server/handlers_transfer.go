@@ -14,7 +14,7 @@ import (
 )
 
 func transferJSON(t domain.Transfer) api.Transfer {
-	out := api.Transfer{Id: t.ID, Kind: api.TransferKind(t.Kind), State: api.TransferState(t.State),
+	out := api.Transfer{Id: t.ID, Kind: api.TransferKind(t.Kind), ForMove: t.ForMove, State: api.TransferState(t.State),
 		OrganizationId: t.OrganizationID, Counts: t.Counts, SizeBytes: t.SizeBytes, Failure: t.Failure,
 		DestinationUrl: t.DestinationURL, CompletedAt: utc(t.CompletedAt), CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
 	if out.Counts == nil {
@@ -40,7 +40,8 @@ func (s *Server) CreateExport(ctx context.Context, req api.CreateExportRequestOb
 	if st.Tx == nil {
 		return nil, fmt.Errorf("createExport outside the mutation transaction")
 	}
-	t, o, err := domain.CreateExport(ctx, st.Tx, req.OrganizationId, st.Actor.CredentialID)
+	forMove := req.Body != nil && req.Body.ForMove != nil && *req.Body.ForMove
+	t, o, err := domain.CreateExport(ctx, st.Tx, req.OrganizationId, st.Actor.CredentialID, forMove)
 	if err != nil {
 		return nil, err
 	}

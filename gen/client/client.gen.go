@@ -137,6 +137,7 @@ const (
 	ErrorCodeLockout                   ErrorCode = "lockout"
 	ErrorCodeMethodNotAllowed          ErrorCode = "method_not_allowed"
 	ErrorCodeMoved                     ErrorCode = "moved"
+	ErrorCodeMoving                    ErrorCode = "moving"
 	ErrorCodeNoPendingRevision         ErrorCode = "no_pending_revision"
 	ErrorCodeNotEntitled               ErrorCode = "not_entitled"
 	ErrorCodeNotFound                  ErrorCode = "not_found"
@@ -205,6 +206,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeMoved:
+		return true
+	case ErrorCodeMoving:
 		return true
 	case ErrorCodeNoPendingRevision:
 		return true
@@ -745,6 +748,12 @@ type Entitlements struct {
 
 // ErrorCode The stable machine codes of problems this version returns. The set grows (a new code is not a breaking change), so a client handles a code it does not know as its HTTP status says. A problem's `error` member is declared as an open set listing these.
 type ErrorCode string
+
+// ExportCreate defines model for ExportCreate.
+type ExportCreate struct {
+	// ForMove This export is the first step of a move; freeze the organization's agent writes (`503 moving`) until the move is completed or the export cancelled or failed.
+	ForMove *bool `json:"for_move,omitempty"`
+}
 
 // Home defines model for Home.
 type Home struct {
@@ -1538,6 +1547,9 @@ type Transfer struct {
 	// Failure Why a `failed` export failed.
 	Failure *string `json:"failure"`
 
+	// ForMove An export requested for a move, which freezes the organization's agent writes (`503 moving`) until it is completed, cancelled or failed. Always false for an import.
+	ForMove bool `json:"for_move"`
+
 	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id   TransferId   `json:"id"`
 	Kind TransferKind `json:"kind"`
@@ -2060,6 +2072,9 @@ type CreateOrganizationJSONRequestBody = OrganizationCreate
 // UpdateOrganizationJSONRequestBody defines body for UpdateOrganization for application/json ContentType.
 type UpdateOrganizationJSONRequestBody = OrganizationUpdate
 
+// CreateExportJSONRequestBody defines body for CreateExport for application/json ContentType.
+type CreateExportJSONRequestBody = ExportCreate
+
 // CreateInvitationJSONRequestBody defines body for CreateInvitation for application/json ContentType.
 type CreateInvitationJSONRequestBody = InvitationCreate
 
@@ -2167,7 +2182,7 @@ type ClientInterface interface {
 
 	// RegisterInstallationWithBody Register an agent installation with an intake key
 	//
-	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2176,7 +2191,7 @@ type ClientInterface interface {
 
 	// RegisterInstallation Register an agent installation with an intake key
 	//
-	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2210,7 +2225,7 @@ type ClientInterface interface {
 
 	// SubmitObservationsWithBody Send a batch of observations
 	//
-	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2219,7 +2234,7 @@ type ClientInterface interface {
 
 	// SubmitObservations Send a batch of observations
 	//
-	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2423,12 +2438,57 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/deletion (the `ScheduleOrganizationDeletion` operationId).
 	ScheduleOrganizationDeletion(ctx context.Context, organizationId OrganizationId, params *ScheduleOrganizationDeletionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateExport Start exporting an organization
+	// CreateExportWithBody Start exporting an organization
 	//
-	// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+	// Starts an asynchronous export (a background job) of the organization into one
+	// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+	// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+	// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+	// transfer. A moved organization can still be exported; one being purged cannot
+	// (`409 invalid_state`).
+	//
+	// An export `for_move` (the first step of moving the organization to another deployment)
+	// freezes the organization's agent writes from the moment it is requested: registrations,
+	// observation batches, job listings and job results answer `503 moving` with Retry-After,
+	// and agents keep what they would have sent in their queues. So nothing is accepted here
+	// after the archive's snapshot and then lost: what agents sent before is in the archive,
+	// what they send after reaches the destination. The freeze ends when the move is completed
+	// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+	// organization) or the export is cancelled or fails (agents' writes go on here). An
+	// organization has at most one export for a move in progress (another is `409
+	// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+	// after the snapshot are not in the archive.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
-	CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateExportWithBody(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExport Start exporting an organization
+	//
+	// Starts an asynchronous export (a background job) of the organization into one
+	// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+	// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+	// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+	// transfer. A moved organization can still be exported; one being purged cannot
+	// (`409 invalid_state`).
+	//
+	// An export `for_move` (the first step of moving the organization to another deployment)
+	// freezes the organization's agent writes from the moment it is requested: registrations,
+	// observation batches, job listings and job results answer `503 moving` with Retry-After,
+	// and agents keep what they would have sent in their queues. So nothing is accepted here
+	// after the archive's snapshot and then lost: what agents sent before is in the archive,
+	// what they send after reaches the destination. The freeze ends when the move is completed
+	// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+	// organization) or the export is cancelled or fails (agents' writes go on here). An
+	// organization has at most one export for a move in progress (another is `409
+	// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+	// after the snapshot are not in the archive.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+	CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ImportOrganizationWithBody Import an archive into an empty organization
 	//
@@ -2814,7 +2874,7 @@ func (c *Client) GetHome(ctx context.Context, params *GetHomeParams, reqEditors 
 
 // RegisterInstallationWithBody Register an agent installation with an intake key
 //
-// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2833,7 +2893,7 @@ func (c *Client) RegisterInstallationWithBody(ctx context.Context, contentType s
 
 // RegisterInstallation Register an agent installation with an intake key
 //
-// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2907,7 +2967,7 @@ func (c *Client) SubmitJobResult(ctx context.Context, jobId JobId, body SubmitJo
 
 // SubmitObservationsWithBody Send a batch of observations
 //
-// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2926,7 +2986,7 @@ func (c *Client) SubmitObservationsWithBody(ctx context.Context, contentType str
 
 // SubmitObservations Send a batch of observations
 //
-// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3350,13 +3410,68 @@ func (c *Client) ScheduleOrganizationDeletion(ctx context.Context, organizationI
 	return c.Client.Do(req)
 }
 
-// CreateExport Start exporting an organization
+// CreateExportWithBody Start exporting an organization
 //
-// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+// Starts an asynchronous export (a background job) of the organization into one
+// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+// transfer. A moved organization can still be exported; one being purged cannot
+// (`409 invalid_state`).
+//
+// An export `for_move` (the first step of moving the organization to another deployment)
+// freezes the organization's agent writes from the moment it is requested: registrations,
+// observation batches, job listings and job results answer `503 moving` with Retry-After,
+// and agents keep what they would have sent in their queues. So nothing is accepted here
+// after the archive's snapshot and then lost: what agents sent before is in the archive,
+// what they send after reaches the destination. The freeze ends when the move is completed
+// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+// organization) or the export is cancelled or fails (agents' writes go on here). An
+// organization has at most one export for a move in progress (another is `409
+// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+// after the snapshot are not in the archive.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
-func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateExportRequest(c.Server, organizationId, params)
+func (c *Client) CreateExportWithBody(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportRequestWithBody(c.Server, organizationId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExport Start exporting an organization
+//
+// Starts an asynchronous export (a background job) of the organization into one
+// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+// transfer. A moved organization can still be exported; one being purged cannot
+// (`409 invalid_state`).
+//
+// An export `for_move` (the first step of moving the organization to another deployment)
+// freezes the organization's agent writes from the moment it is requested: registrations,
+// observation batches, job listings and job results answer `503 moving` with Retry-After,
+// and agents keep what they would have sent in their queues. So nothing is accepted here
+// after the archive's snapshot and then lost: what agents sent before is in the archive,
+// what they send after reaches the destination. The freeze ends when the move is completed
+// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+// organization) or the export is cancelled or fails (agents' writes go on here). An
+// organization has at most one export for a move in progress (another is `409
+// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+// after the snapshot are not in the archive.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExportRequest(c.Server, organizationId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5299,8 +5414,19 @@ func NewScheduleOrganizationDeletionRequest(server string, organizationId Organi
 	return req, nil
 }
 
-// NewCreateExportRequest constructs an http.Request for the CreateExport method
-func NewCreateExportRequest(server string, organizationId OrganizationId, params *CreateExportParams) (*http.Request, error) {
+// NewCreateExportRequest calls the generic CreateExport builder with application/json body
+func NewCreateExportRequest(server string, organizationId OrganizationId, params *CreateExportParams, body CreateExportJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateExportRequestWithBody(server, organizationId, params, "application/json", bodyReader)
+}
+
+// NewCreateExportRequestWithBody constructs an http.Request for the CreateExport method, with any body, and a specified content type
+func NewCreateExportRequestWithBody(server string, organizationId OrganizationId, params *CreateExportParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5325,10 +5451,12 @@ func NewCreateExportRequest(server string, organizationId OrganizationId, params
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	if params != nil {
 
@@ -7383,7 +7511,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterInstallationWithBodyWithResponse Register an agent installation with an intake key
 	//
-	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7392,7 +7520,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterInstallationWithResponse Register an agent installation with an intake key
 	//
-	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+	// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7428,7 +7556,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitObservationsWithBodyWithResponse Send a batch of observations
 	//
-	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7437,7 +7565,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitObservationsWithResponse Send a batch of observations
 	//
-	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+	// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7663,14 +7791,57 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/deletion (the `ScheduleOrganizationDeletion` operationId).
 	ScheduleOrganizationDeletionWithResponse(ctx context.Context, organizationId OrganizationId, params *ScheduleOrganizationDeletionParams, reqEditors ...RequestEditorFn) (*ScheduleOrganizationDeletionResponse, error)
 
-	// CreateExportWithResponse Start exporting an organization
+	// CreateExportWithBodyWithResponse Start exporting an organization
 	//
-	// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+	// Starts an asynchronous export (a background job) of the organization into one
+	// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+	// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+	// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+	// transfer. A moved organization can still be exported; one being purged cannot
+	// (`409 invalid_state`).
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// An export `for_move` (the first step of moving the organization to another deployment)
+	// freezes the organization's agent writes from the moment it is requested: registrations,
+	// observation batches, job listings and job results answer `503 moving` with Retry-After,
+	// and agents keep what they would have sent in their queues. So nothing is accepted here
+	// after the archive's snapshot and then lost: what agents sent before is in the archive,
+	// what they send after reaches the destination. The freeze ends when the move is completed
+	// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+	// organization) or the export is cancelled or fails (agents' writes go on here). An
+	// organization has at most one export for a move in progress (another is `409
+	// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+	// after the snapshot are not in the archive.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
-	CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
+	CreateExportWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
+
+	// CreateExportWithResponse Start exporting an organization
+	//
+	// Starts an asynchronous export (a background job) of the organization into one
+	// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+	// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+	// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+	// transfer. A moved organization can still be exported; one being purged cannot
+	// (`409 invalid_state`).
+	//
+	// An export `for_move` (the first step of moving the organization to another deployment)
+	// freezes the organization's agent writes from the moment it is requested: registrations,
+	// observation batches, job listings and job results answer `503 moving` with Retry-After,
+	// and agents keep what they would have sent in their queues. So nothing is accepted here
+	// after the archive's snapshot and then lost: what agents sent before is in the archive,
+	// what they send after reaches the destination. The freeze ends when the move is completed
+	// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+	// organization) or the export is cancelled or fails (agents' writes go on here). An
+	// organization has at most one export for a move in progress (another is `409
+	// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+	// after the snapshot are not in the archive.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+	CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
 
 	// ImportOrganizationWithBodyWithResponse Import an archive into an empty organization
 	//
@@ -16369,7 +16540,7 @@ func (c *ClientWithResponses) GetHomeWithResponse(ctx context.Context, params *G
 
 // RegisterInstallationWithBodyWithResponse Register an agent installation with an intake key
 //
-// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16384,7 +16555,7 @@ func (c *ClientWithResponses) RegisterInstallationWithBodyWithResponse(ctx conte
 
 // RegisterInstallationWithResponse Register an agent installation with an intake key
 //
-// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`.
+// Idempotent on `installation_id`: registering again with the same public key answers 200 with the installation; another public key for a known installation is `409 installation_conflict`. Counts against `max_agents` (`403 limit_exceeded`). An organization that is suspended or being deleted answers `403 suspended`; one that moved answers `410 moved`; one being moved (an export `for_move` in progress) answers `503 moving` with Retry-After.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16444,7 +16615,7 @@ func (c *ClientWithResponses) SubmitJobResultWithResponse(ctx context.Context, j
 
 // SubmitObservationsWithBodyWithResponse Send a batch of observations
 //
-// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16459,7 +16630,7 @@ func (c *ClientWithResponses) SubmitObservationsWithBodyWithResponse(ctx context
 
 // SubmitObservationsWithResponse Send a batch of observations
 //
-// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then).
+// Deduplicated on (installation, `batch_id`) for 30 days: a retried batch is stored and counted once and answered `202 {"duplicate": true}`. Counts intake requests and bytes in usage; over the organization's `intake_bytes_per_day`, `429 limit_exceeded` with `Retry-After` the seconds to the next UTC midnight (nothing of the batch is stored; send it again then). While the organization is being moved (an export `for_move` in progress), `503 moving` with Retry-After: nothing is stored; keep the batch and send it again (after the move, the home answers `410 moved` and the batch goes to the new home).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16817,15 +16988,64 @@ func (c *ClientWithResponses) ScheduleOrganizationDeletionWithResponse(ctx conte
 	return ParseScheduleOrganizationDeletionResponse(rsp)
 }
 
-// CreateExportWithResponse Start exporting an organization
+// CreateExportWithBodyWithResponse Start exporting an organization
 //
-// Starts an asynchronous export (a background job) of the organization into one archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same transfer. A moved organization can still be exported; one being purged cannot (`409 invalid_state`).
+// Starts an asynchronous export (a background job) of the organization into one
+// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+// transfer. A moved organization can still be exported; one being purged cannot
+// (`409 invalid_state`).
 //
-// Returns a wrapper object for the known response body format(s).
+// An export `for_move` (the first step of moving the organization to another deployment)
+// freezes the organization's agent writes from the moment it is requested: registrations,
+// observation batches, job listings and job results answer `503 moving` with Retry-After,
+// and agents keep what they would have sent in their queues. So nothing is accepted here
+// after the archive's snapshot and then lost: what agents sent before is in the archive,
+// what they send after reaches the destination. The freeze ends when the move is completed
+// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+// organization) or the export is cancelled or fails (agents' writes go on here). An
+// organization has at most one export for a move in progress (another is `409
+// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+// after the snapshot are not in the archive.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
-func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
-	rsp, err := c.CreateExport(ctx, organizationId, params, reqEditors...)
+func (c *ClientWithResponses) CreateExportWithBodyWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
+	rsp, err := c.CreateExportWithBody(ctx, organizationId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExportResponse(rsp)
+}
+
+// CreateExportWithResponse Start exporting an organization
+//
+// Starts an asynchronous export (a background job) of the organization into one
+// archive (docs/transfer-archive.md) and returns the transfer, `pending`. Poll
+// `GET /transfers/{transfer_id}` until it is `succeeded` (with the archive's SHA-256 and
+// size), `failed` or `cancelled`. Retries with the same Idempotency-Key return the same
+// transfer. A moved organization can still be exported; one being purged cannot
+// (`409 invalid_state`).
+//
+// An export `for_move` (the first step of moving the organization to another deployment)
+// freezes the organization's agent writes from the moment it is requested: registrations,
+// observation batches, job listings and job results answer `503 moving` with Retry-After,
+// and agents keep what they would have sent in their queues. So nothing is accepted here
+// after the archive's snapshot and then lost: what agents sent before is in the archive,
+// what they send after reaches the destination. The freeze ends when the move is completed
+// (`POST /transfers/{transfer_id}/complete`: agents then get `410 moved` and follow the
+// organization) or the export is cancelled or fails (agents' writes go on here). An
+// organization has at most one export for a move in progress (another is `409
+// invalid_transfer_state`). Members' and operators' writes are not frozen; changes they make
+// after the snapshot are not in the archive.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/operator/organizations/{organization_id}/exports (the `CreateExport` operationId).
+func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, organizationId OrganizationId, params *CreateExportParams, body CreateExportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExportResponse, error) {
+	rsp, err := c.CreateExport(ctx, organizationId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

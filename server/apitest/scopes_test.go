@@ -163,6 +163,7 @@ var minimalBodies = map[string]func() []byte{
 	"putIdentityProvider": func() []byte { return []byte(`{"display_name": "x", "client_id": "c"}`) },
 	"importOrganization":  func() []byte { return []byte("not an archive") },
 	"completeTransfer":    func() []byte { return []byte(`{}`) },
+	"createExport":        func() []byte { return []byte(`{}`) },
 	"acceptInvitation": func() []byte {
 		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
 	},

@@ -33,6 +33,7 @@ const transfersPath = "/api/v1/operator/transfers"
 type transferJSON struct {
 	ID             string           `json:"id"`
 	Kind           string           `json:"kind"`
+	ForMove        bool             `json:"for_move"`
 	State          string           `json:"state"`
 	OrganizationID string           `json:"organization_id"`
 	Counts         map[string]int64 `json:"counts"`

@@ -28,6 +28,10 @@ var (
 	ErrSuspended = errors.New("organization suspended")
 	// ErrMoved: the organization moved to another deployment (RFD 23: 410 moved).
 	ErrMoved = errors.New("organization moved")
+	// ErrMoving: an export for a move froze the organization's agent writes until the move is
+	// completed or the export cancelled or failed (503 moving, with Retry-After: the agent
+	// keeps what it sends in its queue and retries).
+	ErrMoving = errors.New("organization moving")
 
 	// ErrInvitationExpired, ErrInvitationRevoked, ErrInvitationAccepted: an invitation that can
 	// no longer be accepted.

@@ -64,9 +64,9 @@ type Pool interface {
 // SubmitBatch accepts a batch once per (installation, batch ID) within the organization's
 // intake_bytes_per_day (limit), and reports whether it was new. Far from the limit (more than
 // margin below it: what the batches in flight could add), one statement holds the
-// organization's row (FOR SHARE: a suspension waits for it, or it sees the suspension), checks
-// the organization's state and today's total, stores the batch and counts it: one round trip,
-// no transaction around it. Near the limit, batches serialize on the organization in a
+// organization's row (FOR SHARE: a suspension, or an export for a move, waits for it, or it sees
+// it), checks the organization's state, a move's freeze and today's total, stores the batch and
+// counts it: one round trip, no transaction around it. Near the limit, batches serialize on the organization in a
 // transaction and read the committed total afresh, so one server never lets the total pass the
 // limit. A batch over the limit that was accepted before is still a duplicate, not a 429.
 func SubmitBatch(ctx context.Context, pool Pool, b IntakeBatch, limit, margin int64) (bool, error) {
@@ -97,13 +97,14 @@ type accepted struct{ accepted, fresh bool }
 func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64) (accepted, error) {
 	var (
 		state         *string
+		moving        bool
 		ok, installed bool
 		inserted      int
 		version       *int64
 		policy        []byte
 	)
 	err := q.QueryRow(ctx, `WITH org AS (
-			SELECT state FROM organizations WHERE id = $1 FOR SHARE),
+			SELECT state, moving_transfer_id IS NOT NULL AS moving FROM organizations WHERE id = $1 FOR SHARE),
 		ins AS (
 			SELECT 1 FROM installations WHERE id = $2 AND organization_id = $1 AND ($7::bytea IS NULL OR public_key = $7)),
 		pol AS (
@@ -114,7 +115,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 			SELECT coalesce(sum(intake_bytes), 0)::bigint AS total FROM usage_counters
 			WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date),
 		within AS (
-			SELECT 1 FROM org, today, current WHERE org.state = 'active' AND today.total + $5 <= $6
+			SELECT 1 FROM org, today, current WHERE org.state = 'active' AND NOT org.moving AND today.total + $5 <= $6
 				AND current.ok AND EXISTS (SELECT 1 FROM ins)),
 		batch AS (
 			INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT $2, $3, $1 FROM within
@@ -131,10 +132,11 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 		seen AS (
 			UPDATE installations SET last_seen_at = now()
 			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
-		SELECT (SELECT state FROM org), EXISTS (SELECT 1 FROM within), (SELECT count(*) FROM batch), EXISTS (SELECT 1 FROM ins),
+		SELECT (SELECT state FROM org), coalesce((SELECT moving FROM org), false), EXISTS (SELECT 1 FROM within),
+			(SELECT count(*) FROM batch), EXISTS (SELECT 1 FROM ins),
 			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
 		b.OrganizationID, b.InstallationID, b.BatchID, b.Observations, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
-		Scan(&state, &ok, &inserted, &installed, &version, &policy)
+		Scan(&state, &moving, &ok, &inserted, &installed, &version, &policy)
 	switch {
 	case err != nil:
 		return accepted{}, err
@@ -143,7 +145,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 	case !installed:
 		return accepted{}, ErrUnknownInstallation
 	}
-	if err := OrganizationWritable(*state); err != nil {
+	if err := agentWritable(*state, moving); err != nil {
 		return accepted{}, err
 	}
 	if policy != nil {

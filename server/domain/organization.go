@@ -20,6 +20,8 @@ type Organization struct {
 	Version         int64      `db:"version"`
 	CreatedAt       time.Time  `db:"created_at"`
 	UpdatedAt       time.Time  `db:"updated_at"`
+	// MovingTransferID is the export for a move that froze the organization's agent writes.
+	MovingTransferID *string `db:"moving_transfer_id"`
 }
 
 // Organization states.
@@ -31,7 +33,7 @@ const (
 	StateMoved           = "moved"
 )
 
-const orgColumns = `id, slug, display_name, state, suspended_reason, purge_after, version, created_at, updated_at`
+const orgColumns = `id, slug, display_name, state, suspended_reason, purge_after, version, created_at, updated_at, moving_transfer_id`
 
 // CreateOrganization creates an active organization with an empty policy and default settings.
 func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string) (Organization, error) {
@@ -98,7 +100,7 @@ func UpdateOrganization(ctx context.Context, q db.DBTX, id string, expected int6
 		UPDATE organizations o SET display_name = $3, version = o.version + 1, updated_at = now()
 		FROM old WHERE o.id = $1 AND o.version = $2 AND o.state <> 'purging'
 		RETURNING o.id, o.slug, o.display_name, o.state, o.suspended_reason, o.purge_after, o.version, o.created_at,
-		  o.updated_at, old.display_name AS old_display_name`,
+		  o.updated_at, o.moving_transfer_id, old.display_name AS old_display_name`,
 		id, expected, displayName)
 	if err != nil {
 		return Organization{}, nil, err

@@ -15,6 +15,7 @@ type Transfer struct {
 	ID             string           `db:"id"`
 	OrganizationID string           `db:"organization_id"`
 	Kind           string           `db:"kind"`
+	ForMove        bool             `db:"for_move"`
 	State          string           `db:"state"`
 	RowsDone       int64            `db:"rows_done"`
 	BytesDone      int64            `db:"bytes_done"`
@@ -46,7 +47,7 @@ const CapabilityPrefix = "renga_download_"
 // table's constraint holds it there).
 const DownloadLifetime = 10 * time.Minute
 
-const transferColumns = `id, organization_id, kind, state, rows_done, bytes_done, counts, sha256, size_bytes,
+const transferColumns = `id, organization_id, kind, for_move, state, rows_done, bytes_done, counts, sha256, size_bytes,
 	failure, destination_url, completed_at, created_at, updated_at`
 
 func collectTransfer(rows pgx.Rows, err error) (Transfer, error) {
@@ -59,7 +60,14 @@ func collectTransfer(rows pgx.Rows, err error) (Transfer, error) {
 
 // CreateExport records a pending export of an organization; the caller queues its job in the
 // same transaction. Any organization but one being purged can be exported (a moved one too).
-func CreateExport(ctx context.Context, q db.DBTX, orgID, requestedBy string) (Transfer, Organization, error) {
+//
+// An export forMove freezes the organization's agent writes (ErrMoving) from this
+// transaction's commit until the move is completed or the export cancelled or failed: the
+// organization's row names the export (moving_transfer_id). Every agent write holds that row
+// (FOR SHARE, or FOR NO KEY UPDATE) and checks it, and this holds it FOR NO KEY UPDATE, so a
+// write either committed before (and the archive's snapshot, taken after, has it) or sees the
+// freeze. An organization has at most one export for a move in progress (ErrTransferState).
+func CreateExport(ctx context.Context, q db.DBTX, orgID, requestedBy string, forMove bool) (Transfer, Organization, error) {
 	o, err := lockOrganization(ctx, q, orgID)
 	if err != nil {
 		return Transfer{}, o, err
@@ -67,9 +75,51 @@ func CreateExport(ctx context.Context, q db.DBTX, orgID, requestedBy string) (Tr
 	if o.State == StatePurging {
 		return Transfer{}, o, ErrInvalidState
 	}
-	t, err := collectTransfer(q.Query(ctx, `INSERT INTO transfers (id, organization_id, kind, requested_by)
-		VALUES ($1, $2, 'export', $3) RETURNING `+transferColumns, db.NewID("xfr"), orgID, requestedBy))
+	if forMove && o.MovingTransferID != nil {
+		return Transfer{}, o, ErrTransferState
+	}
+	t, err := collectTransfer(q.Query(ctx, `INSERT INTO transfers (id, organization_id, kind, requested_by, for_move)
+		VALUES ($1, $2, 'export', $3, $4) RETURNING `+transferColumns, db.NewID("xfr"), orgID, requestedBy, forMove))
+	if err != nil || !forMove {
+		return t, o, err
+	}
+	_, err = q.Exec(ctx, `UPDATE organizations SET moving_transfer_id = $2 WHERE id = $1`, orgID, t.ID)
 	return t, o, err
+}
+
+// endFreeze lifts the freeze an export for a move put on its organization (when it is that
+// export's).
+func endFreeze(ctx context.Context, q db.DBTX, t Transfer) error {
+	if !t.ForMove {
+		return nil
+	}
+	_, err := q.Exec(ctx, `UPDATE organizations SET moving_transfer_id = NULL WHERE id = $1 AND moving_transfer_id = $2`,
+		t.OrganizationID, t.ID)
+	return err
+}
+
+// AgentWritesOpen is nil when the organization takes its agents' writes, else ErrMoved,
+// ErrSuspended or ErrMoving. It holds nothing: a single read's check (a job listing); writes
+// check under the organization's row lock.
+func AgentWritesOpen(ctx context.Context, q db.DBTX, orgID string) error {
+	var state string
+	var moving bool
+	err := q.QueryRow(ctx, `SELECT state, moving_transfer_id IS NOT NULL FROM organizations WHERE id = $1`, orgID).Scan(&state, &moving)
+	if err != nil {
+		return db.Translate(err)
+	}
+	return agentWritable(state, moving)
+}
+
+// agentWritable is OrganizationWritable for an agent's request, with the move's freeze.
+func agentWritable(state string, moving bool) error {
+	if err := OrganizationWritable(state); err != nil {
+		return err
+	}
+	if moving {
+		return ErrMoving
+	}
+	return nil
 }
 
 // GetTransfer reads one transfer.
@@ -123,6 +173,9 @@ func CancelTransfer(ctx context.Context, q db.DBTX, id string) (Transfer, Organi
 	if _, err := q.Exec(ctx, `DELETE FROM transfer_chunks WHERE transfer_id = $1`, id); err != nil {
 		return t, o, nil, err
 	}
+	if err := endFreeze(ctx, q, t); err != nil {
+		return t, o, nil, err
+	}
 	return t, o, []string{"state"}, nil
 }
 
@@ -150,6 +203,10 @@ func CompleteTransfer(ctx context.Context, q db.DBTX, id string, destinationURL 
 		return t, o, nil, err
 	}
 	changed := []string{"transfer"}
+	// Moved from now on (410), which supersedes the freeze.
+	if err := endFreeze(ctx, q, t); err != nil {
+		return t, o, nil, err
+	}
 	if o.State != StateMoved {
 		if o, err = setState(ctx, q, o.ID, StateMoved, nil, nil); err != nil {
 			return t, o, nil, err

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/klauspost/compress/gzip"
+
+	"renga.dev/renga/server/db"
 )
 
 // ArchiveFormatVersion is the archive format this server writes and reads
@@ -174,8 +176,19 @@ func RunExport(ctx context.Context, pool *pgxpool.Pool, t Transfer, src ArchiveS
 		return derr
 	}
 	ctx = context.WithoutCancel(ctx)
-	if _, ferr := pool.Exec(ctx, `UPDATE transfers SET state = 'failed', failure = $2, updated_at = now()
-		WHERE id = $1 AND state = 'running'`, t.ID, "the export could not be written; start a new one"); ferr != nil {
+	// Failed, and the freeze of an export for a move lifted (agents' writes go on), at once.
+	// The organization's row first: the lock order of every transfer change.
+	if ferr := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR NO KEY UPDATE`, t.OrganizationID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE transfers SET state = 'failed', failure = $2, updated_at = now()
+			WHERE id = $1 AND state = 'running'`, t.ID, "the export could not be written; start a new one")
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return endFreeze(ctx, tx, t)
+	}); ferr != nil {
 		return errors.Join(err, ferr)
 	}
 	_, derr := pool.Exec(ctx, `DELETE FROM transfer_chunks WHERE transfer_id = $1`, t.ID)

@@ -54,7 +54,8 @@ type WriteStart struct {
 // BeginWrite opens a write in tx, in one round trip. It re-checks the caller's credential and
 // holds it until commit, so a revocation cannot commit in between and the write still land
 // (ErrCredentialGone). For a member or an agent it holds the organization's row and refuses the
-// write unless the organization is active (ErrSuspended, ErrMoved). For a keyed request it takes
+// write unless the organization is active (ErrSuspended, ErrMoved), or an agent's while an
+// export for a move froze them (ErrMoving). For a keyed request it takes
 // the key's transaction-scoped advisory lock (a concurrent duplicate waits for the first to
 // commit or roll back) and then reads the stored result. The read is its own statement after
 // the lock: a statement's snapshot is taken when it starts, so reading in the locking statement
@@ -126,7 +127,7 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 		if w.ActorType == ActorInstallation {
 			mode = "FOR SHARE"
 		}
-		batch.Queue(`SELECT state FROM organizations WHERE id = $1 `+mode, w.OrganizationID)
+		batch.Queue(`SELECT state, moving_transfer_id IS NOT NULL FROM organizations WHERE id = $1 `+mode, w.OrganizationID)
 		switch w.ActorType {
 		case ActorUser:
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM user_api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
@@ -147,10 +148,15 @@ func readWriterCheck(br pgx.BatchResults, w Writer) error {
 		}
 	case ActorUser, ActorIntakeKey, ActorInstallation:
 		var state string
-		if err := br.QueryRow().Scan(&state); err != nil {
+		var moving bool
+		if err := br.QueryRow().Scan(&state, &moving); err != nil {
 			return db.Translate(err)
 		}
 		closed = OrganizationWritable(state)
+		if w.ActorType != ActorUser {
+			// An export for a move froze the agents' writes (members' go on).
+			closed = agentWritable(state, moving)
+		}
 		if w.ActorType == ActorInstallation {
 			return closed // an installation's identity cannot be revoked
 		}

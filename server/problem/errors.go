@@ -82,6 +82,10 @@ func FromError(err error) *Error {
 		pe = Newf(http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's %s limit (%d) is reached.", le.Limit, le.Value)
 	case errors.As(err, &ne):
 		pe = Newf(http.StatusForbidden, api.ErrorCodeNotEntitled, "The organization is not entitled to %s.", ne.Entitlement)
+	case errors.Is(err, domain.ErrMoving):
+		pe = New(http.StatusServiceUnavailable, api.ErrorCodeMoving,
+			"This organization is being moved to another deployment: agent writes wait until the move is completed or abandoned; retry after the time in Retry-After.")
+		pe.RetryAfter = MovingRetryAfter
 	case errors.As(err, &sl):
 		pe = Newf(http.StatusConflict, api.ErrorCodeSettingLocked, "%s is locked by the deployment's policy for this organization.", sl.Field)
 		pe.Errors = []FieldError{{Field: sl.Field, Message: "locked"}}
@@ -95,6 +99,10 @@ func FromError(err error) *Error {
 	}
 	return pe
 }
+
+// MovingRetryAfter is the Retry-After of 503 moving: a move takes minutes, an agent's retries
+// back off further on their own.
+const MovingRetryAfter = 5
 
 // UnavailableRetryAfter is the Retry-After of a 503: a database restart takes a few seconds.
 const UnavailableRetryAfter = 2

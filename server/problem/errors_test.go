@@ -171,6 +171,18 @@ func TestFromErrorTyped(t *testing.T) {
 			t.Errorf("Retry-After = %d, want about %d", pe.RetryAfter, want)
 		}
 	})
+	t.Run("moving", func(t *testing.T) {
+		pe := FromError(fmt.Errorf("intake: %w", domain.ErrMoving))
+		if pe == nil {
+			t.Fatal("FromError = nil")
+		}
+		if pe.Status != http.StatusServiceUnavailable || pe.Code != api.ErrorCodeMoving || pe.RetryAfter != MovingRetryAfter {
+			t.Errorf("FromError = %d %s Retry-After %d, want 503 moving Retry-After %d", pe.Status, pe.Code, pe.RetryAfter, MovingRetryAfter)
+		}
+		if strings.Contains(pe.Detail, "intake") {
+			t.Errorf("detail = %q carries the error's text", pe.Detail)
+		}
+	})
 	t.Run("a limit error is not the daily one", func(t *testing.T) {
 		// Both unwrap to ErrLimitExceeded; each keeps its own status.
 		if pe := FromError(&domain.LimitError{Limit: "max_agents", Value: 1}); pe == nil || pe.Status != http.StatusForbidden {

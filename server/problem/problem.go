@@ -80,6 +80,7 @@ var titles = map[api.ErrorCode]string{
 	api.ErrorCodeArchiveChecksumMismatch:   "Archive checksum mismatch",
 	api.ErrorCodeArchiveMemberMissing:      "Archive member missing",
 	api.ErrorCodeArchiveVersionUnsupported: "Archive version unsupported",
+	api.ErrorCodeMoving:                    "Organization moving",
 }
 
 // Body is the JSON shape of a problem.
