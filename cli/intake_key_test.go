@@ -38,3 +38,16 @@ func TestIntakeKeyRotateFlags(t *testing.T) {
 		{name: "two ids", args: []string{"ik_1", "ik_2"}, wantErr: `unexpected argument "ik_2"`},
 	})
 }
+
+func TestOrgIdentityProviderFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdOrgIdentityProviderCreate, []flagCase[orgIdentityProviderCreateOptions]{
+		{name: "required", args: []string{"--slug", "acme", "--issuer", "https://id.example", "--display-name", "Acme", "--client-id", "c"},
+			want: orgIdentityProviderCreateOptions{Slug: "acme", Issuer: "https://id.example", DisplayName: "Acme", ClientID: "c"}},
+		{name: "no slug", args: []string{"--issuer", "https://id.example", "--display-name", "Acme", "--client-id", "c"}, wantErr: `required flag(s) "slug" not set`},
+	})
+	testFlags(t, newCmdOrgIdentityProviderDisable, []flagCase[orgIdentityProviderDisableOptions]{
+		{name: "id", args: []string{"oip_1"}, want: orgIdentityProviderDisableOptions{ProviderID: "oip_1"}},
+		{name: "no id", args: nil, wantErr: "missing argument PROVIDER_ID"},
+	})
+}

@@ -174,6 +174,28 @@ func TestOwnerCommands(t *testing.T) {
 		!strings.Contains(r.stderr, "the rerun's answer leaves out the secret, shown only this once") {
 		t.Errorf("intake-key create: %+v", r)
 	}
+	// The organization's own identity provider: created with a secret read from a file (never
+	// printed), listed, disabled.
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte("org-idp-secret-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	created := run(t, owner, "-o", "json", "owner", "identity-provider", "create", "--slug", "acme", "--issuer", "https://login.acme.example",
+		"--display-name", "Acme", "--client-id", "renga", "--client-secret-file", secretFile)
+	var oip struct {
+		ID              string `json:"id"`
+		HasClientSecret bool   `json:"has_client_secret"`
+	}
+	if created.code != 0 || json.Unmarshal([]byte(created.stdout), &oip) != nil || !oip.HasClientSecret ||
+		strings.Contains(created.stdout+created.stderr, "org-idp-secret-value") {
+		t.Fatalf("owner identity-provider create: %+v", created)
+	}
+	if r := run(t, owner, "owner", "identity-provider", "disable", oip.ID); r.code != 0 || !strings.Contains(r.stdout, "owner") {
+		t.Errorf("owner identity-provider disable: %+v", r)
+	}
+	if r := run(t, owner, "owner", "identity-provider", "list"); r.code != 0 || !strings.Contains(r.stdout, oip.ID) || !strings.Contains(r.stdout, "disabled") {
+		t.Errorf("owner identity-provider list: %+v", r)
+	}
 	if r := run(t, owner, "org", "list"); r.code != cli.ExitUsage && r.code != cli.ExitAuth {
 		t.Errorf("an owner's key used for operator commands: %+v", r)
 	}

@@ -119,6 +119,7 @@ var nonexistentIDs = map[string]string{
 	"installation_id": "ins_" + strings.Repeat("0", 26),
 	"job_id":          "job_" + strings.Repeat("0", 26),
 	"provider_id":     "idp_" + strings.Repeat("0", 26),
+	"org_provider_id": "oip_" + strings.Repeat("0", 26),
 	"transfer_id":     "xfr_" + strings.Repeat("0", 26),
 }
 
@@ -161,9 +162,13 @@ var minimalBodies = map[string]func() []byte{
 			"display_name": "x", "client_id": "c"})
 	},
 	"putIdentityProvider": func() []byte { return []byte(`{"display_name": "x", "client_id": "c"}`) },
-	"importOrganization":  func() []byte { return []byte("not an archive") },
-	"completeTransfer":    func() []byte { return []byte(`{}`) },
-	"createExport":        func() []byte { return []byte(`{}`) },
+	"createOrganizationIdentityProvider": func() []byte {
+		return jsonBody(map[string]string{"slug": newSlug(), "protocol": "oidc", "issuer": "https://id.example.com",
+			"display_name": "x", "client_id": "c"})
+	},
+	"importOrganization": func() []byte { return []byte("not an archive") },
+	"completeTransfer":   func() []byte { return []byte(`{}`) },
+	"createExport":       func() []byte { return []byte(`{}`) },
 	"acceptInvitation": func() []byte {
 		return jsonBody(map[string]string{"token": domain.InvitationPrefix + domain.NewSecret(), "display_name": "x"})
 	},
