@@ -3,6 +3,7 @@ package apitest
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,4 +96,76 @@ func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
 	if r := s.Agent.submit(t, old).accepted(t); r.Duplicate {
 		t.Error("a batch resent after the deduplication window is still a duplicate")
 	}
+}
+
+// TestOwnerAndIntakeKeyWritesAreAudited: an owner's attempted writes (an intake key created, one
+// refused) and an intake key's (an installation registered, one refused) each leave exactly one
+// audit event, of that actor, with its operation, outcome and organization; an installation's
+// routine traffic (an observation batch, a job result, a refused job result) leaves none.
+// Fails when: the pipeline leaves owners (actor type user) or intake keys out of the audit, or
+// audits installations (each tried by editing pipeline.audited).
+func TestOwnerAndIntakeKeyWritesAreAudited(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	orgID, owner := agentOwner(t, env)
+	expect := func(what string, r reply, status int, actorType, operation, outcome string) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("%s: %d %s, want %d", what, r.Status, r.Body, status)
+		}
+		rows, err := env.Pool.Query(context.Background(), `SELECT actor_type, operation, outcome,
+			coalesce(organization_id, '') FROM audit_events WHERE request_id = $1`, r.Header.Get("X-Request-Id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var a, op, out, org string
+			if err := rows.Scan(&a, &op, &out, &org); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, a+" "+op+" "+out+" "+org)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{actorType + " " + operation + " " + outcome + " " + orgID}
+		if actorType == "" {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s left audit events %q, want %q", what, got, want)
+		}
+	}
+
+	// The owner's writes.
+	rep := send(t, env, req{Method: http.MethodPost, Path: intakeKeysPath, Token: owner,
+		Body: jsonBody(map[string]string{"name": "k"}), Header: headers("Idempotency-Key", newKey())})
+	var k intakeKeyJSON
+	if rep.Status == http.StatusCreated {
+		rep.decode(t, &k)
+		trackKey(env, k.Key)
+	}
+	expect("owner's intake key", rep, http.StatusCreated, domain.ActorUser, "createIntakeKey", domain.OutcomeSucceeded)
+	expect("owner's refused intake key", send(t, env, req{Method: http.MethodPost, Path: intakeKeysPath, Token: owner,
+		Body: jsonBody(map[string]any{"name": 7}), Header: headers("Idempotency-Key", newKey())}),
+		http.StatusBadRequest, domain.ActorUser, "createIntakeKey", domain.OutcomeFailed)
+
+	// The intake key's writes.
+	a := newSpecAgent(env)
+	expect("registration", send(t, env, registerReq(k.Key, a)), http.StatusCreated,
+		domain.ActorIntakeKey, "registerInstallation", domain.OutcomeSucceeded)
+	bad := registerReq(k.Key, newSpecAgent(env))
+	bad.Body = jsonBody(map[string]string{"installation_id": "not an installation ID"})
+	expect("refused registration", send(t, env, bad), http.StatusBadRequest,
+		domain.ActorIntakeKey, "registerInstallation", domain.OutcomeFailed)
+
+	// The installation's routine traffic.
+	expect("observation batch", a.submit(t, batchBody("audited-not", 3, 10)), http.StatusAccepted, "", "", "")
+	job := createJob(t, env, owner, a.ID, "uptime")
+	expect("job result", a.do(t, http.MethodPost, agentResultURL(job.ID),
+		jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up"})), http.StatusOK, "", "", "")
+	expect("refused job result", a.do(t, http.MethodPost, agentResultURL(job.ID),
+		jsonBody(map[string]any{"status": "failed", "exit_code": 1})), http.StatusConflict, "", "", "")
 }
