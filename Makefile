@@ -65,7 +65,8 @@ fuzz:
 # Needs RENGA_TEST_DATABASE_URL. Gremlins' --integration runs `go test ./...` per mutant, which
 # is the whole module (minutes); tools/mutate/go, first on its PATH, narrows that to
 # MUTATE_PACKAGES and the tests matching MUTATE_RUN: the target's own tests and the fast
-# server/apitest tests that drive it (each mutant then costs one build and ~1 min on 2 cores).
+# server/apitest tests that drive it (each mutant then costs one build and a few minutes of tests;
+# 3 to 7 minutes on 2 busy cores, so a whole run is long: see docs/mutation-testing.md).
 # A mutant is "timed out" past MUTATE_TIMEOUT_COEFFICIENT times the coverage run; "not covered"
 # when no selected test reaches it (widen MUTATE_RUN, e.g. MUTATE_RUN=. for the whole suite, to
 # judge those). MUTATE_FLAGS adds gremlins flags (--dry-run lists the mutants without testing
@@ -73,8 +74,9 @@ fuzz:
 MUTATE_TARGET ?= server/domain
 MUTATE_WORKERS ?= 1
 MUTATE_TIMEOUT_COEFFICIENT ?= 3
-MUTATE_UNIT_TESTS := TestStringToSign|TestHasScope|TestValidate|TestParsePolicyDefaults|TestPolicyDocumentJSON|TestChangedPolicyFields|TestEffective|TestEffectiveJSON|TestLocks|TestSettingsAgainstLocks|TestSettingsApplied|TestTableMatchesSpec|TestEffectivePolicyMatchesSpec|TestTable|TestPath
-MUTATE_API_TESTS := TestOrganizationLifecycle|TestOrganizationListPagesAndFilters|TestSuspendResumeTwice|TestSuspendedOwnersReadOnly|TestDeletionScheduling|TestPurge|TestInvitationEndToEnd|TestPolicyDocument|TestPolicyOwnerSettings|TestPolicyDeploymentDefaults|TestPolicyMaxUsers|TestPolicyWithdrawIdentityProviders|TestSettingsUnderLock|TestJobsFlow|TestMaxJobsPerDay|TestMaxAgents|TestInstallationRegistration|TestIntakeKeyShownOnce|TestIntakeKeyFormatAndAuthentication|TestIntakeBytesPerDay|TestIntakeDeduplicatedAndCountedOnce|TestObservationCapPerBatch|TestObservationRetention|TestRetentionForgetsOldBatchesAndObservations|TestUsageCountedOnce|TestUsageDaysAndTotals|TestUsageRetention|TestAuditFailedAttempts|TestAuditListFiltersAndPages|TestAuditActivity|TestOwnersReadInventory|TestIdentityProviderLifecycle|TestIfMatchRules|TestCredentialPaths
+# The target's own tests, every one (found in its _test.go files).
+MUTATE_UNIT_TESTS = $(shell grep -ho '^func Test[A-Za-z0-9_]*' $(wildcard $(MUTATE_TARGET)/*_test.go $(MUTATE_TARGET)/*/*_test.go) | cut -c6- | grep -vx TestMain | paste -sd'|')
+MUTATE_API_TESTS := TestOrganizationLifecycle|TestOrganizationListPagesAndFilters|TestSuspendResumeTwice|TestSuspendedOwnersReadOnly|TestDeletionScheduling|TestPurge|TestInvitationEndToEnd|TestPolicyDocument|TestPolicyOwnerSettings|TestPolicyDeploymentDefaults|TestPolicyMaxUsers|TestPolicyWithdrawIdentityProviders|TestSettingsUnderLock|TestJobsFlow|TestMaxJobsPerDay|TestMaxAgents|TestInstallationRegistration|TestIntakeKeyShownOnce|TestIntakeKeyFormatAndAuthentication|TestIntakeBytesPerDay|TestIntakeDeduplicatedAndCountedOnce|TestObservationCapPerBatch|TestObservationRetention|TestRetentionForgetsOldBatchesAndObservations|TestUsageCountedOnce|TestUsageDaysAndTotals|TestUsageRetention|TestUsageRetentionDeletesInBatches|TestAuditFailedAttempts|TestAuditListFiltersAndPages|TestAuditActivity|TestOwnerAndIntakeKeyWritesAreAudited|TestOwnersReadInventory|TestIdentityProviderLifecycle|TestIfMatchRules|TestIdempotencyKeyRules|TestValidation|TestRateLimits|TestRateLimitedWritesAreNotAudited|TestCredentialPaths
 MUTATE_RUN ?= ^($(MUTATE_UNIT_TESTS)|$(MUTATE_API_TESTS))$$
 MUTATE_PACKAGES ?= ./$(MUTATE_TARGET)/... ./server/apitest
 # MUTATE_FILES, when set, limits the mutants to these files of MUTATE_TARGET (relative to it,

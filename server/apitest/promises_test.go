@@ -14,6 +14,8 @@ import (
 
 // TestObservationCapPerBatch: the README's cap of 1,000 observations per batch, at the bound
 // and one past it (which stores nothing).
+// Fails when: the spec allows 1,001 (maxItems raised, gen/ regenerated): "status = 202, want 400
+// invalid_request" and "the refused batch stored 1 batch rows and 1001 observations".
 func TestObservationCapPerBatch(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -33,6 +35,7 @@ func TestObservationCapPerBatch(t *testing.T) {
 
 // TestRateLimitedWritesAreNotAudited: a 429 is refused before anything is attempted, so the
 // audit log has one event per write that got past the rate limit and none for the 429s.
+// Fails when: the pipeline audits a write refused with 429 ("6 audit events for 3 served writes").
 func TestRateLimitedWritesAreNotAudited(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAuthenticated, c.RateLimitAuthenticatedBurst = 0.001, 3 })
@@ -62,6 +65,9 @@ func TestRateLimitedWritesAreNotAudited(t *testing.T) {
 // observation_retention_days in batches of 5,000 (here 12,000 old rows: three passes), keeps
 // the recent ones, and forgets batch IDs after the 30-day deduplication window, so a batch
 // resent later is new.
+// Fails when: the retention stops after one pass of 5,000 ("7000 old observations left"), or
+// keeps batch IDs longer than the window ("a batch resent after the deduplication window is
+// still a duplicate").
 func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
