@@ -108,8 +108,10 @@ func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
 // refused) and an intake key's (an installation registered, one refused) each leave exactly one
 // audit event, of that actor, with its operation, outcome and organization; an installation's
 // routine traffic (an observation batch, a job result, a refused job result) leaves none.
-// Fails when: the pipeline leaves owners (actor type user) or intake keys out of the audit, or
-// audits installations (each tried by editing pipeline.audited).
+// Fails when (each tried by editing pipeline.audited): owners (actor type user) are left out
+// ("owner's intake key left audit events [], want [user createIntakeKey succeeded ...]"), intake
+// keys are left out ("registration left audit events []"), or installations are audited (their
+// job result fails with a 500).
 func TestOwnerAndIntakeKeyWritesAreAudited(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
