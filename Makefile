@@ -4,7 +4,7 @@ TERRAFORM ?= terraform
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X renga.dev/renga/cli.Version=$(VERSION)
 
-.PHONY: all build run test generate check-generated check-breaking lint lint-spec bench fuzz clean
+.PHONY: all build run test generate check-generated check-breaking lint lint-spec bench fuzz mutate clean
 
 all: build
 
@@ -58,6 +58,40 @@ FUZZ_ITERATIONS ?= 500
 fuzz:
 	RENGA_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) RENGA_FUZZ_SEED=$${RENGA_FUZZ_SEED:-$$(date +%s)} \
 		$(GO) test -count=1 -timeout 60m -run '^TestSpecFuzz$$' -v ./server/apitest/ | grep -E 'fuzz_test|^(ok|FAIL|---)'
+
+# Mutation testing (docs/mutation-testing.md): github.com/go-gremlins/gremlins (a pinned Go tool)
+# mutates MUTATE_TARGET (server/domain or server/pipeline) one change at a time and runs the
+# black-box suite against each mutant; a mutant no test fails "lived". Not in CI: too slow for it.
+# Needs RENGA_TEST_DATABASE_URL. Gremlins' --integration runs `go test ./...` per mutant, which
+# is the whole module (minutes); tools/mutate/go, first on its PATH, narrows that to
+# MUTATE_PACKAGES and the tests matching MUTATE_RUN: the target's own tests and the fast
+# server/apitest tests that drive it (each mutant then costs one build and a few minutes of tests;
+# 3 to 7 minutes on 2 busy cores, so a whole run is long: see docs/mutation-testing.md).
+# A mutant is "timed out" past MUTATE_TIMEOUT_COEFFICIENT times the coverage run; "not covered"
+# when no selected test reaches it (widen MUTATE_RUN, e.g. MUTATE_RUN=. for the whole suite, to
+# judge those). MUTATE_FLAGS adds gremlins flags (--dry-run lists the mutants without testing
+# them; --exclude-files REGEXP). Results: the log on stdout, bin/mutate-<target>.json.
+MUTATE_TARGET ?= server/domain
+MUTATE_WORKERS ?= 1
+MUTATE_TIMEOUT_COEFFICIENT ?= 3
+# The target's own tests, every one (found in its _test.go files).
+MUTATE_UNIT_TESTS = $(shell grep -ho '^func Test[A-Za-z0-9_]*' $(wildcard $(MUTATE_TARGET)/*_test.go $(MUTATE_TARGET)/*/*_test.go) | cut -c6- | grep -vx TestMain | paste -sd'|')
+MUTATE_API_TESTS := TestOrganizationLifecycle|TestOrganizationListPagesAndFilters|TestSuspendResumeTwice|TestSuspendedOwnersReadOnly|TestDeletionScheduling|TestPurge|TestInvitationEndToEnd|TestPolicyDocument|TestPolicyOwnerSettings|TestPolicyDeploymentDefaults|TestPolicyMaxUsers|TestPolicyWithdrawIdentityProviders|TestSettingsUnderLock|TestJobsFlow|TestMaxJobsPerDay|TestMaxAgents|TestInstallationRegistration|TestIntakeKeyShownOnce|TestIntakeKeyFormatAndAuthentication|TestIntakeBytesPerDay|TestIntakeDeduplicatedAndCountedOnce|TestObservationCapPerBatch|TestObservationRetention|TestRetentionForgetsOldBatchesAndObservations|TestUsageCountedOnce|TestUsageDaysAndTotals|TestUsageRetention|TestUsageRetentionDeletesInBatches|TestAuditFailedAttempts|TestAuditListFiltersAndPages|TestAuditActivity|TestOwnerAndIntakeKeyWritesAreAudited|TestOwnersReadInventory|TestIdentityProviderLifecycle|TestIfMatchRules|TestIdempotencyKeyRules|TestValidation|TestRateLimits|TestRateLimitedWritesAreNotAudited|TestCredentialPaths
+MUTATE_RUN ?= ^($(MUTATE_UNIT_TESTS)|$(MUTATE_API_TESTS))$$
+MUTATE_PACKAGES ?= ./$(MUTATE_TARGET)/... ./server/apitest
+# MUTATE_FILES, when set, limits the mutants to these files of MUTATE_TARGET (relative to it,
+# e.g. MUTATE_FILES="observation.go usage.go"): gremlins is told to exclude all the others.
+MUTATE_FILES ?=
+MUTATE_SOURCES = $(patsubst $(MUTATE_TARGET)/%,%,$(filter-out %_test.go,$(wildcard $(MUTATE_TARGET)/*.go $(MUTATE_TARGET)/*/*.go)))
+MUTATE_EXCLUDE = $(if $(MUTATE_FILES),$(foreach f,$(filter-out $(MUTATE_FILES),$(MUTATE_SOURCES)),--exclude-files '^$(f)$$'))
+mutate:
+	@test -n "$$RENGA_TEST_DATABASE_URL" || (echo "make mutate needs RENGA_TEST_DATABASE_URL" >&2; exit 1)
+	$(GO) build -o bin/gremlins github.com/go-gremlins/gremlins/cmd/gremlins
+	MUTATE_GO="$$(command -v $(GO))" MUTATE_PACKAGES="$(MUTATE_PACKAGES)" MUTATE_RUN='$(MUTATE_RUN)' \
+		PATH="$(CURDIR)/tools/mutate:$$PATH" bin/gremlins unleash --integration \
+		--coverpkg ./$(MUTATE_TARGET)/... --workers $(MUTATE_WORKERS) \
+		--timeout-coefficient $(MUTATE_TIMEOUT_COEFFICIENT) $(MUTATE_EXCLUDE) $(MUTATE_FLAGS) \
+		--output bin/mutate-$(notdir $(MUTATE_TARGET)).json $(CURDIR)/$(MUTATE_TARGET)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./bench/...

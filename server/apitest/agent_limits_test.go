@@ -286,7 +286,9 @@ func TestJobsNotEntitled(t *testing.T) {
 
 // TestIntakeBytesPerDayUnderConcurrency: distinct batches sent at once cannot together exceed
 // intake_bytes_per_day (as max_agents and max_jobs_per_day hold under concurrency). A correct
-// server never lets more than two of them in; the race is tried in three organizations.
+// server lets exactly two of them in (room for two and a half); the race is tried in three
+// organizations.
+// Fails when: the check refuses a batch that fits (total + 2 × size ≤ limit): "1 accepted".
 func TestIntakeBytesPerDayUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)

@@ -386,7 +386,10 @@ func TestAuditActivity(t *testing.T) {
 }
 
 // TestAuditHoldsNoSecrets: no token secret or idempotency key reaches the audit log, Activity,
-// the stored idempotency records, the token table or the server's log.
+// the stored idempotency records, the token table or the server's log. Each request's status is
+// asserted first: a scan after requests that failed otherwise would prove nothing.
+// Fails when: a stored result is replayed without comparing the request's digest ("reused key:
+// 201", want 409).
 func TestAuditHoldsNoSecrets(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)

@@ -63,7 +63,10 @@ func TestConcurrentAcceptances(t *testing.T) {
 }
 
 // TestNoDeadlocks: the pairs of writers that once took locks in opposite orders (acceptance or
-// revocation against a re-invitation of the same address) all complete without a 5xx.
+// revocation against a re-invitation of the same address) all complete without a 5xx, and who
+// won each race decides the invitation's final state (accepted, or revoked with the accept 410).
+// Fails when: a revocation also revokes an accepted invitation (its UPDATE without `state =
+// 'pending'`): "pair 0: accept 201, re-invite 201, final state revoked".
 func TestNoDeadlocks(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)

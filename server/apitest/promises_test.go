@@ -3,6 +3,7 @@ package apitest
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 // TestObservationCapPerBatch: the README's cap of 1,000 observations per batch, at the bound
 // and one past it (which stores nothing).
+// Fails when: the spec allows 1,001 (maxItems raised, gen/ regenerated): "status = 202, want 400
+// invalid_request" and "the refused batch stored 1 batch rows and 1001 observations".
 func TestObservationCapPerBatch(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -32,6 +35,7 @@ func TestObservationCapPerBatch(t *testing.T) {
 
 // TestRateLimitedWritesAreNotAudited: a 429 is refused before anything is attempted, so the
 // audit log has one event per write that got past the rate limit and none for the 429s.
+// Fails when: the pipeline audits a write refused with 429 ("6 audit events for 3 served writes").
 func TestRateLimitedWritesAreNotAudited(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAuthenticated, c.RateLimitAuthenticatedBurst = 0.001, 3 })
@@ -61,6 +65,9 @@ func TestRateLimitedWritesAreNotAudited(t *testing.T) {
 // observation_retention_days in batches of 5,000 (here 12,000 old rows: three passes), keeps
 // the recent ones, and forgets batch IDs after the 30-day deduplication window, so a batch
 // resent later is new.
+// Fails when: the retention stops after one pass of 5,000 ("7000 old observations left"), or
+// keeps batch IDs longer than the window ("a batch resent after the deduplication window is
+// still a duplicate").
 func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -95,4 +102,78 @@ func TestRetentionForgetsOldBatchesAndObservations(t *testing.T) {
 	if r := s.Agent.submit(t, old).accepted(t); r.Duplicate {
 		t.Error("a batch resent after the deduplication window is still a duplicate")
 	}
+}
+
+// TestOwnerAndIntakeKeyWritesAreAudited: an owner's attempted writes (an intake key created, one
+// refused) and an intake key's (an installation registered, one refused) each leave exactly one
+// audit event, of that actor, with its operation, outcome and organization; an installation's
+// routine traffic (an observation batch, a job result, a refused job result) leaves none.
+// Fails when (each tried by editing pipeline.audited): owners (actor type user) are left out
+// ("owner's intake key left audit events [], want [user createIntakeKey succeeded ...]"), intake
+// keys are left out ("registration left audit events []"), or installations are audited (their
+// job result fails with a 500).
+func TestOwnerAndIntakeKeyWritesAreAudited(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	orgID, owner := agentOwner(t, env)
+	expect := func(what string, r reply, status int, actorType, operation, outcome string) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("%s: %d %s, want %d", what, r.Status, r.Body, status)
+		}
+		rows, err := env.Pool.Query(context.Background(), `SELECT actor_type, operation, outcome,
+			coalesce(organization_id, '') FROM audit_events WHERE request_id = $1`, r.Header.Get("X-Request-Id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var a, op, out, org string
+			if err := rows.Scan(&a, &op, &out, &org); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, a+" "+op+" "+out+" "+org)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{actorType + " " + operation + " " + outcome + " " + orgID}
+		if actorType == "" {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s left audit events %q, want %q", what, got, want)
+		}
+	}
+
+	// The owner's writes.
+	rep := send(t, env, req{Method: http.MethodPost, Path: intakeKeysPath, Token: owner,
+		Body: jsonBody(map[string]string{"name": "k"}), Header: headers("Idempotency-Key", newKey())})
+	var k intakeKeyJSON
+	if rep.Status == http.StatusCreated {
+		rep.decode(t, &k)
+		trackKey(env, k.Key)
+	}
+	expect("owner's intake key", rep, http.StatusCreated, domain.ActorUser, "createIntakeKey", domain.OutcomeSucceeded)
+	expect("owner's refused intake key", send(t, env, req{Method: http.MethodPost, Path: intakeKeysPath, Token: owner,
+		Body: jsonBody(map[string]any{"name": 7}), Header: headers("Idempotency-Key", newKey())}),
+		http.StatusBadRequest, domain.ActorUser, "createIntakeKey", domain.OutcomeFailed)
+
+	// The intake key's writes.
+	a := newSpecAgent(env)
+	expect("registration", send(t, env, registerReq(k.Key, a)), http.StatusCreated,
+		domain.ActorIntakeKey, "registerInstallation", domain.OutcomeSucceeded)
+	bad := registerReq(k.Key, newSpecAgent(env))
+	bad.Body = jsonBody(map[string]string{"installation_id": "not an installation ID"})
+	expect("refused registration", send(t, env, bad), http.StatusBadRequest,
+		domain.ActorIntakeKey, "registerInstallation", domain.OutcomeFailed)
+
+	// The installation's routine traffic.
+	expect("observation batch", a.submit(t, batchBody("audited-not", 3, 10)), http.StatusAccepted, "", "", "")
+	job := createJob(t, env, owner, a.ID, "uptime")
+	expect("job result", a.do(t, http.MethodPost, agentResultURL(job.ID),
+		jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up"})), http.StatusOK, "", "", "")
+	expect("refused job result", a.do(t, http.MethodPost, agentResultURL(job.ID),
+		jsonBody(map[string]any{"status": "failed", "exit_code": 1})), http.StatusConflict, "", "", "")
 }

@@ -195,6 +195,10 @@ func TestPurgeStartedCannotBeCancelled(t *testing.T) {
 // has exactly one winner: cancel 200 leaves the organization active and unpurged; otherwise the
 // cancellation fails (409 purge_started, or 404 once the purge finished) and the organization is
 // gone, purged exactly once. Never a 500.
+// Fails when: the purge takes its organization without the row lock (no FOR UPDATE SKIP
+// LOCKED): "trial 0: cancel 409 purge_started but organization rows 0, 2 purge starts"; and
+// when a cancellation refuses a deletion that is due but not started ("cancel 409 purge_started
+// but organization rows 1, 0 purge starts").
 func TestPurgeCancelRace(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t, noGrace)

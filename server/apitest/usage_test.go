@@ -301,3 +301,37 @@ func TestUsageRetention(t *testing.T) {
 		t.Errorf("the old event ID was kept")
 	}
 }
+
+// TestUsageRetentionDeletesInBatches: with more old rows than one batch of 5,000 (12,000 event
+// IDs past the deduplication window), one run of the retention deletes them all, in three
+// passes, and keeps the recent ones.
+// Fails when: the loop stops after a full batch (the mutant of its `< 5000` into `<= 5000`,
+// which TestUsageRetention's handful of rows cannot tell apart): "7000 old event IDs left".
+func TestUsageRetentionDeletesInBatches(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := context.Background()
+	o, err := domain.CreateOrganization(ctx, env.Pool, "acme", "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-domain.UsageDedupWindow - time.Hour)
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO usage_events (organization_id, event_id, recorded_at)
+		SELECT $1, 'old-' || i, $2 FROM generate_series(1, 12000) i
+		UNION ALL SELECT $1, 'recent-' || i, now() FROM generate_series(1, 10) i`, o.ID, old); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := domain.PurgeOldUsage(ctx, env.Pool, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 12000 {
+		t.Errorf("PurgeOldUsage removed %d rows, want the 12,000 old event IDs", removed)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM usage_events WHERE event_id LIKE 'old-%'`); n != 0 {
+		t.Errorf("%d old event IDs left", n)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM usage_events WHERE event_id LIKE 'recent-%'`); n != 10 {
+		t.Errorf("%d recent event IDs left, want 10", n)
+	}
+}
