@@ -25,60 +25,6 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for ActivityActorType.
-const (
-	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
-	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
-	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
-	ActivityActorTypeSystem        ActivityActorType = "system"
-	ActivityActorTypeUser          ActivityActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the ActivityActorType enum.
-func (e ActivityActorType) Valid() bool {
-	switch e {
-	case ActivityActorTypeIntakeKey:
-		return true
-	case ActivityActorTypeLocalOperator:
-		return true
-	case ActivityActorTypeOperatorToken:
-		return true
-	case ActivityActorTypeSystem:
-		return true
-	case ActivityActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for AuditActorType.
-const (
-	AuditActorTypeIntakeKey     AuditActorType = "intake_key"
-	AuditActorTypeLocalOperator AuditActorType = "local_operator"
-	AuditActorTypeOperatorToken AuditActorType = "operator_token"
-	AuditActorTypeSystem        AuditActorType = "system"
-	AuditActorTypeUser          AuditActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the AuditActorType enum.
-func (e AuditActorType) Valid() bool {
-	switch e {
-	case AuditActorTypeIntakeKey:
-		return true
-	case AuditActorTypeLocalOperator:
-		return true
-	case AuditActorTypeOperatorToken:
-		return true
-	case AuditActorTypeSystem:
-		return true
-	case AuditActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for AuditOutcome.
 const (
 	AuditOutcomeDenied    AuditOutcome = "denied"
@@ -94,24 +40,6 @@ func (e AuditOutcome) Valid() bool {
 	case AuditOutcomeFailed:
 		return true
 	case AuditOutcomeSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for DeploymentEnvironment.
-const (
-	DeploymentEnvironmentDevelopment DeploymentEnvironment = "development"
-	DeploymentEnvironmentProduction  DeploymentEnvironment = "production"
-)
-
-// Valid indicates whether the value is a known member of the DeploymentEnvironment enum.
-func (e DeploymentEnvironment) Valid() bool {
-	switch e {
-	case DeploymentEnvironmentDevelopment:
-		return true
-	case DeploymentEnvironmentProduction:
 		return true
 	default:
 		return false
@@ -250,42 +178,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for IdentityProviderSource.
-const (
-	IdentityProviderSourceEnvironment IdentityProviderSource = "environment"
-	IdentityProviderSourceStored      IdentityProviderSource = "stored"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderSource enum.
-func (e IdentityProviderSource) Valid() bool {
-	switch e {
-	case IdentityProviderSourceEnvironment:
-		return true
-	case IdentityProviderSourceStored:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for IdentityProviderState.
-const (
-	IdentityProviderStateDisabled IdentityProviderState = "disabled"
-	IdentityProviderStateEnabled  IdentityProviderState = "enabled"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderState enum.
-func (e IdentityProviderState) Valid() bool {
-	switch e {
-	case IdentityProviderStateDisabled:
-		return true
-	case IdentityProviderStateEnabled:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for InvitationState.
 const (
 	InvitationStateAccepted InvitationState = "accepted"
@@ -310,30 +202,6 @@ func (e InvitationState) Valid() bool {
 	}
 }
 
-// Defines values for JobState.
-const (
-	JobStateDelivered JobState = "delivered"
-	JobStateFailed    JobState = "failed"
-	JobStateQueued    JobState = "queued"
-	JobStateSucceeded JobState = "succeeded"
-)
-
-// Valid indicates whether the value is a known member of the JobState enum.
-func (e JobState) Valid() bool {
-	switch e {
-	case JobStateDelivered:
-		return true
-	case JobStateFailed:
-		return true
-	case JobStateQueued:
-		return true
-	case JobStateSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for JobResultStatus.
 const (
 	JobResultStatusFailed    JobResultStatus = "failed"
@@ -346,21 +214,6 @@ func (e JobResultStatus) Valid() bool {
 	case JobResultStatusFailed:
 		return true
 	case JobResultStatusSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for MeRole.
-const (
-	MeRoleOwner MeRole = "owner"
-)
-
-// Valid indicates whether the value is a known member of the MeRole enum.
-func (e MeRole) Valid() bool {
-	switch e {
-	case MeRoleOwner:
 		return true
 	default:
 		return false
@@ -394,27 +247,6 @@ func (e OrganizationState) Valid() bool {
 	}
 }
 
-// Defines values for PolicySource.
-const (
-	PolicySourceDeployment   PolicySource = "deployment"
-	PolicySourceOrganization PolicySource = "organization"
-	PolicySourceOwner        PolicySource = "owner"
-)
-
-// Valid indicates whether the value is a known member of the PolicySource enum.
-func (e PolicySource) Valid() bool {
-	switch e {
-	case PolicySourceDeployment:
-		return true
-	case PolicySourceOrganization:
-		return true
-	case PolicySourceOwner:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ProviderProtocol.
 const (
 	ProviderProtocolOidc ProviderProtocol = "oidc"
@@ -424,75 +256,6 @@ const (
 func (e ProviderProtocol) Valid() bool {
 	switch e {
 	case ProviderProtocolOidc:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Scope.
-const (
-	ScopeAuditRead          Scope = "audit:read"
-	ScopeDeploymentRead     Scope = "deployment:read"
-	ScopeOrganizationsRead  Scope = "organizations:read"
-	ScopeOrganizationsWrite Scope = "organizations:write"
-	ScopePoliciesRead       Scope = "policies:read"
-	ScopePoliciesWrite      Scope = "policies:write"
-	ScopeProvidersRead      Scope = "providers:read"
-	ScopeProvidersWrite     Scope = "providers:write"
-	ScopeSupportRead        Scope = "support:read"
-	ScopeSupportWrite       Scope = "support:write"
-	ScopeTransfersRead      Scope = "transfers:read"
-	ScopeTransfersWrite     Scope = "transfers:write"
-	ScopeUsageRead          Scope = "usage:read"
-)
-
-// Valid indicates whether the value is a known member of the Scope enum.
-func (e Scope) Valid() bool {
-	switch e {
-	case ScopeAuditRead:
-		return true
-	case ScopeDeploymentRead:
-		return true
-	case ScopeOrganizationsRead:
-		return true
-	case ScopeOrganizationsWrite:
-		return true
-	case ScopePoliciesRead:
-		return true
-	case ScopePoliciesWrite:
-		return true
-	case ScopeProvidersRead:
-		return true
-	case ScopeProvidersWrite:
-		return true
-	case ScopeSupportRead:
-		return true
-	case ScopeSupportWrite:
-		return true
-	case ScopeTransfersRead:
-		return true
-	case ScopeTransfersWrite:
-		return true
-	case ScopeUsageRead:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for TransferKind.
-const (
-	TransferKindExport TransferKind = "export"
-	TransferKindImport TransferKind = "import"
-)
-
-// Valid indicates whether the value is a known member of the TransferKind enum.
-func (e TransferKind) Valid() bool {
-	switch e {
-	case TransferKindExport:
-		return true
-	case TransferKindImport:
 		return true
 	default:
 		return false
@@ -540,14 +303,13 @@ type Activity struct {
 
 // ActivityActor defines model for ActivityActor.
 type ActivityActor struct {
-	Id           string            `json:"id"`
-	InvocationId *string           `json:"invocation_id,omitempty"`
-	NameSnapshot string            `json:"name_snapshot"`
-	Type         ActivityActorType `json:"type"`
-}
+	Id           string  `json:"id"`
+	InvocationId *string `json:"invocation_id,omitempty"`
+	NameSnapshot string  `json:"name_snapshot"`
 
-// ActivityActorType defines model for ActivityActor.Type.
-type ActivityActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // ActivityList defines model for ActivityList.
 type ActivityList struct {
@@ -582,12 +344,11 @@ type AuditActor struct {
 	InvocationId *string `json:"invocation_id,omitempty"`
 
 	// NameSnapshot The token's name when the event happened.
-	NameSnapshot string         `json:"name_snapshot"`
-	Type         AuditActorType `json:"type"`
-}
+	NameSnapshot string `json:"name_snapshot"`
 
-// AuditActorType defines model for AuditActor.Type.
-type AuditActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // AuditEvent defines model for AuditEvent.
 type AuditEvent struct {
@@ -603,9 +364,11 @@ type AuditEvent struct {
 	Id string `json:"id"`
 
 	// Operation Example: createOrganization
-	Operation string       `json:"operation"`
-	Outcome   AuditOutcome `json:"outcome"`
-	RequestId string       `json:"request_id"`
+	Operation string `json:"operation"`
+
+	// Outcome `succeeded`, `failed` (the operation answered an error) or `denied` (authentication or scope refused it). An open set (x-extensible-enum, `AuditOutcome`'s values); show an outcome you do not know as it is.
+	Outcome   string `json:"outcome"`
+	RequestId string `json:"request_id"`
 
 	// SourceAddress Example: 203.0.113.7
 	SourceAddress string `json:"source_address"`
@@ -624,7 +387,7 @@ type AuditEventList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// AuditOutcome defines model for AuditOutcome.
+// AuditOutcome An audit event's outcome, as a filter accepts it (a closed list). An event's `outcome` in a response is the same list as an open set.
 type AuditOutcome string
 
 // AuditTargets defines model for AuditTargets.
@@ -656,8 +419,10 @@ type Deployment struct {
 	// DeletionGracePeriod How long a scheduled deletion waits before the purge (Go duration).
 	//
 	// Example: 720h0m0s
-	DeletionGracePeriod string                `json:"deletion_grace_period"`
-	Environment         DeploymentEnvironment `json:"environment"`
+	DeletionGracePeriod string `json:"deletion_grace_period"`
+
+	// Environment `production` (HTTPS required) or `development`. An open set (x-extensible-enum); show a value you do not know as it is.
+	Environment string `json:"environment"`
 
 	// Identifier The deployment identifier intake keys carry (`RENGA_DEPLOYMENT_ID`), or null.
 	//
@@ -676,9 +441,6 @@ type Deployment struct {
 	Version string `json:"version"`
 }
 
-// DeploymentEnvironment defines model for Deployment.Environment.
-type DeploymentEnvironment string
-
 // DisplayName Example: Acme Corporation
 type DisplayName = string
 
@@ -693,14 +455,14 @@ type DownloadAuthorization struct {
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  bool         `json:"value"`
 }
 
 // EffectiveInteger defines model for EffectiveInteger.
 type EffectiveInteger struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  int64        `json:"value"`
 }
@@ -732,7 +494,7 @@ type EffectivePolicy struct {
 
 // EffectiveStrings defines model for EffectiveStrings.
 type EffectiveStrings struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  []string     `json:"value"`
 }
@@ -784,8 +546,8 @@ type IdentityProvider struct {
 	// PendingRevision The revision waiting for a successful test, or null.
 	PendingRevision *int64 `json:"pending_revision"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol ProviderProtocol `json:"protocol"`
+	// Protocol The provider's protocol (immutable). An open set (x-extensible-enum, `ProviderProtocol`'s values); show a protocol you do not know as it is.
+	Protocol string `json:"protocol"`
 
 	// Revision The revision of the configuration shown (the latest one written).
 	Revision int64    `json:"revision"`
@@ -796,20 +558,16 @@ type IdentityProvider struct {
 	// Example: corp
 	Slug ProviderSlug `json:"slug"`
 
-	// Source `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-	Source    IdentityProviderSource `json:"source"`
-	State     IdentityProviderState  `json:"state"`
-	UpdatedAt time.Time              `json:"updated_at"`
+	// Source `stored` (written through the API) or `environment` (from `RENGA_IDENTITY_PROVIDERS`, read-only through the API). An open set (x-extensible-enum); show a source you do not know as it is.
+	Source string `json:"source"`
+
+	// State `enabled` (serving sign-in) or `disabled`. An open set (x-extensible-enum); show a state you do not know as it is.
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// Version The document's version (`ETag`).
 	Version int64 `json:"version"`
 }
-
-// IdentityProviderSource `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-type IdentityProviderSource string
-
-// IdentityProviderState defines model for IdentityProvider.State.
-type IdentityProviderState string
 
 // IdentityProviderCreate defines model for IdentityProviderCreate.
 type IdentityProviderCreate struct {
@@ -826,7 +584,7 @@ type IdentityProviderCreate struct {
 	// Example: https://login.example.com
 	Issuer ProviderIssuer `json:"issuer"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
+	// Protocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 	Protocol ProviderProtocol `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
@@ -889,8 +647,10 @@ type IdentityProviderWrite struct {
 	// PendingRevision Ignored (read-only).
 	PendingRevision *int64 `json:"pending_revision,omitempty"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol *ProviderProtocol `json:"protocol,omitempty"`
+	// Protocol The protocol a GET returned; must equal the stored one (so a body read from a newer server can be written back whatever its protocol).
+	//
+	// Example: oidc
+	Protocol *string `json:"protocol,omitempty"`
 
 	// Revision Ignored (read-only).
 	Revision *int64 `json:"revision,omitempty"`
@@ -1014,9 +774,11 @@ type Invitation struct {
 	Id string `json:"id"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
-	OrganizationId OrganizationId  `json:"organization_id"`
-	RevokedAt      *time.Time      `json:"revoked_at"`
-	State          InvitationState `json:"state"`
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State An open set (x-extensible-enum, `InvitationState`'s values); show a state you do not know as it is.
+	State string `json:"state"`
 }
 
 // InvitationAccept Example: {"display_name":"Ada Lovelace","token":"renga_invite_..."}
@@ -1048,7 +810,7 @@ type InvitationList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// InvitationState defines model for InvitationState.
+// InvitationState An invitation's state, as a filter accepts it (a closed list). An invitation's `state` in a response is the same list as an open set.
 type InvitationState string
 
 // Job defines model for Job.
@@ -1067,12 +829,11 @@ type Job struct {
 	InstallationId InstallationId `json:"installation_id"`
 
 	// Result The installation's report, once it sent one.
-	Result *JobResult `json:"result"`
-	State  JobState   `json:"state"`
-}
+	Result *JobReport `json:"result"`
 
-// JobState defines model for Job.State.
-type JobState string
+	// State `queued` → `delivered` (to the installation) → `succeeded` or `failed` (its report). An open set (x-extensible-enum); show a state you do not know as it is.
+	State string `json:"state"`
+}
 
 // JobCreate Example: {"command":"facts","installation_id":"ins_01jc3x9m1h7r4v5n8q2w6e0t9y"}
 type JobCreate struct {
@@ -1089,6 +850,15 @@ type JobCreate struct {
 type JobList struct {
 	Items         []Job   `json:"items"`
 	NextPageToken *string `json:"next_page_token"`
+}
+
+// JobReport An installation's report of a job (`JobResult`), as responses show it.
+type JobReport struct {
+	ExitCode *int    `json:"exit_code,omitempty"`
+	Output   *string `json:"output,omitempty"`
+
+	// Status An open set (x-extensible-enum, `JobResult.status`'s values); show a status you do not know as it is.
+	Status string `json:"status"`
 }
 
 // JobResult Example: {"exit_code":0,"output":"up 1 day","status":"succeeded"}
@@ -1112,12 +882,11 @@ type LockedSettings struct {
 // Me defines model for Me.
 type Me struct {
 	Organization OrgSummary `json:"organization"`
-	Role         MeRole     `json:"role"`
-	User         User       `json:"user"`
-}
 
-// MeRole defines model for Me.Role.
-type MeRole string
+	// Role The caller's role in the organization. An open set (x-extensible-enum): a release may add roles; show a role you do not know as it is.
+	Role string `json:"role"`
+	User User   `json:"user"`
+}
 
 // Observation defines model for Observation.
 type Observation struct {
@@ -1182,8 +951,10 @@ type OrgSummary struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why the operator suspended it, when suspended.
 	SuspendedReason *string `json:"suspended_reason,omitempty"`
@@ -1205,8 +976,10 @@ type Organization struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why it is suspended (also kept while its deletion is pending).
 	SuspendedReason *string   `json:"suspended_reason"`
@@ -1236,7 +1009,7 @@ type OrganizationList struct {
 	NextPageToken *string        `json:"next_page_token"`
 }
 
-// OrganizationState defines model for OrganizationState.
+// OrganizationState An organization's lifecycle state, as a filter accepts it (a closed list: the server refuses a state it does not know). An organization's `state` in a response is the same list as an open set.
 type OrganizationState string
 
 // OrganizationUpdate Example: {"display_name":"Acme Inc."}
@@ -1321,8 +1094,8 @@ type PolicyLimits struct {
 	ObservationRetentionDays *int64 `json:"observation_retention_days,omitempty"`
 }
 
-// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
-type PolicySource string
+// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
+type PolicySource = string
 
 // PolicyWrite Example: {"entitlements":{"jobs":true},"limits":{"max_agents":500,"max_users":50},"locked_settings":{"require_sso":true}}
 type PolicyWrite struct {
@@ -1386,7 +1159,7 @@ type ProviderEmailDomains = []EmailDomain
 // Example: https://login.example.com
 type ProviderIssuer = string
 
-// ProviderProtocol The provider's protocol (immutable); OpenID Connect.
+// ProviderProtocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 type ProviderProtocol string
 
 // ProviderScopes The scopes requested at sign-in; must include `openid`.
@@ -1399,8 +1172,8 @@ type ProviderScopes = []string
 // Example: corp
 type ProviderSlug = string
 
-// Scope defines model for Scope.
-type Scope string
+// Scope An operator token's scope. An open set (x-extensible-enum): a release may add scopes; show a scope you do not know as it is.
+type Scope = string
 
 // Settings The settings in force. A setting listed in `locked` shows its locked value.
 type Settings struct {
@@ -1459,7 +1232,9 @@ type Transfer struct {
 	Failure *string `json:"failure"`
 
 	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
-	Id   TransferId   `json:"id"`
+	Id TransferId `json:"id"`
+
+	// Kind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
 	Kind TransferKind `json:"kind"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
@@ -1478,9 +1253,9 @@ type Transfer struct {
 	// SizeBytes The archive's size, once it is complete.
 	SizeBytes *int64 `json:"size_bytes"`
 
-	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
-	State     TransferState `json:"state"`
-	UpdatedAt time.Time     `json:"updated_at"`
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer). An open set (x-extensible-enum, `TransferState`'s values); show a state you do not know as it is (`renga transfer export --wait` stops waiting at one).
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
@@ -1492,8 +1267,8 @@ type TransferComplete struct {
 // TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
 type TransferId = string
 
-// TransferKind defines model for TransferKind.
-type TransferKind string
+// TransferKind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
+type TransferKind = string
 
 // TransferList defines model for TransferList.
 type TransferList struct {
@@ -1501,7 +1276,7 @@ type TransferList struct {
 	NextPageToken *string    `json:"next_page_token"`
 }
 
-// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+// TransferState The transfer states this version knows, as a closed list for typed constants (the Go client's TransferState*). No response refers to it: a transfer's `state` is the same list as an open set.
 type TransferState string
 
 // UsageDay defines model for UsageDay.
@@ -16031,352 +15806,370 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rkttGsi76KhU8K0KkB2SzL5Kl7phYpy3JnvbIlra6dbz2mNpEESiScINVNKrQFK2lv/sB9iPuJzlR",
-	"mVVAASje+ip7OibCoyZudc3Myvzyy8+tSMzmgjOuZOv4c2vKaMwy+OfrCzrR/x8zGWXJXCWCt45bF1NG",
-	"pMoEnxDGVaKWRNFJQNSUkVhE+Yxx9USSK5bJRHCScPJ7LhSTvVbQktGUzah+JftEZ/OUtY5bg9bhoNUK",
-	"Wmo5139KlSV80vryJWidxWw2F4rxaPn60zzJmGw25pcp4/BpqUTGYpIxmaeKiDFR00SSS7aEH3/PmVRk",
-	"kaQpGTEyFtlEKMU4ab///iU5PDx80ak2byyyGVWt41ZMFeuqZMbWt1C9Z/OULlncbGGospyFZIENTaRu",
-	"4lxwyUgi/S2nnDCapQnLnJarKd5MZ4w4A9P9J1uSdma+TkZLBd2Df3QCQkeScWU/zor3sU8syhWLCReL",
-	"2sTwfNY6/rWlW9366Ov0GxFR7JtvZUQZowq7I/IsYk8k+fD+DZlTNa1+qPni/3qPrTuL/a82jX8iydmr",
-	"gAhO2BXLluV4tmkqhV5wlMwzMUrZ7IkkoXlqmMQhoTzW12EgWXbFsieSpGJC0oSzzgkuVJKY8crYXGQq",
-	"4ZPyfavWcMZ+H/b3f4sOP72Y7U+/zY6unvLnvx8snrG+erH0LJ0vQWtOMzpjymw1Z0r/yZbN/u8TJcjB",
-	"06dkniVc0VHKyOn5y7MzEk1pRiP9mhNCsQex3p55pPKMxd1xwlL4QXdkxiiX5TqikiRKkkhwvYR75KdE",
-	"Sn3b//3f/4eER/0+ScpWDS/ZcqjHMslYHOqBSHS7UFq0ghanM93D2tJsBS37TOtYLyl3/P4jY+PWcev/",
-	"2SsF0B5elXu18aiJg3+y5VsYGZo2h8peOcFpnCRXjAckYypLmMSdlCiCW6a5AXfo2fV7Mv6Jqmi6VrRq",
-	"2UtSKnVLaRwQ1pv0SDhofTtoheVMiYyE34Rmwg6ek3nGIsHjRL+vnK0TsmD0Ut8sFU2ZuX3/wArp4SyR",
-	"M92iNfM67mKb102oK9S/BaE+p0qxTL/wfw1av/a7Lz7+bdD6D78s5bpxKYgWlADQEC04ymYkzk3DJL7+",
-	"8qp+DL+v6CX7J1uu/LjeARu+6fRX3617TLt/fPx88OzLql5fJWpTn+0tO3w94VdbfP1HMVr52d/EaIfv",
-	"6bs3f+9tNqE8+WN9f4Vz003muPYx/f13dMLOkz9Yc+edKTaTZM4yMqcTVmyD33OWLcum6WtDqV/gNiJm",
-	"Y5qnqnW83+8HrRn9lMy0Dn0KfyUc/9ovxiPhik1YVjToQlyyFco05OyTGsJXlb4rRMOG6X1+lYhcbm4t",
-	"PFdp7ox+esP4RE1bxwemifbvfd+kvcvEVRKzbOWEzc0NuyzPeL7FcrnIKJfjNV9W5oabLBPnI/qbHySd",
-	"sO8zMWvOyPdJJhX5cPGSxHQZkIRHaS6Tq5XjP9ZvWdesipXpHQFozYVotuUN9TblhFBFZkIqotV3TJeS",
-	"0LFiGQl1Y8JVLVXiRu38oh9GIwyMme9obEw5/ZcxL/Q/6XyeJmg97hmT6m+/STQlt5utd/gUfnSliUhi",
-	"wSThQhFQa2h328MJaYcJv6JpEg/N7WFAwpWmjr5mbnc24glY2ZSTZKatxICENIumyRUbRiLL8jm8s/hp",
-	"yqJLmc9KPetcnLHZiGX6ktbo7hWrnXMu87n+CotDOKc4R7T/6pqR7uIm8Y2duX3Psa9h+F4KPk6T6MEm",
-	"KTLfN0ZZlGeZnh6pqGKkHco0nwy1Tub++clldXbgOf3DPM+0mFYURiwgoWRK2/HDVESX1WcKAVI8HDOp",
-	"Eo7Khws1ZLO5WoYBWFq2wWF5oIqmlE8YiUSaJrE1LynJxIJQLtTUOcPZkxFVpQU+E3pF3uakvs4ykd3n",
-	"jJ5yknP2ac4i3TmmP3+L3fleZKMkjlFB3ucihW1OUhpdmgNTJOYMRIfMx+MkShhXQ/gxDHDWQysyzM+d",
-	"gPzj4uLdOYEzP14i7XCq1FyW4qWDnhPX6NEPyFzOGY9ZrBfeiGlbP2YpU/CK4qJ+WoshkiazROGHaDSF",
-	"m+CnIfsUMQZ3FhLLiBcSiwVPhT5bwEKmczpK0kQt9Wu06IQdAg+B+MQB0Sdou2lIOyyfGpotdasS6gfB",
-	"2X1PfGluk4hywgVJBZ8wPQtEixxUH9YiZ+CYsjLF/pqxK3HZ+JVGEZvfthD/WajvRc7j+xymnwWReTQt",
-	"fDykHWpROdbtuNXOvaNLvUIvhHhDs8m9L4WRiJcEd5Ak++Sn5DvSDufYpqESYpjqVt1uj50D/Pc0SVl8",
-	"3522J/3SgyvRbRAUXoQZTbVJCHuh4UKw0tCoc2vF3NkovS/M1vsbp2KMEklmVVdMO/T7YG6z+xdC/ET5",
-	"0vwq77Pn77VtBqoFZj+jig3Nn4UyimmSLo1KMufVinoDKZrPmzrKeLkS8MQMR0vF5HDOsmFMl7jsPg1/",
-	"E6Pit84JkYyR8D1T2bJ7qs85YW2UnUvNM9Q5zJPWbGRBE+V1T7uH9ZtM2QdOczVlXOmZud/FanyFQblt",
-	"A5LzSy4WPCBGf+nhNUoLFb2ZSiPfaRxnTKIhhHZAccCiaSoWpB3m1Q5qi5lruzhmgdah0wTCEEk0rW+E",
-	"X375pXvqPLrCK6r7yYiaUkXcD0nSDr9jNAM7m6azvw9aGeMTOmgZm/29/qt7nkw4VXnGGncV5zjHI/hE",
-	"EplMeBk5kp2NsYsbrY3ifPcTixN6AW+/f1X3RJKZ/j7R3bNWIOzeOcvswOiZLpo7hPuH+v5bFHBf7FDD",
-	"e04jlVwlCmIi80w3RSXoZqCRwqPOun7bx0/h5i9BC09s8RACI/CeRLGZ9Exr4eigWUaX+u8k9t5WjE/V",
-	"CW7MdNcP2XSeoN8FA1T+NiQztkNIsvTi/NoCr5i50/lKYEbObXhjXMrQnxj9xiKlm1Idy8Z8rOhAwq9M",
-	"xNB0kedpSkd6iNDR1HiC0xkbSk7ncirUmokpo5XYEZEV7s5URDQd2p/15l1KxWatoJVLiGsYJXPJlv4o",
-	"pzuOcDXA4ay2bd0ovUnQ/1UbJLvYin9ss3p9i7HmG95iZOvLA1rQfJG3UxPG1Y9i1OxQJGYzyv1Tb1we",
-	"Q6q2XcEr9phvYdsPVz6zru23MiF2HBoT4h3clc25jba4QayHXyB5nKi1gmGVj+XsVUBC2K9du1/BaQcb",
-	"NiTtEY0uJ5k+W5KFyC7x6EnRGAFXXycgVBuVGTl7RdqUE7HgLDPWKDfmJLlkS3udThCjkrFJIhVKQFBf",
-	"m2VXLSKgLYyqqAnRnXL2ypq+ZpmS8lX6S7vLwBXD90QSfWvpkWRXjCsypfM54yz29uqrlp56Hb2+MnbP",
-	"dRR+uRC92r7Qz7+2ZJpPWkErTuQ8pcshBEM+BjvYA8w6W5uT4yBQ4K4QbOFymqhSbDZXZAyHfL1UF1SS",
-	"mPEEJ23jAsH1WFob7ErthEFZabagNN1ktYhcRQItk42z8dbcu9nYwfPG0Jw3qu066B/2+r39/cPet74G",
-	"SUVVLv2T8Y+Li3cEbzDOzjSFE0PEkisc7+I7B31PqDZoKZpNmJJb9ffC3HuP1pttXjkxxYg0NkFjmNfv",
-	"w1tRm+Wu/ioU1dty9VohKPMI3RCtoIWbUosG2I8eGWfec1Guiurw1EEM25i9lWca8n/j424Y3rsLYjZP",
-	"xRJCoElsoJv2oWowi0cs43IrMQQDvV0Pv3hm4zuqoumpcYz7JH55pYbyGkmWXcFYSYvpG+mXORrP2b5x",
-	"jgfoFe4FeJJMaUxGjHFiP0tGbCwydqJPwtOETwhnC5DTCBlzPjUSImWUN1Zm0QG3Cb5l+TJNGFfnLMoY",
-	"nvhj9CDS9J0zImOaStaIwCGYLWIwtRG8iEh4U4/8kiWKdQVPlyeEsyuQeirPjGlQHe0rmuasBhHZ7x8c",
-	"rceIBK2F/sZbni5x4utjgK/1dfpVsSKbUw/hLr0TJhmN2HDOskR41sE/xAICNISCjyjOtTa1z4JfT5pZ",
-	"LA1G0v5BkDh3DL9Sy3x70J/2Z33pUzGMXyWZ4La9VnLMMxHnkRHEMbtiqZjDPR+9alvvvHHCsi03qb7V",
-	"sWEliWiWLUk7fP/65x9Oh69ev3vz9n/+9Prni+HZK+OC1fuw2iuW72+zmeciTaLl0ACaNkr1d3D7K3u3",
-	"fkE+SpNomGdpVXdD0PN4bw+8bj3zey8CfEyjFSZisMIRaHG75q5qP/u9/V5/C81azEGlydUZLhsSrFiM",
-	"zQHzLnI0L3+mRt8UjT2NZoy8FNlcFGp8PTbLAVD9+r8Gg0/9fncw+LT//WDw6dvvP/7tP3yD+cpEeU9z",
-	"NRWZNeiau83cZqfOM/AJn6Ssm0sGgG5zujHB5MDiaqUTSO6R86lYcKLVSXWavMthj86Tvav9PXvs2LNx",
-	"Zrn3aZytsW33TCP+s/z03+HNw6JXvZ73IITeb7mDf6K2kirDVnmfbyW8Ho9ZpJIr9p3RFo1pQMNsu313",
-	"jvfqDWPl9gZlhPdZ8299E8+M7rztJhaDnHD17KjlRUVet8340WaTwdZJQT16TLXfxGijpGvMXN1cswbV",
-	"0BpU13vlgrNsyD7NRaZ2f742cpvaF2DPa1/1DTCE6Twj5wvUbd3ss9I4m9FPQ/DJyOs+7YYFr/uOXO4y",
-	"a87DojRFhxlTeqAF1y25xttqc+iMjNvIwD/0a5viGSjfXHsOLruArIOWAdt5lguEClk8ZDOapMNYzGjC",
-	"tx+ic5DAslWO0HA2ptfZZfZxKcV1HpdMIuIB52Y4FXl285l2G1Xt4aovBisGtDmr6wVDq9jgQVVSOnO5",
-	"VuzambltVbGtH+4aGkMPWNUYAyH4/9Joxqw90gpKZQUjXLPPnh55LAp48yuYier7a2+uvOhwjaHX/pV2",
-	"/+h3X3y0/+h+/NwPnu1/sb93/nMw6HX+9itC6YNnh1+8duDrmg7c4Xz5mkZT4qwMkrKxIiJXJOFTlmmj",
-	"T1VPLsYebp4wra6tGypbaVPPQzV96bF/mnOfZSJ7KeJVQANMrpvRaJoYAIPUxq7x50oEQ1psFJ6lZY/g",
-	"0USRSSYWkrQpeArA42vi6JSMMkYvEz4xbpZOQKQg1J7Xp5THKZP6B3jKwbBfcrGwuXquJ1PSpeyRU4+r",
-	"GTHl+tMxi1KasVg/TzkRc8ahnWkiIbVRTZlE49wcZmvQeFA1dfQ7ePP9cHnvpVzChRpEBF5dB9O2glYV",
-	"IKuPrRZbqPcNU1MRAzLbSD/IMqtB8uBjPpQCLEgPPKs87BVANi1BCgQ6hBsNWr4cEQCN4981PGj1R4Os",
-	"qf7oeIYAZ477y4xKmeTmfNYFW+nWWRSwHhZxxQpBXgCqSgluoO9w3HXA8S3Ha8i4XviYR0PjoeDpEiNB",
-	"lyJX0Mih/px+WcauEnMwzjm9ogl6FcAqYRmnKZyYPTh6Z+yqyHs9vg0osdZw1aQK95d6ToVzrZpS4Vzw",
-	"ZFR4nTT/ML7hqvCaml/XOW2eSIIOBX1I9h96Wb7f28IPUtNq8HGfLruFzGFwGrlZwRsTiSFv/vmLo/1O",
-	"QKaMR4zkc/zOt857iUC/7CLJag6Ap+N+9Iw+Z93DaD/uHkWHz7svxk9Z92D0bbw/2mdHdL9f15LfrnOH",
-	"DAafDsAb8u3rFY6QM6NTbDqbN7yoF0mxulckoeNVcETpoZDJhHcTXjjerLeREsWkImNIGoNXA1xNcBiK",
-	"xjF4hW/OcWGvNJ+3j1eirlkVfLsOWqMSO/Wif2phyiSe7ximTKTMcbqaeykVk4Rv8ic2xNb6iV3QBFTj",
-	"GBGQeRQxKcd5CvNZ8a9eYxLnmVAiEukWcD1Ype/s/SAOtmp/gTvg42RinNxEgieurS+kFBam4IwsskQp",
-	"hi7wjY6ZoAUaesclBzH2LTt7ru8tosAeKg3HPRsek3EmZsS4wc9evf754uzifw7fvX/7/529ev3+PAwg",
-	"cx5CH0RNM5FPkELj9N2Za/BgKKfm+/24IsBciRiWGjNOJP7T91w+j3feVmtd4B6WlXb4+oJOwu0m0hdn",
-	"NlCIYnkW266YDTsAtT3vCpVihawSVs4aDhri1rNRXRe8I50qY7pCJ1Zk/Ut4duOx5xbcFfaLzjlQNiRv",
-	"Ra093ZCBXTwri9jgugZU4ogeAV0J7fU3frsUvtv0+gzvvqGcK8XMVkID776WqKnthDWbYOWa32b53QrY",
-	"r26+PDSOot6gC5PuvVPg2pxD0FQSY2TagddpQxrFQaHZmu6EavzGg5DTr/3w/g0AByXJuUpSrQN4RU6u",
-	"lcTrlW69iZghob+aSDICzKISW2pX/Zg//PZWn9oThdRGo0wsJMu0tQ0fojwuzEvD8WSGi5xDyI7kkp0Y",
-	"AyCxNFCGMgnyKYpJsG0Hldk23FGgZanhy+lsEcfTZtietooTvqdf54blnv446y9/Pxwf8f9xsPHI46iB",
-	"DYG1+loE0MPOi9FZeoupSGsmFPp48GipT0g/vL6w7h8yYhKyv8GbQqi2/i2CBKCfE65tjAByCeeKQGo7",
-	"ZKobSYPMVCFKmzDARBkyy6UhMGiu/I1nlTP8JmkXRlDnts8dD64Hd5jdN9ZlecnYvMK7hq87Ae8YLCiL",
-	"ppEkUSd4pItSRjP9N2nD3lhMk9TgSSx+KpHEWoGdTaib+pg/MAqneu7bahltPAfuambE1//0tU2UjcfC",
-	"29tDd3Ps27Z9605yd21irT7NbTu/xbnreo9Xj1/Xe8fK45h5wUmZNR2zSKuC6xzEdrMx3eQPj6tSqtUu",
-	"mRqJ2o5caUErpVKLYcbXnWl3g7teJ9Is/B4IA+i6RGeox6CbJFKxbKcTed1ObtDQNWOqTjOCcj6g1fVG",
-	"1EZ003T7+DFfToVknIyQ0RAgA5hrkFjiGYwfFcDfLhnobgwHLbA9Dp6RjPJYzCru2zFBji7ShZsutfEy",
-	"Fhm8KU3GTA9W1SLUr1zr3qtw1MlNJGDVjr83o7bjQd7dDFvHXbcG2N14N4lankOa8PxT1fn97Og2Wlrd",
-	"GD7mk0oK9Ov44OnT/Rc2nnHJlgE5PABmWUBcS0V5TLOYjKhkz4561cn99bT7L4xQ/23v4+ejwy9//49r",
-	"bKs1m8i/SwyHoydN8dqpiOXMXLLlrr7ra6F9LXUxQH0TJsvYQhuMndhFNDuvmNKYCM46WyeYrRCQEK28",
-	"gWz3ORjNxFWgtxWXnvPZtVO7pS+vmLXPluQupopGjCuWdamxyZz1wRvw3Mr9wQaLdvf9WBskm3y2uuN+",
-	"L1I5/cNNi81ZYQAkN2uJi4XFlHsg5VVE+eastB0zWO1+vQtvln9ogt28XLaFTmZGmr4dt45/3b5r9Tlb",
-	"KYHR7QCSFv01IAma+GlENxsMIMv3h7NxNpn8EY9nf6jF7wfpJeeLycGhmovR8hM7OszF1eFUPIv/mP/2",
-	"+4IdxOPZ0/zTZOOarKZ32kH5WKGtXZ2zcyPj8DrimllU11ogHtx0Ley3J5jJr3bNubyp0Xtz6eycqNYv",
-	"YDvF53C7V6o3zV6LlCtgHa6Md8Y8qKyTLcS/bQ0mi+0i/6u+idZpTMkbccVSClEtI1yKPXWVKAb5Ag0V",
-	"UfdxrBs9N+njS/GRz+v55tAVhR5Xrdr1UAYkrLRskPf7hxHeCf9mwHm0K6lvJUHbYLrqedAbJ8GbsTdP",
-	"/BbmKZmzTOrZIqfvzsC80UeJsEj7yMAlip3NJcu8Xa2llKzdX1tsrvN8NqMZqBvIbN/wxAfpObablHhR",
-	"TZi247B+HHc3ZoyQ8+FVGwt2F4FY6xQ+ur7xt8NhUSiSBw9o1QSem+GHrkJHaJUSqxBr/uj/7pwpQk/m",
-	"Q+jPmKXJ1SbHyM68BL+J0a6HppueqLGSw/a22o9i9B4f+fIx2HwwxsIgAQghkigCYTKD61oxPOUqa6BI",
-	"fs9ZbnLNzfADtrORjP5xq2NW8whd0uR4VXJl0murrxhJ33b5UYx2l17Fwm+NaaSkp8EbXUgNKedspnLV",
-	"5XOzXh3FeNR/8WxzJOJmi2+jR8O2dsWQ3oZM9dIT3bMwLbfULrrtU6KGEUDz+0BkMc8VzCXZJ5jfZEk+",
-	"nA3S1HrlWz57Qh/2tRVf4LOnTw+frSUVWUMTsXFnmrf4xukN4LLPnZypXRMzDMKbzDMGgiiRBMHegBCY",
-	"UiByztkJsiJJElHOhbJcD4knSWMz0HSjPWEyYDCz7gwfA69JfVHWUrmaKR61ZK3mDSvTsRrhl6Iyx7cH",
-	"mytzNGbqJ7ae5WM3azMTaZWCSU+OHz54u3YpfNi3Eh1CjWZHgR9jFW44psqdvPKVKwkBb6jfL5MVthOm",
-	"P+5o9lgWoBuEg/yatxi0asOqXzS9MaO4YWK+s2WjtpWo5by1Rt2D/sGz7v5Bt79/of/b7/b7/+ruV7NG",
-	"JRhLdkbLyElrwUZwLyrWoUTu3Nbx82dH/X4xJ/BEz+r2ynS0Kp8/7veP+/1/oTdp9VrbGOQKSM6T33MG",
-	"pXvgyRMAK6lsqe2y2Kl2Ziw014978HxTTsH+2pyC6sBtKSCd+TxrikiUTPbvDamOjRVmmrJhGZ3xHSNo",
-	"dj00TWPnsyRRkqVj51heftzuWAc65i6UrUNdGFEa9rprJ+Qme7m6U3fYm7dhubky+KEtuLeGhqMoT+U3",
-	"EhDd4eFde3n26r3LGD2jy6KEwjgTsxMCKWGmJiHly17LCR+UC2W/34P/7T1fTWXoZLhcx2+82RO886lX",
-	"icsdT73NAJRiWUZ1c7rzDNhmmuZpMyFj3fICHM9m5lInXFfg+de4cWsLwbuWStunGcDaLoNoRxKCLXBK",
-	"BT5pG2+4+wnjD3cyMIcZo9KHD/plunQYtEXm1HVJVIAIjeKn3vUiqz4WS9urFZNRMVpvHie/gWP8OpOL",
-	"KazUT+oPBYHDgq/JeO4MK6vugCmIhhDbkhJMiycAQq+Ehm8Oq3xFiw6rAZWrDWvjAoAHwauJkiVNWlKA",
-	"7bfDDtwwpakQcfs3y1byLnnPCFWXzHWTitzZ2N3zVQ9CNbm/cPkAUcStxp62X5b+dJiNYaFmVU+HViOb",
-	"bI0H0/duxIO5H7sVk8uVhg9uczU2vOMiQMh/LfG/LujMWsd/ISvAxw2j+AGW/U3X8hmPbjNkug4au2nk",
-	"oGimx9AwhExbLQt4xyvqBaaMTXXQDWUxbyHYr8R2ZULXs/uYOqRQ5BMGwTuA4IDa3TrbDXQhE+6Dgtsq",
-	"/vqEEAEHgSFx3z5PCyLG29QOsDeWUIW6GoE2rhyjWxE6MNgPLW22pctbO7PuvRWquM2UT2/w3i/IMqKP",
-	"EI4bfN3jNaf5bey0W7JO1lBr1fvYINuyTVg9Va8cXtYNJCSWkdRi+t69fXP28n8OX73+/vTDm4tzIq4M",
-	"5/MoT1LVTTgRnMmOKbDEKwW7nkiCPKfwVAbpDeT1FctskS/K4wo/1BQoREzYgdpwhA1UTFnGnCjFWGSE",
-	"wcsqRcIWUyGZ/W5BhaSfAdu2cDX9yZdubf1su1pWr5E3RS92DSThXF6f22sVG2S5n/rfHn57tP/84Kgf",
-	"rInOHD3b33/2/Fl///nRwbeHz5/3K3XU+750piqBZPFBqMB+6x+qc006/evfyQcLYkqnY9f/jLe6wXoK",
-	"y+K7L9Z+9/DZ02vE1Sr0f03KD1cohMcGEOsTTif61G9XKdy5m0gMCEslq8pE80jnhIRgjoTHhRRipm4u",
-	"RlWf6P8n0VQkUYVNrRZ8K9tjaVe91jkOyXZJzG74vCb8kGwPckFd6eZuFtghzhp72veLtEoU1maX/hWt",
-	"hlq1S5sWCFx9qBsh8Rsqw0aUk1FBokNGNLo8QZdeEYtXmMQ9Yp4iz5iKP6dqes85h80taGoDNjGbnLz/",
-	"/iV5cfT0W8syiETfUFXxiSTsk2IciA9MYnxTLdTqwK4oouQpI6tHx/LbcLFwai5skeAaM9Wg+DzlNRND",
-	"90Sm+YQMwOsyaBGaZoxC0d9EKunnDN+m5o+HRRILYooxCQsGyvCJ7JFTh5Wx/alrRnSUsq4WIh1n5cVA",
-	"NWEIIjGrHDgltbGFkoXFhk7yxPBJalPO1PrEx0zdrAaNZCW9oMJ7WE8zbzTxkTXykTXy34810koCz2EM",
-	"rGnTGgK0iQFC3Wu7JKxEPKtSEx6rlRNFd2xDIM2YtA6v9b4BfGf5gO8Q4cNnlfW63Ayk33eMb9qWmB3r",
-	"VwPNrW0UAfy7WoyWcMZi2VtfC6xo8VH/hZd0R2+fatfOtUbwSz+3dt4KEpyYXdkKvXJvjSBdUSUP2+PU",
-	"7kJ1U5mIj34V3uRbaa5MfZUYRJ89YjMxT038K5kYu8Sy5SWyYDix8XoQoM2A/e1BAmtMHV5N+3bO+Nkr",
-	"zGDMgOGpncxmOWjdTo+EMCemArT+d0iUAE+EmGszzRa09rMZ+UglC5Mjz5J6us3Rc58NX2fyWGUxFGxX",
-	"5ka3Jye2oy8F5yxSlaNFEkf+00OVtWNFOW19zZa3ZjGhyhKZnqDJmvAozWNGQm2cJHFYGSooGckrTtR5",
-	"JsZJWq2f2ABT6f8cdgeDT09H+j8xgKvYx8/7wX6/74/3lIvlYD00yum4CXitHW45FZnC0pnu0qksiEhk",
-	"85YPgPTR5WI/fOFv+bmVc3bGytPfsVaWNWym9P8IrD620lDCiruKv4sbLFV6cUfxg70l12LfXja6rP6n",
-	"vbcovmNvKH+wt9A8TszzvnXogpp9dZzwqpY3Y5FFrEdOCxdhmsCiTDhUV71kcQj5sEhhYfyG4F68Dnh5",
-	"I4bIWD07HyfvE8vc1GTO+WpXr/Xt1Z4oBm+9O9uO2nV42i4cp4tkUZ4lalmsphPCwJVpnZha90qDdQBX",
-	"DmnjS4n5v4OjQKsyoxOr+3/lYvq1Ws3hY23qMU7TcJmsnN79gy8PCcEvl/su5EjlZH6dEP57daD4Nc4b",
-	"sWBZRCUjKVPIsx4nE70YKY/JdDmfMi4Dcqhtk6N+hY8dTlpw2ofQChz8wV1Bzbu0ZQMv65EPCIAGokGr",
-	"yKp6DCAlG/TYfnD4vKgp4tdneHJ8b474OzgmLVCp9YHPaYKlsJOIEUSE7zdhA2uQTYHWCguRGWR3zRVs",
-	"clwWSZoSyRhp//D6gjgZxnsz1PGO/fZ013Rp0zifXLswOtLrScMyJbYo+Uz/0SPn6IPRk8cF75oM8BlT",
-	"NKaKAhOnx6VWSxH1B9OJPt5DtdLifiQAR6Rm1Rc2o5lWquAR6FwfAheJfG19mc/b+e4qPlit9+csI5cJ",
-	"j0nbbXVQyP3ABAECqAMvA+uOnCZzGVTyN2XgYtaHgKBn1R9lQH4TI9kxGZ7gPasphsobW8eH9VQAEwqq",
-	"5gftI0pBm7JfNtIwbpuyW/pLVlZudG6qlKcw+FOzOkw1GFw12i6OTXLYxkkf0yTNM+YHIlISYppcaDcA",
-	"/rlDjfN1qs7uuGpi0DZP/FPfexvQgXkmJrZaeS2TZal8B7BT9CsZJi0bPhAZ8NUTKciYZlu6uTOx8HwA",
-	"tox9bxuHvVN8oI2yp7PLl+oiUH82MP3zCUI5pQdPn/mXo3GrPZHk/B+n3YOnz0g7LTTllH3qlJnVSSm7",
-	"vLypjkID3OD44+dnR/7TmEz+MLHpTa3Sd65swjW4P7eC+tpVWcB8d4fY+oCyJn/Feks9LIV28Rayu5i8",
-	"ypiVu7wpdBpZ47ugam3HX5pX7IRDrEu/1TV2PNDEHUXnqiI/AclYJLKYxbbcjT0p93yOopW5TdD0/zze",
-	"22ttVTjdEXwVb+T6UrlVK1DfuxFwW5GXbvULrLoWtFCceF0A9tnbwMwVttVDw+aqW3WNpTcRTJLQZiCQ",
-	"//u//w8Js5zz8q8imTwMSjUpMhJGlEcs1X+elNailkXOWkP5NKXSfQ9pU6Ng7UOY6C2LEvba1EwZvYKf",
-	"irXacV2LJZbYNNfPSBG0imZ6Z7/A0PqguFsBaF1I0ZbGo3nEeDa3fQowPUZsbfmIYtks4TQdzhKee9XK",
-	"T3gBCvKYm4k56koM6cZ0aYAqdPlEKxrw8iIpueCxDEgmcsjfwPJayA9nPngtimG6bDXHqDbQteHwdNW3",
-	"LWC2L4Si6YZKwV/bRHoMwKaL0DPZN8eG3vU8+MXu1vD13eSzO/+3IqKvB393we67SPUP8h7g7/Uoai6z",
-	"naKoPhPPi2L31gC23tJz3Sy7L9fTStfZj8jZK9IOEy6HoaWNLt1WnYDMaWbquMhkwllsmKjNCidtyarv",
-	"O08mnKo8Y50TYnuGji48eya6EVNGY8jbMvkmAD7qVgjQy/U2TwydqPcznpAoQI+rzcQMQeToNrHmRNoe",
-	"QevUGrrkDEqxDPglW5o6if3Dg4DM84zZmzo9cjHNmD7uUIjQDPiAd0nY7JkBMtbmoOfcfZHMmFR0Ng+P",
-	"8TyPBV6wJwtq2w1+s5hFyYym5ANPPlkd476rGKfwmIQM2/r3kIwFuqMt80KN+ZkwHglwUbZhcOaIVOoQ",
-	"MR5wAk88O+pqmQZtgQ/YKnWmnqQScKmnx+Gi8bMefSytIpNPJE04k+Q3kXBskV5rUOcmHAx4SNpo1SSp",
-	"fgFnC317B3r/4eL77nMY6v2eIRrsmoHqXu2HA37QK8FRCBkKSD6fs4zA2bQdvnt7fhF2BvywVxllRbMJ",
-	"U4R9opFKl0SPOaD/qnOhG3IMeD+9dQKSjAnly4CE/4l7SU2ZHi7ye65XZLsgRoS1uef6l3QTjrAJjUWA",
-	"cbEBf1q5XllS9pZneEvl8F2cyc382MYD4NF2rG0uIiDAzJVdexn2Asoew2OdYlJZdsUyUxpHEgrpuNBq",
-	"2FQJJ4f9vl2WugGJkoirTUV02SOnxGBztIk8o6lWDCwecNxEQeWFIlcyiZkpP8pjsQhcLJy7nwAlQJ2l",
-	"iaaZYHIATElXLEvGy5X7vqTyd5jSdffDo/4+qaHXwt6ArxdrpajaINOKKV/jAd5BDODeTTh5au3LYovC",
-	"tGnzVE/DjYT8BpFedsnbd4fbvXHkqsUB8GZkUg4rbMm/Iquol3gdSUaHHz3Eo4jgsnOt12DFBYyOenKm",
-	"iDvd0grM2qbSC0SPNqRZFEUZgJi7XW2tpyWdE1yF5TN6qwEaVGW5VOhaBdMDwmyMZjDSZkCnSs3B6q3T",
-	"ezSH1HIWgNFUjKP9eegdpZm2fkEs4+3FW7rIAoLGbLhVE3PJsn9uRyW7kTg2KAow4cl5tHSJd1Ek6cNs",
-	"j/zMSiFVqrxiME7fnQVaEFZHR0LRL954tMJuu0Wnv8BCHwuM8nBFI+Uw2MMuaQWtqq+rwJ01YycXWO4U",
-	"Nys87XixQNl+881bp2fffOPoHdvDsHMMi38xFVjJKuf1pKAeOXWlHGhlPuDVMSLtUN8lMrNNj8l3MAZk",
-	"87rq9AiAKh3sH50xWSIDBzxRiAfU8k3vqfBTFzU8oghLpPqJI9QI44A9kYXuLgnzDPA6kWScpPoDJuDI",
-	"0yWB+mAWRKVn3pbZ75GwKu9LehuCeFCzmbjAx2ES3uepbgImwRVdRKvL2obffPM2i1mmpxJBrN98cwyW",
-	"yjlpzzMR55F+qAN+JacJWBzWp4nwVjN6BG46JB78Jd5nhTt0wmyaCdUyEMfI1qSF9/RJHeka6E+ER/uH",
-	"pIG6Nh9wyph3/8mW+JuNz+s/qthPkwCIIwOAevnNNzAVIZ3PU9N1i8T8229S2z1tm8zQscF0D04fUEeA",
-	"ugx1o41lZgfgidRHIH1LCcgMTTNqXdATVJxpBC/K8Og3Cm0oQcS3wL1jkXCIPk4FF7l5ClaFbgg+Atir",
-	"HvlZL/85jdgxaePmOnsVVA3XTOSKEcVm85Qq1tHmE9KiFYYMsKJpXUR5bA11+M1Oti1v6FTLKypHgjmv",
-	"xQL8A94ZFgOguu+hXCSLj7VSYuFJ5f1W/xFK4mQ8ZplrPqDl9IL4EwLCHnkpuMkpsc9I/XZ4oeDm7TTB",
-	"SkUAB4KhOyn2uL6JfWIRONHIW72hnSrftoewsfWLsefHpHCsUqVH1XpWY+tZBYEBQwzmgSq+Qeg4Y3KK",
-	"M+AU3oSXA6yNWup30E1typ2VjkNbSDO4D4vxy7AD51KcmdKgONa7Q78ca3baKjK4g7DEob0ZRSF8up0J",
-	"RRXGvNBMwdL1RZO1EZkKqTo2+bfZGd0SiYFG/WUJVHwyT1XRhtDdJK+RRyokbapIyqhU5OCIAPrHnMGL",
-	"ZujX43hqKXfSmAwwxE1zbLZwQCCVv/B8gxWMSUS4YbFK44hGl3qvQuYfHHPc2p4BTgAOuJ3yQI973UR4",
-	"9+HCGHgwFnqhQ3IXKbLIyuqhKyqEkrZNhAoDPMwERTlX2QlwEKCEqALsNmgrwLAu9L8SJ+ob1tyNYVAt",
-	"rmtqkIJcLsqQBkUN0s6xTWILkJgBQMHs95ymrjgATSlJW8t82GWLRLKOGd7vRJwwK5Z/PH/7M9ghisyE",
-	"VGSf/JR8p7WFXycUtVKpmRNnS+g2G4WLhre2xypiX0SKqa5UGaOzEPaTCe8SJUxcpHOMo6eFAWwifS+Q",
-	"5lpRVXwvgNEF20dbFhgftnqh3KhwTkwAblhVT1aN6UUG8lvqZpiJZnGhOyVYMCS09x+TQQuNIXMvWkOD",
-	"VljKcJsgl1LcIxjhh5M/VIRH0++H1xedHvmpPD2H35gI1NHBc+LNbQpPyILRy6A8aBOR4SanKTMP7x8Q",
-	"T+Ie5hWYFEmz7WtZgFZlwonPrBCtnA8PD1+QIsYtjZbg6IUBH0V4YYrl/is0UCoxHkum0IYxiLLuYb/k",
-	"GLUnptLPESrzjj/C8qtAkDVn2QwAepnWgmMgK9Rt0G8/6vfB8k/QnEN9rIfG9OVNIpXuSy4ZifJMiozM",
-	"6cREj49JCA5ovXhC0t7v9Z7q11lU6n6/38EmlW7qEOZRf3muZYDIpX4f03u35tAOAyLm9Pccdt6Av7am",
-	"rnRNXb0ypK0t4lhs1vdYtZePnawb6pwFa9k3pF23d7XS5QJcbrheTOZ0QEJwE2B8Ez0leDfsIhjMKGNw",
-	"qqUpSE7jmrQNA7g5i7u6I8asODayGstYz4HvVQptAYE30noGuzlohQXXUka3qcwa6zh0aIUCQWEgMdmb",
-	"4p61fkUu0UxDE74wivJUoXwemTO9NRL0asGGkzS5RBbaSrdmuTIrpNklG7sF/AZpJxbQDF4taJUep071",
-	"hVUT4bjsltFhsqigEpgTq2NBQLS5NEmxZ9X3m0Z1xYJ3yxkrml8VirYH+teIpuCULR+qNRwnCzoLK7MY",
-	"EV53umHnYYwA3A1YZzLOeWTQjJcMLCDkNSHFK0l7KtLYQt0qCEi9++BkhdabHXQ4TtosXEbmyZylCYdt",
-	"Keb64F9dFoRCxLYsFT12N00RRIADcqVTxzgXcOTA9QIrrHam6KD/ME0ixqVb3O5dJuZZwhTNlqsdBHv2",
-	"uTLxrVX3CpDTd2cOev+41e/t9/rGY8TpPGkdtw57/d4hQkmmEEaquqqnAoNlE+ZBp36oHkNh2DMt8E2K",
-	"KkA9DULVZmmR00qhRFk4hvWXtLVLKJcLluEFW7W9dMhCflhoWB8+fPfm7OXww/s3YafU6y51hP5AG1zb",
-	"QeEvBk2DQsqFAXUCg9xFgWMc/tgYqAjOsuTK8N26p0hzFBAp+ItAxrA07eK3TK+LPjWOZWNwf/Ol0xSp",
-	"z7avyMEhuFiL9XYWt45bPzD1D2EA4BmdMQUQ1F+3L0cJNkXRBZjjmotVH7T0gBX+XYhhlO7dCu8FRkUb",
-	"xVib5Re+QGKFOY3p+w/6fesY06+CalOl0febgYyX718Xk4UhAX9bcxj0stJdMdE5/ar/6hrce/dsJUTU",
-	"3L73X+ZWqAfyJWgdYbN9jxTd2/uOFsh6/cjBi82PXAjxE+XL9xY+AH0Be2Lzs+AyqUSFW8e/fgxa0tL0",
-	"tn4BniY0FVzkG1KHALm6Xg9JRhz8gqITzI+ZWJqiilnROjYVXeHLValRg1R/bs2F9JXsLpWT4JAw7LLu",
-	"g7orffTgoqo5PJwgjd1hB/2+P7xzUux656kxhIuacaTSc+HLxAfHRa5HzvrNwpKIJTTut2oifthBdghX",
-	"SylzziuZXUVGRkx3FqggQaJir+CNxX3hCWhCeB5Q/s59+338KWwKD1tyuRZtN1P+nYiXt7YjvZWev1Qx",
-	"D4bM5s6kQqWbHulwavhBnKCfWTiJdNbILQqPg/7+vfXufdGrB5Z+2Of1j9QMCXzucPNz34tslMQx4/jE",
-	"FnL2pSXT0A/sb9GbHwRnePMW7XmHzo8LId4ACcmDSf/Pboj1149fKtrALg1ttmK4tyL6iqNDYRRspQzg",
-	"ikcXIHPVCgvyRzFCMsAlU2VqU0BEGoN1lGRSnUAKsZaKM5pdgg01I0Wps6aY02f3U/1p/fLWHQoY+xGA",
-	"5q0wPwz8FpKQbnUj3tuu2mmTPNhir0LftPWzAjNWv+RAL+r7RM+fnjeCZf2Mg0MfWWpwtZV7w/oDLCpy",
-	"lz2z9/k3MRom8Ze9sgRizej3jVV5y96PYqTXy8dghfl1btamcygB/z5aWmCYQCTlpBbbgZvQciqzEX8T",
-	"I8doctiRPIbIeT6aJaosK3c3NohTCfJ+DQ+o2ecXB7+JUVAO2r+PZj7a/MTPQn0PFF+PqvxepNt7qHxK",
-	"qF6TGHHDrXh9TV+voOWXOq9YnOPOwqB4u4rfC20drLADMuawT2K6lMemEljCYiwN5kRLwdunz2MWEKR/",
-	"wBMRi0l40D8gnwet4quDFjojv5THOGPq2MMvvAAzOhNOgGnlpGRZrsHTQh9XbhiQ8OjgRf0QaALA75nK",
-	"lt3TsWJZaMO2gNtT6Jjk7JMiHy5eklkS82QyVaRt3VIGdVYbghM8widWdusd21kld9+603Q3ordR5m4r",
-	"CXxwa9+HjxZ1zX1nPxuwbWs1Zg6CNorb+beRy49Sc1epqW0mQs3+E+MK1cAOwtP5vRYoKSl5rXAtsY1y",
-	"D5foauFa98i30QtmX/BEWoSIQcCV4ZvOdt77lwb4pB/OJctgA6UJx3MZcq1qOQXXjDuFKgKJLZ0Agzl4",
-	"grNlIaxIawRwLGKJehCiAuCdp9wFfrowDotM0PedEEPJCfgLcYl+NggHC86sbx5cZ1ZAN+k8AU7R4PPE",
-	"AKiH0tNj9KLIcWrk35XnzX4AP7id6N2/s+/75W9B/GSxF0lmJ5e0y6Dmg0viu7d0/7oiuCI3cTGUmz5x",
-	"94GVmsj4s2WkwcIY9iDE2mVXlqzc62j6mS0Kh1KPvOWMwAMg40x4n8XEntdNTLcqSyOapkgE4PE36Ta8",
-	"vjLVP3Y7pr+jE3ae/KFnaqt7EeWvb/aF55qZqVuabDUuFP3+DWkEgFMNUxHRtFsAzAMSyqVUbAYgNVAD",
-	"Z68sUVLhUSRnr1bFF2mkRFZvuUN00K5+8L/xa//dVuLyv3OZ/fclW3YqTAid//AlX67sHfQflZKDrAkI",
-	"6016JETgrztY4aqOFK9bFScFBjeX9+S0+y/d6L+taLD3I7mKhCnvuZXPUi/Ut+YhzzAAghb3klaiet4M",
-	"eFNbDAnGUn0NwUpLbjO24zlZ14ARGwsbt1z37ZwrSJvd8dt3GZIuBcIq7/ApIMAA06fvNX3+tzl63KNK",
-	"KpSQngoXF+EOvGu865+9tntJkurVRA40YpUeahR3KrEZQYWIhvGrJBMcZY+B/VmAqLaZCs5VxMtN6dwA",
-	"h21rtKnPvAiSVy6C4852gPOVFQagk3P0p4yMPMQSfgWjaGqQVKA4dvU6P3qWcJ232LuOcU2qZbegHV65",
-	"ns/RBVfcaEgui7XrXGmHeJgMO4G2r2SaT3rkZ1FiGi3AmJrCF+as6re4zkwb3xVNvCe76y61Rr1Tm3VH",
-	"MbzlmD5qkDvWIMovw9WynA1nP3o2k++AU2X8/rIyZodpOcohQLccGyVa0vhQ0HWCMT6beULaxb/2O0GR",
-	"O2TyU200EBNHIAcaVA8gYw2nPAFri1Ci9IEK7GSqyvcbbikUBFDmFvxFieoRLfMrO5skkjAeZUvrs8mA",
-	"sYPHBsts03yBTjzNJ+i0QZoIlDt4rvDJmyIYWdZt8Dhl0J1V33Y7ixIH2QsZ7h939e1sw1PtFjH4GLRw",
-	"JIHkqJWZZGLzG46ufhnk9Gib9xBx5JmYddWUFWuxWfG99Ro/AwWttb1tKjesragwLwojYCkDbYpjwYL1",
-	"1QVMmWzg5v8SXFNImvrd9+3nqq8Zj5jGlsWBTZCsb8aaqH59QSebRDTc8yVoeVLvNj3qPGKfcF9U5nlu",
-	"/SJVPPElaL0RkcE6rH+6uO9L8IhFcwLYX79rr3TmxTGhTYC5owBvoP+wIsWWdune56J6VRJ/QXVpmUfr",
-	"eMiZuKprTkjXhGwhk5fZI++dTDFUIKYAVoisOIkiC5GnhnexXlAVnuKC5BJy0a3KtHnckBWm31kU2MK0",
-	"qRU6rEdeMcPmTAtIcE3BHXm0Gjx121rt7RxpXH0W8JEvzO+DuHx9YusRdHN90M3DHID1urpz8ROsdt84",
-	"idcpBSO4YncHmDKoLV9EotS1vgwKuWMdOk6Sb2eFnSxmidLbX/cmY1hJoOHZ8Wz5ezurrkTAWmF2fWPn",
-	"cY8We/QhttwPTN3dfiuOu7v5bmxdOYNvzZVP4wO1jwE6VI7GyL0LblQ8TycKj8ucLTxHZpnPWSYZlmzl",
-	"ywFnNEsTlhW3Cs5MYrrZ98Wzl4zNJRyi9X3eI3RxSB5wBH8tILGY/AzH6IJBINSnYEjEhxw+sDR+eH3h",
-	"q1x8bPITDVXFgLtcFYaewhgjyBzh0Ebgz4Y5AogNC+6IKm3EgNd4I4BaAr5QlmAb8AEPK6fS8Lis6ISD",
-	"41BQ4C0nJPw8wKProHVMBq1erzdofQmRiSSC6TohIc/TNBzwKGUUskUD5I/AHPCKmZdIEidgkcWkDZXB",
-	"wQirFz4NdXtPN7gTSssN03erMvhdrm5udo1/QsxccDML7S79DwV1f09kk1XeiPWOhW08BNf2CfxiDhH3",
-	"m3C2o0YMSs+dT+78pbwDjyr8Btj2gy1cAw7vy/dI6X8jr8Lz3T753m6yh7JRjLKv8iJVlP7DuCT2jOLZ",
-	"PXunbuJ4wwGuONFKtGlrnPgiA4CuNKcRIhVdojVAXe40696npTGDelIWOPMeuQC25K6h1yjTudvYbeO5",
-	"sLrXVabmS5079biQtuCMTHKaadsiS2ia/FGwMxatQV6Tzu7umabjBXt6j56XP+V57lE9PXqBbugFwo32",
-	"VXqh95StcXIHAv99AYoP9WeGeZaGARkBT5ESZJ5ncwGsaEwaYjSTU+RWJ68fcKkEzl2geV/oYyYC7g0p",
-	"UgLs95SMMrGwqH7gVcV9OKQqJO39vqUaBzI+NuDOxMSJjMSV5b8xhd710g4gb8k45fGbRZkATqiqtHzA",
-	"29TlHEaGV5D/7/758nVgSJ5M+c1IC/SCxk+/5+yVga1SNeDhnv5Kwvcimqb6zBwaIn8kmaqQg5VR7Gqo",
-	"G46bydhUlpMqSVM8wjtuAdJGQAwqzuqpFJ5c0PJw2gn06TWaukxbA+4SPVrKPdIGXmTrMTz1aWsK7klD",
-	"M0usD4PFwLYpBxxJsioFpdD3aGYCjvtTrXKpHcgYEzkG3AxTUVgAP6lb6D0+Am+jLcxcVrZIE+SIBb6h",
-	"TlEwolzZkNPhEr+VZG/HdtinyN2CKNECSwRz06aGvHTALf89nbEGPbElT3FZV6Fob8EYoxvUKXkiy6U9",
-	"4OjDwKWgJJlSOcVRNKvGZqYY3jhgtzTrqa5xw8DQjw44LlSE9umWMPywAr6pn0VzC1v3BBdDc21or0HZ",
-	"sQG/gVfjXDeh3toLrctuBShxTxF6aPAKo0YPbGCH+jFm9Wit3Kq1co7CxEFMrdXHNzZbnDtc/kj9Qita",
-	"Wx+9to2bPbIa9OmmP0CKNGRFgErMTPUWwCcCG55KZiwgwpxh0iUZJymyLY2WRmWLzKBB3+XZBFBd7vuh",
-	"GoNQoC1W8b1UWnSPGTie3AVRHxxQTNDRlbkTpqTr7pk6psTsiqY00ipLfiuLFPU2J80nW7cGyuXfbS6F",
-	"2+HNiNjK+FeZhB6hsXcNjRW1fVhk9lV+94iwyg0bMLAvi+ILNtzWXOSUm4pWWEuetNHnA0ElkvApy7S1",
-	"VvMlmf7Ljg2+UV43Fk+0PZrmEySGYLugTN1lfP8I09232sPgKiujtBpT+QidfIRO/hmhk7h8IQ+6Kg6u",
-	"KSnX+KkqN+59riUGf1mbotYgY1iBVkI+/1h3CT05IxpdQkmdArbgZzGuCcN7sR1WEhE49zyilP7UKKXb",
-	"2lbXQyXVc+g/Qnp3NPXvMTQjZAmXaUJ+/LVBwFvT3FUfYB/ezMp4AOjJ7vsYO3rf6I5tJAmKwvi2JMqj",
-	"5+kRxvHvBeN4CfGIuhx/AiESqH8GLooHsJb2IP3C2OirckwallNRdE/YWttYlG1KY9Iuad+LSFCnR15S",
-	"HjGsrQJxEi6I/TSEO6Ipi/NUP1RgKHrkLY8YmefZRD82hdJo4MkODNAxzyZsaH7znU/hm66Ae2V7+2dA",
-	"LtyjjfcokR9jATeUcLDXCHV2clxutpvJtduwV1fCzCqCbcQiMWOShLbtNupoGfRQ5FCkOP074WJB/tZM",
-	"nJ9kNIJ4cyLiE8M0lGCVQhRaJDNpe+C+QwrUhldbLLjskXMcT8ToF5yezVF2BCecbEsQOtbIjBmN04R7",
-	"qFPMF9i/jaAMykEz0/soOh9F58OFUc3+85mHtyVCr2Mask9zkV0H8bW1/IUAMgY85JJH00xwkUuCHyZt",
-	"Cm63CVar+02MOl5O1YQrAagdWz+1HYtI7gHUacyyrvm5N4s7Ff5VAJ6YmwISWkHfI+9EmpLwh9cXpHiJ",
-	"3Pts/6mHJjSZTgjVCQ03CItD0i48G+azTyQ5/8dp9+DpM8zLSv5gnYCEWBkYeVYjNI2hcPR74AKXtXpQ",
-	"dWQPdqG8btvWI6emcFJlhCLKEcZFRswMLoux1hKWZZpjfDqinAssj14vdtBZFf15Da+7A8DMwW7pPUXx",
-	"gSFVrWOep2nQAvJ0/bovQQsJDvFqC0uwHnT7+2UJ1hZoDWVqoQKWwLxGzxXwKeOfkAv0aZwN+/u/RYef",
-	"Xsz2p99mR1dP+fPfDxbPWF+9WLaC1mXC9X3MDk+dvxL26fpXzDMxyZiE8QAW9tZxP2hlYqH/oSXIlB48",
-	"fWabpVfW0NxmfoEg+nHLrOxW0DJ+nDWDsHVm0oVZciuRR8XOstzBXz386DFc9e8CWcJdaUzqFZ71QvT7",
-	"dGxx8Sb6FYt836V+vbDl4hNUskZBzmjMDBWwVbUrVWZQlB23yFQu1IBPWVpAsLFMOrCrawUNVdRHUFe9",
-	"hJYapkfkv5qKNLb46xmbiWxpCdgRZ+zIYXN4wcPXu7fnF6Q6rFg5XWRxwmm2DAw4wr2lxN/ieFfB0zPK",
-	"kzGT+tCG3KoVMkoEV2CWsaPIbTnmAYeC1dhLpIB3znNXiUxGKfNArxEAC8W8cShqnR7wVESXtgLIlEWX",
-	"0gVjm062ubDF+oNK6Sb40zISSyh8inndA27qyvfIKV8So9cCfWjH6YkyKqck4VGaxywOMDOp0TwoMA5+",
-	"vd6AvxRZls+VXVsIawuP+gXnvLkwjPBGKLJtf4Ku5TOnMPuAF1exb/qahAO4NpXsNVvRPecyn6M9E0I5",
-	"J6eVtgwlrFccMotqcRU9F2oIV0OcRylsEQGsXgI250KQSHBTIN4sJAkL612W8CiZ05TM6Hye8MkxkEPj",
-	"OECnEBEIuHFYrNVaApAMUKlfShKpF1YuoWCcmrJskQDyG1A5xo4pQN2UL91qBz1yNsPxsGtjmswlicSM",
-	"gTE94N98Y+yBb76BjIYlmWSUKwuVP3GKYwvDZ26WANKYY4rcgLd929En5coyD6FunrtQwUlhaPLPXoHf",
-	"YsDLEpUSSlqbYq7aFEx4zmqmsUWSnlTWvMVWIvVmPOBt03hI0rBcBLLTI1CpT98+TaQSWRLR9BiLB+EC",
-	"mtIY31RUBDPpG0j6OeDoMAJ8QGHVO1R/OZeIm6+d7AqeW6BSQTCXJeWGBuk1ALmfsUHPlyeKQqLVzgVQ",
-	"7gjrL8fJBBlcivSUOVXTALqCLnsU6qAejgksN0IH/JItEfSvBNQlWjojDQvLh6PHJfcwODARKUjU1N2p",
-	"eowKruwR6AYPUfa9AsA2Gcw4vAEpDpOP9vKjvVwNtD7dpi+FQvyJxQm90Ev+oYxtlAuu5Qm+mgLD+nCW",
-	"d6mTVsLFThvOuHqFDxloRVKgsNcnA6yghOa+KkYrmKGdRj9sLY7dcP1luy2q/07TvYuvbYbUr5zKxwKW",
-	"XxMCDhD4dPN2dPOLnF/vERS3HtZfJEQ5xb3a4GQl30IxSPRPQ1VeCchUODMkdUcvHiLRqlxRA02YaiOZ",
-	"fVq/6YRwjwhKFGZGN5qGZYHNh/H4ApmoWGrM2KTGksaUVMl4vNJRXKkQ9lUmCZQtfCDq5XKEVicInBTT",
-	"ifMM62RBl4/W4qO1+KfNHoCVz8oqatZfcl2Jfjum4d5npwLiBhpmrwS1aBIrM8GdRwH7lgo+0R1lZXiE",
-	"vNe3IbWQeSKwJR6hIIAtAlmtDeliPmq0B+Bu8j0mFV3Kal3YqsiGptyeyL4npp+18rOqLR9z4R8DS7dM",
-	"1KZ3zIZCkNcRYisYm99y1vjSMRgDIDld1hiQIUvSRo+kvgUNRX8GU62S61ewV1e0/PGA9rWlKN3Swr+d",
-	"89gWqT5Fo+D8dh1rwVR23Tbl0J5a5bGtIBqYkxVig3jEAB1vIgY2CHP67qyoHERjiUEhG98h5piW8CvG",
-	"lciWm5kk3mKr/wKFxaAnW3AnQIcDexgGNg+Mff0mEt5wtT+Kk6/W3yMfPPfxOmIC43u7iAlDHF4LDB4T",
-	"OpKMK4LEN5bwoQlAt4wPPXLmJDibuLZNcSbvPlysTG/22gbvsB93uKHNF1ZxdFaH42Tn4XjMgv7rZEE/",
-	"kfX14MgGuJIwP62UuXaLjt+NdRqwMoOzcHHNljUDNnC3kDYlBhRkkAPOoxJ5pPAyOGYTOzYdf72FknAR",
-	"rQirGS1YzBRTOHFztmMWJTGTPfJLoqZxRhc2aSWsyTsEZAwL9q4QiruolFnSzJI0siniayVXbZ7MwoB5",
-	"CkZQNWWzspA2K/zaPV/tgkJu/VXSxrFDD1INYL2ENnrLLvTHvJpHl8xjkviuXP+3redu4A7HL++x8ZgB",
-	"JdlKG/Y1QGUBBBzUNRVSBZcqIIHgYsSKEGM1OY/RaIoov8WUZZBYjn70cSZmpF1RN2FAwlJbIkgUDgor",
-	"+Hle247cvSlb/5RHYr7WPTVj5g6QUwi/rKWCHG8IUc2ziD0eWr82A1WVRxS7xAN3IcPCxmksF/QDGa3X",
-	"EQYZk/mM3WG+wnv9AZvp7KFAXB/u6hH3+Sp34lRItoJwAtPvrOFt7lBCkDYKnjlTbkIe5m8LB5SRiQVI",
-	"vBMiduGr8Ibd9ADfIpD2a82/xsl9tA4frcMHtLb0XoPaQJav5qGpC/dMU+5Qwp4p60jF3AutTbSwGuWK",
-	"TJjScuqwHJFQyznoj8R6SyYXw3Nnj5zjvxHA4B/UjXgFU99RFhiFkr9CcOYUVfLmKJvELK+Y99BeYBPv",
-	"Ttre/rHfNLkQA18fU1xVzBer4FHSP0r6h8v5xVX4NZDT7uWSTlYfot9ytCbnLCMfLl6SmC7x0Bvq/4ZE",
-	"CRIqEWKGpgSuC6rITEhFjvp9xBAH5A+WCVlkcW6kqf0ATdpV8sFT3+vzyxbeUbj5QtyfFYp98sioVzRJ",
-	"l3qM5ePx+Ws6PjezbWKYqdwsTrtT8W/PDoULd3k4htJFck+ydLw2kBtRZDks0BvwIEKzzl4FwPQYEKwS",
-	"HFhsFlSpxApTxrtDaBxnTEomffAnyN/G1AEsqTSjpn52onQLvZse8Bjnuv13uQtNtw34w28l2DHCtt8x",
-	"vOuaG+1Byv/BSI0wolUZJDc9Dhaibw/UOrFhFe8hyBgOGyvZI3CGsALrQmQIT1bg6AjAfYsUCTbtuKzs",
-	"JQ3tHcQihdZrSLtk45Fc4B4gI7YUevWXbTfwXB8i2V3Cd+UXOfL5pQCO/Qgavi0l9idC9O62Fc2JtisW",
-	"vFvSMuDZ7HobtkiGXRl5QZo2LGeAzBS1bEZyrqjKpS0haapnkRlTNKaKQraYHzV4UXz9QWtPuVRtEkng",
-	"tFSpcd/6UlXrtFvXKUYFO+QuLVc7ypuBjMUgPJZ8umsAonKW/o6Z6WiFrt3NVT7BlXt7i417YqDBlMRi",
-	"wVNBY6eaqN8OtEwU97CkN9HDPZ7CvjqUXTE31134u6oKu1ZWH738u2bPsEqsPY59eP/G3RrVSstok7I4",
-	"IGOGTE1FmM+pVGufYTEkS58D14x0KXmMPYyEVy9x/3TfMD5RUyQDCt+zedZ9BaQ8psixIRMLyPvvX5IX",
-	"Tw/7UO/YsF0FJOeXXCx4QMDdrQ1tkwlYbu7A1iouyvnqNgf6ZnuBFNyixawaEqxD50VD40cPSVs/GImY",
-	"BdpAnyZcYeXmzlpBcmrmoTHxHnyYr+Yxac9pBtxxoZ0oKJPcWaXVy0dbdQe4q+Bn9BNOQuv4oN8PWrOE",
-	"27/3m2xAu2n4G/IONUemYK+d/JHMu3qnwPE/Jopm9QOxs5r8q75BPhuQUE6p/tffjwd5v38Yjahkz47g",
-	"3+w4JO1yGVaMpHrbH93fDyyjXxWizLI3PpF2vjdJbFOtuwtyesWZpEGwc2/iHGXV7sHPygdXBT7LBG0B",
-	"rGxc/9OwX6J7A4OP5spvYkS4UEnEJBkxtWCMk2ia80vZgVKZlqQLJG2cyIhmMXJ2WO5M8joBobygS+Mk",
-	"WaGEDKe1K5+vRBJXSqa4gtw0ehMW5pQgG525PwCuIcMxJjKH+xOxMTNxxaBof0l0Z9kSbZS1mCwMt66q",
-	"t+KYl18/dGV7GuNiAh69QI/xyTspnWJ35K1Soa0Utmab35W4Nc7fKnFsYrlJwX9T114BmdHsUjrsmlXw",
-	"SAjU9tpILXnWtIw2aSjOh55IYlhEP7x/0+mR7zMx0/dwS5hTwbHs95E0PwzgmoHHRJRjRGWUAzkq4mCC",
-	"omooHMARpILFACq8qcgTojVCjVC15OK3clz1yEucDCPpCwHsqoS1sl5LKvO6WS4VmdIr5uio9jox7iNs",
-	"Mi24G0l++7AY207bbi3KvnwdSsPOJcKn6lgoWHaP+uSRhenrqOFsFiuhaA1WiI7vRSlZC7lbsZDlHemo",
-	"96YQDHW9ElUPhImxj0VGtJZIeK6YDCpZiNXgUA8Kx4TAj17hqYarJ7aIf91fg7FSOEuYzweG8T1DwKPD",
-	"DlV6p1Cd2DNC5RChTxDI7WedYFqHTMWCY6onvNkwAQJZIBD4QSnKnBt2hEbZGTHTQkyrtMIlhmzgndtX",
-	"QcB2Z8+6p+5yuINaM7fH4edv8SqXj3tTYKZH8EZqz6NKeDxi3BBeVexXV8ag73hnL9IqUe/cAXGqLtIy",
-	"6Pe4QrX10asT1iMjvwdZN6dRopZknlLw0vTIhVA0Rf5+mc+k9aXEBcqPtBXLZgmnqZXecDOUFGMxyeeA",
-	"tYzpMsDzgR4yFnd6xA0Ay6LaAjTSJstnWNM3Y0Uqvj+Ifp8Ay+DPyOJjWq+ncnMIfM6ybsWOVvBgQEZV",
-	"QnFy9uoxSH6HIgUmzQw+bKJq7VIMSeMWEWOAJu8K43SlRDbZg5yxRK2m0fllSpU5G8fNMoH64LyYChIn",
-	"MdRiRXx06Txw6GKsTJKkTZXKklEOp3FRPcmDDfZEkrNXGJ/XVp7kdC6nwketp1f2qe3CX4B6y/Zl8461",
-	"dz5ux9vfjizKM9gTv35u5ZJl2sA9/vWjnvlyq3r4peycVJFibkoEsm35ciH0lebuBI/aLhRXGZskEosk",
-	"NKpXmYuZESZZzLKgOFAlGXFqBJmNDcF6tiQLpvUxlYpIxviKbYht/StsQt2TbQodbB7fx935QLsT0WbN",
-	"/WF81O3K5HVuvEX3PrsvRBbLkWTZ1YZ6KG85q6wjrSed5+q1UCguPgqAomTGTpD9oKxKDmUCC188AR63",
-	"Ns+R09LZ6nEySZRcoVDfui3/K/BZlv3ZgtXS6fwjju4rwGhsv90px2W/dhPtstV39ok5O7kB1Mgme1hM",
-	"r6sV7OoKSakUJGOIPq/R1iEL3DiBmp8LVNQRzbJlj5zqv7AQX+wyuDlPTxHe4rzEfoYLbmJwGHoDf+Kq",
-	"ekm6C/9ky7+EZCh6s422Lwoh/puWNfqzqHi3ZKXJgkOlhw603bT9uiLAuONICA8O8bNDxAGWmwyxgOZn",
-	"bAH+FBb2dXWTyuomDQhLJfN+pPK2E1td1RQrOjwgGeWxmBEoX67N01QsWBZRyciISnZ40COQB0KLEryJ",
-	"pcg9tj4/3UXrpoMwRSk82hub1IFKo4j2JYtMIEzMgHHdVxVBnSyZTJXthLtmZVHz2HkskQalb4Gum9Ld",
-	"bM0ks+m/3pJJpoEPVTHJfP4c5mFVnOWSLYOSR83MmUlM/BMEWx4rJ1UMwJ1D8Fv05gfB2Z8lXr+VxsH9",
-	"iPUlrY4h7TLCuItmWRPXuWTLWjinajvufb5ky021k6yCQhiuKxn5pOKokDb12Fcryeo4A5SqV5qmacZo",
-	"vHS9Tk7xaYiLG+Li1dWQbkcY31cxJNva1ULxMcz8V0Ye7SL2vjbxVVZTKsXX3R6HzW7ZcBYu5NleJqCY",
-	"7c7IpOqX1tnsIi1kmltAjtqam0ENYQQBKGt7VuJZUZ5l1UN5gG/F7DcrUnWPvCLVw7XmEZIwILdssT6s",
-	"3Wg8F4+246PU/TeRugUBuWM1jpalzLkvE/I3Mdoplqjvr0cgnBhCUQsvQIpe9CayODDXMybzdAV650fd",
-	"lL+AA/FHMdrsOtTj+Ogl/Mq8hM3FfRtuQaRhgvot+gPVIi1tyBDnQg3Nr3GIxckjkXOI2dGES0XCGf00",
-	"1I8P5ywbxnQZ6kcPXiCp/ZB9QvhvGJDwPVPZsgt5QaEpHf5JAcvhLIl5MpmqTo+81K8HQICB2oHjMcLS",
-	"16u8ZD+K0dfqH/tRjB7GM6bHZIVVA/XlY72qHq2XR+vl0VX2P/R+IBRSvseYGQ2x2RsgLWZsO4pI/bC1",
-	"QWoE+Tz2qQI0ZNplFAK5skFKJiYn3FAu+yk7fmJ3yfrzE1sldPToB35QpjKXn0iSiRTQ1Yn6Ghgg/xrA",
-	"P7vYoOCsGe/acrvBSjdVataw09FoamvZPLFFbGrVUTAciC9yi6ikIro0vAz+gkgiW13rseN01tQjgo9L",
-	"k+AU4o9QDq9Wr0ifcZDMwX3QhAjLKn6YHhxRTkYMsoMV41BJ07vzzu1I3eH+K76xqjqbuf5gdTAfIbiO",
-	"LDcPFrOyo1W/seYkvuRJuV6xCGW7UXtSH/VxvZv+dzybYkaXep0XD4msWPOFe8zdLieE8iWWdQBYgPUj",
-	"mvcNi+0HsP2yvZhnj5q4UUhM7wyGrjd4RF/Xb06TsT4gNGtd+qpBOjvxr1IP0nbpQSpCbit1DGIjIFQi",
-	"Vlt/cknaVJIfXl8YqaumbNZ5LBfxFw3FP1aBvBUHrbplbdJogaiwuNt2sOxqNbNfaYQFhCIE6/3rn384",
-	"Hb778N2bs5fDD+/f6G2dZ2nruPUZEziGeZZ+aQWtK5olUBQY4mnFJdRvZixbU6Xmx3t7+wff9vq9fm//",
-	"+Hn/eb8VrG1KhQiGtPUrAF82z0ScR/qRExLO6CUQf4UEeiiJ90udnh6nj8Worh8Dh4ffcBaW1zwsx6sL",
-	"BzhvMGzTHo7kSq7qVEhl60C7Ter5WZG9L9TLgiT8KlElvNw86/y6oSn1sqXuW4pSh81XYGLh2JvwW74A",
-	"MwibT7+qY5D140VJ6bZMJryLx49KNp/eQfkc6AvmTMxT1nG7bF7ULV60Ygqd+QeqPZIKt83wm+fRn8SV",
-	"r2ih5Z0r3ypJ27K5OTwRhtTNcs24LS/zt/0NrnyvDdKgQ07fnQUkdE55oWE9Kmae0Chic0VNBNSuKhQz",
-	"/i9hlkf11fBbeEymYgYFvEWao/fDBf0EJhYVFMEJO5qYxfXl45f/PwAA//8=",
+	"7L15c9tIti/4VTI4N8JkNUhRi122FB13VF6qVe0q+1ny1H1d8iOSQJKEBWaykAlRLF//NzHz/3zE90km",
+	"8pxMIAEkN62uakVHdFkEkPtZ8iy/86UVielMcMaVbB1+aU0YjVkG/3x9Rsf6vzGTUZbMVCJ467B1NmFE",
+	"qkzwMWFcJWpBFB0HRE0YiUWUTxlXTyS5ZJlMBCcJJ7/nQjHZawUtGU3YlOom2RWdzlLWOmydt/bPW62g",
+	"pRYz/adUWcLHra9fg9ZJzKYzoRiPFq+vZknGZHMwv04Yh66lEhmLScZknioiRkRNEkku2AJ+/D1nUpF5",
+	"kqZkyMhIZGOhFOOk/eHNS7K/v/+iUx3eSGRTqlqHrZgq1lXJlK0eofrAZildsLg5wlBlOQvJHAeaSD3E",
+	"meCSkUT6R045YTRLE5Y5I1cTfJlOGXEWpvtPtiDtzPROhgsF04N/dAJCh5JxZTtnRXvsikW5YjHhYl7b",
+	"GJ5PW4e/tfSoW598k34rIopz852MKGNU4XREnkXsiSQfP7wlM6om1Y6aDf/XBxzdSexv2gz+iSQnrwIi",
+	"OGGXLFuU69mmqRT6wFEyy8QwZdMnkoTmq0ESh4TyWD+HhWTZJcueSJKKMUkTzjpHeFBJYtYrYzORqYSP",
+	"y/aWneGM/T7o736O9q9eTHcn32cHl0/589/35s9YX71YeI7O16A1oxmdMmVIzdnSf7JFc/67RAmy9/Qp",
+	"mWUJV3SYMnJ8+vLkhEQTmtFIN3NEKM4g1uSZRyrPWNwdJSyFH/REpoxyWZ4jKkmiJIkE10e4R35OpNSv",
+	"/e//5/8j4UG/T5JyVIMLthjotUwyFod6IRI9LuQWraDF6VTPsHY0W0HLftM61EfKXb//yNioddj6P3ZK",
+	"BrSDT+VObT1q7OCfbPEOVoamzaWyT45wG8fJJeMByZjKEiaRkhJFkGSaBLjFzK4/k9HPVEWTlaxV816S",
+	"UqlHSuOAsN64R8Lz1vfnrbDcKZGR8LvQbNjeczLLWCR4nOj2yt06InNGL/TLUtGUmdd39yyTHkwTOdUj",
+	"WrGvoy6OedWGukz9e2DqM6oUy3SD/+u89Vu/++LT385b/+HnpVwPLgXWghwABqIZRzmMxHlpkMTXP17V",
+	"zrB/RS/YP9liaeeaAtb06cxXv61nTLt/fPqy9+zrsllfJmrdnO0rW/Se8MsNev9JDJd2+1kMt+hPv72+",
+	"v3fZmPLkj9XzFc5LN9njWme6//d0zE6TP1iT8k4Um0oyYxmZ0TEryOD3nGWLcmj62UDqBtxBxGxE81S1",
+	"Dnf7/aA1pVfJVMvQp/BXwvGv3WI9Eq7YmGXFgM7EBVsiTEPOrtQAelX6rRAVG6bp/DIRuVw/WviuMtwp",
+	"vXrL+FhNWod7Zoj2713fpr3PxGUSs2zphs3MC9scz3i2wXE5yyiXoxU9K/PCTY6J04nu86OkY/YmE9Pm",
+	"jrxJMqnIx7OXJKaLgCQ8SnOZXC5d/5FuZdWwKlqmdwVgNGeiOZa31DuUI0IVmQqpiBbfMV1IQkeKZSTU",
+	"gwmXjVSJG43zq/4YlTBQZn6gsVHl9F9GvdD/pLNZmqD2uGNUqr99lqhKbrZb7/Er7HSpikhiwSThQhEQ",
+	"a6h328sJaYcJv6RpEg/M62FAwqWqjn5mXncI8Qi0bMpJMtVaYkBCmkWT5JINIpFl+QzaLH6asOhC5tNS",
+	"zjoPp2w6ZJl+pCW6+8RK55zLfKZ7YXEI9xTnivZfXbPSXSQS39qZ13cc/RqW76XgozSJHmyTItO/Ucqi",
+	"PMv09khFFSPtUKb5eKBlMvfvTy6ruwPf6R9meabZtKKwYgEJJVNajx+kIrqoflMwkOLjmEmVcBQ+XKgB",
+	"m87UIgxA07IDDssLVTShfMxIJNI0ia16SUkm5oRyoSbOHc7ejKgqNfCp0CfyNjf1dZaJ7D539JiTnLOr",
+	"GYv05Jju/han80ZkwySOUUDe5yEFMicpjS7MhSkSMwasQ+ajURIljKsB/BgGuOuhZRnm505A/nF29v6U",
+	"wJ0fH5F2OFFqJkv20kHLiav06A9kLmeMxyzWB2/ItK4fs5QpaKJ4qL/WbIikyTRR2BGNJvAS/DRgVxFj",
+	"8GbBsQx7IbGY81TouwUcZDqjwyRN1EI3o1knUAh8BOwTF0TfoC3RkHZYfjUwJHWrHOpHwdl9b3ypbpOI",
+	"csIFSQUfM70LRLMcFB9WI2dgmLI8xf6asUtx0fiVRhGb3TYT/0WoNyLn8X0u0y+CyDyaFDYe0g41qxzp",
+	"cdzq5N7ThT6hZ0K8pdn43o/CUMQLghQkyS75OfmBtMMZjmmghBikelS3O2PnAv+GJimL73vS9qZfWnAl",
+	"mg2CwoowpalWCYEWGiYEyw2NOLdazJ2t0odCbb2/dSrWKJFkWjXFtEO/DeY2p38mxM+UL8yv8j5n/kHr",
+	"ZiBaYPczqtjA/FkIo5gm6cKIJHNfrYg34KL5rCmjjJUrAUvMYLhQTA5mLBvEdIHH7mrwWQyL3zpHRDJG",
+	"wg9MZYvusb7nhLVVdh4171CnsE9aspE5TZTXPO1e1m+yZR85zdWEcaV35n4Pq7EVBiXZBiTnF1zMeUCM",
+	"/NLLa4QWCnqzlYa/0zjOmERFCPWA4oJF01TMSTvMqxPUGjPXenHMAi1DJwm4IZJoUieEX3/9tXvsfLrE",
+	"KqrnyYiaUEXcjiRphz8wmoGeTdPp389bGeNjet4yOvsH/Vf3NBlzqvKMNd4q7nGORfCJJDIZ89JzJDtr",
+	"fRc3OhvF/e5nFif0DFq/f1H3RJKp7p/o6VktEKh3xjK7MHqni+EO4P2Bfv8WGdxXu9TQznGkkstEgU9k",
+	"lumhqATNDDRSeNVZNW/7+TG8/DVo4Y0tHoBjBNpJFJtKz7YWhg6aZXSh/05i72vF+lSN4EZNd+2QTeMJ",
+	"2l3QQeUfQzJlW7gkSyvOby2wipk3nV4Cs3LuwBvrUrr+xPAzi5QeSnUtG/uxZAIJvzQeQzNFnqcpHeol",
+	"QkNT4wtOp2wgOZ3JiVArNqbpDBaE6mtojxxzfWo5kUyR9lWXXSnGZTJMWZfxfKolx0Rf0fGoL0ROYgHH",
+	"XbNF9IuRBFzW1a6DVqMtvdC4jiIrrK2piGg6sD9r3rGQik1bQSuX4FYxMu6CLVqf6tsGXQa4e9WlWLUp",
+	"bxM0t9X2xJ7t4h+bEIvv7NdM0RtsZP00wgiaDXknNWZc/SSGzQlFYjql3H/SjIVlQNWmBLOEpH10ZDuu",
+	"dLNq7LeyIXYdGhviXdylw7mNsbg+s4c/IHmcqJV8aJlJ5+RVQEKgz66lT7ARAoGGpD2k0cU401dZMhfZ",
+	"Bd50Keo+YFnsBIRqHTYjJ69Im3Ii5pxlRvnlRnslF2xhn9MxhsRkbJxIhQy30/MexjqrrDkgtEJTZS0h",
+	"Wm9OXllN2xxTUjale9qe5S5ZvieS6FdLAyi7ZFyRCZ3NGGexd1aPzLp6bF9fGq3uOupMee69ukyhffzW",
+	"kmmu1yBO5CyliwG4ej4FW2g7zJqSm2fBia+Bt0LQ9MtTQZVi05kiIzBhaMqYU0lixhM8I2vPIx7/Updi",
+	"l2qrCJulShky73U6mchVJKaeUxvKPCpuqyFOLyTtipZMKJdzpm9VlKNBvANXEZx+SNrOBUa/LjJjXc7Y",
+	"CO7GieqsI4qAhHAU3uFAwyeSXNI0Z7KgFk7MJG5OMcWcW0ELp6zPFcym9Wm9BouXyIG5RFa3Y6+/3+v3",
+	"dnf3e9/79kEqqnLpP4P/ODt7T/AFY8FOU7gGRiy5xGNW9LPX9/jfg5ai2ZgpuRHRnZl371Elt8Mrz2Ox",
+	"Ig3abyzzavZzK8pJycy+CXXg3TKiPeaE6hdQWD2RljICTQqUjJJUsYygeR5oo01JlApNimkiDTHab0Pz",
+	"cYiRho1oTi0d9VfQdknDcBw3oScPFVTOX2PT6vEym9ywKt80ZP/az92IDy9txmyWigV425PYRAnbj6p+",
+	"Ux6xjMuNZAJs/2Yz/Oo5Iz9QFU2OjQ/GJ37LJ7WAwqFk2SWslbTho0PdmMNAHaYS52irWWLJgi/JhMZk",
+	"yBgntlsyZCORsSPNpicJHxPO5iA0MTrR6WooRMoob9BLMQF3CD5ieZkmjKtTFmUMjUsxGqtp+t5ZkRFN",
+	"JWs4ezFuMmKwtRE0RCS01CO/ZoliXcHTxRHh7BJ4scozoxZWVxuEVS0aabe/d7A6HClozXUf73i6wI2v",
+	"rwE265v0q+JENrcePKuaEsYZjdhgxrJEeM7BP8QcfIGEgjkyzrVqY78FE7I0u1heFkj7R0Hi3FH6S9n3",
+	"/V5/0p/2pU/wMX6ZZILb8daUkFkm4jzSf4WkjU5muwpW1bhkqZjpz8PN9WtYvZurC+XogK0VIwFdAdnB",
+	"KGHZhpxDv+pcqiSJaJYtSDv88PqXH48Hr16/f/vuf/78+pezwckr44LQzKG61Czf3YTDzESaRIuBCehb",
+	"KwDfw+uv7Nu6gXyYJtEgz9KqmgNO/8OdHbA698zvvQjiwxqjMB6zJYZwG7du3qrOs9/b7fU3UEKKPagM",
+	"uXrsyoEESyikuWBeysMLyC8URXM52ONoyshLkc1EofGsjk10Agh/+1/n51f9fvf8/Gr3zfn51fdvPv3t",
+	"P3yL+cpEORznaiIyq/I3WYB5zW6dZ+ETPk5ZN5cMEhrMddsEUwQ2rlw6gRQ9cjoRc060jKtuk/c47NBZ",
+	"snO5u2Mvojs2zkLuXI2yFbefHTOI/yy7/ju0PChm1et5b+bo/ZFbGMxqJ6mybJX2fCfh9WjEIpVcsh+M",
+	"CGtsA+qwm9HdKb6rCcYKkzUSEt+zmvLqIZ4YgX7bQywWOeHq2UHLGxV83TFjp80hgwKWgsz26I+fxXAt",
+	"p2vsXF2HtFrewGp512tyzlk2YFczkantv6+t3LrxBTjzWq++BQY3tWflfI7qjYd9UmqMU3o1ACOhvO7X",
+	"rlv8um3kcptdcz4WpX48yJjSCy24Hsk1WqvtobMy7iAD/9KvHIpnoXx77blNbZNkELRMsKnnuICrnMUD",
+	"NqVJOojFlCZ88yU6BQ4sW+UKDaYjeh0qs59LKa7zuWQSI35wbwYTkWc332l3UNUZLusxWLKgzV1dzRha",
+	"BYEHVU7p7OVKtmt35rZFxaaW2mtIDL1gVWUMmOD/SaMps/pIKyiFFaxwTT97euDRKKDlV7AT1fZrLVca",
+	"2l+h6LV/o90/+t0Xn+w/up++9INnu1/t753/PD/vdf72G6aSBM/2v3r1wNc1GbjFpfc1jSbEORkkZSNF",
+	"RK5Iwics00qfqt5cjD7cvPZaWVtXVDaSpp6PavLSo/809z7LRPZSxMsCbTC5dEqjSWICeKRWdo3FX2Iw",
+	"sI0NxAu+7BG8migyzsRckjYF8wX4BEwcCSXDjNGLhI+N7acTECkItUaECeVxyqT+Ab5ycjjKW6isGH0l",
+	"XcgeOfY4IzCnQncdsyilYIqvWOPAQqfHoiZMMtc2V0sNAVFTz/4Af48/XcT7KJfwoBYiBU3Xg8lbQasa",
+	"IK6vrTa2VtMNUxMRQ2aC4X6QZVkLSYXOfFE6cCA94YnlZa8I5NQcpMjAAP+3yRYpVwSSJvDvWjx09UcT",
+	"WVb90TFXQZ4F0pdZlTLJ0+nWDTbUo7NR8HpZxCUrGHkRUFhycJP6AdddJzmk5ZgyGdcHH/PIaDwQPF2g",
+	"b/BC5AoGOdDd6cYydpmYi3HO6SVN0KoAWgnLOE3hxuzJI3HWrpp5ote3EUqvJVw1qcj9pZ5T5DyrphQ5",
+	"DzwZRV6D8z+MGb3KvCZe43rVaPNEEjQo6Euy/9LL8t3eBnaQmlSDzn2y7BYy58Fo5GbFr02kB9yI5y8O",
+	"djsBmTAeMZLPsJ/vnXaJQGPxPMlqBoCno370jD5n3f1oN+4eRPvPuy9GT1l3b/h9vDvcZQd0t1+Xkt+v",
+	"Moecn1/tgTXk+9dLDCEnRqbYdE6vA1ofkuJ0LwFhwKdgiNJLIZMx7ya8MLxZEygliklFRpA0CU1DuKbg",
+	"sBSNa/AS25xjV1+qPm/u0UZZs8xPeZ3woYp33Rv9VnNkJ/FsS0d2ImWO29WkpVSME77OnthgW6s3dk4T",
+	"EI0jjADOo4hJOcpT2M+KffUamzjLhBKRSJeGFcDZ1FzEvEjayXSaA91u4hS3p/u9+dzjGC+bvnkoSRJH",
+	"xgO+0dIWMTp8lIyNUwBGxTGEIKVAM4IzMs8SpRi6DNbajIIWKA9bUgMEiKwPG4b1PNXvFr58X1wEuKlC",
+	"0jYDJ2qSiXyMqDXH70/QL+HYl0PSHmViSowd/+TV61/OTs7+5+D9h3f/18mr1x9OwwCgL8Ch1Ghtc6eG",
+	"CWG/eRAETLBmI/9kYhR8K2IUipC0a6zSuGgSic+3mApkxt54JqWmY8cA88hn8dbsb6WrwoMG1Q5fn9Fx",
+	"uNmp9oVOmKCmgo0U7LE4mnZDarzZZf4FuSwTKg5BBw2x6GGorqvEkSKVNV2iu1Rk8kv4du319BbMSrZH",
+	"574uGxKyon48XYMUUXwrC8fyqgFUnNAeQVrxC/fX9l0KyU1mfYJv1+TRJl9auVLluRtxUHz7Wny3Rgkr",
+	"iGDpmd/k+N1KlHBdzXzo0KD6gM4MLMVWUQ/mvogqrRihElGoKsgOCjHfNPtU/Wye0Frd7McPbyHiWJKc",
+	"qyTVoo5X+ORKTrxaA6kPETO5dK+JJEMIdlZiQ1VDf+Z3k77TQkzLIg7mHjGXLNO3IuiI8ri4BhgsOrNc",
+	"5BRcqySX7MhoQ4mFqzPBVZD3VWyCHTtoBm2DcQfKBDW4Xp0N/K1aXd7RIjnhO7o513369Kdpf/H7/uiA",
+	"/4+9tVdTRwyscYDWzyJEzGx9GJ2jN5+ItKZPoi0OTQD6Jvvj6zNrpiNDJgGlAqxehOpbmg0/gpjxMdc6",
+	"TgA5zzNFAIIDEDWsNg2vhchtwgAT+sg0lwZopXny194pT7BP0i50vc5t3w8fXA5usbtvrWn5grFZBR8S",
+	"mzsCKyYcKBuKpdW/I7x6RymjGUYwAm3MJ0lqgpFs8F0iidX6OutCtupr/sAhXNX7+UbHaO19fVs1I75+",
+	"19dWUdZe32+PhtZez/Hi7HIVFh8hB2C/5zR1T6y+xrbBxg9ACnpwlktzNmeZiWUCmI1hceMlQxpdkPmE",
+	"KjiPiSptATWuDrfvrUThpgu16n5917re8jv2pgdtyYV008+r98DrtbH0XmgaOCphJmIWaZl0nRvhdsqu",
+	"m77msW1LtdyGV0Od3BJcMmilVGp5wPiqy/V2QdvXCU0QfruQiQC8QOu5h5zGiVQs28o0UFfYG7idTSe8",
+	"M4yg3A8YdX0QtRVdt90+QOGXEyE1s0EIWIgxwfSlxCJ1ocOxCF/vknM9jcF5C5SgvWckozwW04q9f0QQ",
+	"1JB04aULrUWNBHKxNBkxvVhVJqabXGkProB6ynWoidWJfzCrtqVFwSWGjR31G0dk3piaRC2HKE14flX1",
+	"ljw7uI2RVgnDBxVVwYx4He89fbr7wjrALtgiIPt7AMUNeQNSUR7TLCZDKtmzg151c3877v4LQxr+tvPp",
+	"y8H+17//xzXIagUR+anEgN56Eq2vnUxd7swFW2zr7LhWeLjFeofY8ITJ0hnVBq0rduPynSYmFLSUzsYp",
+	"sksYJLi3b8DbfZZOs3GVWO2KbdHpduXWbmhULHbti0UFjamiEeOKZV1qlEPnfPBGPHfl/WCNar09PdYW",
+	"yeazLp+435xVbv9g3WFzThhkHpizxMXcJiF4chCqKQjrE123zMG39HoXZjX/0gTbmdvsCJ38ojR9N2od",
+	"/rb51Op7tpQDo/0DOC0ajoATNAPuMRzeBI2yfHcwHWXj8R/xaPqHmv++l15wPh/v7auZGC6u2MF+Li73",
+	"J+JZ/Mfs8+9zthePpk/zq/HaMwkZ4o1F+VTB+V6eeXYj5fA67JrZMMCVkZvw0rWSBTzeb365bRr3TZXe",
+	"m3PnpTeqtd7octdPAV/W44y+JZ+eMRKAu6qIqyrjrmxY1ievqGnq4jbeswhOcgWPcxCCyuHdQCbZ9cA8",
+	"zG2EUtVy0zqOKXkrLllKwednOF5B6JeJYpD10pBbdQvQqtPkpi59LTr5sho1FA11aOnQ+oZeyoCElZGd",
+	"5/3+foRvwr8ZINdtC81eAaIwkYl1vIe1m+BNhp0lfrX3mMxYJvVukeP3J6Bz6ftNWCQvZWAwxsnmkmXe",
+	"qdYSo1YS/QYUf5pPpzQDGQiIHWu++Cg9tgQD9SGqwBB2HVav4/YaluG8vqjrxoHdhkvXJoWfrh787UAD",
+	"FdLtwd19VZbrZdolsT6RyIC3QgKofB4icvj1wQA25dweMtkeIEvoI/YQqkbM0uRynQ1pa1SYz2K47f3y",
+	"psYHrBK0uVr7kxh+gEJSra+fgvU2BCw6FQBr1OcPXJsmZnLJ8pRnf1kk0u85y1lsygQVOxGSthJwTN0x",
+	"dPCtEuYGgpUKoJtE2TF27j1uCafRcg4TRIE3sDT8Sk7TVlIiunnVnMqRrdFOcQ58LOgnMdxeIhRk2xrR",
+	"SEnPgNfaChuSw2EFJc3kM0NtjrJx0H/xbL3v62aks9Z0ZUe7ZElvQ055kfTuWUCVDMEvmjzsACNOPosh",
+	"aYfwuT56YQeEVlF4BYktUb7ok0QNIpPx03RtiVzNclWz9T57+nT/2RaATGuvQsW4e9jEsrtQLu8Er6rB",
+	"E8xElu5QweU31ejKRe6Xa9rKZ2SXYG6qXTpneF/vZ6tWrcu6o71ind5CTs2pk++6bVKdyc4hs4yBoEsk",
+	"wUQdiBqaUIVH5AghFiWJKNenwoAH+c76+iSBtVq0yV7ErOgT/AwMmHW2UUvDbabn1RJtmy8sTaVteEKL",
+	"qmLf762vKtbYqZ/Zatio7e5YmUiX5AEhBJvmWyJlNojL7WitznAIWnTKqNQX5wWhcQyNyYJJQNM3j9zX",
+	"BwrDnm/3xgiL46MWB0WquRkACrUsLyWmyj1gZZNLAZdvqONeJEvuD5hev6XqbwH5buA99utvxaJVB1bt",
+	"0czGrOKajfnBluXclOuX+9Yadvf6e8+6u3vd/u6Z/v9+t9//V3e3ikog4cJgd7R0tLbmbAjvono2kFib",
+	"oHX4/NlBv1/sCXzRsxpiZTtale4P+/3Dfv9faHxeftbW+sQDkvPk95xBaUT48ggoVGULfTeJnXuuuaW4",
+	"bp+95+ty1nZX5qxVF25DJu7s50mTjSP3tH+vSaVvnDAzlDXH6IRv6XC356HJUZ1uSaIkS0cOiys7txTr",
+	"hLy6B2Vjzzg6oAe97soNuQktVyl1C9q8Df3f5cEPfQ94Z2CeivKffkUGg8E8GvfLk1cf3IocWlraElWj",
+	"TEyPCKQcm5rPlC96LcfbWB6U3X4P/rfzfDl2s5NBeR0303rH0daWHyUutrT8NP3VimUZ1cPpzjJAM2uq",
+	"0M2sulXHC8L+1kO1O979Ig9phYOldhC8Z6nUz5r+7s0yVLcEudkgrLEIZ1xilcLQ8JD87//3/yZOSbsj",
+	"MFEh2pyxjRrL1SzPxsVfY8HZEQkh8T9EcxktK9MVxhqIvNIvbZA76k6z7q873MyWFUDYl3mi9J7q36mE",
+	"4W6snOLK1CAO6otisAzwX4h/ANmI9pNBxqj0hWD+Olk4VV1E5tQaTFSAQXDFT73rBa/4sMftSVhygCuX",
+	"kZuHIt3AzXcdgkBYCeovNPWrXtLmqUbofj0BU6QX0ylK7FDN0iHpZWka0HrP9SOh/qkJFat6lhTapqkU",
+	"GFeKyR162QoM2qRIRtsspO2GKb+FKN29WTavl014VqhKZtdNunVPz/Z2+noYQhPDFEkOAK9uNfpgc1L2",
+	"p4uuDQxoVud3ci2y8cZhyvrdtWHKbme3otq7EuTBdfs6g/IbzJ23nmB8eLSIUraVS/oQL+CYSYMFJGTB",
+	"/eooWsZnV+33xh7sa3PBNcfiI9DxTYnzhEe3GQW0KgVl3VGAav4eDd0gZW50zqGNV9QbAKqvfRvU67+F",
+	"oDolNuhnLewijBcaC3ARvAsIltrtrzXbBTfKhEdsieamJkxfrSMAhzLlnjZPzIYgqE2qjNkXy+i7ulyE",
+	"MS5do1vhorDYD80+N8UxXrmz7rsVDN/1WJxv8d2vCP+m796Oj2vV5zWP2G1Q2i2pWyswT+tzbKCg2iEs",
+	"36pXDmD+GnQ4CxVvY+ffv3t78vJ/Dl69fnP88e3ZKRGXpkLIME9S1U04EZzJjqn82hBeCEAPX2WQRkhe",
+	"X7LMVh/WOr4L3DkBkWp8itT6Gq0XcsIy5rggRyIjDBqrVC+eT4Rktt9CuupvQFkvbLR/8qNbOz+bnpbl",
+	"Z+RtMYttvcS4l9cHXV0G013SU//7/e8Pdp/vHfSDFa7Xg2e7u8+eP+vvPj/Y+37/+XPrTMCnfV/acBXZ",
+	"u+jwaf8uOqqDgDvz699JhwViuDOx63fjrdC1Glu86PfFyn73nz29htO8gsvctIq4TCE8NIknPuYEdhJ7",
+	"SsPD2rFdzxIDwlLJqjzRfNI5IiGoI+FhwYVYjHYlDJl4ov9LoolIInb/mGk133g5a4u6D5YQXOjNsFDc",
+	"iJsaS0VsZYCUcHmmS4JAd87Jfdr3M8pK4IYFqfgr6iK14v42qR+gmVHiAtID4Dd4YBqO0FpchO8oRIIY",
+	"smbRfxMMMqNqcs+IAU3CNqXQfXfyD29ekhcHT7+3oNJY1wWKyD+RxBxxwS2+TlPYRHmWMa4GS+cDRVzr",
+	"YMvGFmxh8jSxlXW/NoCniJlqILrXbvo4E5nmY3IOxqnzFqFpxmi8IOwqkUr6S8RsUgTUAxqO9f/FiIQF",
+	"4Hj4RK5lQc7JiwGxyuCBIzgNQIhrFQ45CYsNeviRgQ/XCmLONa/i+Jmp29tADa8kB1Zgrjfia48g4Y8g",
+	"4f9eIOGWE3iueKCjm9EQQMkOMCesRiVhJQChyjXhsyr7MlbrBkOaMmnNaKstDthm+YHvauIL6Swr2br5",
+	"w79vGW5gR2Io1i8GmqRtBAHWA65WFeaMxbK3ukpuMeKD/gsvdp8mn+rUTrVE8HM/p3b3Miy9mF3u2NIQ",
+	"OysY6ZKy2Tgep6otipvKRnzyi/AmbFvzZOqnxAQB24s7E7PUuFaTsdFLLLZwIgugNBs+Awy0GT9ze1HE",
+	"NcAvr6R9N2P85BXiD2QAFFlBxQ5hT0IAHoB/h0QJsG+IGaBpmZrAflBEH4Z4oXLkWVLPSz147jknDXzU",
+	"6+B7H9mJvhScs0j1yLHr6jAeEfT1OR6Royocp4NWeG2XBgJ7r5jnaREZ5CmhAs+IOcIsJlRZ6GcDlZbw",
+	"KM1jRkLddxKHlY2BCvW8YgieZWKUpNXy7Y1ISv1/+93z86unQ/1/MURWsk9fdoPdft/vhCuP5t7quEhn",
+	"4sYLuXJz5URkinC90O5BrRy/SGSzli/68JNb6Gf/hX/kp36uitolhrWAFqYHo1+9VuA5bmR5KwamfONL",
+	"cXkLPtRKRC2EXPp/BNBEW3AzYcVbxd/FC7ZiUPFG8YN9Jdfi0D42Mr7+p323qEFpXyh/sK9AaW18rNUE",
+	"Nx/EV74Un2rSHIkMjBKFAVYTJYv1oxBVsRCWHoG4jFUWjLfXyftYG9potL+tr9X3mQbSlOjOPXNbn8Dt",
+	"lVwrFm+1s8Cu2nVgb88ck5ZkUZ4lalGcpiPCwFBsTcRaB5EmNAYMZaSNjRLzn72DQIt0oxtUOdPSw/Rb",
+	"tYjZp9rWoxesYTpaur27e18fMnupPO7bQDyWm/ltZj/dqyHJLwvfijnLIi1HUqawvFCcjPVhpDwmk8Vs",
+	"wrgMyL7W0Q76lTJEcOMEqwc4rsAAAmYbatrSGh401iMfMS8DcJutiK1KWIhAWiNhd4P950UpPb+kxRv0",
+	"B2Pq2MJAa+PaWh/5jCaar1+KJGIEE1V2m0EZKwLhAi0V5iIzCSc1Q7tJD5wnaUokY6T94+sz4kCS7ExR",
+	"+3D02Kfb4quYwfn42pmRiV59BKvz6Y2jnCRT/UePnKItSm8eF7xrIGOmTNGYKgrA5h7TYg29wR+qAEGU",
+	"ZE6lE1sJxWWMUb9iE5zSTAtVsIx0rh9lGol8ZVnFL5vZMCu2aC33ZywjFwmPSdsddVDw/cC4WAICBv3A",
+	"mmUnyUwGlVxqGbipNANI7GHVH2VAPouh7BjwBbAi1gRDpcXW4X49Q8k42qqplbsYA6KV7K9rUa03RdMo",
+	"7UZLC5Y7L1WqspkQb3M6TBFEPDVaY49NXu3aTR/RJM0z5o9bpSVmhCEA/LO3ebLHKlFnKa6ar7jJF//U",
+	"795GYMYsE2N9qfYkcy6U72p4jPY1gwdq3SgiQ2BsKciIZhua+zMx93QAJGPbbeOyd4oO2sh7Otv0VGeB",
+	"utvAzM/HCOWE7j195j+Oxrz4RJLTfxx3954+I+20kJQTdtUpQU+Sknd5YegdgQZhpqNPX54d+O+JMvnD",
+	"eP7XjUq/uXQI14BSX44ZZwhiLJgkYTVyPss5L/8qQViCkpxERsKI8oilKQThF1JFjzljkchiwF7HeUyo",
+	"rIC5tKkhRPsR5tJDEMvEah4po5fwUxGnv0npNUth14S6I21EDStzA8w6dbtzmqiQSCVmsqhOR1WB3Lol",
+	"QJ5ZYz92TNAq1vaaRbF8ce4mzdFa8T3Y15aZFLK0IKbKGS65blMINCBqtgmKt5v30jSxVdRtXRotL/Xp",
+	"CcTdUpQtqzUauGcfE2vMlHo+A+bSFFgY+n8e7ux4d3bputXj5a9G2cbx8vrdtfHyFfnlEblUVSYNkWnr",
+	"iVYry/ozdinSHJY3yy1yQyLdCm5OfyVFg25283p0WL86aCFLArqz072NoNZCPX/ouNYKh1xSCcruH/CK",
+	"WrVtvbzSWsFLuzh423RnMYmE1lC5kqjy/yiMg/yJJJXOv+v0yC+iNI1nbKQvUEqQRB06+VluesB1IO02",
+	"57WeI1+Euvsi5jeKc3cj/za8hZhPjPF+068g9M7w2w0/USybJpymg2nCc69+8jM+gKqh5mVibCYSYyRi",
+	"ujDxZHTxRGss4DbBYkGCxzIgmcghbwzLEyNcsunwWhU3KLqnq2tUW+jacnim6iMO2O0zoWjqUam/5Y30",
+	"3CSatmbPZt88hPuu98HPfDfOMtmOS7v7fyuM+npZKm5Oyja8/aO8hyyVelhCLrOtwhJ8uqk32aQ5Q7DX",
+	"otn9VA/L0uXqKit1hEty8oq0w4TLQWirqJT2z05AZtSi3clkzFlsCrOYE07aWl9x2ztNxpyqPGOdI2Jn",
+	"hhZTNGIkehATRmPIFzVpYRDN163UAyrP2ywx6PrebjwxBpAhUB0mZnNjyRoTvJFIOyMYnVpRPSSDEonn",
+	"/IItTJ35/v5eQGZ5xuxLnR45m2RM35spuPbO+TnvkrA5MxNvXNuDnvP2WTJlUtHpLDxEwxAWXsSZzKkd",
+	"NxhgYxYlU5qSjzy5sjLGbatYp/CQhAzH+veQjAT6NSyyUK0QCmE8EmDrbsPizDD0r0PE6JwT+OLZQVfz",
+	"NBgLdGBLaZt6/ErAo55eh7PGz0Z3kfr7K5ImnEnyWSQcR6TPGtSfDM/PeUjaeO1NUt0AZ3P9egdm//Hs",
+	"Tfc5LPVuz0Bcd81CdS93w3O+1yujDTEGLyD5bAYlziQj7fD9u9OzsHPO93uVVVY0GzNF2BWNVLrQihWG",
+	"01b3Qg/kEAJoNekEJBkRyhcBCf8TaUlNmF4u8nuuT2S7gOSGs7njGir1EA5wCI1DgLf2c/608rxypOwr",
+	"z/CVihWnMO6Y/bGDhwhiO7G2eYgRNmav7NnLcBYJ2B/0Z51iUzHJ1QZ+UIBOgFEDUSWc7Pf79ljqASRK",
+	"Yvh7KqKLHjkmJtiNiIxMaaoFA4vPORJRUGlQ5EomMV6O5gmPxTxwg0tdeoKwG+ocTVTNBJPngFZ4ybJk",
+	"tFhK92VlK6dwkJ5+eNDfJbVw0LB3zleztZJVreFpxZavcCVswQaQdhNOnlr9siBR2DatnuptuBGTX8PS",
+	"yyl55+6UOlqXi40vY2GRsFI85DfEs/fWIUJ4+8EnD+Q9hkTavdZnsOJLQI8POVHE3W5pGWaNqPQB0asN",
+	"2VBFjTKoU9OujtYzks4RnsLyG01qEF6tslwqtNGD6gH+WkYzWGmzoBOlZqD11uGr1gTiFOtofx54V2mq",
+	"tV9gy8YaaF/vIsoVKrPhRkPMJcv+uVkRg7UlC4Ki2iWaVocLt+QDsiR9me2RX1jJpEqRVyzG8fsTuMFX",
+	"V0dCMV7e+LRSV2GDSX+Fgz4S6C7kikbKKegEVNIKWlUjXRHI2XTCaa6rVwiIFb52zG8gbL/77p0zs+++",
+	"c+SOnWHYOYTDP58IrDCb83ruXo8cu1wOpDI/59U1Iu1QvyUyQ6aH5AdYA7L+XHV6BKKUnWBaOmWyDLU9",
+	"54nCAFvN3zRNhVddlPAYllumfhy5gAuMQxCTLGR3CVprMhkSSUZJqjswnmueLgjU7bVxgnrnYxalNGNx",
+	"j4RVfl/CtxEMsDbExIWJa9Ob8CFP9RAwV7WYImpdVjf87rt3WcwyvZUYFf7dd4egqZyS9iwTcR6V6O/O",
+	"EHRDba8kwlfN6hF4aZ94AprxPcvcYRKGaMZU88CqpRHa6ZN66HiguwgPdvdJI43BdHBSJlR0/8kW+JsN",
+	"9NB/VIOpTZ4urgxkqMjvvoOtCOlslpqp29Dmv32WWu9p2+ygjo3K8CS+QPgahDGHetBGM7ML8ETqK5B+",
+	"pYxwDs0walPQG1TcaQQvqlLqFoVWlCB0oEgkUVBdHdzYE8FFbr6CU6EHgp9A0F6P/KKP/4xG7JC0kbhO",
+	"XgVVxTUTuWJEsekspYp1tPqEsJ+FIgOmQC2LKI+tog6/2c22ZcedmsCFxRHUec0W4B/QZlgsgOp+gDLu",
+	"LD7UQomFR5X2rfwjlMTJaMQyV31AzekF8WfYhD3yUnCTpGW/kbp1aFBw0zpN0KwKcWWwdEcFjeuX2BWL",
+	"wIhG3mmCBuumlKM8dQDZKaqyOPNDUnjeqNKral1vsXW9AcOAJQb1QBV9EDrKmJzgDjgF8aFxiI+ktugQ",
+	"yKY25c5Jx6UtuBm814XcCBl24F6KO1MqFIeaOnTjWEvfFlVECsLS4/ZlZIXQdTsTFnMmQTVllGRwCMyQ",
+	"tRKZCiiigpfm5mT0SCR6rHXPEqO381QVYwhdInmNOIkhaVNFUkalInsHBMLIzB28GIZuHtcTHRj1zXhS",
+	"IukXSf0BAcSNwjUKWjBm5SHBYvX0IY0uNK1Cgi5cc9ya+wFuAC643fJAr3tdRXj/8cwoeLAW+qBDtiQp",
+	"0jLLqv5LKveTts0sDAO8zGi9BfOQZCfARYDS/gqSIUBaQZj2XP8rccIHwpq5MQxqUfYyzceGLxcB9wEJ",
+	"MUdBy3yTFRogfoq/RDi6iElb83ygsnkiWccs7w8iTphlyz+dvvsF9BBFpkIqskt+Tn7Q0sIvEwI7UVN8",
+	"3CUJPWYjcFHx1vpYhe2LSDHVlSpjdBoCPZk4AfCQYBzFIa6eZgZARPpdAK63rKroL6hWM8dAAysXSkKF",
+	"e2LCpAMjYeSCEWP6kAH/BkeN2WgWF7JTggZDQvv+ITlvoTJk3kVt6LwVljzcupZSijSCoSJw8399Rsch",
+	"qn4/vj7r9MjP5e05/M6EKBzsPSfeZMHwiMwZvQjKizYRGRI5TZn5eHePeDJhMVHH5Bwbsq+l1VqRCTc+",
+	"c0K0cN7f339BCue8NFKCoxUGbBThGVpLwn+FJiZPjEaSKdRhTGhid79fYmjbG1Np5wiVaeOPsOwVgPlm",
+	"LJtCpGfGDBgXMlbd+kG/D5p/guocymO9NGYubxOp9FxyyUiUZ1JkZEbHxu19SEIwQOvDE5L2bq/3VDdn",
+	"w5t3+/0ODqk0U4ewj7rnmeYBIpe6PaZpt2bQDgMiZvT3vKC81zyfmmMpwTcMYUtw1rM8ZfogUvApi5El",
+	"YSfPxm5am5YpwsAnUCsKmjAuQaWmFsTh6f84Xki9GC7zAZ8ktATpB8DZLtHRGYpcRWLKcI9opC8Qob4l",
+	"hQHp9Xod3IDCcXlYKN/41qExSIXWjgxjR7OPmatW3xqe7BDlczWDxIDNFPKSYgqzpiIUBXDsqPHSGmku",
+	"MpPOXIDVNIDc9DnCq9qwDHhA6XBYYlyC2pdZ+eImQY/w6JsdAeP5VFwa4s4Yp1P4N/K2YsgAmWkWS7dt",
+	"DJQ4k1SMnXytEJaE0NmM0cxw2YSjmCmnCwDybcdGmDAcNdowZzSjU2ZcAyU4qrl7masEM1ieCYY0guuE",
+	"GM+JvibVfNzAnUWAEJo213zMOF4eJZnSC9Z0pjtJ7F78UZSD1QgoOG02M0HTdqnAWprBHAU4iWqe8E7P",
+	"qwPDPaK4PjK7xOZkuClumiwhpDcLSAiKM/C4obTX9df2FiursIE0lrZgpXMZs26F6lX40MlQpY6Zp5ap",
+	"Str1q6w+dFyANR1FgcEuCUgIFkCMbUMjKL4NMwY+GWUMDFY0BaXIeB3swIAHsLirJ2JuDIdGDYP9hQh2",
+	"SaTQlxtwNFijfzcHhW/OtQKhx1RmWHcchNXiEKGclwi3QlEcW5cBl3gDw9t5cd/JU4Wq19CY66z+r/kQ",
+	"DpykyQUWUKhMa5orw/ybU7JxexhU105s0gsYrGFUep061Qar2v9hOS2jnsqiLGdgjFHO5QAiDcvbJs6s",
+	"2r4ZVFfMebfcsWL4VX3HzkCZwjHAFIuPagPHzYLJwsksVqRRMgsnD2sECUCQD0NGOY9MxPsFk4Z5aWIq",
+	"miTtiUhjGw5diZLX7AWMJngxs4sOliKLWMHILJmxNOHA0jVJlwGUeCwIhWAMgPAEfjhyiabwD4LtqzKp",
+	"Q9wLsCbgeYETVjMXdNA1kCYR49It4/4+E7MsYYpmi+W2vx37XZkk3qob/Mjx+xMnw+uw1e/t9vrGGMzp",
+	"LGkdtvZ7/d4+hrdNwENc9UJNBPrBx8yTwfCxamGCZc+0LmfgHCAdwGQx2IxmcuwOMJGFz0f3dAiYzlzO",
+	"9Z1JP4gEHyXj3PG1QC51aHCXPv7w9uTl4OOHt2GnVNld8CYIUwWvVVC4gkCSIpNyQxM7gcnuQIZjRCUO",
+	"RjcTsyy5NKUaXAORueVrlSsjICznLE272JeZdTGnhsVlBJ4tvnCGIkn7w5tXZG8fvCfFeTuJW4etH5n6",
+	"hzBJQlbUYoGaFSB+rusArgvFFGCPa94TkaGbr3DdgGgvPTcVTCgU27X6ZntPm9XNvkLynTG06Pf3+n1r",
+	"89ZNQQnj8j732aQVle2vCreAJQFTenMZ9LHSUzGOd93Uf3VNblT3ZGkagXl957/Mq1AQ8WvQOsBh+z4p",
+	"prfzAy2yr/Qney/Wf3ImxM+ULz7YyCCYC1wV1n8Lqk4l4KN1+NunoCVthYnWr4CUiKqCG42LMFug1unz",
+	"kGTECU1SdIw5lGMLFFhRK1qHLSRJ6LnKNWppN19aMyE9/KNUnbRGHNYKRoG4K91vYH2u2TId/6ulsL1+",
+	"3++5PSqo3vkK1GrSdBGXRkkfag3YJHO9ctYkHpagZaGxrFdBa8ImkrMReS5YvNb9mZ4sgDEDR8VZQYsu",
+	"kr+WhPA9ZII57+328aewyTw+mNWsBdKYLf9BxItbo0i3C9stElAZzmSA3+6MK1Sm6eEOxwZLy/Hnm4OT",
+	"SOeM3CLz2Ovv3tvsPhSzemDuh3Ne/UlNkcDv9td/90ZkwySOGccvNuCzLy3wlP5gd4PZ/Cg4w5c3GM97",
+	"tGueCfEWALsejPt/caMnfvv0tSIN7NEAY8wYA5cc1ldcHQqlYCNhAE88sgBRHpdokD+JIdpIFkyV6a8B",
+	"EWkM2lGSSXUEl3HNFfVNGXSoKSlqPTfZ3NtEqmPdtW68dYcMxnYCUbdL1A8TWQ+JqrdKiPdGVVsRyYMd",
+	"9mpUq9Z+loSD1h85UVV1OtH7p/eNYB1zY+DQV5ZaJOpS2rD2ABvwvA3N7Hz5LIaDJP66U1awryn9vrUq",
+	"X9n5SQz1efkULFG/Ts3ZdC4l4LpDTQsUE3CSHtXctvASak5lxvpnMXSUJgdJ0KOInObDaaLKqs13o4OU",
+	"7d+z4gFFy/3s4LMYBuWi/ftI5oP1X/wi1BuAw3wU5ffC3bCmPZapR2c6kuL1JX29+Kuf67xicY6UhY6Q",
+	"djU0N7QlXMMO8Jj9PonpQh6aIrYJi7GqrRMIAdY+fR+zsX7gRoIbEYtJuNffI1/OW0Wv5y00Rn4tr3FG",
+	"1bGXX2gAs/4TTgB966isc1CvxuNDqw8DEh7svahfAk1sxwemskX3eKRYFtqIDAjJVWiY5OxKkY9nL8k0",
+	"iXkynijStmYpE1BaW4IjvMInlndriu0s47vv3G26G9bbqNC8EQfeu7X+odNjC0Xru/vZWIy2FmPmImgD",
+	"NDr/Nnz5kWtuyzW1zkSooT8xqsDRbME8nd9rjpISvt4y19LTLnfwiC5nrnWLfButYKWr3gZ/Ge9k6b7p",
+	"bGa9f2liGvXHuWQZEFCacLyXIS655lPwzJhTqCKQs9YJ0JmDNzhbmMmytIYDxwYjUk/wt+CmOoIT0+1G",
+	"aNmgI/3eETHw1RBaJS7QzgaRHoIza5sH05ll0E3oa4iUamBfowPUA3/tUXqR5ZwU796Z5c12gB1uxnp3",
+	"76x/P/8twAFtWFWS2c0l7dKp+eCc+O413b8uC67wTTwMJdEnLh1YromocBt6GmwYww64WLsQTLTc0PQL",
+	"mxcGpR55xxlGHwGPM+59FhN7Xzc+3SovjWiaIjiJx96kx/D60tTf2u6a/p6O2Wnyh96pjd7FBB79ss89",
+	"10w631Blq+Fl6fbXZAhBCHqYioim3SJ3JCChXEjFphB/CmLg5JUF0yssiuTk1TL/IsR/1UfugK+0qx3+",
+	"N/b2320lLv47l9l/X7BFp4LO0vkPX1710tnB/FEoOZE1AWG9cY+EGNPvLla4bCJFc8v8pIDy6WJjHXf/",
+	"pQf9tyUD9naCoXMbbzMc1HfmI88yQHA80hIgNmVFXLbWGBL0pfoGgrUO3WFshr20agBDNhLWb7mq75wr",
+	"yIjfsu+7dEmXDGGZdfgYgjshXFe/a+b8b3P1uEeRVAghvRVuXIS78K7yrn/26u4lcLZXEjmhEcvkUKO8",
+	"YhmbEVTAsRi/TDLBkffYAEoT+611pgKXG+PlJnRmcgLsaLSqz7wRJK/cCI47owCnlyUKoJNO+Kf0jDzE",
+	"EX5lYohr+ZjO6XV+9BzhOpa99xzjmVSLbgFFv/Q8n6IJrnjRACEXZ9d50g7xMhl2Aq1fyTQfVzGtbBi6",
+	"E26s76p+jevEjPF9McR70rvuUmrUJ7VedhTLW67powS5Ywmi/DxcLcrdcOjRQ0y+C061CsTXpT47zLhT",
+	"TvmOIu2hiJY0NhQ0naCPzyaVkXbxr91OUKQ5mNRz6w3EnDCANwDRA5GxpiIKAW2LUKL0hQr0ZKrK9g1s",
+	"nLS5HICNI0miekTz/Aplk0QSxqNsYW02GYDx8NjEMtsMfig5keZjNNogAgzyHbxX+PhN4Ywsaxx5jDJo",
+	"zqqT3dasxInsBfCKT9vadjapZeAW/PkUtHAlAb+slRmcAPMbrq5uDFIOtM67j3HkmZh21YQVZxEIolqD",
+	"/zV2Q15iuZfEVDlaWX1oVhQRwkI8WhXHcjura+NAyTBTWeZrcE0miXt473au+pnxsGkcWRzY3Oc6MdZY",
+	"9eszOl7HouGdr0HLk1W77lPnE/uF21CZvrJxQ6r44mvQeisiE+uw+uviva/BYyya48D+9k17pTEPEuUa",
+	"AeaOALyB/MMqRRvqpTtfikqPSfwVxaVFQ67HQ07FZV1yQhoaZAuZlOse+eAkgaIAMcUiQwS8ShSZizw1",
+	"mNv1kubwFRcklwAzYUWmhWiAhE/dZlGMMrSZfT4Z1iOvmEH8p0VIcE3AHXikGnx121Lt3QyhpX0a8IHP",
+	"ze8Lcfn22NZj0M31g24e5gKsz9Wds59gufnGSWtOKSjBFb07wJRBrfliJEpd6tv0V1XiRDv5+50lerKY",
+	"JkqTv55NxrDaTMOy4yH5e7urLo2Atczs+srOI40WNPoQJPcjU3dHb8V1dzvbja3BauJbc+WT+IDaZQId",
+	"KldjhNUGMyrepxNERyeczT1XZpnPWCYZljfni3POaJYmLCteFZwZzAlD98W3F4zNJFyi9XveK3RxST7n",
+	"GPw1h8Ri8gtcowtwEIArAIwNyOEDTePH12e+Kv+HJj/RoNCccxeGxiDPGGUEQWHcEqzwswGFAczSAham",
+	"ighzzmuQMIAaAz2UBUTP+TkPK7fS8LCs+oeL46DL4CtHJPxyjlfX89YhOW/1er3z1tcQQYYihiVkQ56n",
+	"aXjOoxQACxIVIGgB5oBX1LxEkjgBjSwmbZZKhkpYvUh4qMd7vMacUGpumL5b5cHvc3VztWv0M8bMBTfT",
+	"0O7S/lCUE+mJbLzMGrHasLCJheDaNoFfzSXifhPOtpSIQWm58/Gdv5R14FGE3yC2fW8D04AD6fQGq3Xc",
+	"yKrwfLsuP1gieygdxQj7KuRZReg/jElixwie7bN36iqO1x3gshNTb6umaxz5PAMQXWluI0QqukBtgLqw",
+	"iNa8T0tlBuWkLOLMe+QMgNC7Bl6jTOdu47SN5cLKXleYmp46d2pxIW3BGRnnNNO6RZbQNPmjAF4tRoO4",
+	"Jp3tzTNNwwvO9B4tL3/K+9yjeHq0At3QCoSE9k1aoXeULV90Bwz/QxEUH+puBnmWhgEZAk6REmSWZzMB",
+	"gIdMGsxDk1PkiMXGBZdKgNOGCg5zfc3EgHsDipQoxCwbZmJuo/oBMhnpcEBVSNq7fVtFAHA22Tl3NiZO",
+	"ZCQuLf4N3i0hRykwiHIwQOyzqADCiamQZ0d+ztvUhRNH8Gbg/+//+fJ1YECeTInmSDP0AqFTt3PyyoSt",
+	"UnXOwx3dS8J3Ipqm+s4cmhodCDJVAQcrvdhVVzdi5I1MNUypkjTFK7xjFiBtDIhBwVm9lcKXc1peTgvQ",
+	"PAdp65y7MIoWTZO0AfLcWgyPfdKagnnSIEgTa8NgMQDpynOOIFmVYqJoezQ7Adf9iRa51C5kjIkc59ws",
+	"U1EzBLvUI/ReHwGS1RbvL4vWQFW6RCLeUKeoBVOebMjpcIHfSrC3Q7vsE8RuwSjRIpYI9qZNDS7xObel",
+	"LeiUNZDHLXiKC6gMhd0LxBg9oE4JAVse7XOONgw8CkqSCZUTXEVzamxmisGNA+Bac57qEjcMDPLjOceD",
+	"iqF9eiQMO1aAN/WLaJKwNU9wMTDPBvYZlJw95zewapzqIdRHe6Zl2a0EStyThx4GvESp0Qsb2KV+9Fk9",
+	"aiu3qq2cIjNxIqZWyuMbqy3OGy5+pG7QstbWJ69u42aPLA/6dNMfIEUasiJAJGamMBPEJwIankqmLCDC",
+	"3GHSBRklKaItDRdGZIvMRIO+z7MxRHW57UOhFaFAWizDe6mM6B4zcDy5C6K+OCCYYKJLcydMmentM3Ww",
+	"MO2yNIpGWmWJb2UjRb3DSfPxxqM51S/fbS6FO+H1EbGV9a8iCT2Gxt51aKyo0WGR2Vf53cPCKi+siYF9",
+	"WdRVse625iGn3BSrm4k0iRakjTYfC8E8YVmi6kWNLDi77FjnG+V1ZfFI66NpPkZgCLZNlKl7jO8/wnR7",
+	"UnuYuMrKKi2PqXwMnXwMnfwzhk7i8a0XVLg+p1xhp6q8uPOllhj8dWWKWgOMYUm0EpbqiPWU0JIzpNEF",
+	"lFsowhb8KMY1ZngvusNSIALnnccopT91lNJtkdX1opLqOfSfIL07mvhpDNUIWYbLNEN+/GV/wFrTpKqP",
+	"QIc30zIeIPRkezrGid53dMcmnARZYXxbHOXR8vQYxvHvFcbxEvwRzXpTxMSSQe27h9CWdiD9wujoy3JM",
+	"GppTUU9T2DL6WG9xQmPSLmHfC09Qp0deUh4xrK0CfhIuiO0a3B3RhMV5qj8qYih65B2PGJnl2Vh/NoGq",
+	"h2DJDkygY56N2cD85rufQp8ug3tlZ/tniFy4Rx3vkSM/+gJuyOGA1gh1KDkuie1mfO029NWlYWYVxjZk",
+	"kZgySUI7dut1tAh6yHIoQpz+nXAxJ39rJs6PMxqBvzkR8ZFBGkqwACkyLSxzZ0O2EAK1YdUWcy575BTX",
+	"E2P0C0zP5io7jBNutmUQOpa/jRmN04R7oFNMD+zfhlEG5aKZ7X1knY+s8+HcqIb+fOrhbbHQ66iG7Gom",
+	"sutEfG3Mf8GBjA4PueDRJBNc5JJgx6RNwew2xmp1n8Ww48VUTbgSELVjSyO3YxHJHVuztWt+7k3jTgV/",
+	"FQJPzEsBCS2j75H3Ik1J+OPrM1I0Ine+2H/qpQlNphOG6oQGG4TFIWkXlg3T7RNJTv9x3N17+gzzspI/",
+	"WCcgIRb9RpzVCFVjqAn/AbDAZa0eVD2yB6dQPrdj65FjUzipskIR5RjGRYbMLC6LsdYSlmWaoX86opwL",
+	"BXWe6sUOOsu8P6+huTsImNnbLr2nKD4woKp1yPM0DVoAnq6b+xq0EOAQn7awuvJet79bVldugdRQpswx",
+	"xBKYZvReAZ4y/gm5QFejbNDf/RztX72Y7k6+zw4un/Lnv+/Nn7G+erFoBa2LhOv3mF2eOn4l0OnqJmaZ",
+	"GGdMwnoACnvrsB+0MjHX/9AcZEL3nj6zw9Ina2BeM7+AE/2wZU52K2gZO86KRdg4M8mWmF0aeVRQlsUO",
+	"/ubDjx7dVf8uIUtIlUalXmJZL1i/T8YWD28iX7F+/13KV02IkFqLlcatgJzSmBkoYCtql4rMwFQaZrGN",
+	"TOVCnfMJS4sQ7F3yc/IDloTQAvqn03e/2BLaRWipQXpE/KuJSGMbfz1lU5EtLAA7xhk7fNhcXvDy9f7d",
+	"6RmpLitE4BKRxQmn2SIwwRHuK2X8La53NXh6SnkyYlJf2hBbtQJGicEVmGXsCHJbjvmcQ8FqnCVCwDv3",
+	"ucsEarJ7Qq8xABbq9ONS1CZ9zlMRXdgKIBMWXUg3GNtMss2FGRqUrXcqUwYOIjFUcTd53ecclwBqNi6I",
+	"kWsBlNCH7YkyKick4VGaxywOMDOpMTxT131OZe+cvxRZls+UPVsY1hYe9AvMefNgEOGLUGTb/gRTy6eD",
+	"aSKn4BgKznnxFOemn0m4gGtVyT4zmzTIucxnqM+EUM7JGaUtQwnnFZfMRrW4gp4LNYCnIe6jFLaIAFYv",
+	"AZ1zLkgkeJRnUCrKEC4crPdZwqNkRlMypbNZwseHAA6N6wCTwohAiBuHw1qtJQDJAJX6pSSR+mDlEgrG",
+	"qQnL5olktga+0WPKQv584VY76JGTKa6HPRuTZCZJJKYMlOlz/t13Rh/47jvIaFiQcUa5sqHyR05xbGHw",
+	"zM0RQBhzTJE7520fOfq4XFnmIdTDcw8qGCkMTP7JK7BbnPOyRKWEktammKtWBROes5pqbCNJjypn3sZW",
+	"IvRmfM7bZvCQpGGxCGSnR6BSn359kkglsiSi6SEWD8IDNKExtlRUBDPpGwj6ec7RYATxAYVW70D95Vxi",
+	"3HztZlfg3AKUCgZzWVBuGJA+A5D7GZvo+fJGUXC02r0Ayh1h/eU4GSOCS5GeMqNqEsBU0GSPTB3EwyGB",
+	"40boOb9gCwz6VwLqEi2clYaD5YujxyP3MHFgIlKQqKmnU7UYFVjZQ5ANHqDsew0AW6cw4/IGpLhMPurL",
+	"j/py1dH6dJO5FALxZxYn9Ewf+YdStpEvuJon2GqKGNaH07xLmbQ0XOy4YYyrV/iQgRYkRRT26mSAJZDQ",
+	"3FfFaAkytDPoh63FsV1cfzluG9V/p+neRW/rQ+qXbuVjActvKQIOIvDpenJ084ucX+8xKG51WH+REOUU",
+	"92qDkZV8D8Ug0T4NVXklRKbCnSGpG3rxEola5ZIaaMJUG8ns17qlI8I9LChRmBndGBqWBTYd4/UFMlGx",
+	"1JjRSY0mjSmpkvF4qaG4UiHsm0wSKEf4QNDL5QotTxA4KrYT9xnOyZwuHrXFR23xT5s9ACeflVXUrL3k",
+	"uhz9dlTDnS9OBcQ1MMxeDmqjSSzPBHMehdi3VPCxnigr3SPkg34NoYXMF4Et8QgFAWwRyGptSDfmowZ7",
+	"AOYm32dS0YWs1oWtsmwYyu2x7HtC+lnJP6vS8jEX/tGxdMtAbZpi1hSCvA4TW4LY/I6zRk+HoAwA53RR",
+	"Y4CHLEgbLZL6FVQU/RlMtUqu3wCtLhn54wXtW0tRuqWDfzv3sQ1SfYpBwf3tOtqCqey6acqhvbXKQ1tB",
+	"NDA3K4wN4hGD6HjjMbBOmOP3J0XlIBpLdApZ/w4x17SEXzKuRLZYjyTxDkf9FygsBjPZADsBJhzYyzCg",
+	"eaDv67NIeMPU/shOvll7j3zw3MfrsAn0723DJgxweM0xeEjoUDKuCALfWMCHZgC6RXzokRMnwdn4tW2K",
+	"M3n/8WxperNXN3iP87hDgjY9LMPorC7H0dbL8ZgF/dfJgn4i6+fB4Q3wJGF+WCnz7BYNv2vrNGBlBufg",
+	"4pktawaswW4hbUpMUJCJHHA+lYgjhY/BMJvYten46y2UgIuoRVjJaIPFTDGFIzdnO2ZREjPZI78mahJn",
+	"dG6TVsIav8OAjEGB3hVCcReVMguaWYJGNll8reSqzZOZm2CeAhFUTdi0LKTNCrt2z1e7oOBbf5W0cZzQ",
+	"g1QDWM2hjdyyB/0xr+bRJPOYJL4t1v9ty7kbmMOx5x02GjGAJFuqw76GUFkIAg7qkgqhgksRkIBzMWKF",
+	"i7GanMdoNMEov/mEZZBYjnb0USampF0RN2FAwlJaYpAoXBSW4PO8thO5e1W23pWHY77WMzVr5i6QUwi/",
+	"rKWCGG8YoppnEXu8tH5rCqoqryj2iAfuQYaDjdtYHugHUlqvwwwyJvMpu8N8hQ+6A5vp7IFAXO3u6hH3",
+	"+yp24kRItgRwAtPvrOJt3lBCkDYynhlTbkIe5m8LJygjE3PgeEdEbINX4XW76QW+xUDabzX/Gjf3UTt8",
+	"1A4fUNvStAa1gSxezUNDF+6Yodwhhz1R1pCKuRdammhmNcwVGTOl+dR+uSKh5nMwH4n1lkwuhufNHjnF",
+	"f2MAg39R18YrmPqOsohRKPErBGdOUSVvjrJJzPKyeQ/sBQ7x7rjt7V/7zZALNvDtIcVV2XxxCh45/SOn",
+	"f7icXzyF3wI47U4u6Xj5JfodR21yxjLy8ewliekCL72h/v+QKEFCJULM0JSAdUEVmQqpyEG/jzHEAfmD",
+	"ZUIWWZxrYWo/wpC25Xzw1Rt9f9nAOgovn4n700JxTh4e9Yom6UKvsXy8Pn9L1+dmtk0MO5Wbw2kpFf/2",
+	"UCg8uMvLMZQukjuSpaOVjtyIIsphEb0BH2Jo1smrAJAeA4JVggMbmwVVKrHClLHuEBrHGZOSSV/4E+Rv",
+	"Y+oAllSaUlM/O1F6hF6ih3iMUz3+u6RCM20T/OHXEuwa4djvOLzrmoT2IOX/YKWG6NGqLJKbHgcH0UcD",
+	"tUmsOcU7GGQMl42l6BG4Q1iBdS4yDE9WYOgIwHyLEAk27bis7CUN7B34IoWWawi7ZP2RXCANkCFbCH36",
+	"y7Gb8FxfRLJ7hO/KLnLgs0tBOPZj0PBtCbE/UUTvdqRobrRdMefdEpYB72bXI9giGXap5wVh2rCcASJT",
+	"1LIZyamiKpe2hKSpnkWmTNGYKgrZYv6owbOi9wetPeVCtUkEgdNcpYZ960tVrcNuXacYFVDIXWqudpXX",
+	"BzIWi/BY8umuAxCVc/S3zExHLXQlNVfxBJfS9gaEe2RCgymJxZyngsZONVG/HmiRKO7hSK+Dh3u8hX1z",
+	"UXbF3lz34G8rKuxZWX718lPNjkGVWHkd+/jhrUsa1UrLqJOyOCAjhkhNhZvPqVRrv2ExJEufAtaMdCF5",
+	"jD6MgFcvkX66bxkfqwmCAYUf2CzrvgJQHlPk2ICJBeTDm5fkxdP9PtQ7NmhXAcn5BRdzHhAwd2tF22QC",
+	"lsQd2FrFRTlfPeZAv2wfkAJbtNhVA4K17zQ0MHb0kLT1h5GIWaAV9EnCFVZu7qxkJMdmHxob74kP89U8",
+	"Ju0ZzQA7LrQbBWWSO8ukevlpq24AdwX8lF7hJrQO9/r9oDVNuP17t4kGtJ2EvyHuUHNlCvTa8R/JrKsp",
+	"Ba7/MVE0q1+IndPkP/UN8NmAhHJC9b/+fnie9/v70ZBK9uwA/s0OQ9Iuj2FFSaqP/dH8/cA8+lXByix6",
+	"4xNp93sdxzbVurvAp5fcSRoAO/fGzpFXbe/8rHS4zPFZJmgLQGXj+p8G/RLNG+h8NE8+iyHhQiURk2TI",
+	"1JwxTqJJzi9kB0plWpAu4LRxIiOaxYjZYbEzyesEmPKcLoyRZIkQMpjWLn++FElcKZniMnIz6HWxMMcE",
+	"0ejM+wFgDRmMMZE52J8YGzMVlwyK9pdAdxYt0XpZi81Cd+uyeiuOevnth65sDmNcbMCjFejRP3knpVMs",
+	"Rd4qFNpSZmvI/K7YrTH+VoFjE4tNCvabuvQKyJRmF9JB16wGj4QAba+V1BJnTfNok4bidPREEoMi+vHD",
+	"206PvMnEVL/DLWBOJY5lt4+g+WEAz0x4TEQ5elSGOYCjYhxMUFQNhQs4BqlgMYAKbirihGiJUANULbH4",
+	"LR9XPfISN8Nw+oIBuyJhJa/XnMo0N82lIhN6yRwZ1V7Fxn2ATWYEd8PJbz8sxo7Tjluzsq/fhtCwe4nh",
+	"U/VYKDh2j/LkEYXp26jhbA4roagNVoCO70UoWQ25W9GQ5R3JqA+mEAx1rRJVC4TxsY9ERrSUSHiumAwq",
+	"WYhV51APCseEgI9ewamGp0e2iH/dXoO+UrhLmO4Dg/ieYcCjgw5VWqdQnNg7QuUSoW8QiO1njWBahkzE",
+	"nGOqJ7RskAABLBAA/KAUZc4NOkKj7IyYaiamRVphEkM08M7tiyBAu7N33WP3ONxBrZnbw/Dzj3iZycd9",
+	"KTDbI3gjtedRJDxeMW4YXlXQq8tj0Ha8tRVpGat33gA/VRdhGXQ7LlNtffLKhNWRkW+A181olKgFmaUU",
+	"rDQ9ciYUTRG/X+ZTaW0pcRHlR9qKZdOE09Ryb3gZSoqxmOQziLWM6SLA+4FeMhZ3esR1AMui2gIM0ibL",
+	"Z1jTN2NFKr7fiX6fAZbBnxHFx4xeb+V6F/iMZd2KHq3gw4AMq4Di5OTVo5P8DlkKbJpZfCCiau1SdEkj",
+	"iYgRhCZvG8bpcolsvAM5Y4laDqPz64QqczeOm2UC9cV5PhEkTmKoxYrx0aXxwIGLsTxJkjZVKkuGOdzG",
+	"RfUmDzrYE0lOXqF/Xmt5ktOZnAgftJ4+2cd2Cn8B6C07l/UUa998JMfbJ0cW5RnQxG9fWrlkmVZwD3/7",
+	"pHe+JFUPvpTdk2qkmJsSgWhbvlwI/aRJnWBR2wbiKmPjRGKRhEb1KvMwM8wki1kWFBeqJCNOjSBD2OCs",
+	"ZwsyZ1oeU6mIZIwvIUMc61+BCPVMNil0sH59H6nzgagTo82a9GFs1O3K5nVuTKI7X9wGEcVyKFl2uaYe",
+	"yjvOKudIy0nnu3otFIqHj0JAUTJlR4h+UFYlhzKBhS2eAI5bm+eIaemQepyMEyWXCNR37sj/CniW5Xw2",
+	"QLV0Jv8YR/cNxGhsTu6U47FfSUTbkPrWNjGHkhuBGtl4B4vpdbWAXV4hKZWCZAyjz2uwdYgCN0qg5ucc",
+	"BXVEs2zRI8f6LyzEF7sIbs7XEwxvcRqx3XDBjQ8OXW9gT1xWL0lP4Z9s8ZfgDMVsNpH2RSHEf9OyRn8W",
+	"Ee+WrDRZcCj00IC2nbRfVQQYKY6E8OEAux1gHGBJZBgLaH7GEeBPYaFfV4lUVok0ICyVzNtJpbUjW13V",
+	"FCva3yMZ5bGYEihfrtXTVMxZFlHJyJBKtr/XI5AHQosSvImFyD20Nj89RWumAzdFyTzaa4fUgUqjGO1L",
+	"5pnAMDETjOs2VTh1smQ8UXYS7pmVRc1j57NEmih9G+i6Lt3N1kwyRP/tlkwyA3yoikmm+1PYh2V+lgu2",
+	"CEocNbNnJjHxT+BseaycVFEAt3bBbzCbHwVnfxZ//UYSB+kR60taGUPapYdxG8mywq9zwRY1d05Vd9z5",
+	"csEW62onWQGFYbguZ+TjiqFC2tRjX60kK+NMoFS90jRNM0bjhWt1copPg1/cABcvr4Z0O8z4vooh2dEu",
+	"Z4qPbua/cuTRNmzvW2NfZTWlkn3d7XXYUMuau3DBz3YyAcVst45Mqva0SmcXacHT3AJy1NbcDGoRRuCA",
+	"srpnxZ8V5VlWvZQH2Cpmv1mWqmfkZakerDUPk4QFuWWN9WH1RmO5eNQdH7nuvwnXLQDIHa1xuCh5zn2p",
+	"kJ/FcCtfon6/7oFwfAhFLbwAIXrRmsjiwDzPmMzTJdE7P+mh/AUMiD+J4XrToV7HRyvhN2YlbB7u2zAL",
+	"IgwT1G/RHVSLtLQhQ5wLNTC/xiEWJ49EzsFnRxMuFQmn9GqgPx/MWDaI6SLUn+69QFD7AbvC8N8wIOEH",
+	"prJFF/KCQlM6/EoByuE0iXkynqhOj7zUzUNAgAm1A8NjhKWvl1nJfhLDb9U+9pMYPoxlTK/JEq0G6svH",
+	"+lQ9ai+P2sujqex/aHogFFK+R5gZDb7ZG0RaTNlmEJH6Y6uD1ADyeewTBajItEsvBGJlA5dMTE64gVz2",
+	"Q3b8zO4S9edntozp6NUP/EGZyjx+IkkmUoiuTtS3gAD51wj8s4cNCs6a9a4dtxucdFOlZgU6HY0mtpbN",
+	"E1vEplYdBd2B2JBbRCUV0YXBZfAXRBLZ8lqPHWeyph4RdC5NglOIP0I5vFq9In3HQTAH90PjIiyr+GF6",
+	"cEQ5GTLIDlaMQyVNL+Wd2pW6Q/or+lhWnc08f7A6mI8huA4vNx8Wu7KlVr+25iQ28qQ8r1iEst2oPamv",
+	"+njezfw7HqKY0oU+58VHIivOfGEec8nliFC+wLIOEBZg7YimvUFBfhC2X44X8+xREjcKiWnKYGh6g0/0",
+	"c91ymoz0BaFZ69JXDdKhxL9KPUg7pQepCLkp1zERGwGhEmO1dZcL0qaS/Pj6zHBdNWHTzmO5iL+oK/6x",
+	"CuStGGjVLUuTxghEBcXdjoNll8uR/UolLCAUQ7A+vP7lx+PB+48/vD15Ofj44a0m6zxLW4etL5jAMciz",
+	"9GsraF3SLIGiwOBPKx6hfDNr2ZooNTvc2dnd+77X7/V7u4fP+8/7rWDlUCpAMKStm4D4slkm4jzSnxyR",
+	"cEovAPgrJDBDSbw9dXp6nT4Vq7p6DRwcfoNZWD7zoBwvLxzgtGDQpj0YyZVc1YmQytaBdofU86MiexvU",
+	"x4Ik/DJRZXi5+db5dc1Q6mVL3VaKUofNJjCxcORN+C0bwAzC5tev6jHI+vOipHRbJmPexetHJZtPU1A+",
+	"A/iCGROzlHXcKZuGukVDS7bQ2X+A2iOpcMcMv3k+/Vlc+ooWWty5slVJ2hbNzcGJMKBuFmvGHXmZv+0f",
+	"cKW/NnCDDjl+fxKQ0LnlhQb1qNh5QqOIzRQ1HlB7qpDN+HvCLI9q0/BbeEgmYgoFvEWao/XDDfoJjC8q",
+	"KJwTdjUxi+vrp6//fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
