@@ -278,6 +278,19 @@ func checkAnswer(spec *openapi3.T, op *pipeline.Operation, reqHeader http.Header
 		}
 		return "a response the spec does not describe: " + msg, nil
 	}
+	// The values of open sets (x-extensible-enum), which the validator does not check, are
+	// those this version's spec lists.
+	if r := o.Responses.Value(strconv.Itoa(rep.Status)); r != nil && r.Value != nil {
+		mt, _, _ := strings.Cut(rep.Header.Get("Content-Type"), ";")
+		if c := r.Value.Content.Get(strings.TrimSpace(mt)); c != nil && strings.HasSuffix(strings.TrimSpace(mt), "json") {
+			var v any
+			if err := json.Unmarshal(rep.Body, &v); err == nil {
+				if u := unlistedValues(c.Schema, v, "body"); len(u) > 0 {
+					return "values its open sets do not list: " + strings.Join(u, ", "), nil
+				}
+			}
+		}
+	}
 	// A problem's code is an open set in the spec (x-extensible-enum), which the validator does
 	// not check: the codes this version may answer are ErrorCode's.
 	if strings.HasPrefix(rep.Header.Get("Content-Type"), "application/problem+json") {
