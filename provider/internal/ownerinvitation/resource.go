@@ -39,8 +39,8 @@ var (
 	idPattern    = regexp.MustCompile(`^inv_[0-9a-z]{26}$`)
 )
 
-// Invitation states. A response's state is an open set (a string): one a newer server has that this provider does
-// not know stays in Terraform's state as it is.
+// Invitation states. A response's state is an open set (a string): one a newer server has that
+// this provider does not know stays in Terraform's state as it is.
 const (
 	statePending  = string(client.InvitationStatePending)
 	stateAccepted = string(client.InvitationStateAccepted)
