@@ -66,7 +66,11 @@ func TestBreakingChangesAreCaught(t *testing.T) {
 		}
 	}
 	changelog := filepath.Join(dir, "CHANGELOG.md")
-	if err := os.WriteFile(changelog, []byte("## Unreleased\n### Breaking\n"+strings.Join(declared, "\n")+"\n"), 0o600); err != nil {
+	current, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changelog, []byte(string(current)+strings.Join(declared, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if ok, out := breaking(t, brokenPath, changelog); !ok {
@@ -74,23 +78,50 @@ func TestBreakingChangesAreCaught(t *testing.T) {
 	}
 }
 
-// TestNewResponseEnumValuesAreNotBreaking: the rule CHANGELOG.md states (clients accept enum
-// values of responses they do not know) is the check's: a new organization state passes.
-func TestNewResponseEnumValuesAreNotBreaking(t *testing.T) {
+// grow writes a copy of openapi.yaml with each of edits (from → to, each occurring exactly as
+// often as said) applied, and returns its path.
+func grow(t *testing.T, edits ...edit) string {
+	t.Helper()
 	spec, err := os.ReadFile("../openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const states = "enum: [active, suspended, deletion_pending, purging, moved]"
-	if !strings.Contains(string(spec), states) {
-		t.Fatal("OrganizationState is not where this test expects it; update the test")
+	s := string(spec)
+	for _, e := range edits {
+		if n := strings.Count(s, e.from); n != e.count {
+			t.Fatalf("%q occurs %d times in openapi.yaml, not %d: update the test", e.from, n, e.count)
+		}
+		s = strings.ReplaceAll(s, e.from, e.to)
 	}
-	grown := strings.Replace(string(spec), states, "enum: [active, suspended, deletion_pending, purging, moved, archived]", 1)
 	path := filepath.Join(t.TempDir(), "openapi.yaml")
-	if err := os.WriteFile(path, []byte(grown), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if ok, out := breaking(t, path, "../CHANGELOG.md"); !ok {
-		t.Errorf("a new value of a response enum fails the check:\n%s", out)
+	return path
+}
+
+type edit struct {
+	from, to string
+	count    int
+}
+
+// TestNewResponseEnumValuesAreNotBreaking: the rule openapi.yaml and CHANGELOG.md state
+// (a response's enumeration is an open set) is the check's: a release that adds an
+// organization state (to its open lists in responses and to the filter's closed list) and an
+// error code passes; removing a state a client may send (the filter's) fails.
+func TestNewResponseEnumValuesAreNotBreaking(t *testing.T) {
+	const open, closed = "x-extensible-enum: [active, suspended, deletion_pending, purging, moved]",
+		"enum: [active, suspended, deletion_pending, purging, moved]"
+	grown := grow(t,
+		edit{open, "x-extensible-enum: [active, suspended, deletion_pending, purging, moved, archived]", 2},
+		edit{"\n      " + closed, "\n      enum: [active, suspended, deletion_pending, purging, moved, archived]", 1},
+		edit{"\n        - internal\n", "\n        - internal\n        - a_code_from_a_later_release\n", 1},
+		edit{"\n          - internal\n", "\n          - internal\n          - a_code_from_a_later_release\n", 1})
+	if ok, out := breaking(t, grown, "../CHANGELOG.md"); !ok {
+		t.Errorf("a new value of a response enumeration fails the check:\n%s", out)
+	}
+	shrunk := grow(t, edit{"\n      " + closed, "\n      enum: [active, suspended, deletion_pending, purging]", 1})
+	if ok, out := breaking(t, shrunk, "../CHANGELOG.md"); ok || !strings.Contains(out, "request-parameter-enum-value-removed") {
+		t.Errorf("removing a value a client may send passes the check:\n%s", out)
 	}
 }

@@ -113,12 +113,16 @@ func transferExportRun(ctx context.Context, opts *transferExportOptions) error {
 		if err := check(g, err); err != nil {
 			return err
 		}
-		switch g.JSON200.State {
-		case client.TransferStateSucceeded, client.TransferStateFailed, client.TransferStateCancelled:
+		// An export waits in pending and running; any other state ends the wait, including one
+		// a newer server has that this client does not know (shown as it is, not waited on
+		// forever).
+		switch client.TransferState(g.JSON200.State) {
+		case client.TransferStatePending, client.TransferStateRunning:
+		default:
 			if err := f.printTransfer(g.Body, g.JSON200); err != nil {
 				return err
 			}
-			if g.JSON200.State != client.TransferStateSucceeded {
+			if client.TransferState(g.JSON200.State) != client.TransferStateSucceeded {
 				return fmt.Errorf("export %s %s", g.JSON200.Id, g.JSON200.State)
 			}
 			return nil

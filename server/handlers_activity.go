@@ -24,7 +24,7 @@ func (s *Server) ListActivity(ctx context.Context, req api.ListActivityRequestOb
 	acts, out.NextPageToken = page(acts, size, func(a domain.Activity) string { return a.ID })
 	for _, a := range acts {
 		out.Items = append(out.Items, api.Activity{Id: a.ID, Time: a.Time.UTC(), RequestId: a.RequestID, Operation: a.Operation,
-			ChangedFields: a.ChangedFields, Actor: api.ActivityActor{Type: api.ActivityActorType(a.ActorType), Id: a.ActorID,
+			ChangedFields: a.ChangedFields, Actor: api.ActivityActor{Type: a.ActorType, Id: a.ActorID,
 				NameSnapshot: a.ActorName, InvocationId: a.InvocationID}})
 	}
 	return api.ListActivity200JSONResponse{Body: out}, nil

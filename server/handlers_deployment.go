@@ -10,7 +10,7 @@ import (
 func (s *Server) GetDeployment(ctx context.Context, _ api.GetDeploymentRequestObject) (api.GetDeploymentResponseObject, error) {
 	d := api.Deployment{
 		PublicUrl:           s.cfg.PublicURL,
-		Environment:         api.DeploymentEnvironment(s.cfg.Environment),
+		Environment:         string(s.cfg.Environment),
 		Version:             s.cfg.Version,
 		DeletionGracePeriod: s.cfg.DeletionGracePeriod.String(),
 	}

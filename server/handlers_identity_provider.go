@@ -21,8 +21,8 @@ func (s *Server) providers() domain.Providers {
 
 // providerJSON is a provider as the API shows it: never with its client secret.
 func providerJSON(p domain.IdentityProvider) api.IdentityProvider {
-	return api.IdentityProvider{Id: p.ID, Slug: p.Slug, Protocol: api.ProviderProtocol(p.Protocol), Issuer: p.Issuer,
-		Source: api.IdentityProviderSource(p.Source), State: api.IdentityProviderState(p.State),
+	return api.IdentityProvider{Id: p.ID, Slug: p.Slug, Protocol: p.Protocol, Issuer: p.Issuer,
+		Source: p.Source, State: p.State,
 		DisplayName: p.DisplayName, ClientId: p.ClientID, Scopes: p.Scopes, AllowedEmailDomains: p.AllowedEmailDomains,
 		Revision: p.Revision, ActiveRevision: p.ActiveRevision, PendingRevision: p.PendingRevision,
 		Version: p.Version, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
@@ -127,11 +127,7 @@ func (s *Server) PutIdentityProvider(ctx context.Context, req api.PutIdentityPro
 	st.Audit.ProviderID = req.ProviderId
 	b := req.Body
 	w := domain.ProviderWrite{ProviderConfig: providerConfig(b.DisplayName, b.ClientId, b.Scopes, b.AllowedEmailDomains),
-		Slug: b.Slug, Issuer: b.Issuer}
-	if b.Protocol != nil {
-		proto := string(*b.Protocol)
-		w.Protocol = &proto
-	}
+		Slug: b.Slug, Protocol: b.Protocol, Issuer: b.Issuer}
 	switch {
 	case b.ClientSecret != nil:
 		w.Secret.Replace = b.ClientSecret.Value

@@ -15,7 +15,7 @@ import (
 
 func invitationJSON(i domain.Invitation) api.Invitation {
 	return api.Invitation{Id: i.ID, OrganizationId: i.OrganizationID, Email: openapi_types.Email(i.Email),
-		State: api.InvitationState(i.State), CreatedAt: i.CreatedAt.UTC(), ExpiresAt: i.ExpiresAt.UTC(),
+		State: i.State, CreatedAt: i.CreatedAt.UTC(), ExpiresAt: i.ExpiresAt.UTC(),
 		AcceptedAt: utc(i.AcceptedAt), RevokedAt: utc(i.RevokedAt)}
 }
 

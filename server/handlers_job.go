@@ -10,10 +10,10 @@ import (
 )
 
 func jobJSON(j domain.Job) (api.Job, error) {
-	out := api.Job{Id: j.ID, InstallationId: j.InstallationID, Command: j.Command, State: api.JobState(j.State),
+	out := api.Job{Id: j.ID, InstallationId: j.InstallationID, Command: j.Command, State: j.State,
 		CreatedAt: j.CreatedAt.UTC(), DeliveredAt: utc(j.DeliveredAt), CompletedAt: utc(j.CompletedAt)}
 	if len(j.Result) > 0 {
-		var r api.JobResult
+		var r api.JobReport
 		if err := json.Unmarshal(j.Result, &r); err != nil {
 			return out, err
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 func orgSummary(o domain.Organization) api.OrgSummary {
-	return api.OrgSummary{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: api.OrganizationState(o.State),
+	return api.OrgSummary{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: o.State,
 		SuspendedReason: o.SuspendedReason}
 }
 
@@ -25,7 +25,7 @@ func (s *Server) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetMe
 	if err != nil {
 		return nil, err
 	}
-	return api.GetMe200JSONResponse{Body: api.Me{User: userJSON(h.User), Organization: orgSummary(h.Organization), Role: api.MeRole(h.Role)}}, nil
+	return api.GetMe200JSONResponse{Body: api.Me{User: userJSON(h.User), Organization: orgSummary(h.Organization), Role: h.Role}}, nil
 }
 
 // holder reads the caller's user and organization as they are now.

@@ -12,7 +12,7 @@ import (
 // client secret.
 func orgProviderJSON(p domain.OrganizationProvider) api.OrganizationIdentityProvider {
 	return api.OrganizationIdentityProvider{Id: p.ID, OrganizationId: p.OrganizationID, Slug: p.Slug,
-		Protocol: api.ProviderProtocol(p.Protocol), Issuer: p.Issuer, DisplayName: p.DisplayName, ClientId: p.ClientID,
+		Protocol: p.Protocol, Issuer: p.Issuer, DisplayName: p.DisplayName, ClientId: p.ClientID,
 		Scopes: p.Scopes, AllowedEmailDomains: p.AllowedEmailDomains, HasClientSecret: p.HasClientSecret,
 		State: p.State, DisabledReason: p.DisabledReason, DisabledAt: utc(p.DisabledAt),
 		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}

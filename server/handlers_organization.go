@@ -11,7 +11,7 @@ import (
 )
 
 func orgJSON(o domain.Organization) api.Organization {
-	return api.Organization{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: api.OrganizationState(o.State),
+	return api.Organization{Id: o.ID, Slug: o.Slug, DisplayName: o.DisplayName, State: o.State,
 		SuspendedReason: o.SuspendedReason, PurgeAfter: utc(o.PurgeAfter),
 		Version: o.Version, CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC()}
 }

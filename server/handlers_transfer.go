@@ -14,7 +14,7 @@ import (
 )
 
 func transferJSON(t domain.Transfer) api.Transfer {
-	out := api.Transfer{Id: t.ID, Kind: api.TransferKind(t.Kind), ForMove: t.ForMove, State: api.TransferState(t.State),
+	out := api.Transfer{Id: t.ID, Kind: api.TransferKind(t.Kind), ForMove: t.ForMove, State: t.State,
 		OrganizationId: t.OrganizationID, Counts: t.Counts, SizeBytes: t.SizeBytes, Failure: t.Failure,
 		DestinationUrl: t.DestinationURL, CompletedAt: utc(t.CompletedAt), CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
 	if out.Counts == nil {

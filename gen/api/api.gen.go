@@ -25,60 +25,6 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for ActivityActorType.
-const (
-	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
-	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
-	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
-	ActivityActorTypeSystem        ActivityActorType = "system"
-	ActivityActorTypeUser          ActivityActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the ActivityActorType enum.
-func (e ActivityActorType) Valid() bool {
-	switch e {
-	case ActivityActorTypeIntakeKey:
-		return true
-	case ActivityActorTypeLocalOperator:
-		return true
-	case ActivityActorTypeOperatorToken:
-		return true
-	case ActivityActorTypeSystem:
-		return true
-	case ActivityActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for AuditActorType.
-const (
-	AuditActorTypeIntakeKey     AuditActorType = "intake_key"
-	AuditActorTypeLocalOperator AuditActorType = "local_operator"
-	AuditActorTypeOperatorToken AuditActorType = "operator_token"
-	AuditActorTypeSystem        AuditActorType = "system"
-	AuditActorTypeUser          AuditActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the AuditActorType enum.
-func (e AuditActorType) Valid() bool {
-	switch e {
-	case AuditActorTypeIntakeKey:
-		return true
-	case AuditActorTypeLocalOperator:
-		return true
-	case AuditActorTypeOperatorToken:
-		return true
-	case AuditActorTypeSystem:
-		return true
-	case AuditActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for AuditOutcome.
 const (
 	AuditOutcomeDenied    AuditOutcome = "denied"
@@ -94,24 +40,6 @@ func (e AuditOutcome) Valid() bool {
 	case AuditOutcomeFailed:
 		return true
 	case AuditOutcomeSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for DeploymentEnvironment.
-const (
-	DeploymentEnvironmentDevelopment DeploymentEnvironment = "development"
-	DeploymentEnvironmentProduction  DeploymentEnvironment = "production"
-)
-
-// Valid indicates whether the value is a known member of the DeploymentEnvironment enum.
-func (e DeploymentEnvironment) Valid() bool {
-	switch e {
-	case DeploymentEnvironmentDevelopment:
-		return true
-	case DeploymentEnvironmentProduction:
 		return true
 	default:
 		return false
@@ -253,42 +181,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for IdentityProviderSource.
-const (
-	IdentityProviderSourceEnvironment IdentityProviderSource = "environment"
-	IdentityProviderSourceStored      IdentityProviderSource = "stored"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderSource enum.
-func (e IdentityProviderSource) Valid() bool {
-	switch e {
-	case IdentityProviderSourceEnvironment:
-		return true
-	case IdentityProviderSourceStored:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for IdentityProviderState.
-const (
-	IdentityProviderStateDisabled IdentityProviderState = "disabled"
-	IdentityProviderStateEnabled  IdentityProviderState = "enabled"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderState enum.
-func (e IdentityProviderState) Valid() bool {
-	switch e {
-	case IdentityProviderStateDisabled:
-		return true
-	case IdentityProviderStateEnabled:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for InvitationState.
 const (
 	InvitationStateAccepted InvitationState = "accepted"
@@ -313,30 +205,6 @@ func (e InvitationState) Valid() bool {
 	}
 }
 
-// Defines values for JobState.
-const (
-	JobStateDelivered JobState = "delivered"
-	JobStateFailed    JobState = "failed"
-	JobStateQueued    JobState = "queued"
-	JobStateSucceeded JobState = "succeeded"
-)
-
-// Valid indicates whether the value is a known member of the JobState enum.
-func (e JobState) Valid() bool {
-	switch e {
-	case JobStateDelivered:
-		return true
-	case JobStateFailed:
-		return true
-	case JobStateQueued:
-		return true
-	case JobStateSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for JobResultStatus.
 const (
 	JobResultStatusFailed    JobResultStatus = "failed"
@@ -349,21 +217,6 @@ func (e JobResultStatus) Valid() bool {
 	case JobResultStatusFailed:
 		return true
 	case JobResultStatusSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for MeRole.
-const (
-	MeRoleOwner MeRole = "owner"
-)
-
-// Valid indicates whether the value is a known member of the MeRole enum.
-func (e MeRole) Valid() bool {
-	switch e {
-	case MeRoleOwner:
 		return true
 	default:
 		return false
@@ -397,27 +250,6 @@ func (e OrganizationState) Valid() bool {
 	}
 }
 
-// Defines values for PolicySource.
-const (
-	PolicySourceDeployment   PolicySource = "deployment"
-	PolicySourceOrganization PolicySource = "organization"
-	PolicySourceOwner        PolicySource = "owner"
-)
-
-// Valid indicates whether the value is a known member of the PolicySource enum.
-func (e PolicySource) Valid() bool {
-	switch e {
-	case PolicySourceDeployment:
-		return true
-	case PolicySourceOrganization:
-		return true
-	case PolicySourceOwner:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ProviderProtocol.
 const (
 	ProviderProtocolOidc ProviderProtocol = "oidc"
@@ -427,75 +259,6 @@ const (
 func (e ProviderProtocol) Valid() bool {
 	switch e {
 	case ProviderProtocolOidc:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Scope.
-const (
-	ScopeAuditRead          Scope = "audit:read"
-	ScopeDeploymentRead     Scope = "deployment:read"
-	ScopeOrganizationsRead  Scope = "organizations:read"
-	ScopeOrganizationsWrite Scope = "organizations:write"
-	ScopePoliciesRead       Scope = "policies:read"
-	ScopePoliciesWrite      Scope = "policies:write"
-	ScopeProvidersRead      Scope = "providers:read"
-	ScopeProvidersWrite     Scope = "providers:write"
-	ScopeSupportRead        Scope = "support:read"
-	ScopeSupportWrite       Scope = "support:write"
-	ScopeTransfersRead      Scope = "transfers:read"
-	ScopeTransfersWrite     Scope = "transfers:write"
-	ScopeUsageRead          Scope = "usage:read"
-)
-
-// Valid indicates whether the value is a known member of the Scope enum.
-func (e Scope) Valid() bool {
-	switch e {
-	case ScopeAuditRead:
-		return true
-	case ScopeDeploymentRead:
-		return true
-	case ScopeOrganizationsRead:
-		return true
-	case ScopeOrganizationsWrite:
-		return true
-	case ScopePoliciesRead:
-		return true
-	case ScopePoliciesWrite:
-		return true
-	case ScopeProvidersRead:
-		return true
-	case ScopeProvidersWrite:
-		return true
-	case ScopeSupportRead:
-		return true
-	case ScopeSupportWrite:
-		return true
-	case ScopeTransfersRead:
-		return true
-	case ScopeTransfersWrite:
-		return true
-	case ScopeUsageRead:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for TransferKind.
-const (
-	TransferKindExport TransferKind = "export"
-	TransferKindImport TransferKind = "import"
-)
-
-// Valid indicates whether the value is a known member of the TransferKind enum.
-func (e TransferKind) Valid() bool {
-	switch e {
-	case TransferKindExport:
-		return true
-	case TransferKindImport:
 		return true
 	default:
 		return false
@@ -543,14 +306,13 @@ type Activity struct {
 
 // ActivityActor defines model for ActivityActor.
 type ActivityActor struct {
-	Id           string            `json:"id"`
-	InvocationId *string           `json:"invocation_id,omitempty"`
-	NameSnapshot string            `json:"name_snapshot"`
-	Type         ActivityActorType `json:"type"`
-}
+	Id           string  `json:"id"`
+	InvocationId *string `json:"invocation_id,omitempty"`
+	NameSnapshot string  `json:"name_snapshot"`
 
-// ActivityActorType defines model for ActivityActor.Type.
-type ActivityActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // ActivityList defines model for ActivityList.
 type ActivityList struct {
@@ -585,12 +347,11 @@ type AuditActor struct {
 	InvocationId *string `json:"invocation_id,omitempty"`
 
 	// NameSnapshot The token's name when the event happened.
-	NameSnapshot string         `json:"name_snapshot"`
-	Type         AuditActorType `json:"type"`
-}
+	NameSnapshot string `json:"name_snapshot"`
 
-// AuditActorType defines model for AuditActor.Type.
-type AuditActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // AuditEvent defines model for AuditEvent.
 type AuditEvent struct {
@@ -606,9 +367,11 @@ type AuditEvent struct {
 	Id string `json:"id"`
 
 	// Operation Example: createOrganization
-	Operation string       `json:"operation"`
-	Outcome   AuditOutcome `json:"outcome"`
-	RequestId string       `json:"request_id"`
+	Operation string `json:"operation"`
+
+	// Outcome `succeeded`, `failed` (the operation answered an error) or `denied` (authentication or scope refused it). An open set (x-extensible-enum, `AuditOutcome`'s values); show an outcome you do not know as it is.
+	Outcome   string `json:"outcome"`
+	RequestId string `json:"request_id"`
 
 	// SourceAddress Example: 203.0.113.7
 	SourceAddress string `json:"source_address"`
@@ -627,7 +390,7 @@ type AuditEventList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// AuditOutcome defines model for AuditOutcome.
+// AuditOutcome An audit event's outcome, as a filter accepts it (a closed list). An event's `outcome` in a response is the same list as an open set.
 type AuditOutcome string
 
 // AuditTargets defines model for AuditTargets.
@@ -659,8 +422,10 @@ type Deployment struct {
 	// DeletionGracePeriod How long a scheduled deletion waits before the purge (Go duration).
 	//
 	// Example: 720h0m0s
-	DeletionGracePeriod string                `json:"deletion_grace_period"`
-	Environment         DeploymentEnvironment `json:"environment"`
+	DeletionGracePeriod string `json:"deletion_grace_period"`
+
+	// Environment `production` (HTTPS required) or `development`. An open set (x-extensible-enum); show a value you do not know as it is.
+	Environment string `json:"environment"`
 
 	// Identifier The deployment identifier intake keys carry (`RENGA_DEPLOYMENT_ID`), or null.
 	//
@@ -679,9 +444,6 @@ type Deployment struct {
 	Version string `json:"version"`
 }
 
-// DeploymentEnvironment defines model for Deployment.Environment.
-type DeploymentEnvironment string
-
 // DisplayName Example: Acme Corporation
 type DisplayName = string
 
@@ -696,14 +458,14 @@ type DownloadAuthorization struct {
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  bool         `json:"value"`
 }
 
 // EffectiveInteger defines model for EffectiveInteger.
 type EffectiveInteger struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  int64        `json:"value"`
 }
@@ -735,7 +497,7 @@ type EffectivePolicy struct {
 
 // EffectiveStrings defines model for EffectiveStrings.
 type EffectiveStrings struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  []string     `json:"value"`
 }
@@ -793,8 +555,8 @@ type IdentityProvider struct {
 	// PendingRevision The revision waiting for a successful test, or null.
 	PendingRevision *int64 `json:"pending_revision"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol ProviderProtocol `json:"protocol"`
+	// Protocol The provider's protocol (immutable). An open set (x-extensible-enum, `ProviderProtocol`'s values); show a protocol you do not know as it is.
+	Protocol string `json:"protocol"`
 
 	// Revision The revision of the configuration shown (the latest one written).
 	Revision int64    `json:"revision"`
@@ -805,20 +567,16 @@ type IdentityProvider struct {
 	// Example: corp
 	Slug ProviderSlug `json:"slug"`
 
-	// Source `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-	Source    IdentityProviderSource `json:"source"`
-	State     IdentityProviderState  `json:"state"`
-	UpdatedAt time.Time              `json:"updated_at"`
+	// Source `stored` (written through the API) or `environment` (from `RENGA_IDENTITY_PROVIDERS`, read-only through the API). An open set (x-extensible-enum); show a source you do not know as it is.
+	Source string `json:"source"`
+
+	// State `enabled` (serving sign-in) or `disabled`. An open set (x-extensible-enum); show a state you do not know as it is.
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// Version The document's version (`ETag`).
 	Version int64 `json:"version"`
 }
-
-// IdentityProviderSource `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-type IdentityProviderSource string
-
-// IdentityProviderState defines model for IdentityProvider.State.
-type IdentityProviderState string
 
 // IdentityProviderCreate defines model for IdentityProviderCreate.
 type IdentityProviderCreate struct {
@@ -835,7 +593,7 @@ type IdentityProviderCreate struct {
 	// Example: https://login.example.com
 	Issuer ProviderIssuer `json:"issuer"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
+	// Protocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 	Protocol ProviderProtocol `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
@@ -898,8 +656,10 @@ type IdentityProviderWrite struct {
 	// PendingRevision Ignored (read-only).
 	PendingRevision *int64 `json:"pending_revision,omitempty"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol *ProviderProtocol `json:"protocol,omitempty"`
+	// Protocol The protocol a GET returned; must equal the stored one (so a body read from a newer server can be written back whatever its protocol).
+	//
+	// Example: oidc
+	Protocol *string `json:"protocol,omitempty"`
 
 	// Revision Ignored (read-only).
 	Revision *int64 `json:"revision,omitempty"`
@@ -1023,9 +783,11 @@ type Invitation struct {
 	Id string `json:"id"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
-	OrganizationId OrganizationId  `json:"organization_id"`
-	RevokedAt      *time.Time      `json:"revoked_at"`
-	State          InvitationState `json:"state"`
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State An open set (x-extensible-enum, `InvitationState`'s values); show a state you do not know as it is.
+	State string `json:"state"`
 }
 
 // InvitationAccept Example: {"display_name":"Ada Lovelace","token":"renga_invite_..."}
@@ -1057,7 +819,7 @@ type InvitationList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// InvitationState defines model for InvitationState.
+// InvitationState An invitation's state, as a filter accepts it (a closed list). An invitation's `state` in a response is the same list as an open set.
 type InvitationState string
 
 // Job defines model for Job.
@@ -1076,12 +838,11 @@ type Job struct {
 	InstallationId InstallationId `json:"installation_id"`
 
 	// Result The installation's report, once it sent one.
-	Result *JobResult `json:"result"`
-	State  JobState   `json:"state"`
-}
+	Result *JobReport `json:"result"`
 
-// JobState defines model for Job.State.
-type JobState string
+	// State `queued` → `delivered` (to the installation) → `succeeded` or `failed` (its report). An open set (x-extensible-enum); show a state you do not know as it is.
+	State string `json:"state"`
+}
 
 // JobCreate Example: {"command":"facts","installation_id":"ins_01jc3x9m1h7r4v5n8q2w6e0t9y"}
 type JobCreate struct {
@@ -1098,6 +859,15 @@ type JobCreate struct {
 type JobList struct {
 	Items         []Job   `json:"items"`
 	NextPageToken *string `json:"next_page_token"`
+}
+
+// JobReport An installation's report of a job (`JobResult`), as responses show it.
+type JobReport struct {
+	ExitCode *int    `json:"exit_code,omitempty"`
+	Output   *string `json:"output,omitempty"`
+
+	// Status An open set (x-extensible-enum, `JobResult.status`'s values); show a status you do not know as it is.
+	Status string `json:"status"`
 }
 
 // JobResult Example: {"exit_code":0,"output":"up 1 day","status":"succeeded"}
@@ -1121,12 +891,11 @@ type LockedSettings struct {
 // Me defines model for Me.
 type Me struct {
 	Organization OrgSummary `json:"organization"`
-	Role         MeRole     `json:"role"`
-	User         User       `json:"user"`
-}
 
-// MeRole defines model for Me.Role.
-type MeRole string
+	// Role The caller's role in the organization. An open set (x-extensible-enum): a release may add roles; show a role you do not know as it is.
+	Role string `json:"role"`
+	User User   `json:"user"`
+}
 
 // Observation defines model for Observation.
 type Observation struct {
@@ -1191,8 +960,10 @@ type OrgSummary struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why the operator suspended it, when suspended.
 	SuspendedReason *string `json:"suspended_reason,omitempty"`
@@ -1214,8 +985,10 @@ type Organization struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why it is suspended (also kept while its deletion is pending).
 	SuspendedReason *string   `json:"suspended_reason"`
@@ -1269,8 +1042,8 @@ type OrganizationIdentityProvider struct {
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
 	OrganizationId string `json:"organization_id"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol ProviderProtocol `json:"protocol"`
+	// Protocol The provider's protocol. An open set (x-extensible-enum, `ProviderProtocol`'s values); show a protocol you do not know as it is.
+	Protocol string `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
 	//
@@ -1304,7 +1077,7 @@ type OrganizationIdentityProviderCreate struct {
 	// Example: https://login.example.com
 	Issuer ProviderIssuer `json:"issuer"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
+	// Protocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 	Protocol ProviderProtocol `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
@@ -1332,7 +1105,7 @@ type OrganizationList struct {
 	NextPageToken *string        `json:"next_page_token"`
 }
 
-// OrganizationState defines model for OrganizationState.
+// OrganizationState An organization's lifecycle state, as a filter accepts it (a closed list: the server refuses a state it does not know). An organization's `state` in a response is the same list as an open set.
 type OrganizationState string
 
 // OrganizationUpdate Example: {"display_name":"Acme Inc."}
@@ -1417,8 +1190,8 @@ type PolicyLimits struct {
 	ObservationRetentionDays *int64 `json:"observation_retention_days,omitempty"`
 }
 
-// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
-type PolicySource string
+// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
+type PolicySource = string
 
 // PolicyWrite Example: {"entitlements":{"jobs":true},"limits":{"max_agents":500,"max_users":50},"locked_settings":{"require_sso":true}}
 type PolicyWrite struct {
@@ -1482,7 +1255,7 @@ type ProviderEmailDomains = []EmailDomain
 // Example: https://login.example.com
 type ProviderIssuer = string
 
-// ProviderProtocol The provider's protocol (immutable); OpenID Connect.
+// ProviderProtocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 type ProviderProtocol string
 
 // ProviderScopes The scopes requested at sign-in; must include `openid`.
@@ -1495,8 +1268,8 @@ type ProviderScopes = []string
 // Example: corp
 type ProviderSlug = string
 
-// Scope defines model for Scope.
-type Scope string
+// Scope An operator token's scope. An open set (x-extensible-enum): a release may add scopes; show a scope you do not know as it is.
+type Scope = string
 
 // Settings The settings in force. A setting listed in `locked` shows its locked value.
 type Settings struct {
@@ -1558,7 +1331,9 @@ type Transfer struct {
 	ForMove bool `json:"for_move"`
 
 	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
-	Id   TransferId   `json:"id"`
+	Id TransferId `json:"id"`
+
+	// Kind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
 	Kind TransferKind `json:"kind"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
@@ -1577,9 +1352,9 @@ type Transfer struct {
 	// SizeBytes The archive's size, once it is complete.
 	SizeBytes *int64 `json:"size_bytes"`
 
-	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
-	State     TransferState `json:"state"`
-	UpdatedAt time.Time     `json:"updated_at"`
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer). An open set (x-extensible-enum, `TransferState`'s values); show a state you do not know as it is (`renga transfer export --wait` stops waiting at one).
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
@@ -1591,8 +1366,8 @@ type TransferComplete struct {
 // TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
 type TransferId = string
 
-// TransferKind defines model for TransferKind.
-type TransferKind string
+// TransferKind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
+type TransferKind = string
 
 // TransferList defines model for TransferList.
 type TransferList struct {
@@ -1600,7 +1375,7 @@ type TransferList struct {
 	NextPageToken *string    `json:"next_page_token"`
 }
 
-// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+// TransferState The transfer states this version knows, as a closed list for typed constants (the Go client's TransferState*). No response refers to it: a transfer's `state` is the same list as an open set.
 type TransferState string
 
 // UsageDay defines model for UsageDay.
@@ -16956,377 +16731,395 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37kts21i/6Kiidr8pShlKrL3bs7pr6Tsd2Mp1xYm93++TbE3mLEAlJTFOAQoAtK/78736A/Yj7SU5h",
-	"LYAESejWVyfTNVUZt0jijnVfv/W5FYnZXHDGlWwdf25NGY1ZBv98fUEn+v9jJqMsmatE8NZx62LKiFSZ",
-	"4BPCuErUkig6CYiaMhKLKJ8xrp5IcsUymQhOEk5+z4VistcKWjKashnVTbJPdDZPWeu4NWgdDlqtoKWW",
-	"c/2nVFnCJ60vX4LWWcxmc6EYj5avP82TjMnmYH6ZMg5dSyUyFpOMyTxVRIyJmiaSXLIl/Ph7zqQiiyRN",
-	"yYiRscgmQinGSfv99y/J4eHhi051eGORzahqHbdiqlhXJTO2foTqPZundMni5ghDleUsJAscaCL1EOeC",
-	"S0YS6R855YTRLE1Y5oxcTfFlOmPEWZjuP9mStDPTOxktFUwP/tEJCB1JxpXtnBXtsU8syhWLCReL2sbw",
-	"fNY6/rWlR9366Jv0GxFRnJvvZEQZowqnI/IsYk8k+fD+DZlTNa121Gz4v97j6M5if9Nm8E8kOXsVEMEJ",
-	"u2LZslzPNk2l0AeOknkmRimbPZEkNF8NkzgklMf6OSwky65Y9kSSVExImnDWOcGDShKzXhmbi0wlfFK2",
-	"t+oMZ+z3YX//t+jw04vZ/vTb7OjqKX/++8HiGeurF0vP0fkStOY0ozOmzFVztvSfbNmc/z5Rghw8fUrm",
-	"WcIVHaWMnJ6/PDsj0ZRmNNLNnBCKM4j19cwjlWcs7o4TlsIPeiIzRrkszxGVJFGSRILrI9wjPyVS6tf+",
-	"7//+PyQ86vdJUo5qeMmWQ72WScbiUC9EoseF1KIVtDid6RnWjmYraNlvWsf6SLnr9x8ZG7eOW//PXkmA",
-	"9vCp3KutR40c/JMt38LK0LS5VPbJCW7jJLliPCAZU1nCJN6kRBG8Ms0LuMPMrj+T8U9URdO1pFXTXpJS",
-	"qUdK44Cw3qRHwkHr20ErLHdKZCT8JjQbdvCczDMWCR4nur1yt07IgtFL/bJUNGXm9f0DS6SHs0TO9IjW",
-	"7Ou4i2Net6EuUf8WiPqcKsUy3eD/GrR+7XdffPzboPUfflrK9eBSIC1IAWAgmnCUw0icl4ZJfP3jVe0M",
-	"+1f0kv2TLVd2rm/Ahj6d+eq39Yxp94+Pnw+efVk166tEbZqzfWWH3hN+tUXvP4rRym5/E6Md+tNvb+7v",
-	"bTahPPlj/XyF89JN9rjWWb3/d5m4SmKW+bjNKdekD4WbuXkPZQpGIpqmwDjccRb3pjGVof1+h8UUyXyL",
-	"xXxHJ+w8+YM1h3+m2EySOcvInE5YMbbfc5Yty8HpZ0OpG3CHEbMxzVPVOt7v94PWjH5KZlogeAp/JRz/",
-	"2i/Gk3DFJiwrBnQhLtkKySDk7JMaQq9KvxXaFZ1n7CoRudw8WviuMtwZ/fSG8Ymato4PzBDt3/veRavs",
-	"umfLrrFdSbzNdl1klMvxmp6VeeEmZ97pRPf5QdIJ+z4Ts+aOfJ9kUpEPFy9JTJcBSXiU5jK5Wrn+Y93K",
-	"umFVRGbvCsBoLkRzLG+odygnhCoyE1IRLYvEdCkJHSuWkVAPJlw1UiVuNM4v+mOUKEEy+47GRi7VfxlZ",
-	"Sf+TzudpgqLwnpEP//abRLl4u916h19hpyvlXRILJgkXigCPRiXCalqkHSb8iqZJPDSvhwEJV8pt+pl5",
-	"3bmIJ6AyUE6SmRZ5AxLSLJomV2wYiSzL59Bm8dOURZcyn5VCg/NwxmYjlulHWjxxn1hRI+cyn+teWByC",
-	"0uXom//VNSvdxUviWzvz+p6jLMDyvRR8nCbRg21SZPo3EmaUZ5neHqmoYqQdyjSfDLWAwf37k8vq7sB3",
-	"+od5nmkyrSisWEBCyZRWSoapiC6r3xQEpPg4ZlIlHDkpF2rIZnO1DAMQG+2Aw1I7jKaUTxiJRJomsZWV",
-	"KcnEglAu1NRRSK2aR1WpTsyEPpG3uamvs0xk97mjp5zknH2as0hPjunub3E634tslMQxMsj7PKRwzUlK",
-	"o0uj/UVizoB0yHw8TqKEcTWEH8MAdz20JMP83AnIPy4u3p0TMGDgI9IOp0rNZUleOmgGciUj/YHM5Zzx",
-	"mMX64I2YVlxiljIFTRQP9deaDJE0mSUKO6LRFF6Cn4bsU8QYvFlQLENeSCwWPBVaUUIZbU5HSarFtwRJ",
-	"J9wQ+AjIJy4I5TGxl4a0w/KroblSt0qhfhCc3ffGl7oDiSgnXJBU8AnTu0A0yUH2YdULBlY2S1Psrxm7",
-	"EpeNX2kUsfltE/Gfhfpe5Dy+z2X6WRCZR9PCYEXaoSaVYz2OW53cO7rUJ/RCiDc0m9z7URiJeEnwBkmy",
-	"T35KviPtcI5jGiohhqke1e3O2LFGfE+TlMX3PWlrtijN0RJtIEFhEpnRVIuEcBca9hBLDQ07t1LMna3S",
-	"+0Jsvb91KtYokWRWtSu1Q79B6TanfyHET5Qvza/yPmf+XstmwFpg9zOq2ND8WTCjmCbp0rAko69W2BtQ",
-	"0Xze5FHGZJeAWWk4Wiomh3OWDWO6xGP3afibGBW/dU6IZIyE75nKlt1TreeEtVV2HjV1qHPYJ83ZyIIm",
-	"ymtrd5X1m2zZB05zNWVc6Z2538NqDJ9BeW0DkvNLLhY8IIZ/6eU1TAsZvdlKQ99pHGdMoiCEckChYNE0",
-	"FQvSDvPqBLXEzLVcHLNA89BpAj6VJJrWL8Ivv/zSPXU+XWHi1fNkRE2pIm5HkrTD7xjNQM6m6ezvg1bG",
-	"+IQOWkZmf6//6p4nE05VnrHGW4Ue55g3n0gikwkv3WCys9ERc6OzUeh3P7E4oRfQ+v2zuieSzHT/RE/P",
-	"SoFwe+csswujd7oY7hDeH+r3b5HAfbFLDe2cRiq5ShQ4eOaZHopK0MxAI4Wqzrp5289P4eUvQQs1tngI",
-	"Xh5oJ1FsJj3bWhg6aJbRpf47ib2vFetTtegbMd21oDaNJ2h3QW+bfwzJjO3gXy2tOL+2wCpm3nR6CczK",
-	"uQNvrEvpxxSj31ik9FCqa9nYjxUTSPiVcX+aKfI8TelILxEamhpfcDpjQ8npXE6FWrMxpesVJyKywtyZ",
-	"ioimQ/uzvrxLqdisFbRyCU4aw2Qu2dLvsnXXEZ4GuJzVsa1bpTcJ2r9qi2QPW/GPbU6v7zDWbMNbrGz9",
-	"eMAImg15JzVhXP0oRs0JRWI2o9y/9cbkMaRq2xO84o75DrbtuNLNurHfyobYdWhsiHdxVw7nNsbieuQe",
-	"/oDkcaLWEoZVNpazVwEJ4b527X0Fox1c2JC0RzS6nGRatyQLkV2i6klRGAFTXycgVAuVGTl7RdqUE7Hg",
-	"LDPSKDfiJLlkS/ucTjDgJmOTRCqkgMC+NtOumkdASxhVUhOiOeXsVeH8wmNKyqZ0T7vTwBXL90QS/Wpp",
-	"kWRXjCsypfM54yz2zuqrpp76HL2+MnLPdRh+eRC93L7gz7+2ZJpPWkErTuQ8pcshOEM+BjvIA8waW5ub",
-	"44TTwFshyMLlNlGl2GyuyBiUfH1UF1SSmPEEN23jAcHzWEob7ErtFFCzUmxBarpJahG5igRKJht34615",
-	"d7Owg/rG0Ogb1XEd9A97/d7+/mHvW9+ApKIql/7N+MfFxTuCLzgOaZKxiCVXuN5FPwd9j6s2aCmaTZiS",
-	"W833wrx7j9KbHV65McWKNC5BY5nX38NbYZvlrf4qGNXb8vRaIijzCM0QraCFl1KTBriPHhpn2rkoT0V1",
-	"eeoRGduIvZVvGvR/4+euG957C2I2T8USXKDNUI2KM4tHLONyKzIEC73dDL94duM7qqLpqTGM+yh++aQW",
-	"sjaSLLuCtZI2QHGkG3M4nnN94xwV6BXmBfiSTGlMRoxxYrslIzYWGTvRmvA04RPC2QLoNMa/OV2NhEgZ",
-	"5Y2TWUzAHYLvWL5ME8bVOYsyhhp/jBZEmr5zVmRMU8kaHjiMzIsYbG0EDREJLfXIL1miWFfwdHlCOLsC",
-	"qqfyzIgG1dW+omnOaiEi+/2Do/UxIkFroft4y9Mlbnx9DbBZ36RfFSeyufXg7tI3YZLRiA3nLEuE5xz8",
-	"QyzAQUMo2IjiXHNT+y3Y9aTZxVJgJO0fBIlzR/Arucy3B/1pf9aXPhbD+FWSCW7HaynHPBNxHhlCHLMr",
-	"loo5vPPRy7b1zRsnLNvykupXHRlWkohm2ZK0w/evf/7hdPjq9bs3b//nT69/vhievTImWH0Pq7Ni+f42",
-	"l3ku0iRaDk1A00aq/g5ef2Xf1g3kozSJhnmWVnk3OD2P9/bA6tYzv/ciiI9pjMJ4DFYYAm0QsnmrOs9+",
-	"b7/X34KzFntQGXJ1h8uBBCsOY3PBvIccxcufqeE3xWBPoxkjL0U2FwUbXx+b5QRQ/fq/BoNP/X53MPi0",
-	"//1g8Onb7z/+7T98i/nKeHlPczUVmRXomrfNvGa3zrPwCZ+krJtLBtHpRrsxzuTABglLx5HcI+dTseBE",
-	"s5PqNnmPwx6dJ3tX+3tW7dizfma592mcrZFt98wg/rPs+u/Q8rCYVa/nVYTQ+i13sE/UTlJl2Srt+U7C",
-	"6/GYRSq5Yt8ZbtHYBhTMtrt35/iuvjCWbm9gRvieFf/WD/HM8M7bHmKxyAlXz45a3qjI644ZO20OGWSd",
-	"FNijR1T7TYw2UrrGztXFNStQFbGr12tywVk2ZJ/mIlO7f19buU3jC3DmtV59CwxuOs/K+Rx1Ww/7rBTO",
-	"ZvTTEGwy8rpfu27B67aRy112zflYlKLoMGNKL7TgeiTXaK22h87KuIMM/Eu/diiehfLttUdx2SViPGiZ",
-	"YDvPcQFXIYuHbEaTdBiLGU349kt0DhRYtsoVGs7G9Dq3zH4upbjO55JJjHjAvRlORZ7dfKfdQVVnuKrH",
-	"YMWCNnd1PWFoFRc8qFJKZy/Xkl27M7fNKra1w12DY+gFqwpjQAT/XxrNmJVHWkHJrGCFa/LZ0yOPRAEt",
-	"v4KdqLZfa7nS0OEaQa/9K+3+0e+++Gj/0f34uR882/9if+/852DQ6/ztVwylD54dfvHKga9rPHAH/fI1",
-	"jabEORkkZWNFRK5Iwqcs00KfqmouRh5uapiW19YFla24qeejGr/0yD/Nvc8ykb0U8apAA8wUnNFompgA",
-	"BqmFXWPPlRgMaWOjUJeWPYKqiSKTTCwkaVOwFIDF1/jRKRlljF4mfGLMLJ2ASEGo1denlMcpk/oH+MqJ",
-	"Yb/kYmETD11LpqRL2SOnHlMzxpTrrmMWpTRjsf6eciLmjMM400RCnqaaMonCuVFma6HxwGrq0e9gzfeH",
-	"y3sf5RIe1EJEoOl6MG0raFUDZLXaamML9b1haipiiMw21A9S5mohedCZL0oBDqQnPKtU9opANk1Bigh0",
-	"cDeaaPlyRSBoHP+uxYNWfzSRNdUfHcsQxJnj/TKrUmbsOd26wVZ6dDYKWC+LuGIFIS8CqkoKbkLfQd11",
-	"guNbjtWQcX3wMY+GxkPB0yV6gi5FrmCQQ92dbixjV4lRjHNOr2iCVgWQSljGaQoasyeO3lm7auS9Xt9G",
-	"KLHmcNWkCveXek6F86yaUuE88GRU4OLp13zWmtdAWl6CR2Qj1aySurHIhnpbKhliXvp6oSkKEjGb4D6G",
-	"VCOp2Byy24lu6ISMM8b+YI2AuicSPZoE7HCStMOn/UOCswo7JOcqSeEj3YruQTNhjCUXaPg1nUeURyw1",
-	"7ii0ga8wcTao6j+MNb26BlPz6zoz1xNJ0ARDPrx/4zcTsHy/t4XlqCYHQOc+7n8LieOBXTmbFL4xjxxg",
-	"E56/ONrvBGTKeMRIPsd+vnXaJQIt2Yskq5lMno770TP6nHUPo/24exQdPu++GD9l3YPRt/H+aJ8d0f1+",
-	"Xa74dp0BaTD4dAD2o29frzAdnRkubBMAvQ5Zfa0KerACgwCfgulOL4VMJryb8MJUae2zlCgmlTn70DQE",
-	"+AkOS9EwHKywZjpG/5UKx/YeXuTOq9yV14lvqXibvfFSNcduEs93dOwmUua4Xc27lIpJwjdZYBuEfv3G",
-	"LmgCwsQYY0bzKGJSjvMU9rNikb7GJs4zoUQk0i0CHOGUvrPvAznYavxFpAYfJxPjFiASbJdt/SClcDAF",
-	"Z0BiFUOnwUZTVtACmWbHIwdRCVtO9ly/W/jNPUgqjkE7PCbjTMyIcRycvXr988XZxf8cvnv/9v87e/X6",
-	"/XkYAHACOIuImmYinyCCyum7M1dEROdXzVr+cYVLvuJjLWWMOJH4T993+Tze+VqtdRp4QHba4esLOgm3",
-	"20ifZ94EjxTHs7h2xW7YBajdeZeoFCdkFbFyznDQILeei+o6LRzqVFnTFTyxQuuvJfJcy8Bje3Q0Z9mg",
-	"vBW29nRDznrxrSy8qesGUPG8egh0xRna39h3SXy3mfUZvn1DOleSma2IBr59LVJTuwlrLsHKM7/N8buV",
-	"8Mi6+PLQkSf1AV2YBPmdXP1Gc0NRCXQDq8FpQRrJQcHZmgaYqsfLE1Oom/3w/g2EWspSd+AVOrmWEq9n",
-	"uvUhYk6J7jWRZARRnkpsyV31Z36H5ds54yRRiGw1ysRCskxL29AR5XEhXhqIL7Nc5BycnCSX7MQIAIlF",
-	"ATOIWZCBUmyCHTuwzLaBDgMuSw1cUmcLz6cWw/a0VJzwPd2c68h8+uOsv/z9cHzE/8fBRpXHYQMbXJH1",
-	"swhhIjsfRufoLaYirYlQaBVDZVxrSD+8vrAGMzJiEvLlwf5EqJb+bcwNBMtOuJYxAsi+nCsCYACQ228o",
-	"DQKThUhtwgBTi8gslwbyoXnyN+oqZ9gnaRdCUOe29Y4H54M77O4ba+S9ZGxegd3D5k7AnggHysYfSZKo",
-	"E1TpopTRTP9N2nA3FtMkNRE4NuIskcRKgZ1NcUr1NX/guKWq3rfVMdqoB+4qZsTX7/raIspGtfD27tDd",
-	"qH3bjm+dJnfXItZqbW7b/S30rut9XlW/rtfGSnXMNHBS5pnHLNKs4DqK2G4yppsu4zFVSrXaJFPD0NsR",
-	"Ki9opVRqMsz4Op12twDh6/jmhd8CYULgLtEY6hHoJolULNtJI6/LyQ0UwqYX2hlGUO4HjLo+iNqKbtpu",
-	"H2Ddy6mQjJMRAloaA/oUxUak7+hxK0Klu2SgpzEctED2OHhGMspjMauYb8cEUc1IF1661MLLWGTQUpqM",
-	"mV6sqkSom1xr3qtAFMpNsGnVib83q7ajIu9ehq091VuHJN74NolaZkia8PxT1fj97Og2Rlq9GD6smErS",
-	"+Ov44OnT/RfWn3HJlgE5PABgYYhRl4rymGYxGVHJnh31qpv762n3X+jT/9vex89Hh1/+/h/XuFZrLpH/",
-	"lhgIT09i57WTN8uduWTLXW3X14qPtsjVEBydMFn6Ftog7MRuDLjTxJTGRHDW2TolbwWBBP/uDWi7z8Bo",
-	"Nq4SrFwx6Tndrt3aLW15xa59trCAMVU0YlyxrEuNTOacD94IaK68H2yQaHe/j7VFsul6qyfutyKV2z/c",
-	"dNicEwah9+YscbGwUfieIPxqDP7mPL4dc37tfb0La5Z/aYLdrFx2hE4uS5q+HbeOf91+avU9W0mB0ewA",
-	"lBbtNUAJmhHnGA9uoiZZvj+cjbPJ5I94PPtDLX4/SC85X0wODtVcjJaf2NFhLq4Op+JZ/Mf8t98X7CAe",
-	"z57mnyYbz2Q1IdYuyscKavHqLKcbCYfXIdfMxsGtDV2El64VLe9xZvKrXbNUbyr03pw6OxrV+gNst/gc",
-	"XvdS9abYa2MLi0AYl8Y7ax5UzskW5N+OBtPrdqH/VdtE6zSm5I24YikFr5YhLsWdukoUgwyLBouo2zjW",
-	"rZ6bJvOl6OTzeoQ+NEWhxRUiXGiSBiSsjGyQ9/uHEb4J/2aAErUrDHIlpd1EwdUzxzdugjfHcZ74JcxT",
-	"MmeZ1LtFTt+dgXijVYmwSJTJwCSKk80ly7xTrSXhrL1fW1yu83w2oxmwG8AC2PDFB+lR2w2IgKimmNt1",
-	"WL+Ouwszhsj5InwbB3YXglibFH66fvC3g/pRMJIHd2jVCJ6bE4mmQodolRSrIGt+7//uKDM2nO3e+WfM",
-	"0uRqk2FkZySH38RoV6Xppho1FvLYXlb7UYze4ydfPgabFWOsCxMAESKJIuAmM3FdK5anPGWNKJLfc5ab",
-	"7Hyz/BAN20jf/7iVmtVUoUtgIS9Lrmx67fQVK+m7Lj+K0e7Uqzj4rTGNlPQMeKMJqUHlnMtUnrp8bs6r",
-	"wxiP+i+ebfZE3OzwbbRo2NGuWNLboKleQKd7JqblldqFt31K1DCCZIY+QH/McwV7SfYJZoRZWBTngjS5",
-	"XtnKZ4/rwzZbsQU+e/r08NlaGJY1wBobb6ZpxbdObyCS/dzJMts1lcXExJN5xoAQJZJgeDxECEwpQF/n",
-	"7ARxpCSJKOdCWXSMxJPWsjnQdKM8YXKGMBfxDD8Dq0n9UNaS35pJMbX0tuYLKxPYGu6XopbJtweba5k0",
-	"duonth4XZTdpMxNpFbRKb44/fPB25VLo2HcSHQiS5kQBUWRV3HBMlbt5ZZMrIRRvyN8vkxWyEyaM7ij2",
-	"WNykG7iD/Jy3WLTqwKo9mtmYVdywMd/ZqmHbUtRy31qj7kH/4Fl3/6Db37/Q/+13+/1/dferebYShCW7",
-	"o6XnpLVgI3gXGetQItpw6/j5s6N+v9gT+KJneXtlO1qV7o/7/eN+/19oTVp91jY6uQKS8+T3nEGxI/jy",
-	"BIKVVLbUclnsFLszEpprxz14vimnYH9tTkF14bYkkM5+njVJJFIm+/eG5NDGCTND2XCMzviOHjR7Hpqi",
-	"sdMtSZRk6dhRy8vO7Y11Qsfcg7K1qws9SsNed+2G3OQuV2/qDnfzNiQ3lwY/tAT31gCXFAW9/EICRnd4",
-	"kOpenr1672Jsz+iyKDoxzsTshEASnSlJSfmy13LcB+VB2e/34H97z1eDPzoZLtexG2+2BO+s9SpxuaPW",
-	"23RAKZZlVA+nO88An6cpnjYTMtYdL4jj2Yz16rjrinj+NWbc2kHwnqVS9mk6sLbLINoRtmGLOKUiPmkb",
-	"a7jbhbGHOzmrw4xR6YsP+mW6dDDHReZUwklUgBEaxU+963lWfbifdlYrNqMitN7cT34Dw/h1NheTfqm/",
-	"DALUgw4LhCtjuTM4tnoCpoQchtiWIGqaPEEg9MrQ8M1ula/o0GH9pPK0YWlkCODB4NVEyRJYLimC7beL",
-	"HbhhSlNB4vZvlq3kPfKeFaoemesmFbm7sbvlq+6EaqKl4fEBaI1b9T1tfyz96TAb3ULNoq4OEEk22Toe",
-	"TL+7MR6s2lkzpXe7Oq6U13POxYL3yM8Qqj0VaWwKY1fQJ1v3lyFWc/W3glvL1oUI9RuJOkUjm5ieLzb+",
-	"mIRg6ghLaPPiGUlUB6qcOOgsw0WipnFGFzzE7NWCk+IDtiDhBrCVsGOi+JHwmazNHsFMOYlpFujXQVMZ",
-	"4pSkiVQsJlOWMdL+1GWfFOMyGaWsy3g+24JOBq3GV6WlpwJOVE6y9dHDTmsYi+fnb317O6Vy2MiQaPBG",
-	"qOFIqwcba2JhIDTyjWrKQscHm9AUeUVy/czu3SL3PUEUO1AcH9TwnyBXcWUgfGhOtCkRZG9TSNpQT6p2",
-	"XcPObZx8B4u1SILe6vT7cqavJVBsF41ynYzOLbKYm3etkh1dIY9Vqnt9keMxp/kxp/kBc5rXHcVbMX2t",
-	"k+u2s4WtKsliADH0F1BhvgynNgm7KZXqGsr3LsY0Z3a3vVoPbylsqKmOYwsTVWsAX3X13Gho+C9E//q4",
-	"Qfb/AJTzphrYGY9uM9BvXULXppWD4vge85gBXt3qWEAbr6g3nBrq928uf38LIapKbFNmfxOKJ4w3wGL+",
-	"sAjeBQRheneb4m6hwjLhvgTGX0z1myUZsQiQs4xGsz26AMQ5blMjzL5YBtjWjR8wxpVrdCtEBxb7oanN",
-	"trDYa3fWfbcCCb0Z2vUNvvsF0QRZPHQhgtd9Xgv1uI2bdks2tTUQuvU5NkB17RBWb9Urp/7CBug8W3nA",
-	"ZqK8e/vm7OX/HL56/f3phzcX50RcmdouozxJVTfhRHAmO6aQasOmg/UM4KsMknLJ6yuW2WK+lMcVHNgp",
-	"AN+ZYBlqg2hseA1oQ2VszVhkhEFjlWLAi6mQzPZbQJ7qb8AiWzhI/+RHt3Z+tj0tq8/Im2IWu4Y/4V5e",
-	"H8N3Fep7eZ/63x5+e7T//OCoH6yJKTp6tr//7Pmz/v7zo4NvD58/t558fNr3JeFXgeKLDp/276KjOqa8",
-	"M7/+nXRYANA7E7t+N94qZuuh6ot+X6zt9/DZ02tEg1VgvpsmGZcohMcmjctHnE5IWJ5SeHM3khgQlkpW",
-	"pYnmk86JtbUeF1SIxegIw1jAJ/r/STQVSVRBTa6FjJXjseUVvNI5Lsl20Dtu0GeN+CGoNiCYuNTNvSxw",
-	"Q5wz9rTvJ2mV2EGLifJXlBpqVe0tmAVgciNvBLiikYiXJKKcjAroRzKi0eUJOqKLCFKFlsFRE5zXAkjN",
-	"qZreM1JG8wqaGuA+p8/771+SF0dPv7Vo4ljQB6qnP5HE2CUFt3BOTbYQ5VnGuBqunA8US62jbBs3s0Vl",
-	"5GLh1FbbApYlZqoB5X/KayKGnolM8wkZgK9w0CI0zRiNl4R9SqSS/tpA29T29KDFY+F7MSZhgTQfPpE9",
-	"cuqgr3tsxM7JiwEgzQDBo2MBsOO1sIWUhcXGH3FicOO1KGdq+uNnpj5uAy6+Yomu4JtvZYx+RId/RIf/",
-	"N0WHtyTBo5WBWG2GRQD1O8BMzdp1CSsBezW4eP1ZlY4ZQ3SDMs2YtJav9UYCbLP8wKdN+NILygK9rlf9",
-	"9x2dhHYk5ur6+UHzjhuOAP92IsGAOzAWy9764r/FiI/6L7yYkfoeVad2rlmDnwy6xbJXYDjG7GrPFgfZ",
-	"W0NRV5TFxvE4xXqR71Q24qOflzddTM2TqZ8S47WyujYT89SEbyUTI6BYsOdEFkEINtwUKGkz3vT2Mlpq",
-	"fiMvy307Z/zsFQJwZABQ2k5msxzYb6dHQtgT48/V/w6JEmCSEHMtrxFT6tgPxunDRC9kjzxL6tniR899",
-	"wnzdh7VKdCjAWs2L7kxO7ERfCs5ZpCo6RhJHfjWi6gPzl7WBZ8QcKhYTqiwO/wnKrgmP0jxmJNRSShKH",
-	"laWCGvG8Yk2dZ2KcpNWC6Y1cAP2fw+5g8OnpSP8nhtwA9vHzfrDf7/vDlcrDcrA+st+ZuHH5rV1uORWZ",
-	"wlr57tGpHIhIZPOWL37+o1t86fCFf+Tnls7ZHSvVwGPNNWv+dun/EUApbWnRhBVvFX8XL9hwneKN4gf7",
-	"Sq7Jvn1smFr9T/tuUW3TvlD+YF+heZyY733n0M3J8xVuxaea3oxFFrEeOS1shSaAIuEkRFkkBDgXjCkz",
-	"BkSwM14n925jCLwRf3bWK+8zFa/JyRxFa1fz9e0VmysWb71d267adWCGLxzri2RRniVqWZymE8LApmmt",
-	"mZr3ShOqCzYd0sZGifm/g6NAszLDE6v3f+Vh+rVavu1jbevRYdOwnazc3v2DLw+ZQVoe912wPcvN/Doz",
-	"UO/VkuLnOG/EgmURlYykTGGZoDiZ6MNIeUymy/mUcRmQQy2bHPUr5YRA5QK1H3wsYAEAuwU1bWnJBhrr",
-	"kQ+Yvwc42ZaRVfkYRERv4GP7weHzooign5+hCvne6Po7WChtnGvrA5/TRNP1K5FEjGBC434zfmBNYGyg",
-	"ucJCZCYxsRmEzDJJFkmaEskYaf/w+oI4ADl7M+Txjvz2dFe0HzM4H127MDzSa1IzVbVERignyUz/0SPn",
-	"aIzRm8cF75p40hlTNKaKApC8x7ZWQzjxe9WxvteCugW+IAIYE42qRrEZzTRTBdNA5/oZHJHI1xaU/Lyd",
-	"Ea9ijNV8f84ycpnwmLTdUQcF3Q+MNyAgYNEOrF1ymsxlUIEfkYGbcjmEBFBW/VEG5Dcxkh0DUAJmtBpj",
-	"qLTYOj6sZ7Ian1A1vX0fwxW0KPtlI4r4togzpeFkZal256VKdTWTPmVOhyn/iKdGy8WxwTbYuOljmqR5",
-	"xvxx7JSEiPIQ2gtQVpLb3HKlaJ7/PpU6DNab0u/bAgBYIU9er0QeRnIXdyfw1sMjp+mCLiWKEziC4nKv",
-	"Cfpex70tEamm6m/zxT/1u7cRFjHPxETrxx4cg6Xy6ZSnaDMz2LbWNSIyqCBFpCBjmm1pws/EwtMBUAHb",
-	"bhu3vlN00MYV7+zSU52q624DMz8fbZdTevD0mf+GGZPhE0nO/3HaPXj6jLTTgvlP2adOiXXkHClvJQOH",
-	"R0Mmz/jj52dHfgVTJn8Yv/umUek3Vw7hGmj8WyXf2VNZJN7dToy6ySi3lmBP3JslGs45LjhTsY+V5Stp",
-	"WJOkNiCddok/t2vw0jSxU7hlnbavLoDpicDckTGsqsAZkIxFIos10TPFecyUej4z2ErgARj6fx7v7Xk3",
-	"eeW61bPhPo2zrbPh9Lsbs+EqpNMtTYdFpIMWUhavgcN+exuhgYXk+NDRgdVbu4bvTgSTJLTpweT//u//",
-	"Q8Is57z8q0B6CoNSCBAZCQtGGp6U7FKTJeesIamaUum2Q9rUMF77EaIwQZTY1OpLKaNX8FNxVjuu4bQM",
-	"mTbD9cPFBa1imN7dL0KFfRHHW8UJu5FTW4rG5hMj82z7FYQuGbK15SeKZbOE03Q4S3ju5TA/4QNIDjAv",
-	"E6PIS/Rcx3Rp4nHo8onmOWDDxopBgscyIJnIIbkaa98ieLPp8Fr1Pyg6DatrVFvo2nJ4puq7FrDbF0LR",
-	"1CMUfc0b6ZEFmwZQz2bfPAT2rvfBT3a3jtLfjT67+38rJPp6Uf5uTP8uVP2DvIco/7qPOJfZTj5in7Tn",
-	"DdZvzhCMiGgLPtfDsvdyfc2XOjQpOXtF2mHC5TC0NV1Ko1wnIHOamSKLMplwFhsl0pxwTBd12ztPJpyq",
-	"PGOdE2JnhmY81KwTPYgpozFkk5m0Goix6laqE5XnbZ4YrH9vNx6HL0RYV4eJ8B1YQMd40hNpZwSjU2tq",
-	"mWRQJ3HAL9nSFDHvHx4EZJ5nzL7U6ZGLaca05kPB/zTgA94lYXNmJl6ztgc95+2LZMakorN5eIzWCqy+",
-	"iDNZUDtusArGLEpmNCUfePLJ8hi3rWKdwmMSMhzr30MyFmhst7BotbIshPFIgAG2DYszx4CsDhHjASfw",
-	"xbOjrqZpMBbowGbMmWLvSsCjnl6Hi8bPpsi/1N9/ImnCmSS/iYTjiPRZgyKU4WDAQ9JGqSZJdQOcLfTr",
-	"HZj9h4vvu89hqfd7BgW8axaqe7UfDvhBr4wBw8iogOTzOcsIqKnt8N3b84uwM+CHvcoqK5pNmCLsE41U",
-	"uiR6zSHIsboXeiDHENaor05AkjGhfBmQ8D/xLqkp08tFfs/1iWwXqOVwNvdc65kewhEOoXEI0Os34E8r",
-	"zytHyr7yDF+p6OGFem72xw4e4jrtxNrmIYY7mL2yZy/DWSQgXurPOsWmsuyKZSYbXBIKWDkwarhUCSeH",
-	"/b49lnoAiZIYPpyK6LJHTokJQdIi8oymmjGweMDxEgWVBkWuZBJjPMwi4bFYBG7In3ufIAaCOkcTRTPB",
-	"5ABgTK9YloyXK+99WWfLKWOkpx8e9fdJLUgv7A34erJWkqoNNK3Y8jX27R3IAN7dhJOnVr4srihsmxZP",
-	"9TbciMhvIOnllLxzdwovNVSumu0SX8YyJ2GllMmvCPnvrYqEFQCGHz1VATA+ze61PoMVAze6IciZIu52",
-	"S0swa5dKHxC92pBNUlRMg6o57epoPSPpnOApLL8p0DRUlkuFhmMQPcCwymgGK20WdKrUHKTeOvZec0kt",
-	"DAoITcU62p+H3lWaaekXyDK+XrTSxURpFGbDrYaYS5b9c7s6DxurOgQF1AhqzqOlWxUDSZJWZi1AT1Fc",
-	"d1RDVzt9dxZoQlhdHQkVeXnj00rpiS0m/QUO+ligD4srGimnvNR7A9RTtXUVUXVNz5CmunqF4LLC144V",
-	"C5jtN9+8dWb2zTcO37EzDDvHcPgXU4GYLTmv5z71yKlL5YAr8wGvrhFph/otkZlreky+gzUgm89Vp0cg",
-	"ZNSJbKQz47WAQK0BTxRGO2r6pu9U+KmLHB5jJMuA/BOHqBHGIbJGFry7RLM28eWJJOMk1R0YJwlPlwSK",
-	"99oQMb3zMYtSmrG4R8IqvS+xJwlGu5rLxAV+DpvwPk/1EDDXr5giSl1WNvzmm7eZQZbCWN1vvjkGSeWc",
-	"tOeZiPNIf9QBu5IzBN1Q28uJ8FWzegReOiSe6FJ8zxJ3mIS5NBOqaSCuUSyiHKipbqdP6nG8ge4iPNo/",
-	"JI3gctPBWRnm3v0nW+JvNvpA/1GNbDV5jrgykDcgv/kGtiKk83lqpm7jTP/2m9RyT9vmbHRsqIAnHQFi",
-	"qiCmNNSDNpKZXYAnUqtA+pUy3DQ0w6hNQW9QodMIXtTI1C0KAEnigneL8H4FJdbBtzoVXOTmKzgVeiD4",
-	"CbjjeuRnffznNGLHpI2X6+xVUBVcM5ErRhSbzVOqWEeLT4hZXAgyAFmseRHlsRXU4Te72bb2uFPKuijr",
-	"DuK8JgvwD2gzLBZAdd9DLXcWH2umxMKTSvuW/xFK4mQ8ZpkrPqDk9IL48x7CHnkpuEmdsd9I3To0KLhp",
-	"nSZYRhSCnWDpToo7rl9in1gERjTyVl9osG5KOc7TYoZwsXXDOPNjUhhWqdKrai2rsbWsAsGAJQbxQBV9",
-	"EDrOmJziDjhV8aFxCNqjFiYLeBPAlhUnHZe2oGbwXhcC1WXYcXC1SoHiWN8O3TgW1LclHvEGYf1x+zKS",
-	"Qui6nQlFFbq/UEwZJxkcAjNkLUSmQqqOzXFuTkaPRKLPUfcsASdb5qkqxhC6l+Q1gryGpE0VSRmVihwc",
-	"EYhtMjp4MQzdPK6npnInjc0AQdwMxyZFBwQQCwrLN0jBmCuFFxZLqI9odKnvKiQ4gprjFt4PcANwwe2W",
-	"B3rd6yLCuw8XRsCDtdAHHXLYSJEsV5b2X1G+n7RtvlcYoDKj5RbMDpGdABcBsLQURKYDt4II3YX+V+I4",
-	"gOuQdaHWj5zo3lCm+cTQZRtYHQYkxIBxzfNNrl6A+BMQ8sx+z2nqkgMD6dXWNB9u2SKRrGOW9zsRJ8yS",
-	"5R/P3/4McogiMyEV2Sc/Jd9pbuHnCYGdKDV74lwJPWbDcFHw1vJYheyLSDHVlSpjdIYwgMbTS5QwfpHO",
-	"Ma6eJgZwifS7UNHCkqqivwBWF2QfLVmgq9jyhfKigp6YQDBllT1ZNqYPmQmnUMJm8LG44J0SJBgS2veP",
-	"yaCFwpB5F6WhQSssabjNA0wp3hF09oPm//qCTkIU/X54fdHpkZ9K7Tn8xnigjg6eE28KV3hCFoxeBqWi",
-	"TUSGl5ymzHy8f0A8+YmYNWEyQc21ryU7WpYJGp85IZo5Hx4eviCFu1saLsHRCgM2ivACrSXhv0ITKCbG",
-	"Y8kUyjAmXq572C8LAFiNqbRzhMq08UdY9grotXOWzSD8MNNccAxI4noMuvWjfh8k/wTFOeTHemnMXN4k",
-	"Uum55JKRKM+kyMicToz3+JiEYIDWhyck7f1e76luzsbc7vf7HRxSaaZGNErd81zTAJFLgJbSd7dm0A4D",
-	"Iub09xxu3oC/tqKudEVdfTKkLfznSGzW9liVl4+dnCLq6IK13CLSrsu7mulyASY3PC8mQTwgIZgJ0L+J",
-	"lhJ8G24RLGaUMdBqaQqU05gm7cAgmJ7FXT0RI1YcG1oNNxliLyWRQktAYI20lsFuDlxhwTWV0WMqk+M6",
-	"DlZxwUCQGEjMaad4Z61dkUsU01CEL4SiPFVIn0dGp7dCgj4tOHCSJpdYIqIyrVmuzAlpTsn6biGUA5Az",
-	"MVwbrFowKr1OnWqDVRHhuJyW4WGyKG8YGI3VkSDA21yKpDizavtmUF2x4N1yx4rhV4minYH+NaIpGGXL",
-	"j2oDx82CycLJLFaE141uOHlYIwhdh0huMs55ZGI1LxlIQAjfQoomSXsq0tgG8lXiO/XtA80KpTe76KBO",
-	"2mRjRubJnKUJh2sp5lrxrx4LQsFjq3lAG1jT2L00hRMBFOTKpI5xL0DlwPMCJ6ymU3TQfpgmEePSrTz9",
-	"LhPzLGGKZsvVBoI9+12Z1teqWwXI6bszJzfhuNXv7ff6xmLE6TxpHbcOe/3eIYaSTMGNVDVVTwU6yyY+",
-	"gNgPVTUUlj3TBN9k4kIgq4m/tTlo5LRSxVwWhmHdk5Z2CeVyoQUrQFQWfJxMcscgC9lvoQG3+PDdm7OX",
-	"ww/v34Sdkq+7CBm6gzaYtoPCXgycBomUGwbUCUxcMhIcY/DHwQAkMcuSK1OMwtUijSogUrAXAY1hadrF",
-	"vsysizk11LIxmL/50hmK1LrtK3JwCCbW4rydxa3j1g9M/UOY8PaMzpiCANtft68VDzJFMQXY45qJVSta",
-	"esEK+y74MErzbgXeA72iDUDPZm20L5A2YrQx/f5Bv28NY7opKAVbCn2/mYD4sv11PllYErC3NZdBHys9",
-	"FeOd0039V9dE9XfPVkaLmtf3/su8CsX6vgStIxy275Nienvf0SJvQH9y8GLzJxdC/ET58r0NH4C5gDyx",
-	"+VswmVS8wq3jXz8GLWlraLR+ATgqFBXcyDdESIHKR/o8JBlx4hcUnWD2z8SiMVXEitZxC68k9FylGrWA",
-	"8c+tuZAe+lHaGIjgkA7tlsQCdlfa6MFEVTN4OE4ae8MO+n2/e+ekuPXOVxhE3fQjlZYLH+AAGC5yvXLW",
-	"bhaWeDOhMb9V8QbCDoJguFxKGT2vLLsgMjJierKAeAkUFWcFLRbvhSfACeF7yGFw3tvv40/mHWwOX9K6",
-	"kwlnC23YaKgJnQ0c7ZTtOBHiFgxFZcvuqdbkm2Tpvdmnmh/fHKbvRLy8tbvudmG7xatZRlMYNKA7ozeV",
-	"aXrozqkBWHHcieZIJtI5fbdIlg76+/c2u/fFrB6YruKc139SE1Hwu8PN330vslESx4zjF1tQ8JcWjUR/",
-	"sL/FbH4QnOHLW4znHZpVLoR4AyguD8ZXPrvO218/fqnwGXs0tECMjuQKUS2UkkLc2IrNwBMPl0HorxWy",
-	"6Y9ihGiKS6bctBaRxiB3JZlUJ5B6DQSSZpcgnc1IUeG4SebeJFKd6q514607JDC2Ewj6WyHYmMBeSN66",
-	"1Yt4b7dqp0vyYIe9GlSn5aoV0Wj1R05QR/2e6P3T+0awmrcxnWhlqBYIt/JuWEuDjbfc5c7sff5NjIZJ",
-	"/GWvrHxeUyd8a1W+svejGOnz8jFYIdidm7PpqDvgOUAZDkQe8NGc1LxG8BLKZGUW529i5IhjDrxU2Lyh",
-	"5/lolqiymvTdyCBOAfj7FTygVLefHPwmRkG5aP8+nPlo8xc/C/U9YKQ9svJ7oW7vGegYVJ9J9OXhVbw+",
-	"p68XzvVTnVcszvFmobu9XY0MDG3527ADNOawT2K6lMemAHDCYqwI7PhhwY6oNT0baqR/QB2JxSQ86B+Q",
-	"z4NW0eughWbOL6WCaEQdq1ZDA5g2mnACCDUnJUx1LfAt9IENhwEJjw5e1NVL41p2tLTQOoQhIlCJsqjF",
-	"h4uXZJbEPJlMFWlbg5eJZ6stwQkaBxJLu/WN7fTIL2Bob8J9yh0VzmC9pnlcmuPKAV0yNneGqle0OsZ2",
-	"6W/G9Ghl7EA+Nblw/mFrkOdVLNYCPuus4jNv3WN5N6ymUc17K45zcGv9Q6enFo/Rp+ta13dbs22j+Fp/",
-	"eOffhg89colduYSWEQk1106MK5AUOzAL5/eay6nEcLbMpIwSlXt4RFczk7pvo432RNvAE+lUwwOHWOEI",
-	"62znB3lpQsj0x7lkGVygNOGohyI4r6Z88MyYj6gikCLUCdAthhprURnRkPCGK8zGflFPrK2AQNlT7obQ",
-	"ugExNsZDv3dCDIYrRLKIS7RYgmNdcGa9HEBdLUNq4r9CYEoDABZdyR4MWI+QjyTnrHj3ziyNtgPscDvS",
-	"u39n/fvpbwEQZhlZktnNJe3SPfzglPjuJfu/Lgmu0E08DOWlT9x7YKkmIkNt6bOxASF74KzusiuLbu81",
-	"rP3MFoUBrUfeckbgA6BxJlCCxcTaJ4x3vEpLI5qmPjcC2Nf0GF5fmXIxu5kl3tEJO0/+0Du11buYL6Ff",
-	"9jk6PeUhtxPZagAzuv0NCRkQ8RumIqJptwjVD0gol1KxGYT7ARs4e2UBtQoLKjl7tcpTSyMlsvrIHciI",
-	"drXD/8be/rutxOV/5zL770u27FQwJTr/4UtjXTk7mD8yJSdGKSCsN+mREEOo3cUKV02kaG6VxxmQ/lww",
-	"mdPuv/Sg/7ZiwN5OchWha31LG60+qG/NR55lgFhkvEuaiep9M2qJlhgS9Er7BoKludxhbAces24AIzYW",
-	"1gO8rm/Agtq977t07pcEYZU1/BRi6SA6Ur9r5vxvo3rcI0sqmJDeCjfCxF14V3jXP3tl9xJM18uJnCCT",
-	"VXyoUQ2sjHIJKpA+jF8lmeBIe0wApQ21ReOBwebFyMMpnZsQbDsaLeozbyzOKzcW5s5ugNPLCgHQyd76",
-	"U3qCHuIIv4JVNEVrKkFN9vQ6P3qOcB3f2nuObXn5bgFPvfI8n6PJsXjRgKEWZ9d50g5RmQw7gZavZJpP",
-	"euRnUUaH2lDtWuV2v8RVL597b3LXXXINb83htbyjWN5yTR85yB1zEOWn4WpZ7oZzHz2XyafgVJHhv6z0",
-	"UWKCk3KA8i1aSRl3amwoaDpBn6bN4SHt4l/7naDIwjKZvtb7iSk4kE0OrAdijE3tAYO8SYnSChXIyVSV",
-	"7RuULiQEUBcZ7EWJ6hFN8ys3mySSMB5lS2uzyQD7hMcmKtwmTAPsfJpP0GiDgBtId1Cv8NGbwvla1vfw",
-	"GGXQnNUoxb0rKXFipAEr4OOutp1t8MzdYhcfK4XpW5lJy24UnIfsKC3zHmJEfiZmXTVlxVlsFppvvcZu",
-	"yEssrGDryK+tvFEWjceSF2Up+PVVKLDwO9Zw+BJck0jiHt67natRvr1JpnFkcWBTTeuXsUaqX1/QySYS",
-	"De98CVqeJMZNnzqf2C/chsqM2a0bUsUXX4LWGxGZ2I71XxfvfQkeY+8ch/3Xb9orjXlxTGgzVN9hgDfg",
-	"f1i5ZEu5dO9zUe4sib8gu7QYrvX4z5m4qnNOSHyFvCuT4doj752cO2QgpmJaiPhCiSILkacGwbJegRe+",
-	"4oLkErL6Lcu0GfGQX6fbLCqyhRaP2sfDeuQVM6jftAiurjG4Iw9Xg69um6u9nSMgrk8CPvKFNfhCer4+",
-	"svUYZHT9IKOHUYD1ubpz8hOsNt84KewpBSG4IncHmHypJV+MvKlzfRkUdMcadJx06c4KOVnMEqWvv55N",
-	"xrDiRMOy47ny96arroz4tcTs+sLO4x0t7uhDXLkfmLq7+1aou7vZbmz9QRPPmysfxweQJBPoUFGNEcUY",
-	"zKioTycK1WXOFh6VWeZzlkmGNX75csAZzdKEZcWrgjOT4m/uffHtJWNzCUq0fs+rQhdK8oDb+C3BAQZM",
-	"q9EFFkOotWCANIBsSJA0fnh94St1fWwyPQ3ox4C7qB8G6MMII4jB4QBw4M8GgwMgIgsUjioAx4DXEDgA",
-	"pAN6KEv1DfiAhxWtNDwuK3/h4jhgHvjKCQk/D1B1HbSOyaDV6/UGrS8hYrpEsF0nJOR5moYDHqWMQt5t",
-	"gEgciyLIz5WU4gQkspi0oZQ8CGH1SrmhHu/pBnNCKblhInSVBr/L1c3FrvFPGDMX3ExCu0v7Q1EEoSey",
-	"ySprxHrDwjYWgmvbBH4xSsT9JtjtyBGD0nLnozt/KevAIwu/QSz/wRamAQdB53ssjnAjq8Lz3bp8by/Z",
-	"Q8kohtlXEaYqTP9hTBJ7hvHsnq1UF3G87gCXnGgm2pQ1TnyeAYiuNNoIkYouURqgLgqdNe/TUphBPimL",
-	"mPUeuQDc6a4BKikT49s4bWO5sLzXZaamp86dWlxIW3BGJjnNtGyRJTRN/ihwLovRIEJMZ3fzTNPwgjO9",
-	"R8vLn1Kfe2RPj1agG1qB8KJ9lVboPWWrxdwBwX9fBMWHupthnqVhQEaA+KQEmefZXAC+HJMGYs6kBblV",
-	"7OsKLpWAXgyA+QutZmLAvYGXSqCOACWjTCxsVD8g1OI9HFIVkvZ+34K2A6whG3BnY+JERuLKIgmhbgk5",
-	"WQHkQBmjPPZZFFzghKrKyAe8TV30ZsTKBfr/7p8vXwcGLsuUaY00QS8AEXU7Z69M2CpVAx7u6V4SvhfR",
-	"NNU6c2hKIiBcVwVmrfRiV13doG4mY1OuT6okTVGFd8wCpI0BMcg4q1opfLmgpXLasTUxHcyyAXchMy14",
-	"IWkDwrS1GJ76uDUF86QB7CXWhsFiwC2VA45wY5XSXGh7NDsB6v5Us1xqFzLGRI4BN8tUlGjALvUIveoj",
-	"IGDaAt5ljZA0QbRdQG7qFKU3ypMNOR0uhF4Jm3dsl32KKDgYJVrEEsHetKmBgR1wW0mAzlgD6Nnm17n4",
-	"tVDcucDe0QPqlIib5dEecLRh4FFQkkypnOIqmlNjM1MMAh/ghJrzVOe4YWCAXAccDyqG9umRMOxYAXLX",
-	"z6J5ha15gouheTa0z6CA24DfwKpxrodQH+2F5mW3EihxTx56GPAKoUYvbGCX+tFn9Sit3Kq0co7ExImY",
-	"WsuPbyy2OG+4SJy6QUtaWx+9so2bPbI66NNNf4CUcMiKAJaYmTo4EJ8IuIIqmbGACKPDpEsyTlJElxot",
-	"DcsWmYkGfZdnE4jqctuHuhZCAbdYhW9TGdE9ZuB4chdEfXGAMcFEV+ZOmDq5u2fqmLq9K4bSSKss8bxs",
-	"pKh3OGk+2Xo05/rlu82lcCe8OSK2sv5V5KTH0Ni7Do0VtXtYZPZVfveQsMoLG2JgXxZlLKy7rXnIKTe1",
-	"weYiTaIlaaPNB5xKJOFTlmlprWZLMvOXHet8o7wuLJ5oeTTNJwiEwXaJMnWP8f1HmO5+1R4mrrKySqtj",
-	"Kh9DJx9DJ/+MoZN4fCEPukoOrkkp19ipKi/ufa4lBn9Zm6LWAGNYEa2ElRFiPSW05IxodAnFiYqwBT8e",
-	"dI0Y3ovssBKIwHnnMUrpTx2ldFvX6npRSfUc+o+Q3h1N/XcMxQhZhss0Q378VVbAWtO8VR/gHt5MyniA",
-	"0JPd7zFO9L6jO7ahJEgK49uiKI+Wp8cwjn+vMI6X4I+o0/En4CKBSnJgongAaWkP0i+MjL4qx6QhORXl",
-	"C4WtWo7l7aY0Ju0SQL/wBHV65CXlEcMqNeAn4YLYrsHdEU1ZnKf6oyKGokfe8oiReZ5N9GdTKDIHluzA",
-	"BDrm2YQNzW8+/RT6dAncKzvbP0Pkwj3KeI8U+dEXcEMKB3eNUOcmx+Vluxlduw15dWWYWYWwjVgkZkyS",
-	"0I7deh0tgh6SHIqQrn8nXCzI35qJ85OMRuBvTkR8YpCGEqz3iESLZCZtD8x3CKrasGqLBZc9co7riTH6",
-	"BaZnc5UdwgmabRmEjtVGY0bjNOEe6BTTA/u3IZRBuWhmex9J5yPpfDg3qrl/PvHwtkjodURDBIu+RsTX",
-	"1vQXHMjo8JBLHk0zwUUuLUp1m4LZbYJ1/34To44XUzXhShDB2YDbUrTtWERyD2Kdxizrmp97s7hTAWCF",
-	"yBPzUkBCS+l75J1I0wEPf3h9QYpW5N5n+0+9OKHJdcJgndCgg7A4JO3CtmH6fSLJ+T9OuwdPn2E5cJn8",
-	"wToBCbHMMkKtRigdQxXu9wB/LmvFterBPTiJ4vmA29H1yKkB/K6sUkQ5hnKRETMLzGK3KtUcfdQR5Vyo",
-	"AW97KjxgKNOpD0a8XTIaqdhcbxTCiDf3SwlPxb/OgI8zxv6wxbSr1wCr15gKv0W9vJnA8EjYAmOcYbGt",
-	"U2bqQgYD7mAZI8AxkwHUsTD1ZpBf6h8QHL+Ezl2Hhh5gpJkp2gYw6IBTBuliGNgNQWYSC+8YMFgoMaK5",
-	"unDB1At83ynL9DkuENPLIyQ5ncupUDZYi0PF8GPss6wcpyy4YCKLoonYRjDg5fgAoh27yRjVK2KEGL0g",
-	"qExAsBfuCQETeBHepndct1/Ut9Cn5d3b89W3Zc++Gh7bscIUJkw10N/HIk3FAsPF3GPQIaairTl8egD2",
-	"1uhHEP1H2tj8E3tYJpo0wLJCybdqk6BSlpDKRdNY8wSnWcLjk7Y9tsY5OuD2ehRztfeE/ISZiU9gSgV0",
-	"XTEsG/sxzsQfjJ+4gZFLAJN2D0G59ear6sb6ItvQHfMapvOgqD+WQhR2zO0kOhx56am9Hqi+M47irA6p",
-	"ah3zPE2DFtSS0M19CVqIf4pPW1jr+qDb3y9rXbdAqLS3A0KNTDP64AHcuvmzMuOgBamDn8bZsL//W3T4",
-	"6cVsf/ptdnT1lD///WDxjPXVi2UraF0mXL/H7I7V4W6Bra9vwp5TPV0oUtE67getTCz0P/TKT+nB02d2",
-	"mJoLDc1r5heIuTluGT7YClrG7LtmUbbe0AtzQ1YGKhZ82NLCrz5a8dG7/e8S4Yi30mjgKxxxBefzieTF",
-	"w5uI48nsrsVxfREhEz9BmdyI0zMaM4McbiXzlQJ2YEq8aznMpl6oAZ+ytMjY2Cc/Jd9hxRwtJv54/vZn",
-	"3WvCZBmJboBhES5vKtLYpmvM2ExkS1uvAdMSHLpsRFC01aBIUllWCNgnIosTTrNlYGKpKmJGEa6P613N",
-	"tZhRnoyZVE8kQSjmCnYtxmIhKIEj9ds6+AOeMRqbWWLFCMf8c5XIZJQyT6YGxsvTVAqzFLVJD3gqoktb",
-	"IGnKokvp5m6YSba5MEOTQaWyHfxpAcwlVJxGGIgBxyUAyWlJDJ8LCLXbE2VUTknCozSPWRxgImNjeIRK",
-	"4wboDfhLkWX5XNmzhZJQeNQvSlSYB8MIXwwD5yeYWj4bzhI5Az9yMODFU5ybfiZBXtdqlX1mNmmYc5nP",
-	"UfUJodqdM0pb/xfOKy6ZDYJzGT8XaghPQ9xHKWzNESzuBCrqQpBI8CjPoJKeubhwsN5lCY+SOU3JjM7n",
-	"CZ8cA5Y8rgNMCgOIIc3ElGxyS4+AAF8pHE0SqQ9WLqGeppZPFwkkiqCMjnJNkQNC+dItjtIjZzNcD3s2",
-	"pskcJHsGuveAf/ONkQe++eYYxdNJRrmy2guigxT4+VD+wOpwUPUAM2pLDWEjlSurwmg52i1/K4tiU0lG",
-	"zl5JVKfLCr4y0Lth9AstGiY8ZzU12gaen1TOvBWsEalX6zNm8JDTZaFLZKdHoJCpfn2aSCWyJKLpMdZW",
-	"wwM0pTG2VBRMNNleiBE84GhfhnCiwgLgIIPmXKLmVdOAC1hsQF7C2E+L4Q8D0mcAUsVjk2xT6o4FRavZ",
-	"EJ4UWjOJkwkCPhXZbHOqpgFMBT18SNSBPWgNO5eM0AG/ZEvMEVICyrYtnZWGg+VTTvDIPUzYqIgU5HXr",
-	"6VQNzAW0/gh4gwdX/17jRTcJzLi8ASksT4/y8qO8XI3LeLrNXAqG+BOLE3qhj/xDCdtIF1zJE0y7Rcj7",
-	"w0neJU9aGV162rDd1wsCyUAzkiJpY33u0AoEee4rerYCSN4Z9MOW7tktDagct00CulN0iKK3zRk4K7fy",
-	"sb7v1xQwCwk7dPN1dNMRnV/vMYZ2fRZQkT/p1AJsg72ZfAu1ctGbhR4FCGQHnSEpnUKuEolS5YqSicIU",
-	"J8rs17qlE8I9JChRCKTQGNrYmOehY1RfwC2DlQmNTGokacxgl4zHnZXY9W4hta8yp6gc4QMhtZcrtDqf",
-	"6KTYTtxnOCcLunyUFh+lxT9tshGcfFYWXbT2kutS9NsRDfc+OwVTN6C2eymoDT6zNBPMeRRCZVPBJ3qi",
-	"rHSPkPf6NUQiM18EtiIs1A+xPuVqKVk3RKyGkgLmJt9nUtGlrJaRrpJsGMrtkex7AgZbSz+r3PIROuPR",
-	"sXTLuI76xmyoG3sdIrYC4P0tZ42ejkEYAMrpgkwBDVmSNlokE2UFRX/CY63w81dwV1eM/FFB+9oyGm/p",
-	"4N+OPrZFZmAxKNDfriMtmELQ22YoW61VHtuCw4HRrMDzlPCIQVSW8RhYJ8zpu7Oi0BiNJTqFrH/HRlEl",
-	"/IpxJbLlZuCZtzjqv0AdQpjJFlArMOHAKsMA/oO+r99Ewhum9kdy8tXae+SDp0pfh0ygf28XMmHqDNQc",
-	"g8eEjiAmFHGyLD5MM1/FAsT0yJmDh2D82hYRgbz7cLESDcErG7zDedzhhTY9rIL0rS7Hyc7L8Qia8NcB",
-	"TXgi6+fBoQ3wJGF+FDrz7BYNvxvLumAhF+fg4pktS4xsgHoibUpMUJCJHHA+lQg7h4/BMJvYten4y7OU",
-	"+KwoRVjOaIPFTO2VExfiIWZREjPZI78kahpndGGTAcIavcOAjGEB9hdCLSiVMouxW2LMNkl8rUKzTatb",
-	"mGCeAkBYTdmsrLvPCrt2z1fqpKBbfxWUCZzQgxQPWU+hDd+yB/0xDe/RJPOIKbFraZDb5nM3MIdjz3ts",
-	"PGaAYLhShn0NobIQBBzUORUii5csIAHnYsQKF2M1l5fRaIpRfospywCHAu3okCjWrrCbMCBhyS0xSBQU",
-	"hRVwXq/tRO5elK135aGYr/VMzZq5CwTWALN4ReklhITEENU8i9ij0vq1CaiqVFHsEQ/cgwwHG7exPNAP",
-	"JLRehxhkTOYzdof5Cu91BxYYwYOYut7d1SPu91Wo1amQbAU+DSYdWsHbvKGEIG0kPHOm3ORdhHsQTlBG",
-	"JhZA8U6I2AXexut20wt8i4G0XytcA27uo3T4KB0+oLSl7xqUErPwVg+NdLpnhnKHFPZMWUMq5l5obqKJ",
-	"1ShXJnm7f1iuSKjpHGY4Y3k2k4vhebNHzvHfGMDgX9SN8QqmHKwsYhRKFALBmVODzYtmYBKzvGTeg5KD",
-	"Q7w7anv7ar8ZckEGvj5gySqZL07BI6V/pPQPl/OLp/BrwLLeyyWdrFai33KUJucsIx8uXpKYLlHpDfV/",
-	"Q6IECZUIMUNTAjKORbs46vcxhjggf7BMyCKLcyOq9QcY0q6UD776XusvW1hH4eULcX9SKM7JQ6Ne0SRd",
-	"6jWWj+rz16Q+N7NtYtip3BxOe1Pxb88NhQd3qRxDpTO5J1k6XuvIjSiCohbRG/AhhmadvQoAGDYgWFQ8",
-	"sLFZADyEBemMdYfQOM6YlEz6wp8gfxtTB7AC24yacvuJ0iP0XnqIxzjX47/LW2imbYI//FKCXSMc+x2H",
-	"d13zoj1ItVBYqRF6tCqL5KbHwUH03YHaJDac4j0MMgZlYyV6BO4QFmxeiAzDkxUYOgIw3yJEgk07LgsB",
-	"SmLxjiBNgVmQNuuP5ALvABmxpdCnvxy7Cc/1RSS7R/iu7CJHPrsUhGM/Bg3fFhP7E0X07nYVjUbbFQve",
-	"LWEZLHTUdS5skQy70vOCqI5Y/QSRKWrZjORcUZVLW3HWFNsjM6ZoTBWFbDF/1OBF0fuDlqpzgR0lYkZq",
-	"qlKDyvalqtZht65Tuw5uyF1KrnaVNwcyFovwWCHurgMQlXP0d8xMRyl07W2uwimuvNtbXNwTExpMSSwW",
-	"PBU0dooP++VAi0RxD0d6Ezzcoxb21UXZFXtz3YO/K6uwZ2W16rUChNSgSqxVxz68f+NejWphdpRJWRyQ",
-	"MUOkpsLN5xS2tt+wGJKlzwFrRrqQPEYeRsCrl3h/um8Yn6gpggGF79k8674CUB5TE92AiQXk/fcvyYun",
-	"h30oj27QrgKS80suFjwgYO7WgrbJBCwvd2BLmxfVv/WYA/2yfeAgqtqVMyBYh05DQ2NHD0lbfxiJmAVa",
-	"QJ8mXGGh985aQnJq9qGx8Z74MF+JdNKe0wyw40K7UVBVvbOKq5eftuoGcJfBz+gn3ITW8UG/H7RmCbd/",
-	"7zfRgHbj8DfEHWquTIF1PfkjmXf1TQH1PyaKZnWF2DlN/lPfQKoOSCinVP/r78eDvN8/jEZUsmdH8G92",
-	"HJJ2eQwrQlJ97I/m7wem0a8KUmbRG59Iu9+bKLYp7t8FOr1CJ2kA7NwbOUdatbvzs9LhKsdnmaAtAJWN",
-	"638a9Es0b6Dz0Tz5TYwIFyqJmCQjphaMcRJNc34pO1BZ14J0AaWNExnRLEbMDoudSV4nQJQXdGmMJCuY",
-	"kIHAd+nzlUjiSoUll5CXcNlrY2FOCaLRmfcDwBoyGGMic7A/MTYGwLEX1AEBL9ASV4BiryrP5IiXX3/o",
-	"yvYwxsUGPFqBHv2Td1Jpyd7IW4VC2wTgf1fktgC7dyFZE4tNCvabOvcKyIxml9JB16wGj4SmqEDbwVnT",
-	"NNqkoTgdPZHEoIh+eP+m0yPfmwoT3ALmVOJYinIFATwz4TER5ehRGeUAjopxMEFRZBgUcAxSwcohFdxU",
-	"xAnRHKEGqFqW7bB0XPXIS9wMQ+kLAuyyhLW0/qKsojDLpTJ1Kgoe1V5Hxn2ATWYEd0PJbz8sxo7Tjttf",
-	"YOBBmIbdSwyfqsdCwbF75CePKExfR8l3c1htqZQK0PG9MCUrIXcrErK8Ix713pSNoq5VomqBMD72sciI",
-	"5hIJzxWTQSULseoc6pHwh9cXIeCjV3Cq4ekJ/ti016CvFHQJ031QlEGCgEcHHaq0TiE7sTpCRYnQGgRi",
-	"+1kjmOYhU7HgmOoJLRskQAALBAA/qFybc4OO0ChRJWaaiGmWVpjEEA28c/ssCNDurK576h6H24EPvCMM",
-	"P/+IV5l83JcCsz2CN1J7HlnCo4pxw/Cq4r66NAZtxztbkVaReucN8FN1EZZBt+MS1dZHL09YHxn5PdC6",
-	"OY0StSTzlIKVpkcuhKIp4vfLfCatLSUuovxIW7FslnCaWuoNL0MFQhaTfA6xljFdBqgf6CVjcadHXAew",
-	"LKotwCBtsnyGJcAzVqTi+53o9xlgGfwZUXzM6PVWbnaBz1nWrZUf1B8GZFQFFCdnrx6d5HdIUmDTzOLD",
-	"JaqWOkaXNF4RMYbQ5F3DOF0qkU32IGcsUathdH6ZUmV047hZpVIrzoupIHESQ+lmjI8ujQcOXExR3o+0",
-	"qVJZMspBGxdVTR5ksCeSnL1C/7yW8mxlv46fEpzaKfwFoLfsXDbfWPvm43W8/evIojyDO/Hr51YuWaYF",
-	"3ONfP+qdL6+qB1/K7kk1UsxNiUC0LV8uhH7SvJ1gUdsF4gqrukKRhEb1qkrJV8RrCwqFKsmIUyPIXGws",
-	"ZbokC6b5MZWKSMb4imuIY/0rXEI9k20KHWxe38fb+UC3E6PNVtRIlqRd2bzOja/o3me3QUSxLOspy7W5",
-	"Se6Xmk8639VroVA8fBQCipIZO0H0g0vG5mjhhzKBhS0eSx23eY6Yls5Vj5NJouQKhvrWHflfAc+ynM8W",
-	"qJbO5B/j6L6CGI3trzvleOzXXqJdrvrONjHnJjcCNbLJnkVx6xZwbKvjzzkdpQbd3oC7xSWKW0BEGjuh",
-	"6G9M8UNus0Ac3Bso92fcb5Jh6L0DBwdUIc7ogvsA5eLNuLdnZlLvijn9FUjGmgluoU3bpXhk/18Z+wdT",
-	"vdlP5xaYZDnkjWhn200oWOUNwbSs3fEc2xBMClVU8dc4LKuWGseA/ZQkkjBLLjCLDN3jUJYzs0iW+l7Q",
-	"CGpiQLZgmqCEYKsbMR5ly7mpxZkxqdyCmyakl7TDKZVD/HaI34ZE0qXUygK4X0xFVYQshOhbmeYT/VPO",
-	"k99zRuhMGPNAbW/sHJxtAf+G/n6o6CXjYaeJk+lFwcTQsGKBjAGzCqNg7I0GWgotHE9kpRjUCgfKOuJw",
-	"/2WYnPL9Jtl1COjnw1jMaMLh/NJoxnr2xY9By2wgVMyH89wqfsNN1a0BplbruCUPo+xQdceZmHXVlBXM",
-	"Cy5wIucpXQ5NCPFpNGPk/PxtK2jh4Wsdt6ZKzeXx3l4qJgnvVUYC1fiViESqb1ISR62gpXe7dQwj7kop",
-	"tq+dv25XHqb01NpzsgqM2Tx/dFY9nDC8czjCFrP5QXD2Z4ld2IrDnsYQLN1gpj5ii4z3Bkp2U3AGFJCC",
-	"e2KcA1L/m+E82fu5NsbhQu+K6mIxmKS4HqSNQ8CIs4bUviHgDHhl8yMMhksTWcQ7WX46zhiCfVIoGFhQ",
-	"Ds3eM4Zsn2SsC3wVipDTOK6I/xhn0GRzr3AUd8jn7h9Cb1cCHFRUoEdS/FcNJduFdn9tNNjcU5uY5iG7",
-	"TV3nJlSYaym8e8mWawo8p1ITHUyer6Hu42DGCcuAYIGfIaJZttSU75ItUWGJXQB65+spdRgONGK74YKb",
-	"EGIklhAOtarcs57CP9nyL2GlKGazjbNCvwpr/m9alfnPYqJwduru7BKa0+GNIyF8OMRuh5jGWF4yTGU0",
-	"P+MI8KewcA9WL6msXtKAsFQybyeV1tBiUVojDg9IRnksZmS0hJB/TrRum0VUMjKikh0e9AjAWFCbjVma",
-	"HY4tNdRTtFFGEGVZEo/2xiF1wHKKycpkkQnMcjO5xG5TRUxqlkymhUnFPbMo8IFNpvxMC2iwvTZPdxNa",
-	"jy35bC7911vx2QzwoQo+m+7P0ZKxQs67ZMughIE3e2Zwlf4EsaKPhZ8fVfZdOQ7eR6DPBY8h7TJAehfO",
-	"siYs9ZIta9GoVdlx7/MlW24q/WwZFGYRu5SRTypxFtLavH2lni2PM2p3j7geOklomjEaL92gGcBvRn7r",
-	"+gpWF3O+HWJ8X7Wc7WhXE8VHbfdR2/06yVdZDLokX3frzTe3xevK99CzvUwoep3k32pP62R2kRY0za1/",
-	"jxZAUIOrCVIQP2tlz0o4bpRnWVUpD7BV4+kzJFXPyEtSPVDxHiIJC3LLEuvDyo3GcvEoOz5S3X8TqlvU",
-	"T3OkxtGypDn3JUL+JkY7hULr9+sBlE4IZFHKP8AKQ2hNZHFgnmdM5umK5KMf9VD+AgbEH8Vos+lQr+Oj",
-	"lfArsxI2D/cthyvpDjbGJHXQkSlyDiHHNOFSkXBGPw3158M5y4YxXYb604MXWJNvyD5h9nIYkPA9U9my",
-	"C7AmIXTL2ScFRRpmScyTyVR1euSlbh7yGUymIBgeI1Bm41VWsh/F6Gu1j/0oRg9jGdNrskKq+T1nOYv1",
-	"qXqUXh6ll0dT2f/Q94FQQKwbI7AbhJbfwHs6Y9tVuNAfWxmkVt+Pxz5WgIJMu/RCYKkvoJKJgbQzFaP8",
-	"iKM/sbsELf6JrSI6evUDf06pMo+fSJKJFJLDE/U1FLD4a+Qt2sOmX7LrXTtuNzjppsjumuQGGk1tKd4n",
-	"tgZvrbgrugOxITdQNxXRpYGV9NdzFlnT2GEWU3acyZpyytC5NPgsIf4I1fxr5Za1joNYlO6HxkXIiirS",
-	"iG4WUU5GDMDNFONkRKNL7807tyt1h/ev6GNVcXnz/AbV5B5v4m1lENsPi13ZUarPvYhMoMHjLcJGnpTn",
-	"dTHV9LVNCWjfBegG0ao+nncz/47nUszoUp/z4iORFWe+MI+51+WEUL7EqpQQFmDtiKa9YXH9AHWgHC/C",
-	"BJpgx3oddH0zGJre4BP9XLecJmPIdkClJjwbd3+iKpp6zJTvcvcm7qg0jKHVbZT6+65raab0i4EMu9ey",
-	"lttSHROxERAqMdVcd7kkbSrJD68vDNVVUzbrPFa7/Iu64g+2UBkyFgkeJ/oAfQ8AzDfTNp7v1uV7e22+",
-	"ZgOtumVu0hiBqBShs+Ng2dXqwgSlEBYQiiFY71///MPp8N2H796cvRx+eP9GX+s8S1vHrc+IPzHMs/RL",
-	"K2hd0SyBbC7wpxWPkL+ZtYTkouO9vf2Db3v9Xr+3f/y8/7zfCtYOpYJjS9qQn6Slz3km4hwSv05IOKOX",
-	"gFseEpihJN6eOj29Th+LVV2/Bk4ZQZMvVT7zFGlaXffQacEUy/KUeKpAbU2FVCwmo2VNNu75izp5G9TH",
-	"giT8KlFldrz51vl1w1CslG7lD7cVeJQwXxOIizT24pWVDSAAUvPrV/UY5Gryp0wmvIvqRwWMSN+gfA7o",
-	"i3Mm5inruFNu5nL7t9DZf6gUQFLhjhl+83z6k7gC6aZawrOAzS9blaRtwegdmEuDSW+hct2Rl/Bz/gFX",
-	"+msDNeiQ03dnAQkdLS80oM3FzhMaRWyuqPGA2lOFZMbfE4JUVJuG38JjMhUzRjImRZqj9cMN+gmMLyoo",
-	"nBN2NRGE5svHL/9/AAAA//8=",
+	"7L15cxtHti/4VTIwN0KAuwCCi2SJjI47tBY33bKlR1Lj+9rUQyWqEkCJhUy4MosQrKv/Jmb+n4/4PslE",
+	"npOZlbVg4yq7GR3RFlFbbmc/53e+tCIxnQnOuJKtwy+tCaMxy+Cfr8/pWP83ZjLKkplKBG8dts4njEiV",
+	"CT4mjKtELYii44CoCSOxiPIp4+qJJFcsk4ngJOHk91woJnutoCWjCZtS/Ur2mU5nKWsdti5a+xetVtBS",
+	"i5n+U6os4ePW169B6yRm05lQjEeL159nScZkfTC/ThiHT0slMhaTjMk8VUSMiJokklyyBfz4e86kIvMk",
+	"TcmQkZHIxkIpxkn79M1Lsr+//6JTHt5IZFOqWoetmCrWVcmUrR6hOmWzlC5YXB9hqLKchWSOA02kHuJM",
+	"cMlIIptHTjlhNEsTlnkjVxO8mU4Z8Ram+0+2IO3MfJ0MFwqmB//oBIQOJePKfpy597HPLMoViwkX88rG",
+	"8HzaOvytpUfd+tg06bcioji3ppMRZYwqnI7Is4g9keTD6Vsyo2pS/lD9xf91iqM7iZtfbQb/RJKTVwER",
+	"nLArli2K9WzTVAp94CiZZWKYsukTSULz1CCJQ0J5rK/DQrLsimVPJEnFmKQJZ50jPKgkMeuVsZnIVMLH",
+	"xfuWneGM/T7o736K9j+/mO5Ovs8Orp7y57/vzZ+xvnqxaDg6X4PWjGZ0ypQhNW9L/8kW9fnvEiXI3tOn",
+	"ZJYlXNFhysjx2cuTExJNaEYj/ZojQnEGsSbPPFJ5xuLuKGEp/KAnMmWUy+IcUUkSJUkkuD7CPfJzIqW+",
+	"7X//P/8fCQ/6fZIUoxpcssVAr2WSsTjUC5HocSG3aAUtTqd6hpWj2Qpa9pnWoT5S/vr9R8ZGrcPW/7FT",
+	"MKAdvCp3KutRYQf/ZIt3sDI0rS+VvXKE2zhOrhgPSMZUljCJlJQogiRTJ8AtZnb9mYx+piqarGStmveS",
+	"lEo9UhoHhPXGPRJetL6/aIXFTomMhN+FZsP2npNZxiLB40S/r9itIzJn9FLfLBVNmbl9d88y6cE0kVM9",
+	"ohX7OurimFdtqM/UvwemPqNKsUy/8H9dtH7rd198/NtF6z+aeSnXg0uBtSAHgIFoxlEMI/FuGiTx9Y9X",
+	"+WP4fUUv2T/ZYunHNQWs+aY3X323njHt/vHxy96zr8tmfZWodXO2t2zx9YRfbfD1n8Rw6Wc/ieEW39N3",
+	"r//eu2xMefLH6vkK76ab7HHlY9Xvv8/EVRKzrEnaHHPN+lC5mZn7UKdgJKJpCoLDH6ejm9pUBvb5LRZT",
+	"JLMNFvM9HbOz5A9WH/6JYlNJZiwjMzpmbmy/5yxbFIPT1wZSv8AfRsxGNE9V63C33w9aU/o5mWqF4Cn8",
+	"lXD8a9eNJ+GKjVnmBnQuLtkSzSDk7LMawFeVviu0KzrL2FUicrl+tPBcabhT+vkt42M1aR3umSHav3cb",
+	"F6206w1bdo3tSuJNtus8o1yOVnxZmRtucua9j+hvfpB0zN5kYlrfkTdJJhX5cP6SxHQRkIRHaS6Tq6Xr",
+	"P9JvWTWsksrcuAIwmnNRH8tb2jiUI0IVmQqpiNZFYrqQhI4Uy0ioBxMuG6kSNxrnV/0wapSgmf1AY6OX",
+	"6r+MrqT/SWezNEFVeMfoh3/7JFEv3my33uNT+NGl+i6JBZOEC0VARqMRYS0t0g4TfkXTJB6Y28OAhEv1",
+	"Nn3N3O4R4hGYDJSTZKpV3oCENIsmyRUbRCLL8hm80/00YdGlzKeF0uBdnLLpkGX6klZP/CtW1ci5zGf6",
+	"KywOwejy7M3/6pqV7iKRNK2duX3HMxZg+V4KPkqT6ME2KTLfNxpmlGeZ3h6pqGKkHco0Hw+0gsGb9yeX",
+	"5d2B5/QPszzTbFpRWLGAhJIpbZQMUhFdlp9xDMQ9HDOpEo6SlAs1YNOZWoQBqI12wGFhHUYTyseMRCJN",
+	"k9jqypRkYk4oF2riGaTWzKOqMCemQp/I29zU11kmsvvc0WNOcs4+z1ikJ8f0529xOm9ENkziGAXkfR5S",
+	"IHOS0ujSWH+RmDFgHTIfjZIoYVwN4McwwF0PLcswP3cC8o/z8/dnBBwYeIm0w4lSM1mwlw66gXzNSD8g",
+	"czljPGaxPnhDpg2XmKVMwSvcRf20ZkMkTaaJwg/RaAI3wU8D9jliDO50HMuwFxKLOU+FNpRQR5vRYZJq",
+	"9S1B1gkUAg8B+8QFoTwmlmhIOyyeGhiSulUO9aPg7L43vrAdSEQ54YKkgo+Z3gWiWQ6KD2teMPCyWZ5i",
+	"f83Ylbis/UqjiM1um4n/ItQbkfP4PpfpF0FkHk2cw4q0Q80qR3octzq593ShT+i5EG9pNr73ozAU8YIg",
+	"BUmyS35OfiDtcIZjGighBqke1e3O2PNGvKFJyuL7nrR1WxTuaIk+kMC5RKY01Soh0ELNH2K5oRHnVou5",
+	"s1U6dWrr/a2TW6NEkmnZr9QOmx1Ktzn9cyF+pnxhfpX3OfNTrZuBaIHdz6hiA/OnE0YxTdKFEUnGXi2J",
+	"N+Ci+awuo4zLLgG30mC4UEwOZiwbxHSBx+7z4JMYut86R0QyRsJTprJF91jbOWFllb1LdRvqDPZJSzYy",
+	"p4lq9LX7xvpNtuwDp7maMK70ztzvYTWOz6Ag24Dk/JKLOQ+IkV96eY3QQkFvttLwdxrHGZOoCKEe4Aws",
+	"mqZiTtphXp6g1pi51otjFmgZOkkgppJEkyoh/Prrr91j79ElLl49T0bUhCrif0iSdvgDoxno2TSd/v2i",
+	"lTE+phcto7Of6r+6Z8mYU5VnrHaXs+M89+YTSWQy5kUYTHbWBmJudDacffczixN6Dm+/f1H3RJKp/j7R",
+	"07NaIFDvjGV2YfROu+EO4P6Bvv8WGdxXu9TwnuNIJVeJggDPLNNDUQm6GWik0NRZNW/7+DHc/DVoocUW",
+	"DyDKA+9JFJvKhm11jg6aZXSh/07ixtvc+pQ9+kZN9z2odecJ+l0w2tY8hmTKtoivFl6c31rgFTN3el8J",
+	"zMr5A6+tSxHHFMNPLFJ6KOW1rO3Hkgkk/MqEP80UeZ6mdKiXCB1NtSc4nbKB5HQmJ0Kt2Jh6ZFsQqs3Q",
+	"Hjnm+tRyIpki7c9d9lkxLpNhyrqM51MtOSbaRMejvhA5iQUcd80WMchHEoi/lz8dtGrv0guN6ygy521N",
+	"RUTTgf1Z846FVGzaClq5hBiRkXGXbNH6WN02+GSAu1deilWb8jZBd1tlT+zZdv/YhFiazn7FFb3BRlZP",
+	"I4yg/qLGSY0ZVz+JYX1CkZhOKW8+acbDMqBqU4JZQtJNdGQ/XPrMqrHfyobYdahtSOPiLh3ObYzFDwA+",
+	"/AHJ40St5EPLXDonrwISAn12LX2CjxAINCTtIY0ux5k2ZclcZJdo6VLUfcCz2AkI1TpsRk5ekTblRMw5",
+	"y4zyy432Si7Zwl6nY8zvydg4kQoZbqfXeBirrLISgNAKTZm1hOi9OXnlYm14TEnxKv2l7VnukuV7Iom+",
+	"tXCAsivGFZnQ2YxxFjfO6pFZl4/t6yuj1V1HnSnOfaMu47SP31oyzfUaxImcpXQxgFDPx2ALbYdZV3L9",
+	"LHjJQnBXCJp+cSqoUmw6U2QELgxNGXMqScx4gmdk7XnE41/oUuxKbZUutFQpQ+a9TicTuYrEtOHUhjKP",
+	"nLUa4vRC0i5pyYRyOWfaqqIcHeIdMEVw+iFpewaMvl1kxrucsRHYxonqrCOKgIRwFN7hQMMnklzRNGfS",
+	"UQsnZhI3pxg351bQwinrcwWzaX1cr8GiETkwRmR5O/b6+71+b3d3v/d90z5IRVUum8/gP87P3xO8wcsy",
+	"IBmLWHKFx8x9Z6/fEH8PWopmY6bkRkR3bu69R5XcDq84j25FarRfW+bV7OdWlJOCmX0T6sC7ZUR7zAnV",
+	"N6CweiItZQSaFCgZJaliGUH3PNBGm5IoFZoU00QaYrTPhubhENMma6mpWjrqp+DdBQ3DcdyEnhqooHT+",
+	"aptWTf7ZxMIqPVOT/Wsf9zM+GmkzZrNULCDaXs8KKsVNecQyLjeSCbD9m83wa8MZ+YGqaHJsYjBN4re4",
+	"UsmOHEqWXcFaSZsLO9Qv8xiox1TiHH01SzxZ8CSZ0JgMGePEfpYM2Uhk7Eiz6UnCx4SzOQhNTLX0PjUU",
+	"ImWU1+jFTcAfQhOxvEwTxtUZizKGzqUYndU0fe+tyIimktWCvZgEGjHY2gheRCS8qUd+zRLFuoKniyPC",
+	"2RXwYpVnRi0srzYIq0o20m5/72B1OlLQmutvvOPpAje+ugb42qZJv3Insr71EFnVlDDOaMQGM5YlouEc",
+	"/EPMIRZIKLgj41yrNvZZcCFLs4uFsUDaPwoS557SX8i+7/f6k/60L5sEH+NXSSa4HW9FCZllIs4j/VdI",
+	"2hhktqtgVY0rloqZfjzcXL+G1bu5ulCMDtiaGwnoCsgORgnLNuQc+lbPqJIkolm2IO3w9PUvPx4PXr1+",
+	"//bd//z59S/ng5NXJgShmUN5qVm+uwmHmYk0iRYDk9C3VgC+h9tf2bv1C/JhmkSDPEvLag4E/Q93dsDr",
+	"3DO/9yLID6uNwkTMljjCbRK+uas8z35vt9ffQAlxe1AacvnYFQMJllBIfcEaKQ8NkF8oiuZisMfRlJGX",
+	"IpsJp/Gszk30Egh/+18XF5/7/e7FxefdNxcXn79/8/Fv/9G0mK9MlsNxriYisyp/nQWY2+zWNSx8wscp",
+	"6+aSQXWGMbdNMkVgk+Sll0jRI2cTMedEy7jyNjUehx06S3audnesIbpj8yzkzudRtsL62TGD+M/i03+H",
+	"Nw/crHq9Rsscoz9yC4dZ5SSVlq30vqaT8Ho0YpFKrtgPRoTVtgF12M3o7gzv1QRjhckaCYn3WU159RBP",
+	"jEC/7SG6RU64enbQaswKvu6Y8aP1IYMCloLMbtAfP4nhWk5X27mqDmm1PJe7fb1XzjnLBuzzTGRq++cr",
+	"K7dufAHOvPLVpgWGMHXDyjUFqjce9kmhMU7p5wE4CeV1n/bD4td9Ry632TXvYVHox4OMKb3QguuRXONt",
+	"lT30VsYfZNC89CuH0rBQTXvdYE1tUzERtEyyacNxgVA5iwdsSpN0EIspTfjmS3QGHFi2ihUaTEf0OlRm",
+	"H5dSXOdxySRm/ODeDCYiz26+0/6gyjNc9sVgyYLWd3U1Y2g5Ag/KnNLby5Vs1+7MbYuKTT2115AYesHK",
+	"yhgwwf+TRlNm9ZFWUAgrWOGKfvb0oEGjgDe/gp0ov7/y5tKL9lcoeu3faPePfvfFR/uP7scv/eDZ7lf7",
+	"e+c/Ly56nb/9hqUkwbP9r4164OuKDNzC6H1NownxTgZJ2UgRkSuS8AnLtNKnypaL0YfrZq+VtVVFZSNp",
+	"2vBQRV426D/1vc8ykb0U8bJEG6yUndJokpgEHqmVXePxl5gMbHMD0cCXPYKmiSLjTMwlaVNwX0BMwOSR",
+	"UDLMGL1M+Nj4fjoBkYJQ60SYUB6nTOof4CmvhqOwQmXJ6SvpQvbIcUMwAmsq9KdjFqUUXPElbxx46PRY",
+	"1IRJ5vvmKqUhIGqq1R8Q72kuF2m8lEu4UEmRgldXk8lbQaucIK7NVptbq+mGqYmIoTLBcD8oGa2kpMLH",
+	"mrJ04EA2pCcWxp5L5NQcxFVgQPzbVIsUKwJFE/h3JR+6/KPJLCv/6LmroM4C6cusSlGx6n3WTzbUo7NZ",
+	"8HpZxBVzjNwlFBYc3JR+gLnrFYe0PFcm4/rgYx0ZjQeCpwuMDV6KXMEgB/pz+mUZu0qMYZxzekUT9CqA",
+	"VsIyTlOwmBvqSLy1K1ee6PWtpdJrCVcuKvJ/qdYUedfKJUXehYaKIlw8fVuT5/k1sJaXEDNbyzXLrG4k",
+	"soHellKFZCN/PdccBZmY9aKPoNROKjYDdAeiX3RERhljf7BaQukTiSF2As5BSdrh0/4+wVmFHZJzlaTw",
+	"kH6L/oIWwlhLIdAbbT4eUR6x1AQs0TG/xO9a46r/MIGH8hpMGsMRZTfXE0nQBUM+nL5tdhOwfLe3geeo",
+	"ogfAx5uk/y0AJwR25SwowlocBYANef7iYLcTkAnjESP5DL/zvfdeItC9Pk+yisvk6agfPaPPWXc/2o27",
+	"B9H+8+6L0VPW3Rt+H+8Od9kB3e1X9YrvVzmQLi4+74H/6PvXS1xHJ0YK2wLYxpC9JivHD5ZgcOBVcN3p",
+	"pZDJmHcT7lyV1mlMiWJSmbMPr4YEV8FhKWqOgyXeTC8SsdTg2DwHAKXzssjudRKuSvkIjfmCldB/Es+2",
+	"DP0nUua4XXVaSsU44es8sDVGv3pj5zQBZWKEOdN5FDEpR3kK+1nySF9jE2eZUCIS6dJEDDibmouYG0k7",
+	"mU5zoNtN0gjs6X5vHm9IJSheffPkmySOTM7ARkvrspr4KBmbMAqMimPSRUqBZgRnwP0VwyDLWi9b0AJ1",
+	"a0tqgJSa9YnWsJ5n+l6X/dCUSQKBvZC0zcCJmmQiHyNo0fH7E4zkeB75kLRHmZgSE/k4efX6l/OT8/85",
+	"eH/67v86efX69CwMAPkEQnC1t20eBjJJ/zdPG4EJVqIKH01WR9OKGBUsJO0KqzRBrUTi9S2mArXEN55J",
+	"oRvaMcA88lm8NftbGdxpAANrh6/P6Tjc7FQ3JZuYNDDHRhx7dEfTbkiFN/vM35HLMqHiEXRQE4sNDNUP",
+	"LnlSpLSmS3SXkky+lmp6LUec/aLn4ZA1CVlSP56uwdZwz0oXil81gFLYvkGQliLp/bXfLoTkJrM+wbsr",
+	"8miTJ61cKfPcjTgo3n0tvluhhBVEsPTMb3L8biWvuqpmPnQyVXVA5wbIY6s8EWNho0oLNpyvqiA7cGK+",
+	"7igrRyYbkpH1az+cvoUcbVnYeLzEJ1dy4tUaSHWIWPumv5pIMoT0cCU2VDX0Y82B5XdaiGlZxMFBJuaS",
+	"Zdoqgg9RHjszwEARmuUiZxCMJrlkR0YbSixaoUlHg0o5twl27KAZtA3EISgT1MC6dTaIUGt1eUeL5ITv",
+	"6Nf5AeenP037i9/3Rwf8f+ytNU09MbAmZFw9i5BjtPVh9I7efCLSij6J3kt0mmhL9sfX59axSYZMAq4H",
+	"+AkJ1VaaTdiCLPsx1zpOAFXiM0UAtAQwSKw2DbeFyG3CAEsgyTSXBpqmfvLX2pQn+E3Sdrpe57btwweX",
+	"g1vs7lvrjL9kbFaCB8XXHYHfFw6UTV7T6t8Rmt5RymiGOZ9AG/NJkpr0LZuumEhitb7OuiS36po/cNJb",
+	"2T7f6Bittde3VTPi63/62irKWvP99mhorXmOhrPPVVh8hByA/Z7T1D+x2oxtQ1QEoCf04CyX5mzOMpP9",
+	"BcAkQ2fxkiGNLsl8QhWcx0QVvoAKVwfreytRuOlCrbKv71rXW25jb3rQlhikmz5etgOv946ldqF5wVEB",
+	"zBGzSMuk61iE2ym7fsFfg29bquU+vAro6JbYokErpVLLA8ZXGdfbpblfJ5lDNPuFTM7kJXrPG8hpnEjF",
+	"sq1cA1WFvQbbWk9b8IYRFPsBo64OorKi67a7CeHz5URIzWwQAdhEXCaov6KgwRCtS/jvkgs9jcFFC5Sg",
+	"vWckozwW05K/f0QQBpJ04aZLrUWNBHKxNBkxvVhlJqZfudIfXMJ0letwJssTPzWrtqVHwSeGjVMbNs5h",
+	"vTE1iUrVVZrw/HM5WvLs4DZGWiaMJnCtEsrG63jv6dPdFzYAdskWAdnfAyR2qLSQivKYZjEZUsmeHfTK",
+	"m/vbcfdfmATyt52PXw72v/79P65BViuIqJlKDOZxQ2n6tcvPi525ZIttgx3XSqi3UP+QTZ8wWQSj2qB1",
+	"xX4lg/eKCQUtpbNxUfESBgkJATfg7U2eTrNxpez2km/R++zKrd3Qqeh27YvFUY2pohHjimVdapRD73zw",
+	"WgZ86f5gjWq9PT1WFslWAC+feLM7q9j+wbrD5p0wqNUwZ4mLuS3baKjaKBdtrC8N3hK1wNLrXbjVmpcm",
+	"2M7dZkfoVWSl6btR6/C3zadW3bOlHBj9H8Bp0XEEnKBeooAFBCbNluW7g+koG4//iEfTP9T89730kvP5",
+	"eG9fzcRw8Zkd7Ofian8insV/zD79Pmd78Wj6NP88Xnsmoaa+tigfSzDvy2v1bqQcXoddM5s4uTLXFW66",
+	"VnlFQ/SbX21b+H5Tpffm3HmpRbU2Gl3s+hkg8jYEo28ppmecBBCucploRaaaTWT72Chq6rq4zZB16Vy+",
+	"4PEOQlA6vBvIJLseWLm6jVAqe25axzElb8UVSynE/AzHc4R+lSgGdUI1uVX1AK06TX6x11f3kS+rcVbR",
+	"UYeeDsjTokkakLA0sou839+P8E74NwOsv23B7EvQHSaXs4qQsXYTGsuHZ0mz2ntMZiyTerfI8fsT0Lm0",
+	"fRO6cq8MHMY42VyyrHGqlVKylUS/AcWf5dMpzUAGAsbJmic+yAZfggFHEWUoDbsOq9dxew3LcN6mPPXa",
+	"gd2GS1cmhY+uHvztgCk56fbg4b4yy21u7eHueSKRAW+FnVB6PESs9evDJ2zKuRvIZHtIMZsqeu+qRszS",
+	"5GqdD2lrHJ1PYritfXlT5wM2idpcrf1JDE+hj1jr68dgvQ8Be44FwBr1+YPQpsmZXLI8xdlflon0e85y",
+	"FpsuUW4nQtJWAo6pP4YO3lUAA0GykoMGSpQdY+fe85ZwGi3vMEHefA19pFnJqftKCgy8RjWndGQrtOPO",
+	"QRML+kkMt5cIjmxbIxop2TDgtb7CmuTwWEFBM/nMUJunbBz0XzxbH/u6GemsdV3Z0S5Z0tuQU43Yg/cs",
+	"oAqG0CyaGtgBZpx8EkPSDuFxffTCDggt16oGiS1RTdkniRpEpkaqHtoSuZrlquLrffb06f6zLSCs1ppC",
+	"btw9fMUyWyiXd4LwVeMJZiJLd8hx+U01umKR+8WatvIZ2SVYzWuXzhve1/vZqlXrsu5or1int1CFdOZV",
+	"CG9bhmjqmcgsYyDoEkmwtAmyhiZU4RE5QlBKSSLK9akwcEtNZ319kcBaLdrUe2Id+Qk+Bg7MKtuoFC7X",
+	"Cxorpcn1G5YWH9cioa4P2/d76/uw1XbqZ7YaaGs7GysT6ZI6INcaT99ik7hKbfLW6QyHoEWnjEptOC8I",
+	"jWN4mXRMAl5988x9faAw7fl2LUZYnCZq8XC36psBMFrL6lJiqvwDVrxyKUT1DXXcy2SJ/YCABFuq/hbC",
+	"8AbR42b9zS1aeWDlL5rZmFVcszE/2K6sm3L9Yt9aw+5ef+9Zd3ev29891//f7/b7/+rulnEcJBgMdkeL",
+	"QGtrzoZwL6pnA4ndHFqHz58d9PtuT+CJntUQS9vRKn3+sN8/7Pf/hc7n5WdtbUw8IDlPfs8ZNJOEJ4+A",
+	"QlW20LZJ7Nm5xkrxwz57z9fVrO2urFkrL9yGTNzbz5M6G0fuaf9eAz5QO2FmKGuO0QnfMuBuz0Odo3qf",
+	"JYmSLB15LK74uKVYL+XVPygbR8YxAD3odVduyE1ouUypW9Dmbej/Pg9+aDvgnQHGcg1TmxUZTAZr0Lhf",
+	"nrw69XuYaGlpm3qNMjE9IlCkbVp+U77otbxoY3FQdvs9+N/O8+Vo114F5XXCTOsDR1t7fpS43NLzU49X",
+	"K5ZlVA+nO8sA/62uQter6lYdL0j7Ww9u70X3XR3SigBL5SA0nqVCP6vHuzerUN0SFmiDtEaXzrjEK4Wp",
+	"4SH53//v/028JoBH4KJCfD7jGzWeq1mejd1fY8HZEQkBKiFEdxktevkVNfGJklApv0HtqD/NarzucDNf",
+	"VgBpX+aK0nuqf6cShruxcoorUwGFqC6KQX/AfyFiBFQj2kcGGaOyKQXz18nC64MjMq87Y6ICTIJzP/Wu",
+	"l7zShNZuT8KSA1wyRm6einSDMN91CAKBOGhza65f9ZLWTzU2O9ATMG2NsZyiQFvVLB2KXpaWAa2PXD8S",
+	"6p+aULEPakGhbZpKgXmlWNyhl82h9iauGG2zlLYblvw6Ubp7s2reRjbRsEJlMrtu0a1/erb301fTEOqo",
+	"r0hyABF2q9kHm5Nyc7no2sSAClcrA6pl443TlPW9a9OUyx+rQ5PUPeM15HUxgphqGTtHzHmP/AKlIxOR",
+	"xpjEXYb2bt1fBXUlA60V3BrqCFRw3Uildi9Zpyg01Y4dkhBcaGHRM8hdI4myaA8OZW4wT9Qkzuicl/qL",
+	"iIzgBTYn4RrQuLBjqtyQ8RkUgx7BSnKJRUgYQzfCAJh7mkgtXiYsY00Ox/V8cqUHsQSyWEwSOHyV1itY",
+	"0Wdn75r2dkLloFZBWNMnoBc7LR9s7G2L9TkoN8olfZ0m+Ke6aSWS6yPUbFfZ1pDbtwXHaerjsB22zLeL",
+	"J3Ov5WZr8EuCMlwJaUOb2gr3CDu3QYgexL3DKLlfSJPN0iOvA8CwAehInfRLYCYlbl0WAtfXgB4hSB4h",
+	"SB4QgmTVUbwVj+8qNXMzF/Cy1osGzEs/QfQTRdGRwddIqVTX8J9s40P2Znfbq/XwDvKqld+cdVJW/9Nk",
+	"xKJFlLKt8joPMYqF5ejYt046F0IVvNckvpW/e+M00Gu7EtbYVh9AFNzUwj3h0W2m0q+q4153FD5IOm5I",
+	"Z7AA/Rudc3jHK9pYRTXKxLSmLdxJZYoSG3xnLdo7jBdeFuAiNC4gGCvbxwa2qxCSCY/YEvenmrAFGbII",
+	"EFaNxbg5uhFUEmzS3NjeWJSwVJ1LMMala3QrXBQW+6HZ56btU1burH9vqXXI+hYAb/Her4g6zeKB30pi",
+	"1eOVtLLboLRb8lmuaLVQnWOt+YIdwvKteuX16VoDsWw7VNkC1Pfv3p68/J+DV6/fHH94e35GxJVpTDjM",
+	"k1R1E04EZ7KDKXV1nxn2vYKnMsDiIK+vWLYgMDtwlPv9AiYgUk1iHrUJezaVD8y7Io9vJDLC4GX+N8l8",
+	"IiSz33XSVT8DFrNLdPiTH93K+dn0tCw/I2/dLLZNtcS9vH6vh2XdgQp66n+///3B7vO9g36wIn/x4Nnu",
+	"7rPnz/q7zw/2vt9//txm5ODVfhP2TrmhkPvg0/5dfKjae8ibX/9OPugaFXkTu/5nGhsDr25p5L77YuV3",
+	"9589vUbmaakdTN3H5DOF8NBUbzcxJwg22lMaHlaO7XqWGBCWSlbmieaRzpH1ZR86LsRiDM5i3vET/V8S",
+	"TUQSsfsHHq4kmBazts2+wNWFC70ZoKCftl5hqdjSBXDZfJ7pkyDQnXdyn/abGWUp+9kivf0VdZHymT61",
+	"yFjQEQYlLsClAQhaA9bZEaZcuBx4hQ7UYb01hM2onlE1uWfYrTphY5uaRpv89M1L8uLg6fe2lw22kzxl",
+	"fEyfSGKOuOAWpLIubKI8yxhXg6XzeSMyElZ7vJiECos1rYmtaDe8AcZbzFStkVTF0seZyDQfkwuI8F60",
+	"CE0zRuMFYZ8TqWRzZ8osE9nSsIRp99PQqygADD0xIqHrcxQ+kWtZkHfyYoB9NW2IMBwEnYu0CoechMUm",
+	"inRkuhZpBTHnmldxfIyillBrVlRy2Je662zE1x57Ez32Jvo37U1kWUKDrQfKuhkWgZ4zASIsVMglLKXz",
+	"VpoV6cfKfMz462ucacqk9aetdj3gO4sHmmyUpgIpJptyIX7fMrRrR2JIt1ke1GncSAT4t5fzCNKBsVgu",
+	"hc/My5rxQf9FIxK2pqPy1M60aGhmg26BlrfSjtnVjm1Nt7OCo9awP5Dh4HjcDKzcKW3Ex2ZZXo/E1U+m",
+	"vkpMcM9a8EzMUpOomIyNgmI7dSTSBd1tMjpw0no2+u3V5FXCa40i992M8ZNXiOaVAex6qcdMCHtiwt76",
+	"3yFRAhwdYgbYtDSOMyZlM8R4U0cep3vkWVJFeTl43nBOaqG+63TLObITfSk4Z5HqkWM/5mFCIxg39kIj",
+	"R2Vwew/7+9qxDUxrWDHPMxfGbGjhCNeIOcIsJlTZRioGeDjhUZrHjIT620kcljbmtxb+6nmEZ5kYJVil",
+	"VzDQal2S/r/97sXF56dD/X8x1Cmxj192g91+vzmlrTiae6urjLyJmzjsys2VE5EpwvVC+we1dPwikc1a",
+	"TbU8H/1Go/svmkd+1sxVUc3ENC1Qx/Rg9K3XKuPEjSzMY2DKN7aOC3P4UGsTlXQN2fwjQJDbhv8Jc3e5",
+	"v90NNvnM3eF+sLfkWhzay0bYV/+097oe+PaG4gd7C83jxDyv1QS/urqBNsxVTZojkYF3wnliTb5NwkmI",
+	"OlkIS48ZkcY9C17c61RRry0UMmrg1vb1fRZV1yW6Z3BuGxy4vZbPbvFWRw3sql2nicS559uSLMqzRC3c",
+	"aToiDDzG1lesdRBpEs3BY0ba+FJi/rN3EGiRbnSDMmdaeph+KzdR/ljZegyH1XxIS7d3d+/rQ2IBFMd9",
+	"G8D0YjO/TSyBe/UoNcvCt2LOskjLkZQpbNYZJ2N9GCmPyWQxmzAuA7KvdbSDfqmpJ5ie4P6ACBZ4QsB/",
+	"Q827tIYHL+uRD1jlDF1QrIgtS1jI518jYXeD/eeulXezpEVT+tT4PLbw1Nos7dYHPqOJ5utXIokYwbLv",
+	"3Xp2xoq07kBLhbnITPl2PYWeZZLMkzQlkjHS/vH1OfEA/namqH14euzTbdEKzeCa+Nq5kYmN+ojpbSsy",
+	"rWsmU/1Hj5yhU0pvHhe8a7Khp0zRmCoKbYIafIwVLLTmnAXssjunfptdyF833v2Sc3BKMy1UwUXSuX7N",
+	"ViTylW3dv2zmzCw5pbXcn7GMXCY8Jm1/1IHj+4GJtQQEPPuB9c9OkpkMSshEMvAL0wdQJs/KP8qAfBJD",
+	"2TFQZuBOrAiG0htbh/vVen8TcSsDlexiMohWsr+u7RGzKTZd4UBq7GuF8Xd3U6nHsSmYNKfDNGHHU6M1",
+	"9tig1Kzd9BFN0jxjzVUYtEBgMwRQ9HNe/+ZS6+pmeiqsK+z6qu+37Z2wT7W8XqNqrENwtBM0dqUmx+mc",
+	"LiSqEzgCR9wrShZWSW/LRMqAJps88U99720kncwyMc6YbPDPQRC9YTvQd2gaBtgQkciwc44UZESzDUMZ",
+	"mZg3fAC4gH1vG7e+4z7QxhXvbPOlKlfXnw3M/Jp4u5zQvafPminMuE6fSHL2j+Pu3tNnpJ064T9hnzsF",
+	"KqJ3pBr7VHkyGurQRh+/PDtoNn1l8ofJalg3Kn3n0iFco9fSclBpQ5RjwSQJy6W1Wc558VeB0hgUHEJk",
+	"JHRUFh4VtKTHnLFIZDE0Z8J5TKgsoT22qaFK+xCCbUGCzsQqUymjV/CTK+TdpDezpbBrYmGTNsIKF8XD",
+	"Zp263TlNVEikEjPp2ldT5Vo7bImgbda4GVwyaLm1vcUSE4ODYiMUDVmelol7fMVpCo6uSse5kCl1EVeD",
+	"s9ymfMTu40vziq2Si6uy1jlOWb7bK/VnbMg33lJQlzNEfJntkQEW4Zsp9Zrcs0vhcmDo/3m4s9O4yUvX",
+	"rVpb+3mUbVxbq+9dW1tbEmUNCgVVpUlDAt56+tWmgH6MXYk0h+XNcovylki/27P3vYK4QfO8ee9qIPlW",
+	"0ELuBCRop3sbubvO+Hjo9N0Ss1xShmL3D9iGxG2w2Q96eaX18Rdef9Cu9MdiEgmtf3Ml0aD5UZg8gCeS",
+	"lD7+XadHfhGF4z9jI20eKkESdehhOfhVENeBv96c7TYceZfR31QYsFE6v5/guKGNZR4xyvOmT0GGoeG3",
+	"Gz6iWDZNOE0H04TnjarKz3gBipLMzcR4hCSmgsR0YdLm6OKJVl4gKISNRQWPZUAykQPGRD7Tm4utVcwH",
+	"r9Wdj2IUvrxGlYWuLEfDVJuIA3b7XCiaNmjX3/JGNhgVdU96w2bfPFP9rvehmfluXEyzHZf29/9WGPX1",
+	"inH80pttePsHeQ/FONWki1xmWyVdNKmpjTU19RmCNxqDCmd6WJYuV3dkrKLhk5NXpB0mXA5C23Gx8O52",
+	"AjKjFhlbJmPOYuONMCccy9T9950lY05VnrHOEbEzQ38wumgSPYgJozFUsZrqN0ha7JZ6hxbnbZaYTlyN",
+	"n2nIoIBCiPIwEfkJ21ua1JRE2hnB6NSKToMZtFO/4JdsQdqnb16S5/39vYDM8ozZmzo9cj7JmDahKQQu",
+	"L/gF75KwPjOTVl3Zg55393kyZVLR6Sw8RLcXNmnHmcypHTe4l2MWJVOakg88+WxljP8ut07hIQkZjvXv",
+	"IRkJjNpYFNJK00TCeCTAk9+GxZlhhmOHiNEFJ/DEs4Ou5mkwFviArdTFk61lm77U0+twXvvZ6C5SP/+Z",
+	"pAlnknwSCccR6bMGverDiwsekjZawEmqX8DZXN/egdl/OH/TfQ5Lvdsz7XC6ZqG6V7vhBd/rFUmVmGoY",
+	"kHw2g3bIkpF2+P7d2XnYueD7vdIqK5qNmSLsM41UutCKFWYNl/dCD+QQ8oQ16QQkGRHKFwEJ/xNpSU2Y",
+	"Xi7ye65PZNu174GzueO7YfUQDnAItUOABvwFf1q6XjpS9pZneEvJoeP8PGZ/7OAhUdpOrG0uYv6Q2St7",
+	"9jKcRQKuCP1Yx20q1vLatBYKMGswaiCqhJP9ft8eSz2AREnM8k9FdNkjx8Tk9BGRkSlNtWBg8QVHIgpK",
+	"LxS5kkmMxtE84bGYB34OrU9PkFREvaOJqplg8gKQza9YlowWS+m+6ILrNRnV0w8P+rukkvUa9i74arZW",
+	"sKo1PM1t+YpAyRZsAGk34eSp1S8dicK2afVUb8ONmPwall5MqXHuXlvUdSXneDM2IQxLjQZ/w95XjT1L",
+	"sRXW4GNDeyxM+LR7rc9gKVKC8Sxyooi/3dIyzApR6QOiVxuKvlw/Y+hp2S6PtmEknSM8hcUzDlRIZblU",
+	"GIEA1QM89IxmsNJmQSdKzUDrrULdrkkzcutofx40rtJUa7/Alo1j0N7eRYAGVGbDjYaYS5b9c7OGZ2vb",
+	"mwUOcQm9rMOF3x4OWZI2Zi1Omc3PtjvoFuP4/QlY8OXVkYRmNpfff7TUg22DSX+Fgz4SGAzlikbKa/56",
+	"avDKyk46l6ZaDzFqrqtXCIgVnvbcbyBsv/vunTez777z5I6dYdg5hMM/nwiErsp5tUSxR459LgdSmV/w",
+	"8hqRdqjvEpkh00PyA6wBWX+uOj0COdheqjCdmvAX5Kxd8ERh+rDmb5qmws9dlPCYdFxUuBz5uBKMQ4qW",
+	"dLK7aHBhCjYSSUZJqj9gom08XZBZSiOXBal3PmZRSjMW90hY5vcF1DPB9HFDTFyYrD29Cad5qoeAJblu",
+	"iqh1Wd3wu+/eZQZgD5Pfv/vuEDSVM9KeZSLOo6JTlDcE/aJ2oyTCW83qEbhpnzSka+N9lrnDJAzRjKnm",
+	"gWVPI7ynT6qJ8YH+RHiwu09q1RrmAydF3Uj3n2yBv9k0Fv1HOVXclCPjykAhjvzuO9iKkM5mqZm6Tdz+",
+	"2yep9Z62LYLq2JyThvoeSM6DJO1QD9poZnYBnkhtAulbivzt0AyjMgW9Qc6mEdx1sNdvFIAVxwXvunoZ",
+	"RWhkgvQTwUVunoJToQeCj0Bct0d+0cd/RiN2SNpIXCevgrLimolcMaLYdJZSxTpafcIWAU6RAVeglkWU",
+	"x1ZRh9/sZiPLNGSGIHbO4wjqvGYL8A94Z+gWQHVPmTZGWXyohRILj0rvt/KPUBInoxHLfPUBNacXpLmQ",
+	"KOyRl4KbWjT7jNRvhxcKbt5OE3SrQtYcLN2Ro3F9E/vMInCikXeaoMG7KeUoT73mTRRVWZz5IXFBOKr0",
+	"qtooXGyjcMAwYIlBPVDuG4SOMiYnuANm+TSfgZdD9ie1aIEgm9qUeycdl9ZxM7ivC5UfMux48IKFQnGo",
+	"qUO/PINNsA3YkYLAHeBuRlYIn25nwkLrJKimjJIMDoEZslYiUwENF9Fork9Gj0Ri8Fp/WWJuep4qN4bQ",
+	"J5LXiKkekjZVJGVUKrJ3QCBJztjgbhj69bieGMCobsaTouuWwy4ICACLuCgpaMFYfIgEC1ma3SGNLjWt",
+	"Qh0ymDlQGmoOf4AbgAtutzzQ615VEd5/ODcKHqyFPuhQFEpc9alN3gE+5R6H/DabkmgLKMMAjRmtt2C5",
+	"lewEuAiA4aeg1AOkFSShz/W/Ei+ToIrcGQaVGgKZ5mPDl105QUBCrMDQMt8UvwYIEwNZ/ez3nKY+OzBQ",
+	"gm3N84HK5olkHbO8P4g4YZYt/3T27hfQQxSZCqnILvk5+UFLi2aZENiJUrMnHknoMRuBi4q31sdKbF9E",
+	"iqmuVBmjU0RDNSkDECHBlIpDXD3NDICI9L3Q5MqyKve9AFYXdB+tWWDOgZULBaGCnZgw6aFlGLlgxJg+",
+	"ZCYvRwkbFGKxk50SNBgS2vsPyUULlSFzL2pDF62w4OE2tJRSpBHMGgHL//U5HYeo+v34+rzTIz8X1nP4",
+	"nclWONh7ThprIsMjMmf0MigMbSIyJHKaMvPw7h5pKPjFMiRTWm3IvlI9bEUmWHzmhGjhvL+//4K4OL00",
+	"UoKjFwZ8FOE5ekvCf4Um41CMRpIp1GFM4mV3v1/027EWU+HnCJV5xx9h8VUA8Z6xbAp5rBkzmGPIWPXb",
+	"D/p90PwTVOdQHuulMXN5m0il55JLRqI8kyIjMzo2Ye9DEoIDWh+ekLR3e72n+nU2eXu33+/gkAo3NYLy",
+	"6i/PNA8QuQRIO027FYd2GBAxo7/njvJe83xqjqWE2DBkMMFZz/KU6YNIIaYsRpaEvSoiu2ltWlRCA59A",
+	"rSioo9UEpf67kGWo/+NFIfVi+MwHYpLwJiiuAM52hYHOUOQqElOGe0QjbUCE2koKA9Lr9Tq4AS5weeiU",
+	"b7zr0DikQutHhrGj28fMVatvtUh2iPK5XB9jMHWcvKRYqa2pCEUBHLsC8xekuchM1bbD5Knh1elzhKba",
+	"sEh4QOlwWODhg9qXWfni13qbfDyzI+A8xyQ/FL6cTuHfyNvckAFe3yyWfrdxUOJMUjH2qtFCWBJCZzNG",
+	"M8NlE45ixoM4BseR5yNMGI4afZgzmtEpM6GBopGCsb2MKcEM7n+CCZsQOiEmcqLNpEqMG7izCBBu35bU",
+	"jxlH41GSKb1k9WC6V6vf2KsA5WA5GQpOm6270LRdKLCWZrACA06imie802vUgcGOcOYjs0tsToZfwKfJ",
+	"EhKWs4CEoDgDjxtKa66/tlasLKMj0lja5vaeMWbDCmVT+NCrv6Wem6dSh0vaVVNWHzouwJuOosBAtAQk",
+	"BA8gprmhExTvhhkDn4wyBg4rmoJSZKIOdmDAA1jc1RMxFsOhUcNgfyE/XxIptHEDgQbr9O/moPDNuVYg",
+	"9JiKQvKO143BHSKU8xJRZSiKYxsy4BItMLTOnb2TpwpVr6Fx11n9X/MhHDhJk0tstlaa1jRXhvnXp2RT",
+	"+DC/rp3Ykh5wWMOo9Dp1yi8sa/+HxbSMeipdC//AOKM84wCSDgtrE2dWfr8ZVFfMebfYMTf8sr5jZ6BM",
+	"k0lgiu6hysBxs2CycDLditTa6+LkYY2gvAmqfcgo55HJ579k0jAvTUzulaQ9EWlsk71LNQCavYDTBA0z",
+	"u+jgKbLAHIzMkhlLEw4sXZN0kUuJx4JQSMYApFLghyOfaFx8EHxfpUkd4l6ANwHPC5ywirugg6GBNIkY",
+	"l8zz+r3PxCxLmKLZYrnvb8c+V5TAt6oOP3L8/sSrXzts9Xu7vb5xBnM6S1qHrf1ev7eP6W0TiBCXo1AT",
+	"gXHwcRME/oeyhwmWPdO6nEGtgGIHU6Nh67XJsT/ARLqYj/7SIfR/4XKubSboGSH4KBnnXqwFKsVDAy/1",
+	"4Ye3Jy8HH07fhp1CZfcxqiBjFaJWgQsFgSRFJuWnJnYCU7uCDMeIShwMNF1gWXJl2rr5DiJj5WuVKyMg",
+	"LOcsTbv4LTNrN6eax2UEkS2+8IYiSfv0zSuytw/RE3feTuLWYetHpv4hTAmUFbXYzHIFVqEfOgBzwU0B",
+	"9rgSPREZhvlc6AZEexG5KUFfodiuYYTXOyF/hdJC42jR9+/1+9bnrV91+KXl23OfTNFU8f5V6RawJOBK",
+	"ry+DPlZ6Kibwrl/1X11T+dU9WVpRYG7f+S9zKzRP/xq0DnDYTY+46e38QF1tmX5k78X6R86F+JnyxanN",
+	"DIK5gKmw/llQdUoJH63D3z4GLWm70bV+BUBIVBX8bFxEEwO1Tp+HJCNeapKiY6wQHVs8xJJa0TpsIUnC",
+	"l8tco1JU9KU1E7KBfxSqk9aIw0pzWRB3RfgNvM8VX6YXf7UUttfvN0dujxzVe09hoU09RFw4JZvAecAn",
+	"meuVsy7xsMBmC41nvYzNE9YBq43I8xtLad2f6ckC5jRwVJwVvNHv+qUlITwPdW7efbt9/Mncg6/Dm9rU",
+	"VTWENpUdACVsMnuneI9XRWSBw1S26B6PFOZnl9nSqdmnSoqOOUw/iHhxa7Tuf8J+FkmzSJQyyHl3xm9K",
+	"02zgO8cGjMzLFDBHMpHe6btFtrTX37232Z26WT0wX8U5r36koqLgc/vrn3sjsmESx4zjExtw8JcWuUs/",
+	"sLvBbH4UnOHNG4znPXpMz4V4C4hnDyZXvvh5Gb99/FqSM/ZogJtnjClRHlN1RolTNzYSM3ClQcogTOYS",
+	"3fQnMUTvy4Ipv/RRpDHoXUkm1RGY+cAgaXYJ2tlUs97kyp7uMpt7m0h1rD+tX966QwZjPwL5vEsUG5Oz",
+	"DwW+t0qI90ZVWxHJgx32cr6s1quWJJpWL3n5WlU60fun9438nrPc1PuCcEgqOa5LacN6Gmwq9TY0s/Pl",
+	"kxgOkvjrDroEEHqpZE40rVVxy85PYqjPy8dgiWJ3Zs6mZ+5AUBB1OFB5IPx6VAkIw02okxWV/p/E0FPH",
+	"PCjGsE6hZ/lwmmjKOcWZ3Y0OUrz/nhWPn8RwGTv4JIZBsWj/PpL5YP0Tvwj1BvBEH0X5vXC3UwY2BsWo",
+	"kCHrG0n6MiTFMnPyFYtzpCwMsbTLSb8hIGRow7IDPGa/T2K6kIiSprKExQTu8FIswI+oLT2bRQgBKrCR",
+	"WEzCvf4e+XLRcl+9aKGb82thIBpVx5rV8AKEFkg4AdSyo6JRRLWdURPcfxiQ8GDvRdW8NFkjnpUW2lwP",
+	"SPZVouiT9eH8JZkmMU/GE0Xa1uFlUlUrS3CEzoHE8m5NsZ0e+RUc7XVobLmlwRmstjQPC3dcMaBLxmbe",
+	"UPWKlsfYLlJJEEJDGT9Qk5ns4vr4Nij3d4s1h8c6y+TMO/9Y3o2o8T7xA8DebiRx9m7t+/DRY4td3GTr",
+	"2qyWthbbxvC1qS6dfxs59CgltpUSWkck1JCdGJVgi7YQFt7vlZBT0e/ACpMiZ0Hu4BFdLkyqsY02+hOL",
+	"pAev3y8ExFwgrLNZHOSlyQ7VD+eSZUBAacLRDkUge8354JpxH1FFoPqvE2BYDC1W1/vZsPBaKMymddKG",
+	"NHrBTTsNLzvez3Wz6Vv6viNi8M4hSU1coscScmYEZzbKAdzVCqQ6VjrknNXA0jGU3ICX3qDkI8s5cffe",
+	"mafRfgA/uBnr3b2z7zfzXwciaQVZktnNJe0iPPzgnPjuNfu/Lgsu8U08DAXRJz4dWK6J6IEbxmxsQsgO",
+	"BKu7kJa13LH2C5s7B1qPvOMM87iAx5lECRYT658w0fEyL41omjaFEcC/psfw+so0bNvOLfGejtlZ8ofe",
+	"qY3uxVIofXNToLOh4/RmKlsFhEy/f02tFSTzh6mIaNp1VTgBCeVCKjaFTF4QAyevLOii86CSk1fLIrWQ",
+	"SVcduQdj0y5/8L/xa//dVuLyv3OZ/fclW3RKODed/2iqUF86O5g/CiUvRykgrDfukRCrI/zFCpdNxL1u",
+	"WcQZ0GB9wLHj7r/0oP+2ZMCNH8EkxI23GQ7qO/NQwzJAmQHSEsBgZS7DXWsMCUalmwaCzTH9YWwGaLVq",
+	"AEM2EjYCvOrbgBe4/bfvMrhfMIRl3vBjSJOFxGd9r5nzv43pcY8iyQkhvRV+hom/8L7yrn9u1N0LgPVG",
+	"SeQlmSyTQ7V+nEWWS1CCGWP8KskER95jU1FNFj06Dwx+O2YeTujMVFfY0WhVnzXm4rzyc2HujAK8ryxR",
+	"AL3CzD9lJOghjvArk41dqWz1Tq/3Y8MRrvY8aDzHiel233UtC5ae5zN0ObobDWC2O7velXaIxmTYCbR+",
+	"JdN8XEYHswn9XuK2tlWbNa5qR/5707vuUmpUJ7VedrjlLdb0UYLcsQRRzTxcLYrd8OixgZiaDJxyt5Cv",
+	"S2OUWLuovDYvroDE5Z0aHwq6TjCmacvzSNv9a7cTuIIRU8Rvo59YXQdAESB6IMfYdM4x6MyUKG1QgZ5M",
+	"VfF+A8AnbVUMoAxJkqge0Ty/RNkkkYTxKFtYn00GsEY8NlnhFgsBWpOk+RidNoilg3wH7YomfuOCr0Uv",
+	"rAanDLqzqmS3NSvxcqQBBuTjtr6dTXpe+I2hPgYtXElAgmtlBnHB/Iarq18GxRta593HjPxMTLtqwtxZ",
+	"BIIogYe1XuNnyEtsC5SYblgru1TNXLMpbNikVXFsy7S6hxK0ljMdiL4G12SSuIf37ueqnpkGNo0jiwNb",
+	"RV4lxgqrfn1Ox+tYNNzzNWg11Ceve9R7xD7hv6goBNr4Rco98TVovRWRye1Y/bS772vwmHvnBey/fdde",
+	"4cyDksNaqr4nAG8g/7Cb1YZ66c4X1xo0ib+iuLS40tX8z6m4qkpOKOiDuitTvN4jp145LQoQ0100ROiw",
+	"RJG5yFMDZF7tgQ9PcUFyCYAdVmRasAsondXvdN1LQ1sj2STDeuQVM50hqEuurgi4gwapBk/dtlR7N0OQ",
+	"7iYN+KApraEppefbY1uPSUbXTzJ6GANYn6s7Zz/BcveNVyCeUlCCS3p3gMWXWvPFzJuq1LeFxKpA3PaQ",
+	"EDpL9GQxTZQmfz2bjGFXoppnp4Hk781WXZrxa5nZ9ZWdRxp1NPoQJPcjU3dHb87c3c53Y3v1mnzeXDVJ",
+	"fMA/M4kOJdMYAcrBjYr2dII485A8VTeZZT5jmWTYD58vLjijWZqwzN0qODPoHYbu3bOXjM0kGNH6vkYT",
+	"2hnJF9zmbwkOCH/ajHYwKwD8AGglUA0JmsaPr89JRDkZMoeoM6TR5aGp9DR4PhfcB/QxGD5GGUF4Hb9V",
+	"L/xs4HUA/dUB7JSxdS54BVwH8HfgC0Wj2Qt+wcOSVRoeFt0hcXE8nB685YiEXy7QdL1oHZKLVq/Xu2h9",
+	"DRGuKWLYajjkeZqGFzxKAfohUQHCP8xdkp+vKcUJaGQxabNUMlTCql3lQz3e4zXuhEJzw0LoMg9+n6ub",
+	"q12jnzFnLriZhnaX/gfXmKUnsvEyb8Rqx8ImHoJr+wR+NUbE/RbYbSkRg8Jz18R3/lLegUcRfoNc/r0N",
+	"XAMeONYb7HtyI6/C8+0+eWqJ7KF0FCPsy+BxJaH/MC6JHSN4tq9Wqqo4jeEAn52YJmYVXeOoKTIA2ZXG",
+	"GiFS0QVqA9QHmLTufVooMygnpctZ75FzgJTvGqCSojC+jdM2ngsre31har7UuVOPC2kLzsg4p5nWLbKE",
+	"pskfDsLWjQYRYjrbu2fqjhec6T16Xv6U9tyjeHr0At3QC4SE9k16oXeUbQR1Bwz/1CXFh/ozgzxLw4AM",
+	"AfFJCTLLs5kA6EgmDXqkKQvyxGLNwKUSgMmhF8Zcm5mYcG/gpRKF6G/DTMxtVj+ATyMdDqgKSXu3b/sx",
+	"AGIpu+DexsSJjMSVRRJC2xJqsgKDzQcDxG+6XiqcmF6DduQXvE19YHaEwQb+//6fL18HBi7LtPKONEN3",
+	"WKf6PSevTNoqVRc83NFfSfhORNNU28yh6XaCcF0lmLUiil0OdSPa4Mi0GJUqSVM04T23AGljQgwKzrJV",
+	"Ck/OaWGcOvhBD7PsgvuAlBaXlLQBPN56DI+bpDUF96TB4ibWh8FigCSWFxzhxkodWtH3aHYCzP2JFrnU",
+	"LmSMhRwX3CyT676Cn9QjbDQfAdx2YUHSXPsf6O+XSERu6riuOsXJhpoOH0KvgM07tMs+QRQczBJ1uUSw",
+	"N21qEJ4vuG0SQqeshuFu6+t8aGqpaKYc9o4eUKcA0y2O9gVHHwYeBSXJhMoJrqI5NbYyxSDwAQSwOU9V",
+	"iRsGBkPzguNBxdQ+PRKGH1aA3PWLqJOwdU9wMTDXBvYa9PG94DfwapzpIVRHe65l2a0kStxThB4GvESp",
+	"0Qsb2KV+jFk9aiu3qq2cITPxMqZWyuMbqy3eHT4Sp36hZa2tj426jV89sjzp0y9/gJJwqIoAkZiZFleQ",
+	"nwi4giqZsoAIY8OkCzJKUkSXGi6MyBaZyQZ9n2djyOry3w8ta4QCabEM36Y0onuswGmoXRDVxQHBBBNd",
+	"WjthendvX6mDLX6XlVHUyioLPC+bKdo4nDQfbzyaM33z3dZS+BNenxFbWv8yctJjauxdp8aKCh26yr7S",
+	"7w0srHTDmhzYl65DjQ231Q855abt30ykSbQgbfT5WDDrCcsSVW0PZWHuZccG3yivKotHWh9N8zECYbBt",
+	"skz9Y3z/Gabbk9rD5FWWVml5TuVj6uRj6uSfMXUSj2+1NcX1OeUKP1Xpxp0vlcLgrytL1GpgDEuylbDp",
+	"SaynhJ6cIY0uoXGFS1toxoOuMMN70R2WAhF49zxmKf2ps5Rui6yul5VUraH/COXd0aSZxlCNkEW6TD3l",
+	"p7mBEnhr6lT1AejwZlrGA6SebE/HONH7zu7YhJMgK4xvi6M8ep4e0zj+vdI4XkI8ot65i5hcMugi+BDa",
+	"0g6UXxgdfVmNSU1zcp1JhclyNJ0rJzQm7QJA30WCOj3ykvKIYZcaiJNwQeynIdwRTVicp/ohl0PRI+94",
+	"xMgsz8b6sQn0jwRPdmASHfNszAbmtyb7FL7pM7hXdrZ/hsyFe9TxHjnyYyzghhwOaI1Qj5Ljgthuxtdu",
+	"Q19dmmZWYmxDFokpkyS0Y7dRR4ughyyHIqTr3wkXc/K3euH8OKMRxJsTER8ZpKEEW7ki08KGgTZlC0FV",
+	"a15tMeeyR85wPTFH32F61lfZY5xg2RZJ6NhIOGY0ThPeAJ1ivsD+bRhlUCya2d5H1vnIOh8ujGror0k9",
+	"vC0Weh3VEMGir5HxtTH/hQAyBjzkgkeTTHCRS4tS3abgdhtj379PYthpxFRNuBJEcHbBbZfpdiwiuWPb",
+	"33bNz71p3CkBsELmibkpIKHl9D3yXqTpBQ9/fH1O3Fvkzhf7T704oal1wmSd0KCDsDgkbefbMN99IsnZ",
+	"P467e0+fYad/mfzBOgEJsYM6Qq1GqB1Dg/1TgD+XleZa1eQenIS7fsHt6Hrk2AB+l1YpohxTuciQmQVm",
+	"sd+VaoYx6ohyLtQFbzd0eMBUpuMmGPF2IWikYjO9UaYjbm2/lGjo+Ne54KOMsT9sn/wyGWD3GtO82/XL",
+	"mwpMj4QtMM4ZFts+ZaYvZHDBPSxjBDhm2CPZ9ptBeal/QHD8Ajp3FRp6gJlmpmkbwKADThmUi2FiNySZ",
+	"SWy8Y8BgocWIlurCB1N3+L4Tlulz7BDTiyMkOZ3JiVA2WYuTVEh1aFoCu85xyoILJtI1TcR3BBe8GB9A",
+	"tONnMkb1ihglRi8IGhOQ7IV7QsAF7tLb9I7r97v+Fvq0vH93tpxaduyt4aEdK0xhzFQN/X0k0lTMMV3M",
+	"PwYdYjramsOnB2CpRl+C7D/Sxtc/sYdlrFkDLCu0fCu/EkzKAlLZvRp7nuA0C3h80rbH1gRHL7glDzdX",
+	"SyfkZ6xMfAJTctB1blg292OUiT8YP/ITIxcAJu0fgmLrzVPljW3KbMNwzGuYzoOi/lgO4fyYm2l0OPIi",
+	"Uns9UH1vHO6sDqhqHfI8TYMW9JLQr/satBD/FK+2sI39Xre/W7Sxb4FSaakDUo3Ma/TBA7h182dpxkEL",
+	"Sgc/j7JBf/dTtP/5xXR38n12cPWUP/99b/6M9dWLRStoXSZc38fsjlXhbkGsr36FPad6utCkonXYD1qZ",
+	"mOt/6JWf0L2nz+wwtRQamNvML5Bzc9gycrAVtIzbd8WibLyhtrf30kRFJ4ctL/zmsxUfo9v/LhmOSJXG",
+	"Al8SiHOSr0kldxdvoo4n07tWxzUhQiV+gjq5UaenNGYGOdxq5ksV7MC0eNd6mC29UBd8wlJXsbFLfk5+",
+	"wI45Wk386ezdL/qrCZNFJroBhkW4vIlIY1uuMWVTkS1svwYsS/D4slFB0VeDKklpWSFhn4gsTjjNFoHJ",
+	"pSqpGS5dH9e7XGsxpTwZMameSIJQzCXsWszFQlACT+u3ffAveMZobGaJHSM8989VIpNhyhoqNTBfnqZS",
+	"mKWoTPqCpyK6tA2SJiy6lH7thplkmwszNBmUOtvBnxbAXELHaYSBuOC4BKA5LYiRcwGhdnuijMoJSXiU",
+	"5jGLAyxkrA2PUGnCAL0L/lJkWT5T9myhJhQe9F2LCnNhEOGNYeD9BFPLp4NpIqcQRw4uuLuKc9PXJOjr",
+	"2qyy18wmDXIu8xmaPiF0u/NGafv/wnnFJbNJcL7g50IN4GqI+yiF7TmCzZ3ARJ0LEgke5Rl00jOECwfr",
+	"fZbwKJnRlEzpbJbw8SFgyeM6wKQwgRjKTEzLJr/1CCjwpcbRJJH6YOUS+mlq/XSeQKEI6uio17gaEMoX",
+	"fnOUHjmZ4nrYszFJZqDZM7C9L/h33xl94LvvDlE9HWeUK2u9IDqIw8+H9gfWhoOuB1hRW1gIa7lc0RVG",
+	"69F++1vpmk0lGTl5JdGcLjr4ykDvhrEvtGqY8JxVzGibeH5UOvNWsUakXm3PmMFDTZeFLpGdHoFGpvr2",
+	"SSKVyJKIpofYWw0P0ITG+CbXMNFUeyFG8AVH/zKkEzkPgIcMmnOJllfFAnaw2IC8hLmfFsMfBqTPAJSK",
+	"x6bYprAdHUer+BCeOKuZxMkYAZ9cNduMqkkAU8EIHzJ1EA/aws4lI/SCX7IF1ggpAW3bFt5Kw8FqMk7w",
+	"yD1M2qiIFNR16+mUHcwOWn8IsqEBV/9e80XXKcy4vAFxnqdHfflRXy7nZTzdZC5OIP7M4oSe6yP/UMo2",
+	"8gVf8wTXrkt5fzjNu5BJS7NLj2u++2pDIBloQeKKNlbXDi1BkOdNTc+WAMl7g37Y1j3blQEV47ZFQHeK",
+	"DuG+tr4CZ+lWPvb3/ZYSZqFgh64nR78c0fv1HnNoV1cBufpJrxdgG/zN5HvolYvRLIwoQCI72AxJERTy",
+	"jUjUKpe0TBSmOVFmn9ZvOiK8gQUlCoEUakMbGfc8fBjNFwjLYGdCo5MaTRor2CXjcWcpdr3fSO2brCkq",
+	"RvhASO3FCi2vJzpy24n7DOdkTheP2uKjtvinLTaCk8+KpovWX3Jdjn47quHOF69h6hrU9kYOapPPLM8E",
+	"dx6FVNlU8LGeKCvCI+RU34ZIZOaJwHaEhf4hNqZcbiXrp4hVUFLA3dT0mFR0IcttpMssG4Zyeyz7noDB",
+	"VvLPsrR8hM54DCzdMq6jppg1fWOvw8SWALy/46z2pUNQBoBz+iBTwEMWpI0eyURZRbG54LHS+PkboNUl",
+	"I3800L61isZbOvi3Y49tUBnoBgX223W0BdMIetMKZWu1ykPbcDgwlhVEnhIeMcjKMhEDG4Q5fn/iGo3R",
+	"WGJQyMZ3bBZVwq8YVyJbrAeeeYej/gv0IYSZbAC1AhMOrDEM4D8Y+/okEl5ztT+yk2/W3yMfvFT6OmwC",
+	"43vbsAnTZ6ASGDwkdAg5oYiTZfFh6vUqFiCmR048PAQT17aICOT9h/OlaAiNusF7nMcdErT5wjJI3/Jy",
+	"HG29HI+gCX8d0IQnsnoePN4AVxLWjEJnrt2i43dtWxds5OIdXDyzRYuRNVBPpE2JSQoymQPeoxJh5/Ay",
+	"OGYTuzad5vYsBT4rahFWMtpkMdN75ciHeIhZlMRM9siviZrEGZ3bYoCwwu8wIWPgwP5C6AWlUmYxdguM",
+	"2TqLr3RotmV1c5PM4wCE1YRNi777zPm1e02tThzf+qugTOCEHqR5yGoObeSWPeiPZXiPLplHTIltW4Pc",
+	"tpy7gTscv7zDRiMGCIZLddjXkCoLScBBVVIhsnghAhIILkbMhRjLtbyMRhPM8ptPWAY4FOhHh0Kxdknc",
+	"hAEJC2mJSaJgKCyB83ptJ3L3qmz1Uw0c87WeqVkzf4HAG2AWz7VeQkhITFHNs4g9Gq3fmoKqChPFHvHA",
+	"P8hwsHEbiwP9QErrdZhBxmQ+ZXdYr3CqP2CBERoQU1eHu3rEf74MtToRki3Bp8GiQ6t4mzuUEKSNjGfG",
+	"lF+8i3APwkvKyMQcON4REdvA2zSG3fQC32Ii7bcK14Cb+6gdPmqHD6htaVqDVmIW3uqhkU53zFDukMOe",
+	"KOtIxdoLLU00sxrmyhRv9/eLFQk1n8MKZ2zPZmoxGu7skTP8NyYwNC/q2nwF0w5WuhyFAoVAcOb1YGtE",
+	"MzCFWY1svgElB4d4d9z29s1+M2THBr49YMkym3en4JHTP3L6h6v5xVP4LWBZ7+SSjpcb0e84apMzlpEP",
+	"5y9JTBdo9Ib6/0OiBAmVCLFCUwIyjkW7OOj3MYc4IH+wTEhXxbkW1foDDGlbzgdPvdH2ywbeUbj5XNyf",
+	"FopzauBRr2iSLvQay0fz+Vsyn+vVNjHsVG4Op6VU/LuBQuHCXRrH0OlM7kiWjlYGciOKoKguewMexNSs",
+	"k1cBAMMGBJuKBzY3C4CHsCGd8e4QGscZk5LJpvQnqN/G0gHswDalpt1+ovQIG4ke8jHO9PjvkgrNtE3y",
+	"R7OWYNcIx37H6V3XJLQH6RYKKzXEiFZpkfzyODiITTRQmcSaU7yDScZgbCxFj8AdwobNc5FherICR0cA",
+	"7luESLBlx0UjQEks3hGUKTAL0mbjkVwgDZAhWwh9+ouxm/Tcpoxk/wjflV/koMkvBenYj0nDtyXE/kQZ",
+	"vduRorFou2LOuwUsg4WOug7BumLYpZEXRHXE7ieITFGpZiRniqpc2o6zptkemTJFY6ooVIs1Zw2eu68/",
+	"aKs6H9hRImak5ioVqOymUtUq7NZ1etcBhdyl5mpXeX0io1uExw5xd52AqLyjv2VlOmqhK6m5DKe4lLY3",
+	"INwjkxpMSSzmPBU09poPN+uBFoniHo70Oni4Ryvsm8uyc3tz3YO/raiwZ2W56bUEhNSgSqw0xz6cvvVJ",
+	"o9yYHXVSFgdkxBCpyYX5vMbW9hkWQ7H0GWDNSB+Sx+jDCHj1Eumn+5bxsZogGFB4ymZZ9xWA8pie6AZM",
+	"LCCnb16SF0/3+9Ae3aBdBSTnl1zMeUDA3a0VbVMJWBB3YFubu+7fesyBvtle8BBV7coZEKx970UD40cP",
+	"SVs/GImYBVpBnyRcYaP3zkpGcmz2obbxDflhTS3SSXtGM8COC+1GQVf1zjKpXjzaqjrAfQE/pZ9xE1qH",
+	"e/1+0Jom3P69W0cD2k7C3xB3qL4yDut6/Ecy62pKAfM/JopmVYPYO03Np76GVB2QUE6o/tffDy/yfn8/",
+	"GlLJnh3Av9lhSNrFMSwpSdWxP7q/H5hHv3KszKI3PpF2v9dxbNPcvwt8eolNUgPYuTd2jrxq++Bn6YPL",
+	"Ap9FgbYAVDau/2nQL9G9gcFHc+WTGBIuVBIxSYZMzRnjJJrk/FJ2oLOuBekCThsnMqJZjJgdFjuTvE6A",
+	"Kc/pwjhJlgghA4Hv8+crkcSlDks+Iy/gslfmwhwTRKMz9weANWQwxkTmYX9ibgyAY8+pBwLu0BKXgGIv",
+	"a8/kqZfffurK5jDGbgMevUCP8ck76bRkKfJWodDWAfjfFbt1YPc+JGtisUnBf1OVXgGZ0uxSeuia5eSR",
+	"0DQVaHs4a5pHmzIU70NPJDEooh9O33Z65I3pMMEtYE4pj8W1KwjgmkmPiSjHiMowB3BUzIMJXJNhMMAx",
+	"SQU7h5RwUxEnREuECqBq0bbD8nHVIy9xMwyndwzYFwkref150UVhmktl+lQ4GdVexcabAJvMCO6Gk99+",
+	"Wowdpx13c4OBBxEadi8xfaqaCwXH7lGePKIwfRst381hta1SSkDH9yKUrIbcLWnI8o5k1KlpG0V9r0TZ",
+	"A2Fi7CORES0lEp4rJoNSFWI5ONQj4Y+vz0PARy/hVMPVI/yx7q/BWCnYEubzgWuDBAmPHjpU4Z1CcWJt",
+	"hJIRoS0IxPazTjAtQyZizrHUE95skAABLBAA/KBzbc4NOkKtRZWYaiamRZpziSEaeOf2RRCg3Vlb99g/",
+	"DrcDH3hHGH7NI17m8vFvCsz2CF4r7XkUCY8mxg3Tqxy9+jwGfcdbe5GWsXrvDohTdRGWQb/HZ6qtj40y",
+	"YXVm5BvgdTMaJWpBZikFL02PnAtFU8Tvl/lUWl9K7LL8SFuxbJpwmlruDTdDB0IWk3wGuZYxXQRoH+gl",
+	"Y3GnR/wAsHTdFmCQtlg+wxbgGXOl+M1B9PtMsAz+jCg+ZvR6K9eHwGcs61baD+oHAzIsA4qTk1ePQfI7",
+	"ZCmwaWbxgYjKrY4xJI0kIkaQmrxtGqfPJbLxDtSMJWo5jM6vE6qMbRzXu1Rqw3k+ESROYmjdjPnRhfPA",
+	"g4tx7f1ImyqVJcMcrHFRtuRBB3siyckrjM9rLc929us0c4JjO4W/APSWnct6irV3PpLj7ZMji/IMaOK3",
+	"L61cskwruIe/fdQ7X5BqA76U3ZNypphfEoFoW021EPpKnTrBo7YNxBV2dYUmCbXuVaWWr4jXFjiDKsmI",
+	"1yPIEDa2Ml2QOdPymEpFJGN8CRniWP8KRKhnskmjg/Xr+0idD0SdmG22pEeyJO3S5nVuTKI7X/wXIopl",
+	"0U9ZrqxN8p/UctJ7rtoLheLho5BQlEzZEaIfXDI2Qw8/tAl0vnhsddzmOWJaeqQeJ+NEySUC9Z0/8r8C",
+	"nmUxnw1QLb3JP+bRfQM5GpuTO+V47FcS0TakvrVPzKPkWqJGNt6xKG5dB8e2PP+c02Fq0O0NuFtcoLgF",
+	"RKSxl4r+1jQ/5LYKxMO9gXZ/JvwmGabee3BwwBXijM55E6BcvB739sRM6r2b01+BZayY4AbWtF2KR/H/",
+	"jYl/cNWb/fSowBTLoWxEP9t2SsGyaAiWZW2P59iGZFLoooq/xmHRtdQEBuyjJJGEWXaBVWQYHoe2nJlF",
+	"stR0QSPoiQHVgmmCGoLtbsR4lC1mphdnxqTyG26alF7SDidUDvDZAT4bEkkXUhsLEH4xHVURshCyb2Wa",
+	"j/VPOU9+zxmhU2HcA5W9sXPwtgXiG/r5gaKXjIedOk5mIwompoa5BTIOzDKMgvE3Gmgp9HA8kaVmUEsC",
+	"KKuYw/23YfLa95ti1wGgnw9iMaUJh/NLoynr2Rs/Bi2zgdAxH85zy/2Gm6rfBpharcOW3I+yfdUdZWLa",
+	"VRPmhBcQcCJnKV0MTArxcTRl5OzsXSto4eFrHbYmSs3k4c5OKsYJ75VGAt34lYhEqikpiaNW0NK73TqE",
+	"EXelFJv3zl+1Kw/TemrlOVkGxmyuPwarHk4Z3jodYYPZ/Cg4+7PkLmwkYY9jSJauCdMmZouC9wZGdl1x",
+	"BhQQJz0xzwG5/81wnix9rsxxONe7orrYDCZx5EHaOATMOKtp7WsSzkBW1h/CZLg0kS7fycrTUcYQ7JNC",
+	"w0DHObR4zxiKfZKxLshVaEJO47ik/mOeQV3MvcJR3KGcu38IvW0ZcFAygR5Z8V81lWwb3v2t8WBDp7Yw",
+	"rYHt1m2dm3BhrrXw7iVbrGjwnErNdLB4voK6j4MZJSwDhgVxhohm2UJzvku2QIMl9gHovacn1BM48BL7",
+	"GS64SSFGZgnpUMvaPesp/JMt/hJeCjebTYIV+lZY83/Trsx/FheFt1N355fQkg4pjoTw4AA/O8AyxoLI",
+	"sJTR/IwjwJ9CFx4sE6ksE2lAWCpZ40dKb0OPReGN2N8jGeWxmJLhAlL+OdG2bRZRyciQSra/1yMAY0Ft",
+	"NWbhdji03FBP0WYZQZZlwTzaa4fUAc8pFiuTeSawys3UEvuvcjmpWTKeOJeKf2ZR4QOfTPGYVtBge22d",
+	"7jq0Htvy2RD9t9vx2QzwoRo+m8+foSdjiZ53yRZBAQNv9szgKv0JckUfGz8/muzbShykR+DPTsaQdpEg",
+	"vY1kWZGWeskWlWzUsu648+WSLda1frYCCquIfc7Ix6U8C2l93k2tnq2MM2Z3j/gROklomjEaL/ykGcBv",
+	"RnnrxwqWN3O+HWZ8X72c7WiXM8VHa/fR2v022VfRDLpgX3cbzTfU0hjKb+BnO5lQ9DrFv+UvrdLZRep4",
+	"mt//Hj2AYAaXC6Qgf9bqnqV03CjPsrJRHuBbTaTPsFQ9o0aW2gAV38AkYUFuWWN9WL3ReC4edcdHrvtv",
+	"wnVd/zRPaxwuCp5zXyrkJzHcKhVa319NoPRSIF0r/wA7DKE3kcWBuZ4xmadLio9+0kP5CzgQfxLD9a5D",
+	"vY6PXsJvzEtYP9y3nK6kP7A2J6mDgUyRc0g5pgmXioRT+nmgHx/MWDaI6SLUj+69wJ58A/YZq5fDgISn",
+	"TGWLLsCahPBZzj4raNIwTWKejCeq0yMv9euhnsFUCoLjMQJjNl7mJftJDL9V/9hPYvgwnjG9Jku0mt9z",
+	"lrNYn6pH7eVRe3l0lf0PTQ+EAmLdCIHdILX8BtHTKdusw4V+2Ooglf5+PG4SBajItIsoBLb6Ai6ZGEg7",
+	"0zGqGXH0Z3aXoMU/s2VMR69+0FxTqszlJ5JkIoXi8ER9Cw0s/hp1i/aw6ZvseleO2w1Oummyu6K4gUYT",
+	"24r3ie3BW2nuiuFAfJGfqJuK6NLASjb3cxZZ3dlhFlN2vMmadsrwcWnwWUL8Ebr5V9otaxsHsSj9B02I",
+	"kLku0ohuFlFOhgzAzRTjZEijy0bKO7MrdYf0576xrLm8uX6DbnKPlHhbFcT2QbcrW2r1eSMiE1jwSEX4",
+	"kifFeZ1PNH9tUwLWtwPdINrUx/Nu5t9pIIopXehz7h4SmTvzzj3mk8sRoXyBXSkhLcD6Ec37Bo78AHWg",
+	"GC/CBJpkx2ofdE0ZDF1v8Ii+rt+cJiOodkCjJjwZdX+mKpo0uCnf5z4lbmk0jOCtmxj1993X0kzpVwMZ",
+	"dq9tLTflOiZjIyBUYqm5/uSCtKkkP74+N1xXTdi089jt8i8ait/bwGTIWCR4nOgD9AYAmG9mbTzf7pOn",
+	"lmy+ZQetumVpUhuBKDWhs+Ng2dXyxgSFEhYQiilYp69/+fF48P7DD29PXg4+nL7VZJ1naeuw9QXxJwZ5",
+	"ln5tBa0rmiVQzQXxNHcJ5ZtZSyguOtzZ2d37vtfv9Xu7h8/7z/utYOVQSji2pA31SVr7nGUizqHw64iE",
+	"U3oJuOUhgRlK0vilTk+v00e3qqvXwGsjaOqlimsNTZqW9z303mCaZTW0eCpBbU2EVCwmw0VFN+41N3Vq",
+	"fKE+FiThV4kqquPNs96va4ZitXSrf/hvgUsJa3oF4iKNGvHKihcgAFL96VfVHORy8adMxryL5kcJjEhT",
+	"UD4D9MUZE7OUdfwp12u5m7fQ23/oFEBS4Y8Zfmt49GdxBdpNuYWng80v3ipJ24LRezCXBpPeQuX6Iy/g",
+	"55oHXPpeG7hBhxy/PwlI6Fl5oQFtdjtPaBSxmaImAmpPFbKZ5i8hSEX51fBbeEgmYspIxqRIc/R++Ek/",
+	"gYlFBS44YVcTQWi+fvz6/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -18,60 +18,6 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for ActivityActorType.
-const (
-	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
-	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
-	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
-	ActivityActorTypeSystem        ActivityActorType = "system"
-	ActivityActorTypeUser          ActivityActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the ActivityActorType enum.
-func (e ActivityActorType) Valid() bool {
-	switch e {
-	case ActivityActorTypeIntakeKey:
-		return true
-	case ActivityActorTypeLocalOperator:
-		return true
-	case ActivityActorTypeOperatorToken:
-		return true
-	case ActivityActorTypeSystem:
-		return true
-	case ActivityActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for AuditActorType.
-const (
-	AuditActorTypeIntakeKey     AuditActorType = "intake_key"
-	AuditActorTypeLocalOperator AuditActorType = "local_operator"
-	AuditActorTypeOperatorToken AuditActorType = "operator_token"
-	AuditActorTypeSystem        AuditActorType = "system"
-	AuditActorTypeUser          AuditActorType = "user"
-)
-
-// Valid indicates whether the value is a known member of the AuditActorType enum.
-func (e AuditActorType) Valid() bool {
-	switch e {
-	case AuditActorTypeIntakeKey:
-		return true
-	case AuditActorTypeLocalOperator:
-		return true
-	case AuditActorTypeOperatorToken:
-		return true
-	case AuditActorTypeSystem:
-		return true
-	case AuditActorTypeUser:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for AuditOutcome.
 const (
 	AuditOutcomeDenied    AuditOutcome = "denied"
@@ -87,24 +33,6 @@ func (e AuditOutcome) Valid() bool {
 	case AuditOutcomeFailed:
 		return true
 	case AuditOutcomeSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for DeploymentEnvironment.
-const (
-	DeploymentEnvironmentDevelopment DeploymentEnvironment = "development"
-	DeploymentEnvironmentProduction  DeploymentEnvironment = "production"
-)
-
-// Valid indicates whether the value is a known member of the DeploymentEnvironment enum.
-func (e DeploymentEnvironment) Valid() bool {
-	switch e {
-	case DeploymentEnvironmentDevelopment:
-		return true
-	case DeploymentEnvironmentProduction:
 		return true
 	default:
 		return false
@@ -246,42 +174,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for IdentityProviderSource.
-const (
-	IdentityProviderSourceEnvironment IdentityProviderSource = "environment"
-	IdentityProviderSourceStored      IdentityProviderSource = "stored"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderSource enum.
-func (e IdentityProviderSource) Valid() bool {
-	switch e {
-	case IdentityProviderSourceEnvironment:
-		return true
-	case IdentityProviderSourceStored:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for IdentityProviderState.
-const (
-	IdentityProviderStateDisabled IdentityProviderState = "disabled"
-	IdentityProviderStateEnabled  IdentityProviderState = "enabled"
-)
-
-// Valid indicates whether the value is a known member of the IdentityProviderState enum.
-func (e IdentityProviderState) Valid() bool {
-	switch e {
-	case IdentityProviderStateDisabled:
-		return true
-	case IdentityProviderStateEnabled:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for InvitationState.
 const (
 	InvitationStateAccepted InvitationState = "accepted"
@@ -306,30 +198,6 @@ func (e InvitationState) Valid() bool {
 	}
 }
 
-// Defines values for JobState.
-const (
-	JobStateDelivered JobState = "delivered"
-	JobStateFailed    JobState = "failed"
-	JobStateQueued    JobState = "queued"
-	JobStateSucceeded JobState = "succeeded"
-)
-
-// Valid indicates whether the value is a known member of the JobState enum.
-func (e JobState) Valid() bool {
-	switch e {
-	case JobStateDelivered:
-		return true
-	case JobStateFailed:
-		return true
-	case JobStateQueued:
-		return true
-	case JobStateSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for JobResultStatus.
 const (
 	JobResultStatusFailed    JobResultStatus = "failed"
@@ -342,21 +210,6 @@ func (e JobResultStatus) Valid() bool {
 	case JobResultStatusFailed:
 		return true
 	case JobResultStatusSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for MeRole.
-const (
-	MeRoleOwner MeRole = "owner"
-)
-
-// Valid indicates whether the value is a known member of the MeRole enum.
-func (e MeRole) Valid() bool {
-	switch e {
-	case MeRoleOwner:
 		return true
 	default:
 		return false
@@ -390,27 +243,6 @@ func (e OrganizationState) Valid() bool {
 	}
 }
 
-// Defines values for PolicySource.
-const (
-	PolicySourceDeployment   PolicySource = "deployment"
-	PolicySourceOrganization PolicySource = "organization"
-	PolicySourceOwner        PolicySource = "owner"
-)
-
-// Valid indicates whether the value is a known member of the PolicySource enum.
-func (e PolicySource) Valid() bool {
-	switch e {
-	case PolicySourceDeployment:
-		return true
-	case PolicySourceOrganization:
-		return true
-	case PolicySourceOwner:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ProviderProtocol.
 const (
 	ProviderProtocolOidc ProviderProtocol = "oidc"
@@ -420,75 +252,6 @@ const (
 func (e ProviderProtocol) Valid() bool {
 	switch e {
 	case ProviderProtocolOidc:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for Scope.
-const (
-	ScopeAuditRead          Scope = "audit:read"
-	ScopeDeploymentRead     Scope = "deployment:read"
-	ScopeOrganizationsRead  Scope = "organizations:read"
-	ScopeOrganizationsWrite Scope = "organizations:write"
-	ScopePoliciesRead       Scope = "policies:read"
-	ScopePoliciesWrite      Scope = "policies:write"
-	ScopeProvidersRead      Scope = "providers:read"
-	ScopeProvidersWrite     Scope = "providers:write"
-	ScopeSupportRead        Scope = "support:read"
-	ScopeSupportWrite       Scope = "support:write"
-	ScopeTransfersRead      Scope = "transfers:read"
-	ScopeTransfersWrite     Scope = "transfers:write"
-	ScopeUsageRead          Scope = "usage:read"
-)
-
-// Valid indicates whether the value is a known member of the Scope enum.
-func (e Scope) Valid() bool {
-	switch e {
-	case ScopeAuditRead:
-		return true
-	case ScopeDeploymentRead:
-		return true
-	case ScopeOrganizationsRead:
-		return true
-	case ScopeOrganizationsWrite:
-		return true
-	case ScopePoliciesRead:
-		return true
-	case ScopePoliciesWrite:
-		return true
-	case ScopeProvidersRead:
-		return true
-	case ScopeProvidersWrite:
-		return true
-	case ScopeSupportRead:
-		return true
-	case ScopeSupportWrite:
-		return true
-	case ScopeTransfersRead:
-		return true
-	case ScopeTransfersWrite:
-		return true
-	case ScopeUsageRead:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for TransferKind.
-const (
-	TransferKindExport TransferKind = "export"
-	TransferKindImport TransferKind = "import"
-)
-
-// Valid indicates whether the value is a known member of the TransferKind enum.
-func (e TransferKind) Valid() bool {
-	switch e {
-	case TransferKindExport:
-		return true
-	case TransferKindImport:
 		return true
 	default:
 		return false
@@ -536,14 +299,13 @@ type Activity struct {
 
 // ActivityActor defines model for ActivityActor.
 type ActivityActor struct {
-	Id           string            `json:"id"`
-	InvocationId *string           `json:"invocation_id,omitempty"`
-	NameSnapshot string            `json:"name_snapshot"`
-	Type         ActivityActorType `json:"type"`
-}
+	Id           string  `json:"id"`
+	InvocationId *string `json:"invocation_id,omitempty"`
+	NameSnapshot string  `json:"name_snapshot"`
 
-// ActivityActorType defines model for ActivityActor.Type.
-type ActivityActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // ActivityList defines model for ActivityList.
 type ActivityList struct {
@@ -578,12 +340,11 @@ type AuditActor struct {
 	InvocationId *string `json:"invocation_id,omitempty"`
 
 	// NameSnapshot The token's name when the event happened.
-	NameSnapshot string         `json:"name_snapshot"`
-	Type         AuditActorType `json:"type"`
-}
+	NameSnapshot string `json:"name_snapshot"`
 
-// AuditActorType defines model for AuditActor.Type.
-type AuditActorType string
+	// Type Who acted. An open set (x-extensible-enum); show a type you do not know as it is.
+	Type string `json:"type"`
+}
 
 // AuditEvent defines model for AuditEvent.
 type AuditEvent struct {
@@ -599,9 +360,11 @@ type AuditEvent struct {
 	Id string `json:"id"`
 
 	// Operation Example: createOrganization
-	Operation string       `json:"operation"`
-	Outcome   AuditOutcome `json:"outcome"`
-	RequestId string       `json:"request_id"`
+	Operation string `json:"operation"`
+
+	// Outcome `succeeded`, `failed` (the operation answered an error) or `denied` (authentication or scope refused it). An open set (x-extensible-enum, `AuditOutcome`'s values); show an outcome you do not know as it is.
+	Outcome   string `json:"outcome"`
+	RequestId string `json:"request_id"`
 
 	// SourceAddress Example: 203.0.113.7
 	SourceAddress string `json:"source_address"`
@@ -620,7 +383,7 @@ type AuditEventList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// AuditOutcome defines model for AuditOutcome.
+// AuditOutcome An audit event's outcome, as a filter accepts it (a closed list). An event's `outcome` in a response is the same list as an open set.
 type AuditOutcome string
 
 // AuditTargets defines model for AuditTargets.
@@ -652,8 +415,10 @@ type Deployment struct {
 	// DeletionGracePeriod How long a scheduled deletion waits before the purge (Go duration).
 	//
 	// Example: 720h0m0s
-	DeletionGracePeriod string                `json:"deletion_grace_period"`
-	Environment         DeploymentEnvironment `json:"environment"`
+	DeletionGracePeriod string `json:"deletion_grace_period"`
+
+	// Environment `production` (HTTPS required) or `development`. An open set (x-extensible-enum); show a value you do not know as it is.
+	Environment string `json:"environment"`
 
 	// Identifier The deployment identifier intake keys carry (`RENGA_DEPLOYMENT_ID`), or null.
 	//
@@ -672,9 +437,6 @@ type Deployment struct {
 	Version string `json:"version"`
 }
 
-// DeploymentEnvironment defines model for Deployment.Environment.
-type DeploymentEnvironment string
-
 // DisplayName Example: Acme Corporation
 type DisplayName = string
 
@@ -689,14 +451,14 @@ type DownloadAuthorization struct {
 
 // EffectiveBoolean defines model for EffectiveBoolean.
 type EffectiveBoolean struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  bool         `json:"value"`
 }
 
 // EffectiveInteger defines model for EffectiveInteger.
 type EffectiveInteger struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  int64        `json:"value"`
 }
@@ -728,7 +490,7 @@ type EffectivePolicy struct {
 
 // EffectiveStrings defines model for EffectiveStrings.
 type EffectiveStrings struct {
-	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
+	// Source `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
 	Source PolicySource `json:"source"`
 	Value  []string     `json:"value"`
 }
@@ -786,8 +548,8 @@ type IdentityProvider struct {
 	// PendingRevision The revision waiting for a successful test, or null.
 	PendingRevision *int64 `json:"pending_revision"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol ProviderProtocol `json:"protocol"`
+	// Protocol The provider's protocol (immutable). An open set (x-extensible-enum, `ProviderProtocol`'s values); show a protocol you do not know as it is.
+	Protocol string `json:"protocol"`
 
 	// Revision The revision of the configuration shown (the latest one written).
 	Revision int64    `json:"revision"`
@@ -798,20 +560,16 @@ type IdentityProvider struct {
 	// Example: corp
 	Slug ProviderSlug `json:"slug"`
 
-	// Source `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-	Source    IdentityProviderSource `json:"source"`
-	State     IdentityProviderState  `json:"state"`
-	UpdatedAt time.Time              `json:"updated_at"`
+	// Source `stored` (written through the API) or `environment` (from `RENGA_IDENTITY_PROVIDERS`, read-only through the API). An open set (x-extensible-enum); show a source you do not know as it is.
+	Source string `json:"source"`
+
+	// State `enabled` (serving sign-in) or `disabled`. An open set (x-extensible-enum); show a state you do not know as it is.
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// Version The document's version (`ETag`).
 	Version int64 `json:"version"`
 }
-
-// IdentityProviderSource `environment`: from `RENGA_IDENTITY_PROVIDERS`, read-only through the API.
-type IdentityProviderSource string
-
-// IdentityProviderState defines model for IdentityProvider.State.
-type IdentityProviderState string
 
 // IdentityProviderCreate defines model for IdentityProviderCreate.
 type IdentityProviderCreate struct {
@@ -828,7 +586,7 @@ type IdentityProviderCreate struct {
 	// Example: https://login.example.com
 	Issuer ProviderIssuer `json:"issuer"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
+	// Protocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 	Protocol ProviderProtocol `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
@@ -891,8 +649,10 @@ type IdentityProviderWrite struct {
 	// PendingRevision Ignored (read-only).
 	PendingRevision *int64 `json:"pending_revision,omitempty"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol *ProviderProtocol `json:"protocol,omitempty"`
+	// Protocol The protocol a GET returned; must equal the stored one (so a body read from a newer server can be written back whatever its protocol).
+	//
+	// Example: oidc
+	Protocol *string `json:"protocol,omitempty"`
 
 	// Revision Ignored (read-only).
 	Revision *int64 `json:"revision,omitempty"`
@@ -1016,9 +776,11 @@ type Invitation struct {
 	Id string `json:"id"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
-	OrganizationId OrganizationId  `json:"organization_id"`
-	RevokedAt      *time.Time      `json:"revoked_at"`
-	State          InvitationState `json:"state"`
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State An open set (x-extensible-enum, `InvitationState`'s values); show a state you do not know as it is.
+	State string `json:"state"`
 }
 
 // InvitationAccept Example: {"display_name":"Ada Lovelace","token":"renga_invite_..."}
@@ -1050,7 +812,7 @@ type InvitationList struct {
 	NextPageToken *string      `json:"next_page_token"`
 }
 
-// InvitationState defines model for InvitationState.
+// InvitationState An invitation's state, as a filter accepts it (a closed list). An invitation's `state` in a response is the same list as an open set.
 type InvitationState string
 
 // Job defines model for Job.
@@ -1069,12 +831,11 @@ type Job struct {
 	InstallationId InstallationId `json:"installation_id"`
 
 	// Result The installation's report, once it sent one.
-	Result *JobResult `json:"result"`
-	State  JobState   `json:"state"`
-}
+	Result *JobReport `json:"result"`
 
-// JobState defines model for Job.State.
-type JobState string
+	// State `queued` → `delivered` (to the installation) → `succeeded` or `failed` (its report). An open set (x-extensible-enum); show a state you do not know as it is.
+	State string `json:"state"`
+}
 
 // JobCreate Example: {"command":"facts","installation_id":"ins_01jc3x9m1h7r4v5n8q2w6e0t9y"}
 type JobCreate struct {
@@ -1091,6 +852,15 @@ type JobCreate struct {
 type JobList struct {
 	Items         []Job   `json:"items"`
 	NextPageToken *string `json:"next_page_token"`
+}
+
+// JobReport An installation's report of a job (`JobResult`), as responses show it.
+type JobReport struct {
+	ExitCode *int    `json:"exit_code,omitempty"`
+	Output   *string `json:"output,omitempty"`
+
+	// Status An open set (x-extensible-enum, `JobResult.status`'s values); show a status you do not know as it is.
+	Status string `json:"status"`
 }
 
 // JobResult Example: {"exit_code":0,"output":"up 1 day","status":"succeeded"}
@@ -1114,12 +884,11 @@ type LockedSettings struct {
 // Me defines model for Me.
 type Me struct {
 	Organization OrgSummary `json:"organization"`
-	Role         MeRole     `json:"role"`
-	User         User       `json:"user"`
-}
 
-// MeRole defines model for Me.Role.
-type MeRole string
+	// Role The caller's role in the organization. An open set (x-extensible-enum): a release may add roles; show a role you do not know as it is.
+	Role string `json:"role"`
+	User User   `json:"user"`
+}
 
 // Observation defines model for Observation.
 type Observation struct {
@@ -1184,8 +953,10 @@ type OrgSummary struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why the operator suspended it, when suspended.
 	SuspendedReason *string `json:"suspended_reason,omitempty"`
@@ -1207,8 +978,10 @@ type Organization struct {
 	// Slug Lowercase letters, digits and hyphens, 3 to 40 characters, starting and ending with a letter or digit. Unique and immutable.
 	//
 	// Example: acme
-	Slug  Slug              `json:"slug"`
-	State OrganizationState `json:"state"`
+	Slug Slug `json:"slug"`
+
+	// State `active` ⇄ `suspended`; `deletion_pending` → `purging` → gone; `moved` once a transfer completed its move. An open set (x-extensible-enum, `OrganizationState`'s values): show a state you do not know as it is, and do not treat it as gone.
+	State string `json:"state"`
 
 	// SuspendedReason Why it is suspended (also kept while its deletion is pending).
 	SuspendedReason *string   `json:"suspended_reason"`
@@ -1262,8 +1035,8 @@ type OrganizationIdentityProvider struct {
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
 	OrganizationId string `json:"organization_id"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
-	Protocol ProviderProtocol `json:"protocol"`
+	// Protocol The provider's protocol. An open set (x-extensible-enum, `ProviderProtocol`'s values); show a protocol you do not know as it is.
+	Protocol string `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
 	//
@@ -1297,7 +1070,7 @@ type OrganizationIdentityProviderCreate struct {
 	// Example: https://login.example.com
 	Issuer ProviderIssuer `json:"issuer"`
 
-	// Protocol The provider's protocol (immutable); OpenID Connect.
+	// Protocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 	Protocol ProviderProtocol `json:"protocol"`
 
 	// Scopes The scopes requested at sign-in; must include `openid`.
@@ -1325,7 +1098,7 @@ type OrganizationList struct {
 	NextPageToken *string        `json:"next_page_token"`
 }
 
-// OrganizationState defines model for OrganizationState.
+// OrganizationState An organization's lifecycle state, as a filter accepts it (a closed list: the server refuses a state it does not know). An organization's `state` in a response is the same list as an open set.
 type OrganizationState string
 
 // OrganizationUpdate Example: {"display_name":"Acme Inc."}
@@ -1410,8 +1183,8 @@ type PolicyLimits struct {
 	ObservationRetentionDays *int64 `json:"observation_retention_days,omitempty"`
 }
 
-// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice.
-type PolicySource string
+// PolicySource `organization`: this organization's policy; `deployment`: the deployment's defaults (RENGA_POLICY_DEFAULTS, else the built-in default); `owner`: not locked, the owners' own choice. An open set (x-extensible-enum); show a source you do not know as it is.
+type PolicySource = string
 
 // PolicyWrite Example: {"entitlements":{"jobs":true},"limits":{"max_agents":500,"max_users":50},"locked_settings":{"require_sso":true}}
 type PolicyWrite struct {
@@ -1475,7 +1248,7 @@ type ProviderEmailDomains = []EmailDomain
 // Example: https://login.example.com
 type ProviderIssuer = string
 
-// ProviderProtocol The provider's protocol (immutable); OpenID Connect.
+// ProviderProtocol The provider's protocol (immutable); OpenID Connect. A closed list, as a create accepts it; a provider's `protocol` in a response is the same list as an open set.
 type ProviderProtocol string
 
 // ProviderScopes The scopes requested at sign-in; must include `openid`.
@@ -1488,8 +1261,8 @@ type ProviderScopes = []string
 // Example: corp
 type ProviderSlug = string
 
-// Scope defines model for Scope.
-type Scope string
+// Scope An operator token's scope. An open set (x-extensible-enum): a release may add scopes; show a scope you do not know as it is.
+type Scope = string
 
 // Settings The settings in force. A setting listed in `locked` shows its locked value.
 type Settings struct {
@@ -1551,7 +1324,9 @@ type Transfer struct {
 	ForMove bool `json:"for_move"`
 
 	// Id Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
-	Id   TransferId   `json:"id"`
+	Id TransferId `json:"id"`
+
+	// Kind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
 	Kind TransferKind `json:"kind"`
 
 	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
@@ -1570,9 +1345,9 @@ type Transfer struct {
 	// SizeBytes The archive's size, once it is complete.
 	SizeBytes *int64 `json:"size_bytes"`
 
-	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
-	State     TransferState `json:"state"`
-	UpdatedAt time.Time     `json:"updated_at"`
+	// State An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer). An open set (x-extensible-enum, `TransferState`'s values); show a state you do not know as it is (`renga transfer export --wait` stops waiting at one).
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // TransferComplete Example: {"destination_url":"https://eu1.renga.example"}
@@ -1584,8 +1359,8 @@ type TransferComplete struct {
 // TransferId Example: xfr_01jc3x9m1h7r4v5n8q2w6e0t9y
 type TransferId = string
 
-// TransferKind defines model for TransferKind.
-type TransferKind string
+// TransferKind What the transfer does. An open set (x-extensible-enum, see the evolution rule in this document's description); show a kind you do not know as it is.
+type TransferKind = string
 
 // TransferList defines model for TransferList.
 type TransferList struct {
@@ -1593,7 +1368,7 @@ type TransferList struct {
 	NextPageToken *string    `json:"next_page_token"`
 }
 
-// TransferState An export goes `pending` → `running` → `succeeded`, `failed` or `cancelled`; an import is recorded once it has `succeeded` (a failed import changes nothing and leaves no transfer).
+// TransferState The transfer states this version knows, as a closed list for typed constants (the Go client's TransferState*). No response refers to it: a transfer's `state` is the same list as an open set.
 type TransferState string
 
 // UsageDay defines model for UsageDay.

@@ -232,7 +232,7 @@ func TestAuditListFiltersAndPages(t *testing.T) {
 			func(e client.AuditEvent) bool { return e.Operation == "updateOrganization" }},
 		{"outcome", client.ListAuditEventsParams{Outcome: outcome(client.AuditOutcomeFailed)},
 			`outcome = $1`, "failed",
-			func(e client.AuditEvent) bool { return e.Outcome == client.AuditOutcomeFailed }},
+			func(e client.AuditEvent) bool { return e.Outcome == string(client.AuditOutcomeFailed) }},
 		{"actor_id", client.ListAuditEventsParams{ActorId: ptr(bID)},
 			`actor_id = $1`, bID,
 			func(e client.AuditEvent) bool { return e.Actor.Id == bID }},
@@ -265,7 +265,7 @@ func TestAuditListFiltersAndPages(t *testing.T) {
 		if upd.Operation != "updateOrganization" || crt.Operation != "createOrganization" {
 			t.Errorf("order: %s, %s", upd.Operation, crt.Operation)
 		}
-		if upd.Actor.Type != client.AuditActorTypeOperatorToken || upd.Actor.NameSnapshot == "" || upd.Status != 200 ||
+		if upd.Actor.Type != "operator_token" || upd.Actor.NameSnapshot == "" || upd.Status != 200 ||
 			upd.SourceAddress != "127.0.0.1" || upd.RequestId == "" || upd.Error != nil {
 			t.Errorf("update event = %+v", upd)
 		}

@@ -289,6 +289,19 @@ func checkAnswer(spec *openapi3.T, op *pipeline.Operation, reqHeader http.Header
 			return fmt.Sprintf("a problem whose code ErrorCode does not list: %s", rep.Body), nil
 		}
 	}
+	// The values of the other open sets (x-extensible-enum), which the validator does not check, are
+	// those this version's spec lists.
+	if r := o.Responses.Value(strconv.Itoa(rep.Status)); r != nil && r.Value != nil {
+		mt, _, _ := strings.Cut(rep.Header.Get("Content-Type"), ";")
+		if c := r.Value.Content.Get(strings.TrimSpace(mt)); c != nil && strings.HasSuffix(strings.TrimSpace(mt), "json") {
+			var v any
+			if err := json.Unmarshal(rep.Body, &v); err == nil {
+				if u := unlistedValues(c.Schema, v, "body"); len(u) > 0 {
+					return "values its open sets do not list: " + strings.Join(u, ", "), nil
+				}
+			}
+		}
+	}
 	return "", nil
 }
 
@@ -340,6 +353,7 @@ func TestFuzzCheckFindsNonConformingAnswers(t *testing.T) {
 		"an undeclared status":  {reply{Status: 418, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 418, "error": "not_found", "request_id": "req_1"}`)}, "does not declare"},
 		"a missing member":      {reply{Status: 200, Header: jsonHeader, Body: []byte(`{"id": "org_00000000000000000000000000"}`)}, "does not describe"},
 		"an unknown error code": {reply{Status: 404, Header: problemHeader, Body: []byte(`{"type": "t", "title": "x", "status": 404, "error": "no_such_code", "request_id": "req_1"}`)}, "does not list"},
+		"an unlisted state":     {reply{Status: 200, Header: jsonHeader, Body: []byte(strings.Replace(org, `"active"`, `"archived"`, 1))}, `open sets do not list: body.state: "archived"`},
 		"text/plain":            {reply{Status: 404, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("404 page not found")}, "does not describe"},
 	} {
 		t.Run(name, func(t *testing.T) {

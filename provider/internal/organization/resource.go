@@ -97,9 +97,10 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				},
 			},
 			"state": schema.StringAttribute{
-				MarkdownDescription: "Lifecycle state: `active` or `suspended` (suspension is managed outside Terraform, e.g. `renga org suspend`).",
-				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				MarkdownDescription: "Lifecycle state: `active` or `suspended` (suspension is managed outside Terraform, e.g. `renga org suspend`). " +
+					"A state a newer server has that this provider does not know is shown as it is, and the organization stays managed.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"version": schema.Int64Attribute{
 				MarkdownDescription: "The organization's version; each change increments it. Sent as `If-Match` when the display name changes.",
@@ -197,10 +198,17 @@ func (r *Resource) create(ctx context.Context, body client.OrganizationCreate) (
 	return nil, diags
 }
 
-// live says whether an organization in this state is one Terraform manages; an organization
-// whose deletion is scheduled, being purged or moved away is gone.
-func live(s client.OrganizationState) bool {
-	return s == client.OrganizationStateActive || s == client.OrganizationStateSuspended
+// live says whether an organization in this state is one Terraform manages: one whose deletion
+// is scheduled, being purged or moved away is gone. A state is an open set: one a newer server
+// has that this provider does not know is live, kept in Terraform's state as it is (dropping the
+// resource would plan creating an organization that exists; an update the server refuses in
+// that state says why).
+func live(s string) bool {
+	switch client.OrganizationState(s) {
+	case client.OrganizationStateDeletionPending, client.OrganizationStatePurging, client.OrganizationStateMoved:
+		return false
+	}
+	return true
 }
 
 func toModel(o client.Organization) resourceModel {

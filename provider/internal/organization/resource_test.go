@@ -48,7 +48,7 @@ func checkDestroyed(env *acctest.Env) resource.TestCheckFunc {
 			switch res.StatusCode() {
 			case http.StatusNotFound:
 			case http.StatusOK:
-				if res.JSON200.State != client.OrganizationStateDeletionPending {
+				if client.OrganizationState(res.JSON200.State) != client.OrganizationStateDeletionPending {
 					return fmt.Errorf("organization %s is %s after destroy, want deletion_pending", rs.Primary.ID, res.JSON200.State)
 				}
 			default:
@@ -132,7 +132,7 @@ func TestAccOrganization(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if len(old) != 1 || old[0].State != client.OrganizationStateDeletionPending {
+					if len(old) != 1 || client.OrganizationState(old[0].State) != client.OrganizationStateDeletionPending {
 						return fmt.Errorf("the replaced organization: %+v", old)
 					}
 					return nil

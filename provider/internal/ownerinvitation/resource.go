@@ -39,12 +39,12 @@ var (
 	idPattern    = regexp.MustCompile(`^inv_[0-9a-z]{26}$`)
 )
 
-// Invitation states, spelled out: the generated constants' names depend on which other enums of
-// the spec share their values.
+// Invitation states. A response's state is an open set (a string): one a newer server has that
+// this provider does not know stays in Terraform's state as it is.
 const (
-	statePending  client.InvitationState = "pending"
-	stateAccepted client.InvitationState = "accepted"
-	stateRevoked  client.InvitationState = "revoked"
+	statePending  = string(client.InvitationStatePending)
+	stateAccepted = string(client.InvitationStateAccepted)
+	stateRevoked  = string(client.InvitationStateRevoked)
 )
 
 // Resource is renga_owner_invitation.
@@ -102,7 +102,7 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				},
 			},
 			"state": schema.StringAttribute{
-				MarkdownDescription: "`pending`, `accepted` or `expired` (a revoked invitation leaves state).",
+				MarkdownDescription: "`pending`, `accepted` or `expired` (a revoked invitation leaves state). A state a newer server has that this provider does not know is shown as it is.",
 				Computed:            true,
 				PlanModifiers:       keep,
 			},

@@ -58,9 +58,9 @@ func checkRevoked(env *acctest.Env, accepted bool) resource.TestCheckFunc {
 			if err != nil {
 				return err
 			}
-			want := client.InvitationState("revoked")
+			want := string(client.InvitationStateRevoked)
 			if accepted {
-				want = client.InvitationState("accepted")
+				want = string(client.InvitationStateAccepted)
 			}
 			if inv.State != want {
 				return fmt.Errorf("invitation %s is %s after destroy, want %s", inv.Id, inv.State, want)
@@ -101,7 +101,7 @@ func TestAccOwnerInvitation(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if inv.Email != "olivia@example.com" || inv.State != client.InvitationState("pending") {
+					if inv.Email != "olivia@example.com" || inv.State != string(client.InvitationStatePending) {
 						return fmt.Errorf("the server holds %+v", inv)
 					}
 					return nil
@@ -127,7 +127,7 @@ func TestAccOwnerInvitation(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if old.State != client.InvitationState("revoked") {
+					if old.State != string(client.InvitationStateRevoked) {
 						return fmt.Errorf("the replaced invitation is %s, want revoked", old.State)
 					}
 					return nil
@@ -136,7 +136,7 @@ func TestAccOwnerInvitation(t *testing.T) {
 			{
 				// Revoked outside Terraform: the next plan invites again.
 				PreConfig: func() {
-					res, err := env.API.ListInvitationsWithResponse(context.Background(), orgID, &client.ListInvitationsParams{State: new(client.InvitationState("pending"))})
+					res, err := env.API.ListInvitationsWithResponse(context.Background(), orgID, &client.ListInvitationsParams{State: new(client.InvitationStatePending)})
 					if err != nil || res.JSON200 == nil || len(res.JSON200.Items) != 1 {
 						t.Fatalf("list pending invitations: %v", err)
 					}
