@@ -30,6 +30,7 @@ const (
 	ActivityActorTypeIntakeKey     ActivityActorType = "intake_key"
 	ActivityActorTypeLocalOperator ActivityActorType = "local_operator"
 	ActivityActorTypeOperatorToken ActivityActorType = "operator_token"
+	ActivityActorTypeSupportPerson ActivityActorType = "support_person"
 	ActivityActorTypeSystem        ActivityActorType = "system"
 	ActivityActorTypeUser          ActivityActorType = "user"
 )
@@ -42,6 +43,8 @@ func (e ActivityActorType) Valid() bool {
 	case ActivityActorTypeLocalOperator:
 		return true
 	case ActivityActorTypeOperatorToken:
+		return true
+	case ActivityActorTypeSupportPerson:
 		return true
 	case ActivityActorTypeSystem:
 		return true
@@ -57,6 +60,7 @@ const (
 	AuditActorTypeIntakeKey     AuditActorType = "intake_key"
 	AuditActorTypeLocalOperator AuditActorType = "local_operator"
 	AuditActorTypeOperatorToken AuditActorType = "operator_token"
+	AuditActorTypeSupportPerson AuditActorType = "support_person"
 	AuditActorTypeSystem        AuditActorType = "system"
 	AuditActorTypeUser          AuditActorType = "user"
 )
@@ -69,6 +73,8 @@ func (e AuditActorType) Valid() bool {
 	case AuditActorTypeLocalOperator:
 		return true
 	case AuditActorTypeOperatorToken:
+		return true
+	case AuditActorTypeSupportPerson:
 		return true
 	case AuditActorTypeSystem:
 		return true
@@ -481,6 +487,27 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SupportGrantState.
+const (
+	SupportGrantStateActive  SupportGrantState = "active"
+	SupportGrantStateExpired SupportGrantState = "expired"
+	SupportGrantStateRevoked SupportGrantState = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the SupportGrantState enum.
+func (e SupportGrantState) Valid() bool {
+	switch e {
+	case SupportGrantStateActive:
+		return true
+	case SupportGrantStateExpired:
+		return true
+	case SupportGrantStateRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TransferKind.
 const (
 	TransferKindExport TransferKind = "export"
@@ -575,7 +602,7 @@ type AgentList struct {
 
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), or an intake key ID (an agent's registration).
+	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), an intake key ID (an agent's registration), or a support person's session ID (`ses_`; a read in the support console, `name_snapshot` their email).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.
@@ -1435,6 +1462,91 @@ type SettingsWrite struct {
 // Example: acme
 type Slug = string
 
+// SupportGrant defines model for SupportGrant.
+type SupportGrant struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	GrantedAt time.Time `json:"granted_at"`
+
+	// GrantedBy The owner who made the grant (their email when they made it).
+	GrantedBy SupportGrantor `json:"granted_by"`
+
+	// Id Example: grt_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State `active` until `expires_at` or revocation. The set may grow: handle an unknown state as not active.
+	State SupportGrantState `json:"state"`
+
+	// SupportEmail The one support person it lets in, or null for any of them.
+	SupportEmail *string `json:"support_email"`
+}
+
+// SupportGrantCreate defines model for SupportGrantCreate.
+type SupportGrantCreate struct {
+	// ExpiresAt When the grant ends; in the future, at most 30 days ahead.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// SupportEmail Only this support person; left out, any of the deployment's support people.
+	SupportEmail *Email `json:"support_email,omitempty"`
+}
+
+// SupportGrantList defines model for SupportGrantList.
+type SupportGrantList struct {
+	Items         []SupportGrant `json:"items"`
+	NextPageToken *string        `json:"next_page_token"`
+}
+
+// SupportGrantState `active` until `expires_at` or revocation. The set may grow: handle an unknown state as not active.
+type SupportGrantState string
+
+// SupportGrantor The owner who made the grant (their email when they made it).
+type SupportGrantor struct {
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+
+	// UserId Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	UserId string `json:"user_id"`
+}
+
+// SupportSource Who the operator's support people are.
+type SupportSource struct {
+	// AllowedEmailDomain Example: support.ops.example
+	AllowedEmailDomain *string `json:"allowed_email_domain"`
+	AllowedEmails      []Email `json:"allowed_emails"`
+	Enabled            bool    `json:"enabled"`
+
+	// ProviderId Example: idp_01jc3x9m1h7r4v5n8q2w6e0t9y
+	ProviderId *string   `json:"provider_id"`
+	UpdatedAt  time.Time `json:"updated_at"`
+
+	// Version The document's version (`ETag`).
+	Version int64 `json:"version"`
+}
+
+// SupportSourceWrite The support source, whole. `version` and `updated_at` (a GET's) are ignored.
+type SupportSourceWrite struct {
+	// AllowedEmailDomain Everyone of this email domain (verified by the provider) is a support person.
+	AllowedEmailDomain *string `json:"allowed_email_domain,omitempty"`
+
+	// AllowedEmails Support people by email (verified by the provider), compared without case.
+	AllowedEmails *[]Email `json:"allowed_emails,omitempty"`
+
+	// Enabled Whether support people can sign in at all (default false).
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ProviderId The deployment identity provider support people sign in with (required when enabled).
+	ProviderId *string `json:"provider_id,omitempty"`
+
+	// UpdatedAt Ignored (read-only).
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
+
 // SuspendRequest Example: {"reason":"Unpaid invoice 2026-11"}
 type SuspendRequest struct {
 	// Reason Why, in words the organization's owners will see (GET /api/v1/org/me).
@@ -1542,6 +1654,9 @@ type User struct {
 	// Id Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id string `json:"id"`
 }
+
+// GrantId defines model for GrantId.
+type GrantId = string
 
 // IdempotencyKeyOptional 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
@@ -1782,6 +1897,15 @@ type ResumeOrganizationParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSupportAccessParams defines parameters for GetSupportAccess.
+type GetSupportAccessParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
 // SuspendOrganizationParams defines parameters for SuspendOrganization.
 type SuspendOrganizationParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
@@ -1795,6 +1919,15 @@ type GetOrganizationUsageParams struct {
 
 	// To Last UTC day, inclusive; at most 400 days after `from`.
 	To UsageTo `form:"to" json:"to"`
+}
+
+// PutSupportSourceParams defines parameters for PutSupportSource.
+type PutSupportSourceParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
 // RevokeTokenSelfParams defines parameters for RevokeTokenSelf.
@@ -1932,6 +2065,27 @@ type PutSettingsParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// ListSupportGrantsParams defines parameters for ListSupportGrants.
+type ListSupportGrantsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateSupportGrantParams defines parameters for CreateSupportGrant.
+type CreateSupportGrantParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeSupportGrantParams defines parameters for RevokeSupportGrant.
+type RevokeSupportGrantParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
 // RegisterInstallationJSONRequestBody defines body for RegisterInstallation for application/json ContentType.
 type RegisterInstallationJSONRequestBody = InstallationRegister
 
@@ -1965,6 +2119,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// PutSupportSourceJSONRequestBody defines body for PutSupportSource for application/json ContentType.
+type PutSupportSourceJSONRequestBody = SupportSourceWrite
+
 // CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
 type CompleteTransferJSONRequestBody = TransferComplete
 
@@ -1976,6 +2133,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = SettingsWrite
+
+// CreateSupportGrantJSONRequestBody defines body for CreateSupportGrant for application/json ContentType.
+type CreateSupportGrantJSONRequestBody = SupportGrantCreate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -2075,12 +2235,21 @@ type ServerInterface interface {
 	// ResumeOrganization Resume a suspended organization
 	// (POST /api/v1/operator/organizations/{organization_id}/resume)
 	ResumeOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ResumeOrganizationParams)
+	// GetSupportAccess The support grants an organization's owners made
+	// (GET /api/v1/operator/organizations/{organization_id}/support-access)
+	GetSupportAccess(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetSupportAccessParams)
 	// SuspendOrganization Suspend an organization
 	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
 	SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams)
 	// GetOrganizationUsage An organization's daily usage
 	// (GET /api/v1/operator/organizations/{organization_id}/usage)
 	GetOrganizationUsage(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetOrganizationUsageParams)
+	// GetSupportSource Who the operator's support people are
+	// (GET /api/v1/operator/support/source)
+	GetSupportSource(w http.ResponseWriter, r *http.Request)
+	// PutSupportSource Replace the support source
+	// (PUT /api/v1/operator/support/source)
+	PutSupportSource(w http.ResponseWriter, r *http.Request, params PutSupportSourceParams)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(w http.ResponseWriter, r *http.Request)
@@ -2144,6 +2313,15 @@ type ServerInterface interface {
 	// PutSettings Replace the organization's security settings
 	// (PUT /api/v1/org/settings)
 	PutSettings(w http.ResponseWriter, r *http.Request, params PutSettingsParams)
+	// ListSupportGrants The organization's support grants, newest first
+	// (GET /api/v1/org/support-grants)
+	ListSupportGrants(w http.ResponseWriter, r *http.Request, params ListSupportGrantsParams)
+	// CreateSupportGrant Let the deployment's support people read this organization, for a time
+	// (POST /api/v1/org/support-grants)
+	CreateSupportGrant(w http.ResponseWriter, r *http.Request, params CreateSupportGrantParams)
+	// RevokeSupportGrant Revoke a support grant
+	// (DELETE /api/v1/org/support-grants/{grant_id})
+	RevokeSupportGrant(w http.ResponseWriter, r *http.Request, grantId GrantId, params RevokeSupportGrantParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -3622,6 +3800,61 @@ func (siw *ServerInterfaceWrapper) ResumeOrganization(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// GetSupportAccess operation middleware
+func (siw *ServerInterfaceWrapper) GetSupportAccess(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSupportAccessParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSupportAccess(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SuspendOrganization operation middleware
 func (siw *ServerInterfaceWrapper) SuspendOrganization(w http.ResponseWriter, r *http.Request) {
 
@@ -3718,6 +3951,84 @@ func (siw *ServerInterfaceWrapper) GetOrganizationUsage(w http.ResponseWriter, r
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOrganizationUsage(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSupportSource operation middleware
+func (siw *ServerInterfaceWrapper) GetSupportSource(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSupportSource(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSupportSource operation middleware
+func (siw *ServerInterfaceWrapper) PutSupportSource(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutSupportSourceParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = IfMatch
+
+	} else {
+		err := fmt.Errorf("Header parameter If-Match is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "If-Match", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSupportSource(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4660,6 +4971,147 @@ func (siw *ServerInterfaceWrapper) PutSettings(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// ListSupportGrants operation middleware
+func (siw *ServerInterfaceWrapper) ListSupportGrants(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSupportGrantsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSupportGrants(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSupportGrant operation middleware
+func (siw *ServerInterfaceWrapper) CreateSupportGrant(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateSupportGrantParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSupportGrant(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeSupportGrant operation middleware
+func (siw *ServerInterfaceWrapper) RevokeSupportGrant(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "grant_id" -------------
+	var grantId GrantId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "grant_id", r.PathValue("grant_id"), &grantId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "grant_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeSupportGrantParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeSupportGrant(w, r, grantId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -4809,6 +5261,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/tests", wrapper.StartIdentityProviderTest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/support/source", wrapper.GetSupportSource)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/support/source", wrapper.PutSupportSource)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/support-access", wrapper.GetSupportAccess)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/exports", wrapper.CreateExport)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/imports", wrapper.ImportOrganization)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers", wrapper.ListTransfers)
@@ -4826,6 +5281,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys", wrapper.CreateIntakeKey)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}", wrapper.RevokeIntakeKey)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/intake-keys/{key_id}/rotate", wrapper.RotateIntakeKey)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/support-grants", wrapper.ListSupportGrants)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/support-grants", wrapper.CreateSupportGrant)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/org/support-grants/{grant_id}", wrapper.RevokeSupportGrant)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents", wrapper.ListAgents)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents/{installation_id}/observations", wrapper.ListObservations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/jobs", wrapper.ListJobs)
@@ -10554,6 +11012,161 @@ func (response ResumeOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type GetSupportAccessRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         GetSupportAccessParams
+}
+
+type GetSupportAccessResponseObject interface {
+	VisitGetSupportAccessResponse(w http.ResponseWriter) error
+}
+
+type GetSupportAccess200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetSupportAccess200JSONResponse struct {
+	Body    SupportGrantList
+	Headers GetSupportAccess200ResponseHeaders
+}
+
+func (response GetSupportAccess200JSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess400ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess401ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess403ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess404ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess429ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccessdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetSupportAccessdefaultApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SuspendOrganizationRequestObject struct {
 	OrganizationId OrganizationId `json:"organization_id"`
 	Params         SuspendOrganizationParams
@@ -10882,6 +11495,349 @@ type GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSourceRequestObject struct {
+}
+
+type GetSupportSourceResponseObject interface {
+	VisitGetSupportSourceResponse(w http.ResponseWriter) error
+}
+
+type GetSupportSource200ResponseHeaders struct {
+	ETag       *string
+	XRequestId *string
+}
+
+type GetSupportSource200JSONResponse struct {
+	Body    SupportSource
+	Headers GetSupportSource200ResponseHeaders
+}
+
+func (response GetSupportSource200JSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource401ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource403ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource429ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSourceRequestObject struct {
+	Params PutSupportSourceParams
+	Body   *PutSupportSourceJSONRequestBody
+}
+
+type PutSupportSourceResponseObject interface {
+	VisitPutSupportSourceResponse(w http.ResponseWriter) error
+}
+
+type PutSupportSource200ResponseHeaders struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type PutSupportSource200JSONResponse struct {
+	Body    SupportSource
+	Headers PutSupportSource200ResponseHeaders
+}
+
+func (response PutSupportSource200JSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource400ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource401ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource403ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource409ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource412ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource413ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource428ApplicationProblemPlusJSONResponse struct {
+	PreconditionRequiredApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource428ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource429ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response PutSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -14268,6 +15224,547 @@ func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSet
 	return err
 }
 
+type ListSupportGrantsRequestObject struct {
+	Params ListSupportGrantsParams
+}
+
+type ListSupportGrantsResponseObject interface {
+	VisitListSupportGrantsResponse(w http.ResponseWriter) error
+}
+
+type ListSupportGrants200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListSupportGrants200JSONResponse struct {
+	Body    SupportGrantList
+	Headers ListSupportGrants200ResponseHeaders
+}
+
+func (response ListSupportGrants200JSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants400ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants401ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants403ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants429ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrantsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response ListSupportGrantsdefaultApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrantRequestObject struct {
+	Params CreateSupportGrantParams
+	Body   *CreateSupportGrantJSONRequestBody
+}
+
+type CreateSupportGrantResponseObject interface {
+	VisitCreateSupportGrantResponse(w http.ResponseWriter) error
+}
+
+type CreateSupportGrant201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+type CreateSupportGrant201JSONResponse struct {
+	Body    SupportGrant
+	Headers CreateSupportGrant201ResponseHeaders
+}
+
+func (response CreateSupportGrant201JSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant400ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant401ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant403ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant409ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant410ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant413ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant429ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrantdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CreateSupportGrantdefaultApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrantRequestObject struct {
+	GrantId GrantId `json:"grant_id"`
+	Params  RevokeSupportGrantParams
+}
+
+type RevokeSupportGrantResponseObject interface {
+	VisitRevokeSupportGrantResponse(w http.ResponseWriter) error
+}
+
+type RevokeSupportGrant200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type RevokeSupportGrant200JSONResponse struct {
+	Body    SupportGrant
+	Headers RevokeSupportGrant200ResponseHeaders
+}
+
+func (response RevokeSupportGrant200JSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant400ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant401ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant403ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant404ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant409ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant410ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant429ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrantdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response RevokeSupportGrantdefaultApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHome Where this deployment's agents send their requests
@@ -14366,12 +15863,21 @@ type StrictServerInterface interface {
 	// ResumeOrganization Resume a suspended organization
 	// (POST /api/v1/operator/organizations/{organization_id}/resume)
 	ResumeOrganization(ctx context.Context, request ResumeOrganizationRequestObject) (ResumeOrganizationResponseObject, error)
+	// GetSupportAccess The support grants an organization's owners made
+	// (GET /api/v1/operator/organizations/{organization_id}/support-access)
+	GetSupportAccess(ctx context.Context, request GetSupportAccessRequestObject) (GetSupportAccessResponseObject, error)
 	// SuspendOrganization Suspend an organization
 	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
 	SuspendOrganization(ctx context.Context, request SuspendOrganizationRequestObject) (SuspendOrganizationResponseObject, error)
 	// GetOrganizationUsage An organization's daily usage
 	// (GET /api/v1/operator/organizations/{organization_id}/usage)
 	GetOrganizationUsage(ctx context.Context, request GetOrganizationUsageRequestObject) (GetOrganizationUsageResponseObject, error)
+	// GetSupportSource Who the operator's support people are
+	// (GET /api/v1/operator/support/source)
+	GetSupportSource(ctx context.Context, request GetSupportSourceRequestObject) (GetSupportSourceResponseObject, error)
+	// PutSupportSource Replace the support source
+	// (PUT /api/v1/operator/support/source)
+	PutSupportSource(ctx context.Context, request PutSupportSourceRequestObject) (PutSupportSourceResponseObject, error)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(ctx context.Context, request GetTokenSelfRequestObject) (GetTokenSelfResponseObject, error)
@@ -14435,6 +15941,15 @@ type StrictServerInterface interface {
 	// PutSettings Replace the organization's security settings
 	// (PUT /api/v1/org/settings)
 	PutSettings(ctx context.Context, request PutSettingsRequestObject) (PutSettingsResponseObject, error)
+	// ListSupportGrants The organization's support grants, newest first
+	// (GET /api/v1/org/support-grants)
+	ListSupportGrants(ctx context.Context, request ListSupportGrantsRequestObject) (ListSupportGrantsResponseObject, error)
+	// CreateSupportGrant Let the deployment's support people read this organization, for a time
+	// (POST /api/v1/org/support-grants)
+	CreateSupportGrant(ctx context.Context, request CreateSupportGrantRequestObject) (CreateSupportGrantResponseObject, error)
+	// RevokeSupportGrant Revoke a support grant
+	// (DELETE /api/v1/org/support-grants/{grant_id})
+	RevokeSupportGrant(ctx context.Context, request RevokeSupportGrantRequestObject) (RevokeSupportGrantResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -15387,6 +16902,33 @@ func (sh *strictHandler) ResumeOrganization(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// GetSupportAccess operation middleware
+func (sh *strictHandler) GetSupportAccess(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetSupportAccessParams) {
+	var request GetSupportAccessRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSupportAccess(ctx, request.(GetSupportAccessRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSupportAccess")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSupportAccessResponseObject); ok {
+		if err := validResponse.VisitGetSupportAccessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SuspendOrganization operation middleware
 func (sh *strictHandler) SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams) {
 	var request SuspendOrganizationRequestObject
@@ -15441,6 +16983,63 @@ func (sh *strictHandler) GetOrganizationUsage(w http.ResponseWriter, r *http.Req
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetOrganizationUsageResponseObject); ok {
 		if err := validResponse.VisitGetOrganizationUsageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSupportSource operation middleware
+func (sh *strictHandler) GetSupportSource(w http.ResponseWriter, r *http.Request) {
+	var request GetSupportSourceRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSupportSource(ctx, request.(GetSupportSourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSupportSource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSupportSourceResponseObject); ok {
+		if err := validResponse.VisitGetSupportSourceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSupportSource operation middleware
+func (sh *strictHandler) PutSupportSource(w http.ResponseWriter, r *http.Request, params PutSupportSourceParams) {
+	var request PutSupportSourceRequestObject
+
+	request.Params = params
+
+	var body PutSupportSourceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSupportSource(ctx, request.(PutSupportSourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSupportSource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutSupportSourceResponseObject); ok {
+		if err := validResponse.VisitPutSupportSourceResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -16026,357 +17625,473 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 	}
 }
 
+// ListSupportGrants operation middleware
+func (sh *strictHandler) ListSupportGrants(w http.ResponseWriter, r *http.Request, params ListSupportGrantsParams) {
+	var request ListSupportGrantsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSupportGrants(ctx, request.(ListSupportGrantsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSupportGrants")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSupportGrantsResponseObject); ok {
+		if err := validResponse.VisitListSupportGrantsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSupportGrant operation middleware
+func (sh *strictHandler) CreateSupportGrant(w http.ResponseWriter, r *http.Request, params CreateSupportGrantParams) {
+	var request CreateSupportGrantRequestObject
+
+	request.Params = params
+
+	var body CreateSupportGrantJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSupportGrant(ctx, request.(CreateSupportGrantRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSupportGrant")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateSupportGrantResponseObject); ok {
+		if err := validResponse.VisitCreateSupportGrantResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeSupportGrant operation middleware
+func (sh *strictHandler) RevokeSupportGrant(w http.ResponseWriter, r *http.Request, grantId GrantId, params RevokeSupportGrantParams) {
+	var request RevokeSupportGrantRequestObject
+
+	request.GrantId = grantId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeSupportGrant(ctx, request.(RevokeSupportGrantRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeSupportGrant")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeSupportGrantResponseObject); ok {
+		if err := validResponse.VisitRevokeSupportGrantResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rkttGsi76KhU8K0KkB2SzL5Kl7phYpy3JnvbIlra6dbz2mNpEESiScINVNKrQFK2lv/sB9iPuJzlR",
-	"mVVAASje+ip7OibCoyZudc3Myvzyy8+tSMzmgjOuZOv4c2vKaMwy+OfrCzrR/x8zGWXJXCWCt45bF1NG",
-	"pMoEnxDGVaKWRNFJQNSUkVhE+Yxx9USSK5bJRHCScPJ7LhSTvVbQktGUzah+JftEZ/OUtY5bg9bhoNUK",
-	"Wmo5139KlSV80vryJWidxWw2F4rxaPn60zzJmGw25pcp4/BpqUTGYpIxmaeKiDFR00SSS7aEH3/PmVRk",
-	"kaQpGTEyFtlEKMU4ab///iU5PDx80ak2byyyGVWt41ZMFeuqZMbWt1C9Z/OULlncbGGospyFZIENTaRu",
-	"4lxwyUgi/S2nnDCapQnLnJarKd5MZ4w4A9P9J1uSdma+TkZLBd2Df3QCQkeScWU/zor3sU8syhWLCReL",
-	"2sTwfNY6/rWlW9366Ov0GxFR7JtvZUQZowq7I/IsYk8k+fD+DZlTNa1+qPni/3qPrTuL/a82jX8iydmr",
-	"gAhO2BXLluV4tmkqhV5wlMwzMUrZ7IkkoXlqmMQhoTzW12EgWXbFsieSpGJC0oSzzgkuVJKY8crYXGQq",
-	"4ZPyfavWcMZ+H/b3f4sOP72Y7U+/zY6unvLnvx8snrG+erH0LJ0vQWtOMzpjymw1Z0r/yZbN/u8TJcjB",
-	"06dkniVc0VHKyOn5y7MzEk1pRiP9mhNCsQex3p55pPKMxd1xwlL4QXdkxiiX5TqikiRKkkhwvYR75KdE",
-	"Sn3b//3f/4eER/0+ScpWDS/ZcqjHMslYHOqBSHS7UFq0ghanM93D2tJsBS37TOtYLyl3/P4jY+PWcev/",
-	"2SsF0B5elXu18aiJg3+y5VsYGZo2h8peOcFpnCRXjAckYypLmMSdlCiCW6a5AXfo2fV7Mv6Jqmi6VrRq",
-	"2UtSKnVLaRwQ1pv0SDhofTtoheVMiYyE34Rmwg6ek3nGIsHjRL+vnK0TsmD0Ut8sFU2ZuX3/wArp4SyR",
-	"M92iNfM67mKb102oK9S/BaE+p0qxTL/wfw1av/a7Lz7+bdD6D78s5bpxKYgWlADQEC04ymYkzk3DJL7+",
-	"8qp+DL+v6CX7J1uu/LjeARu+6fRX3617TLt/fPx88OzLql5fJWpTn+0tO3w94VdbfP1HMVr52d/EaIfv",
-	"6bs3f+9tNqE8+WN9f4Vz003muPYx/f13dMLOkz9Yc+edKTaTZM4yMqcTVmyD33OWLcum6WtDqV/gNiJm",
-	"Y5qnqnW83+8HrRn9lMy0Dn0KfyUc/9ovxiPhik1YVjToQlyyFco05OyTGsJXlb4rRMOG6X1+lYhcbm4t",
-	"PFdp7ox+esP4RE1bxwemifbvfd+kvcvEVRKzbOWEzc0NuyzPeL7FcrnIKJfjNV9W5oabLBPnI/qbHySd",
-	"sO8zMWvOyPdJJhX5cPGSxHQZkIRHaS6Tq5XjP9ZvWdesipXpHQFozYVotuUN9TblhFBFZkIqotV3TJeS",
-	"0LFiGQl1Y8JVLVXiRu38oh9GIwyMme9obEw5/ZcxL/Q/6XyeJmg97hmT6m+/STQlt5utd/gUfnSliUhi",
-	"wSThQhFQa2h328MJaYcJv6JpEg/N7WFAwpWmjr5mbnc24glY2ZSTZKatxICENIumyRUbRiLL8jm8s/hp",
-	"yqJLmc9KPetcnLHZiGX6ktbo7hWrnXMu87n+CotDOKc4R7T/6pqR7uIm8Y2duX3Psa9h+F4KPk6T6MEm",
-	"KTLfN0ZZlGeZnh6pqGKkHco0nwy1Tub++clldXbgOf3DPM+0mFYURiwgoWRK2/HDVESX1WcKAVI8HDOp",
-	"Eo7Khws1ZLO5WoYBWFq2wWF5oIqmlE8YiUSaJrE1LynJxIJQLtTUOcPZkxFVpQU+E3pF3uakvs4ykd3n",
-	"jJ5yknP2ac4i3TmmP3+L3fleZKMkjlFB3ucihW1OUhpdmgNTJOYMRIfMx+MkShhXQ/gxDHDWQysyzM+d",
-	"gPzj4uLdOYEzP14i7XCq1FyW4qWDnhPX6NEPyFzOGY9ZrBfeiGlbP2YpU/CK4qJ+WoshkiazROGHaDSF",
-	"m+CnIfsUMQZ3FhLLiBcSiwVPhT5bwEKmczpK0kQt9Wu06IQdAg+B+MQB0Sdou2lIOyyfGpotdasS6gfB",
-	"2X1PfGluk4hywgVJBZ8wPQtEixxUH9YiZ+CYsjLF/pqxK3HZ+JVGEZvfthD/WajvRc7j+xymnwWReTQt",
-	"fDykHWpROdbtuNXOvaNLvUIvhHhDs8m9L4WRiJcEd5Ak++Sn5DvSDufYpqESYpjqVt1uj50D/Pc0SVl8",
-	"3522J/3SgyvRbRAUXoQZTbVJCHuh4UKw0tCoc2vF3NkovS/M1vsbp2KMEklmVVdMO/T7YG6z+xdC/ET5",
-	"0vwq77Pn77VtBqoFZj+jig3Nn4UyimmSLo1KMufVinoDKZrPmzrKeLkS8MQMR0vF5HDOsmFMl7jsPg1/",
-	"E6Pit84JkYyR8D1T2bJ7qs85YW2UnUvNM9Q5zJPWbGRBE+V1T7uH9ZtM2QdOczVlXOmZud/FanyFQblt",
-	"A5LzSy4WPCBGf+nhNUoLFb2ZSiPfaRxnTKIhhHZAccCiaSoWpB3m1Q5qi5lruzhmgdah0wTCEEk0rW+E",
-	"X375pXvqPLrCK6r7yYiaUkXcD0nSDr9jNAM7m6azvw9aGeMTOmgZm/29/qt7nkw4VXnGGncV5zjHI/hE",
-	"EplMeBk5kp2NsYsbrY3ifPcTixN6AW+/f1X3RJKZ/j7R3bNWIOzeOcvswOiZLpo7hPuH+v5bFHBf7FDD",
-	"e04jlVwlCmIi80w3RSXoZqCRwqPOun7bx0/h5i9BC09s8RACI/CeRLGZ9Exr4eigWUaX+u8k9t5WjE/V",
-	"CW7MdNcP2XSeoN8FA1T+NiQztkNIsvTi/NoCr5i50/lKYEbObXhjXMrQnxj9xiKlm1Idy8Z8rOhAwq9M",
-	"xNB0kedpSkd6iNDR1HiC0xkbSk7ncirUmokpo5XYEZEV7s5URDQd2p/15l1KxWatoJVLiGsYJXPJlv4o",
-	"pzuOcDXA4ay2bd0ovUnQ/1UbJLvYin9ss3p9i7HmG95iZOvLA1rQfJG3UxPG1Y9i1OxQJGYzyv1Tb1we",
-	"Q6q2XcEr9phvYdsPVz6zru23MiF2HBoT4h3clc25jba4QayHXyB5nKi1gmGVj+XsVUBC2K9du1/BaQcb",
-	"NiTtEY0uJ5k+W5KFyC7x6EnRGAFXXycgVBuVGTl7RdqUE7HgLDPWKDfmJLlkS3udThCjkrFJIhVKQFBf",
-	"m2VXLSKgLYyqqAnRnXL2ypq+ZpmS8lX6S7vLwBXD90QSfWvpkWRXjCsypfM54yz29uqrlp56Hb2+MnbP",
-	"dRR+uRC92r7Qz7+2ZJpPWkErTuQ8pcshBEM+BjvYA8w6W5uT4yBQ4K4QbOFymqhSbDZXZAyHfL1UF1SS",
-	"mPEEJ23jAsH1WFob7ErthEFZabagNN1ktYhcRQItk42z8dbcu9nYwfPG0Jw3qu066B/2+r39/cPet74G",
-	"SUVVLv2T8Y+Li3cEbzDOzjSFE0PEkisc7+I7B31PqDZoKZpNmJJb9ffC3HuP1pttXjkxxYg0NkFjmNfv",
-	"w1tRm+Wu/ioU1dty9VohKPMI3RCtoIWbUosG2I8eGWfec1Guiurw1EEM25i9lWca8n/j424Y3rsLYjZP",
-	"xRJCoElsoJv2oWowi0cs43IrMQQDvV0Pv3hm4zuqoumpcYz7JH55pYbyGkmWXcFYSYvpG+mXORrP2b5x",
-	"jgfoFe4FeJJMaUxGjHFiP0tGbCwydqJPwtOETwhnC5DTCBlzPjUSImWUN1Zm0QG3Cb5l+TJNGFfnLMoY",
-	"nvhj9CDS9J0zImOaStaIwCGYLWIwtRG8iEh4U4/8kiWKdQVPlyeEsyuQeirPjGlQHe0rmuasBhHZ7x8c",
-	"rceIBK2F/sZbni5x4utjgK/1dfpVsSKbUw/hLr0TJhmN2HDOskR41sE/xAICNISCjyjOtTa1z4JfT5pZ",
-	"LA1G0v5BkDh3DL9Sy3x70J/2Z33pUzGMXyWZ4La9VnLMMxHnkRHEMbtiqZjDPR+9alvvvHHCsi03qb7V",
-	"sWEliWiWLUk7fP/65x9Oh69ev3vz9n/+9Prni+HZK+OC1fuw2iuW72+zmeciTaLl0ACaNkr1d3D7K3u3",
-	"fkE+SpNomGdpVXdD0PN4bw+8bj3zey8CfEyjFSZisMIRaHG75q5qP/u9/V5/C81azEGlydUZLhsSrFiM",
-	"zQHzLnI0L3+mRt8UjT2NZoy8FNlcFGp8PTbLAVD9+r8Gg0/9fncw+LT//WDw6dvvP/7tP3yD+cpEeU9z",
-	"NRWZNeiau83cZqfOM/AJn6Ssm0sGgG5zujHB5MDiaqUTSO6R86lYcKLVSXWavMthj86Tvav9PXvs2LNx",
-	"Zrn3aZytsW33TCP+s/z03+HNw6JXvZ73IITeb7mDf6K2kirDVnmfbyW8Ho9ZpJIr9p3RFo1pQMNsu313",
-	"jvfqDWPl9gZlhPdZ8299E8+M7rztJhaDnHD17KjlRUVet8340WaTwdZJQT16TLXfxGijpGvMXN1cswbV",
-	"0BpU13vlgrNsyD7NRaZ2f742cpvaF2DPa1/1DTCE6Twj5wvUbd3ss9I4m9FPQ/DJyOs+7YYFr/uOXO4y",
-	"a87DojRFhxlTeqAF1y25xttqc+iMjNvIwD/0a5viGSjfXHsOLruArIOWAdt5lguEClk8ZDOapMNYzGjC",
-	"tx+ic5DAslWO0HA2ptfZZfZxKcV1HpdMIuIB52Y4FXl285l2G1Xt4aovBisGtDmr6wVDq9jgQVVSOnO5",
-	"VuzambltVbGtH+4aGkMPWNUYAyH4/9Joxqw90gpKZQUjXLPPnh55LAp48yuYier7a2+uvOhwjaHX/pV2",
-	"/+h3X3y0/+h+/NwPnu1/sb93/nMw6HX+9itC6YNnh1+8duDrmg7c4Xz5mkZT4qwMkrKxIiJXJOFTlmmj",
-	"T1VPLsYebp4wra6tGypbaVPPQzV96bF/mnOfZSJ7KeJVQANMrpvRaJoYAIPUxq7x50oEQ1psFJ6lZY/g",
-	"0USRSSYWkrQpeArA42vi6JSMMkYvEz4xbpZOQKQg1J7Xp5THKZP6B3jKwbBfcrGwuXquJ1PSpeyRU4+r",
-	"GTHl+tMxi1KasVg/TzkRc8ahnWkiIbVRTZlE49wcZmvQeFA1dfQ7ePP9cHnvpVzChRpEBF5dB9O2glYV",
-	"IKuPrRZbqPcNU1MRAzLbSD/IMqtB8uBjPpQCLEgPPKs87BVANi1BCgQ6hBsNWr4cEQCN4981PGj1R4Os",
-	"qf7oeIYAZ477y4xKmeTmfNYFW+nWWRSwHhZxxQpBXgCqSgluoO9w3HXA8S3Ha8i4XviYR0PjoeDpEiNB",
-	"lyJX0Mih/px+WcauEnMwzjm9ogl6FcAqYRmnKZyYPTh6Z+yqyHs9vg0osdZw1aQK95d6ToVzrZpS4Vzw",
-	"ZFR4nTT/ML7hqvCaml/XOW2eSIIOBX1I9h96Wb7f28IPUtNq8HGfLruFzGFwGrlZwRsTiSFv/vmLo/1O",
-	"QKaMR4zkc/zOt857iUC/7CLJag6Ap+N+9Iw+Z93DaD/uHkWHz7svxk9Z92D0bbw/2mdHdL9f15LfrnOH",
-	"DAafDsAb8u3rFY6QM6NTbDqbN7yoF0mxulckoeNVcETpoZDJhHcTXjjerLeREsWkImNIGoNXA1xNcBiK",
-	"xjF4hW/OcWGvNJ+3j1eirlkVfLsOWqMSO/Wif2phyiSe7ximTKTMcbqaeykVk4Rv8ic2xNb6iV3QBFTj",
-	"GBGQeRQxKcd5CvNZ8a9eYxLnmVAiEukWcD1Ype/s/SAOtmp/gTvg42RinNxEgieurS+kFBam4IwsskQp",
-	"hi7wjY6ZoAUaesclBzH2LTt7ru8tosAeKg3HPRsek3EmZsS4wc9evf754uzifw7fvX/7/529ev3+PAwg",
-	"cx5CH0RNM5FPkELj9N2Za/BgKKfm+/24IsBciRiWGjNOJP7T91w+j3feVmtd4B6WlXb4+oJOwu0m0hdn",
-	"NlCIYnkW266YDTsAtT3vCpVihawSVs4aDhri1rNRXRe8I50qY7pCJ1Zk/Ut4duOx5xbcFfaLzjlQNiRv",
-	"Ra093ZCBXTwri9jgugZU4ogeAV0J7fU3frsUvtv0+gzvvqGcK8XMVkID776WqKnthDWbYOWa32b53QrY",
-	"r26+PDSOot6gC5PuvVPg2pxD0FQSY2TagddpQxrFQaHZmu6EavzGg5DTr/3w/g0AByXJuUpSrQN4RU6u",
-	"lcTrlW69iZghob+aSDICzKISW2pX/Zg//PZWn9oThdRGo0wsJMu0tQ0fojwuzEvD8WSGi5xDyI7kkp0Y",
-	"AyCxNFCGMgnyKYpJsG0Hldk23FGgZanhy+lsEcfTZtietooTvqdf54blnv446y9/Pxwf8f9xsPHI46iB",
-	"DYG1+loE0MPOi9FZeoupSGsmFPp48GipT0g/vL6w7h8yYhKyv8GbQqi2/i2CBKCfE65tjAByCeeKQGo7",
-	"ZKobSYPMVCFKmzDARBkyy6UhMGiu/I1nlTP8JmkXRlDnts8dD64Hd5jdN9ZlecnYvMK7hq87Ae8YLCiL",
-	"ppEkUSd4pItSRjP9N2nD3lhMk9TgSSx+KpHEWoGdTaib+pg/MAqneu7bahltPAfuambE1//0tU2UjcfC",
-	"29tDd3Ps27Z9605yd21irT7NbTu/xbnreo9Xj1/Xe8fK45h5wUmZNR2zSKuC6xzEdrMx3eQPj6tSqtUu",
-	"mRqJ2o5caUErpVKLYcbXnWl3g7teJ9Is/B4IA+i6RGeox6CbJFKxbKcTed1ObtDQNWOqTjOCcj6g1fVG",
-	"1EZ003T7+DFfToVknIyQ0RAgA5hrkFjiGYwfFcDfLhnobgwHLbA9Dp6RjPJYzCru2zFBji7ShZsutfEy",
-	"Fhm8KU3GTA9W1SLUr1zr3qtw1MlNJGDVjr83o7bjQd7dDFvHXbcG2N14N4lankOa8PxT1fn97Og2Wlrd",
-	"GD7mk0oK9Ov44OnT/Rc2nnHJlgE5PABmWUBcS0V5TLOYjKhkz4561cn99bT7L4xQ/23v4+ejwy9//49r",
-	"bKs1m8i/SwyHoydN8dqpiOXMXLLlrr7ra6F9LXUxQH0TJsvYQhuMndhFNDuvmNKYCM46WyeYrRCQEK28",
-	"gWz3ORjNxFWgtxWXnvPZtVO7pS+vmLXPluQupopGjCuWdamxyZz1wRvw3Mr9wQaLdvf9WBskm3y2uuN+",
-	"L1I5/cNNi81ZYQAkN2uJi4XFlHsg5VVE+eastB0zWO1+vQtvln9ogt28XLaFTmZGmr4dt45/3b5r9Tlb",
-	"KYHR7QCSFv01IAma+GlENxsMIMv3h7NxNpn8EY9nf6jF7wfpJeeLycGhmovR8hM7OszF1eFUPIv/mP/2",
-	"+4IdxOPZ0/zTZOOarKZ32kH5WKGtXZ2zcyPj8DrimllU11ogHtx0Ley3J5jJr3bNubyp0Xtz6eycqNYv",
-	"YDvF53C7V6o3zV6LlCtgHa6Md8Y8qKyTLcS/bQ0mi+0i/6u+idZpTMkbccVSClEtI1yKPXWVKAb5Ag0V",
-	"UfdxrBs9N+njS/GRz+v55tAVhR5Xrdr1UAYkrLRskPf7hxHeCf9mwHm0K6lvJUHbYLrqedAbJ8GbsTdP",
-	"/BbmKZmzTOrZIqfvzsC80UeJsEj7yMAlip3NJcu8Xa2llKzdX1tsrvN8NqMZqBvIbN/wxAfpObablHhR",
-	"TZi247B+HHc3ZoyQ8+FVGwt2F4FY6xQ+ur7xt8NhUSiSBw9o1QSem+GHrkJHaJUSqxBr/uj/7pwpQk/m",
-	"Q+jPmKXJ1SbHyM68BL+J0a6HppueqLGSw/a22o9i9B4f+fIx2HwwxsIgAQghkigCYTKD61oxPOUqa6BI",
-	"fs9ZbnLNzfADtrORjP5xq2NW8whd0uR4VXJl0murrxhJ33b5UYx2l17Fwm+NaaSkp8EbXUgNKedspnLV",
-	"5XOzXh3FeNR/8WxzJOJmi2+jR8O2dsWQ3oZM9dIT3bMwLbfULrrtU6KGEUDz+0BkMc8VzCXZJ5jfZEk+",
-	"nA3S1HrlWz57Qh/2tRVf4LOnTw+frSUVWUMTsXFnmrf4xukN4LLPnZypXRMzDMKbzDMGgiiRBMHegBCY",
-	"UiByztkJsiJJElHOhbJcD4knSWMz0HSjPWEyYDCz7gwfA69JfVHWUrmaKR61ZK3mDSvTsRrhl6Iyx7cH",
-	"mytzNGbqJ7ae5WM3azMTaZWCSU+OHz54u3YpfNi3Eh1CjWZHgR9jFW44psqdvPKVKwkBb6jfL5MVthOm",
-	"P+5o9lgWoBuEg/yatxi0asOqXzS9MaO4YWK+s2WjtpWo5by1Rt2D/sGz7v5Bt79/of/b7/b7/+ruV7NG",
-	"JRhLdkbLyElrwUZwLyrWoUTu3Nbx82dH/X4xJ/BEz+r2ynS0Kp8/7veP+/1/oTdp9VrbGOQKSM6T33MG",
-	"pXvgyRMAK6lsqe2y2Kl2Ziw014978HxTTsH+2pyC6sBtKSCd+TxrikiUTPbvDamOjRVmmrJhGZ3xHSNo",
-	"dj00TWPnsyRRkqVj51heftzuWAc65i6UrUNdGFEa9rprJ+Qme7m6U3fYm7dhubky+KEtuLeGhqMoT+U3",
-	"EhDd4eFde3n26r3LGD2jy6KEwjgTsxMCKWGmJiHly17LCR+UC2W/34P/7T1fTWXoZLhcx2+82RO886lX",
-	"icsdT73NAJRiWUZ1c7rzDNhmmuZpMyFj3fICHM9m5lInXFfg+de4cWsLwbuWStunGcDaLoNoRxKCLXBK",
-	"BT5pG2+4+wnjD3cyMIcZo9KHD/plunQYtEXm1HVJVIAIjeKn3vUiqz4WS9urFZNRMVpvHie/gWP8OpOL",
-	"KazUT+oPBYHDgq/JeO4MK6vugCmIhhDbkhJMiycAQq+Ehm8Oq3xFiw6rAZWrDWvjAoAHwauJkiVNWlKA",
-	"7bfDDtwwpakQcfs3y1byLnnPCFWXzHWTitzZ2N3zVQ9CNbm/cPkAUcStxp62X5b+dJiNYaFmVU+HViOb",
-	"bI0H0/duxIO5H7sVk8uVhg9uczU2vOMiQMh/LfG/LujMWsd/ISvAxw2j+AGW/U3X8hmPbjNkug4au2nk",
-	"oGimx9AwhExbLQt4xyvqBaaMTXXQDWUxbyHYr8R2ZULXs/uYOqRQ5BMGwTuA4IDa3TrbDXQhE+6Dgtsq",
-	"/vqEEAEHgSFx3z5PCyLG29QOsDeWUIW6GoE2rhyjWxE6MNgPLW22pctbO7PuvRWquM2UT2/w3i/IMqKP",
-	"EI4bfN3jNaf5bey0W7JO1lBr1fvYINuyTVg9Va8cXtYNJCSWkdRi+t69fXP28n8OX73+/vTDm4tzIq4M",
-	"5/MoT1LVTTgRnMmOKbDEKwW7nkiCPKfwVAbpDeT1FctskS/K4wo/1BQoREzYgdpwhA1UTFnGnCjFWGSE",
-	"wcsqRcIWUyGZ/W5BhaSfAdu2cDX9yZdubf1su1pWr5E3RS92DSThXF6f22sVG2S5n/rfHn57tP/84Kgf",
-	"rInOHD3b33/2/Fl///nRwbeHz5/3K3XU+750piqBZPFBqMB+6x+qc006/evfyQcLYkqnY9f/jLe6wXoK",
-	"y+K7L9Z+9/DZ02vE1Sr0f03KD1cohMcGEOsTTif61G9XKdy5m0gMCEslq8pE80jnhIRgjoTHhRRipm4u",
-	"RlWf6P8n0VQkUYVNrRZ8K9tjaVe91jkOyXZJzG74vCb8kGwPckFd6eZuFtghzhp72veLtEoU1maX/hWt",
-	"hlq1S5sWCFx9qBsh8Rsqw0aUk1FBokNGNLo8QZdeEYtXmMQ9Yp4iz5iKP6dqes85h80taGoDNjGbnLz/",
-	"/iV5cfT0W8syiETfUFXxiSTsk2IciA9MYnxTLdTqwK4oouQpI6tHx/LbcLFwai5skeAaM9Wg+DzlNRND",
-	"90Sm+YQMwOsyaBGaZoxC0d9EKunnDN+m5o+HRRILYooxCQsGyvCJ7JFTh5Wx/alrRnSUsq4WIh1n5cVA",
-	"NWEIIjGrHDgltbGFkoXFhk7yxPBJalPO1PrEx0zdrAaNZCW9oMJ7WE8zbzTxkTXykTXy34810koCz2EM",
-	"rGnTGgK0iQFC3Wu7JKxEPKtSEx6rlRNFd2xDIM2YtA6v9b4BfGf5gO8Q4cNnlfW63Ayk33eMb9qWmB3r",
-	"VwPNrW0UAfy7WoyWcMZi2VtfC6xo8VH/hZd0R2+fatfOtUbwSz+3dt4KEpyYXdkKvXJvjSBdUSUP2+PU",
-	"7kJ1U5mIj34V3uRbaa5MfZUYRJ89YjMxT038K5kYu8Sy5SWyYDix8XoQoM2A/e1BAmtMHV5N+3bO+Nkr",
-	"zGDMgOGpncxmOWjdTo+EMCemArT+d0iUAE+EmGszzRa09rMZ+UglC5Mjz5J6us3Rc58NX2fyWGUxFGxX",
-	"5ka3Jye2oy8F5yxSlaNFEkf+00OVtWNFOW19zZa3ZjGhyhKZnqDJmvAozWNGQm2cJHFYGSooGckrTtR5",
-	"JsZJWq2f2ABT6f8cdgeDT09H+j8xgKvYx8/7wX6/74/3lIvlYD00yum4CXitHW45FZnC0pnu0qksiEhk",
-	"85YPgPTR5WI/fOFv+bmVc3bGytPfsVaWNWym9P8IrD620lDCiruKv4sbLFV6cUfxg70l12LfXja6rP6n",
-	"vbcovmNvKH+wt9A8TszzvnXogpp9dZzwqpY3Y5FFrEdOCxdhmsCiTDhUV71kcQj5sEhhYfyG4F68Dnh5",
-	"I4bIWD07HyfvE8vc1GTO+WpXr/Xt1Z4oBm+9O9uO2nV42i4cp4tkUZ4lalmsphPCwJVpnZha90qDdQBX",
-	"DmnjS4n5v4OjQKsyoxOr+3/lYvq1Ws3hY23qMU7TcJmsnN79gy8PCcEvl/su5EjlZH6dEP57daD4Nc4b",
-	"sWBZRCUjKVPIsx4nE70YKY/JdDmfMi4Dcqhtk6N+hY8dTlpw2ofQChz8wV1Bzbu0ZQMv65EPCIAGokGr",
-	"yKp6DCAlG/TYfnD4vKgp4tdneHJ8b474OzgmLVCp9YHPaYKlsJOIEUSE7zdhA2uQTYHWCguRGWR3zRVs",
-	"clwWSZoSyRhp//D6gjgZxnsz1PGO/fZ013Rp0zifXLswOtLrScMyJbYo+Uz/0SPn6IPRk8cF75oM8BlT",
-	"NKaKAhOnx6VWSxH1B9OJPt5DtdLifiQAR6Rm1Rc2o5lWquAR6FwfAheJfG19mc/b+e4qPlit9+csI5cJ",
-	"j0nbbXVQyP3ABAECqAMvA+uOnCZzGVTyN2XgYtaHgKBn1R9lQH4TI9kxGZ7gPasphsobW8eH9VQAEwqq",
-	"5gftI0pBm7JfNtIwbpuyW/pLVlZudG6qlKcw+FOzOkw1GFw12i6OTXLYxkkf0yTNM+YHIlISYppcaDcA",
-	"/rlDjfN1qs7uuGpi0DZP/FPfexvQgXkmJrZaeS2TZal8B7BT9CsZJi0bPhAZ8NUTKciYZlu6uTOx8HwA",
-	"tox9bxuHvVN8oI2yp7PLl+oiUH82MP3zCUI5pQdPn/mXo3GrPZHk/B+n3YOnz0g7LTTllH3qlJnVSSm7",
-	"vLypjkID3OD44+dnR/7TmEz+MLHpTa3Sd65swjW4P7eC+tpVWcB8d4fY+oCyJn/Feks9LIV28Rayu5i8",
-	"ypiVu7wpdBpZ47ugam3HX5pX7IRDrEu/1TV2PNDEHUXnqiI/AclYJLKYxbbcjT0p93yOopW5TdD0/zze",
-	"22ttVTjdEXwVb+T6UrlVK1DfuxFwW5GXbvULrLoWtFCceF0A9tnbwMwVttVDw+aqW3WNpTcRTJLQZiCQ",
-	"//u//w8Js5zz8q8imTwMSjUpMhJGlEcs1X+elNailkXOWkP5NKXSfQ9pU6Ng7UOY6C2LEvba1EwZvYKf",
-	"irXacV2LJZbYNNfPSBG0imZ6Z7/A0PqguFsBaF1I0ZbGo3nEeDa3fQowPUZsbfmIYtks4TQdzhKee9XK",
-	"T3gBCvKYm4k56koM6cZ0aYAqdPlEKxrw8iIpueCxDEgmcsjfwPJayA9nPngtimG6bDXHqDbQteHwdNW3",
-	"LWC2L4Si6YZKwV/bRHoMwKaL0DPZN8eG3vU8+MXu1vD13eSzO/+3IqKvB393we67SPUP8h7g7/Uoai6z",
-	"naKoPhPPi2L31gC23tJz3Sy7L9fTStfZj8jZK9IOEy6HoaWNLt1WnYDMaWbquMhkwllsmKjNCidtyarv",
-	"O08mnKo8Y50TYnuGji48eya6EVNGY8jbMvkmAD7qVgjQy/U2TwydqPcznpAoQI+rzcQMQeToNrHmRNoe",
-	"QevUGrrkDEqxDPglW5o6if3Dg4DM84zZmzo9cjHNmD7uUIjQDPiAd0nY7JkBMtbmoOfcfZHMmFR0Ng+P",
-	"8TyPBV6wJwtq2w1+s5hFyYym5ANPPlkd476rGKfwmIQM2/r3kIwFuqMt80KN+ZkwHglwUbZhcOaIVOoQ",
-	"MR5wAk88O+pqmQZtgQ/YKnWmnqQScKmnx+Gi8bMefSytIpNPJE04k+Q3kXBskV5rUOcmHAx4SNpo1SSp",
-	"fgFnC317B3r/4eL77nMY6v2eIRrsmoHqXu2HA37QK8FRCBkKSD6fs4zA2bQdvnt7fhF2BvywVxllRbMJ",
-	"U4R9opFKl0SPOaD/qnOhG3IMeD+9dQKSjAnly4CE/4l7SU2ZHi7ye65XZLsgRoS1uef6l3QTjrAJjUWA",
-	"cbEBf1q5XllS9pZneEvl8F2cyc382MYD4NF2rG0uIiDAzJVdexn2Asoew2OdYlJZdsUyUxpHEgrpuNBq",
-	"2FQJJ4f9vl2WugGJkoirTUV02SOnxGBztIk8o6lWDCwecNxEQeWFIlcyiZkpP8pjsQhcLJy7nwAlQJ2l",
-	"iaaZYHIATElXLEvGy5X7vqTyd5jSdffDo/4+qaHXwt6ArxdrpajaINOKKV/jAd5BDODeTTh5au3LYovC",
-	"tGnzVE/DjYT8BpFedsnbd4fbvXHkqsUB8GZkUg4rbMm/Iquol3gdSUaHHz3Eo4jgsnOt12DFBYyOenKm",
-	"iDvd0grM2qbSC0SPNqRZFEUZgJi7XW2tpyWdE1yF5TN6qwEaVGW5VOhaBdMDwmyMZjDSZkCnSs3B6q3T",
-	"ezSH1HIWgNFUjKP9eegdpZm2fkEs4+3FW7rIAoLGbLhVE3PJsn9uRyW7kTg2KAow4cl5tHSJd1Ek6cNs",
-	"j/zMSiFVqrxiME7fnQVaEFZHR0LRL954tMJuu0Wnv8BCHwuM8nBFI+Uw2MMuaQWtqq+rwJ01YycXWO4U",
-	"Nys87XixQNl+881bp2fffOPoHdvDsHMMi38xFVjJKuf1pKAeOXWlHGhlPuDVMSLtUN8lMrNNj8l3MAZk",
-	"87rq9AiAKh3sH50xWSIDBzxRiAfU8k3vqfBTFzU8oghLpPqJI9QI44A9kYXuLgnzDPA6kWScpPoDJuDI",
-	"0yWB+mAWRKVn3pbZ75GwKu9LehuCeFCzmbjAx2ES3uepbgImwRVdRKvL2obffPM2i1mmpxJBrN98cwyW",
-	"yjlpzzMR55F+qAN+JacJWBzWp4nwVjN6BG46JB78Jd5nhTt0wmyaCdUyEMfI1qSF9/RJHeka6E+ER/uH",
-	"pIG6Nh9wyph3/8mW+JuNz+s/qthPkwCIIwOAevnNNzAVIZ3PU9N1i8T8229S2z1tm8zQscF0D04fUEeA",
-	"ugx1o41lZgfgidRHIH1LCcgMTTNqXdATVJxpBC/K8Og3Cm0oQcS3wL1jkXCIPk4FF7l5ClaFbgg+Atir",
-	"HvlZL/85jdgxaePmOnsVVA3XTOSKEcVm85Qq1tHmE9KiFYYMsKJpXUR5bA11+M1Oti1v6FTLKypHgjmv",
-	"xQL8A94ZFgOguu+hXCSLj7VSYuFJ5f1W/xFK4mQ8ZplrPqDl9IL4EwLCHnkpuMkpsc9I/XZ4oeDm7TTB",
-	"SkUAB4KhOyn2uL6JfWIRONHIW72hnSrftoewsfWLsefHpHCsUqVH1XpWY+tZBYEBQwzmgSq+Qeg4Y3KK",
-	"M+AU3oSXA6yNWup30E1typ2VjkNbSDO4D4vxy7AD51KcmdKgONa7Q78ca3baKjK4g7DEob0ZRSF8up0J",
-	"RRXGvNBMwdL1RZO1EZkKqTo2+bfZGd0SiYFG/WUJVHwyT1XRhtDdJK+RRyokbapIyqhU5OCIAPrHnMGL",
-	"ZujX43hqKXfSmAwwxE1zbLZwQCCVv/B8gxWMSUS4YbFK44hGl3qvQuYfHHPc2p4BTgAOuJ3yQI973UR4",
-	"9+HCGHgwFnqhQ3IXKbLIyuqhKyqEkrZNhAoDPMwERTlX2QlwEKCEqALsNmgrwLAu9L8SJ+ob1tyNYVAt",
-	"rmtqkIJcLsqQBkUN0s6xTWILkJgBQMHs95ymrjgATSlJW8t82GWLRLKOGd7vRJwwK5Z/PH/7M9ghisyE",
-	"VGSf/JR8p7WFXycUtVKpmRNnS+g2G4WLhre2xypiX0SKqa5UGaOzEPaTCe8SJUxcpHOMo6eFAWwifS+Q",
-	"5lpRVXwvgNEF20dbFhgftnqh3KhwTkwAblhVT1aN6UUG8lvqZpiJZnGhOyVYMCS09x+TQQuNIXMvWkOD",
-	"VljKcJsgl1LcIxjhh5M/VIRH0++H1xedHvmpPD2H35gI1NHBc+LNbQpPyILRy6A8aBOR4SanKTMP7x8Q",
-	"T+Ie5hWYFEmz7WtZgFZlwonPrBCtnA8PD1+QIsYtjZbg6IUBH0V4YYrl/is0UCoxHkum0IYxiLLuYb/k",
-	"GLUnptLPESrzjj/C8qtAkDVn2QwAepnWgmMgK9Rt0G8/6vfB8k/QnEN9rIfG9OVNIpXuSy4ZifJMiozM",
-	"6cREj49JCA5ovXhC0t7v9Z7q11lU6n6/38EmlW7qEOZRf3muZYDIpX4f03u35tAOAyLm9Pccdt6Av7am",
-	"rnRNXb0ypK0t4lhs1vdYtZePnawb6pwFa9k3pF23d7XS5QJcbrheTOZ0QEJwE2B8Ez0leDfsIhjMKGNw",
-	"qqUpSE7jmrQNA7g5i7u6I8asODayGstYz4HvVQptAYE30noGuzlohQXXUka3qcwa6zh0aIUCQWEgMdmb",
-	"4p61fkUu0UxDE74wivJUoXwemTO9NRL0asGGkzS5RBbaSrdmuTIrpNklG7sF/AZpJxbQDF4taJUep071",
-	"hVUT4bjsltFhsqigEpgTq2NBQLS5NEmxZ9X3m0Z1xYJ3yxkrml8VirYH+teIpuCULR+qNRwnCzoLK7MY",
-	"EV53umHnYYwA3A1YZzLOeWTQjJcMLCDkNSHFK0l7KtLYQt0qCEi9++BkhdabHXQ4TtosXEbmyZylCYdt",
-	"Keb64F9dFoRCxLYsFT12N00RRIADcqVTxzgXcOTA9QIrrHam6KD/ME0ixqVb3O5dJuZZwhTNlqsdBHv2",
-	"uTLxrVX3CpDTd2cOev+41e/t9/rGY8TpPGkdtw57/d4hQkmmEEaquqqnAoNlE+ZBp36oHkNh2DMt8E2K",
-	"KkA9DULVZmmR00qhRFk4hvWXtLVLKJcLluEFW7W9dMhCflhoWB8+fPfm7OXww/s3YafU6y51hP5AG1zb",
-	"QeEvBk2DQsqFAXUCg9xFgWMc/tgYqAjOsuTK8N26p0hzFBAp+ItAxrA07eK3TK+LPjWOZWNwf/Ol0xSp",
-	"z7avyMEhuFiL9XYWt45bPzD1D2EA4BmdMQUQ1F+3L0cJNkXRBZjjmotVH7T0gBX+XYhhlO7dCu8FRkUb",
-	"xVib5Re+QGKFOY3p+w/6fesY06+CalOl0febgYyX718Xk4UhAX9bcxj0stJdMdE5/ar/6hrce/dsJUTU",
-	"3L73X+ZWqAfyJWgdYbN9jxTd2/uOFsh6/cjBi82PXAjxE+XL9xY+AH0Be2Lzs+AyqUSFW8e/fgxa0tL0",
-	"tn4BniY0FVzkG1KHALm6Xg9JRhz8gqITzI+ZWJqiilnROjYVXeHLValRg1R/bs2F9JXsLpWT4JAw7LLu",
-	"g7orffTgoqo5PJwgjd1hB/2+P7xzUux656kxhIuacaTSc+HLxAfHRa5HzvrNwpKIJTTut2oifthBdghX",
-	"SylzziuZXUVGRkx3FqggQaJir+CNxX3hCWhCeB5Q/s59+338KWwKD1tyuRZtN1P+nYiXt7YjvZWev1Qx",
-	"D4bM5s6kQqWbHulwavhBnKCfWTiJdNbILQqPg/7+vfXufdGrB5Z+2Of1j9QMCXzucPNz34tslMQx4/jE",
-	"FnL2pSXT0A/sb9GbHwRnePMW7XmHzo8LId4ACcmDSf/Pboj1149fKtrALg1ttmK4tyL6iqNDYRRspQzg",
-	"ikcXIHPVCgvyRzFCMsAlU2VqU0BEGoN1lGRSnUAKsZaKM5pdgg01I0Wps6aY02f3U/1p/fLWHQoY+xGA",
-	"5q0wPwz8FpKQbnUj3tuu2mmTPNhir0LftPWzAjNWv+RAL+r7RM+fnjeCZf2Mg0MfWWpwtZV7w/oDLCpy",
-	"lz2z9/k3MRom8Ze9sgRizej3jVV5y96PYqTXy8dghfl1btamcygB/z5aWmCYQCTlpBbbgZvQciqzEX8T",
-	"I8doctiRPIbIeT6aJaosK3c3NohTCfJ+DQ+o2ecXB7+JUVAO2r+PZj7a/MTPQn0PFF+PqvxepNt7qHxK",
-	"qF6TGHHDrXh9TV+voOWXOq9YnOPOwqB4u4rfC20drLADMuawT2K6lMemEljCYiwN5kRLwdunz2MWEKR/",
-	"wBMRi0l40D8gnwet4quDFjojv5THOGPq2MMvvAAzOhNOgGnlpGRZrsHTQh9XbhiQ8OjgRf0QaALA75nK",
-	"lt3TsWJZaMO2gNtT6Jjk7JMiHy5eklkS82QyVaRt3VIGdVYbghM8widWdusd21kld9+603Q3ordR5m4r",
-	"CXxwa9+HjxZ1zX1nPxuwbWs1Zg6CNorb+beRy49Sc1epqW0mQs3+E+MK1cAOwtP5vRYoKSl5rXAtsY1y",
-	"D5foauFa98i30QtmX/BEWoSIQcCV4ZvOdt77lwb4pB/OJctgA6UJx3MZcq1qOQXXjDuFKgKJLZ0Agzl4",
-	"grNlIaxIawRwLGKJehCiAuCdp9wFfrowDotM0PedEEPJCfgLcYl+NggHC86sbx5cZ1ZAN+k8AU7R4PPE",
-	"AKiH0tNj9KLIcWrk35XnzX4AP7id6N2/s+/75W9B/GSxF0lmJ5e0y6Dmg0viu7d0/7oiuCI3cTGUmz5x",
-	"94GVmsj4s2WkwcIY9iDE2mVXlqzc62j6mS0Kh1KPvOWMwAMg40x4n8XEntdNTLcqSyOapkgE4PE36Ta8",
-	"vjLVP3Y7pr+jE3ae/KFnaqt7EeWvb/aF55qZqVuabDUuFP3+DWkEgFMNUxHRtFsAzAMSyqVUbAYgNVAD",
-	"Z68sUVLhUSRnr1bFF2mkRFZvuUN00K5+8L/xa//dVuLyv3OZ/fclW3YqTAid//AlX67sHfQflZKDrAkI",
-	"6016JETgrztY4aqOFK9bFScFBjeX9+S0+y/d6L+taLD3I7mKhCnvuZXPUi/Ut+YhzzAAghb3klaiet4M",
-	"eFNbDAnGUn0NwUpLbjO24zlZ14ARGwsbt1z37ZwrSJvd8dt3GZIuBcIq7/ApIMAA06fvNX3+tzl63KNK",
-	"KpSQngoXF+EOvGu865+9tntJkurVRA40YpUeahR3KrEZQYWIhvGrJBMcZY+B/VmAqLaZCs5VxMtN6dwA",
-	"h21rtKnPvAiSVy6C4852gPOVFQagk3P0p4yMPMQSfgWjaGqQVKA4dvU6P3qWcJ232LuOcU2qZbegHV65",
-	"ns/RBVfcaEgui7XrXGmHeJgMO4G2r2SaT3rkZ1FiGi3AmJrCF+as6re4zkwb3xVNvCe76y61Rr1Tm3VH",
-	"MbzlmD5qkDvWIMovw9WynA1nP3o2k++AU2X8/rIyZodpOcohQLccGyVa0vhQ0HWCMT6beULaxb/2O0GR",
-	"O2TyU200EBNHIAcaVA8gYw2nPAFri1Ci9IEK7GSqyvcbbikUBFDmFvxFieoRLfMrO5skkjAeZUvrs8mA",
-	"sYPHBsts03yBTjzNJ+i0QZoIlDt4rvDJmyIYWdZt8Dhl0J1V33Y7ixIH2QsZ7h939e1sw1PtFjH4GLRw",
-	"JIHkqJWZZGLzG46ufhnk9Gib9xBx5JmYddWUFWuxWfG99Ro/AwWttb1tKjesragwLwojYCkDbYpjwYL1",
-	"1QVMmWzg5v8SXFNImvrd9+3nqq8Zj5jGlsWBTZCsb8aaqH59QSebRDTc8yVoeVLvNj3qPGKfcF9U5nlu",
-	"/SJVPPElaL0RkcE6rH+6uO9L8IhFcwLYX79rr3TmxTGhTYC5owBvoP+wIsWWdune56J6VRJ/QXVpmUfr",
-	"eMiZuKprTkjXhGwhk5fZI++dTDFUIKYAVoisOIkiC5GnhnexXlAVnuKC5BJy0a3KtHnckBWm31kU2MK0",
-	"qRU6rEdeMcPmTAtIcE3BHXm0Gjx121rt7RxpXH0W8JEvzO+DuHx9YusRdHN90M3DHID1urpz8ROsdt84",
-	"idcpBSO4YncHmDKoLV9EotS1vgwKuWMdOk6Sb2eFnSxmidLbX/cmY1hJoOHZ8Wz5ezurrkTAWmF2fWPn",
-	"cY8We/QhttwPTN3dfiuOu7v5bmxdOYNvzZVP4wO1jwE6VI7GyL0LblQ8TycKj8ucLTxHZpnPWSYZlmzl",
-	"ywFnNEsTlhW3Cs5MYrrZ98Wzl4zNJRyi9X3eI3RxSB5wBH8tILGY/AzH6IJBINSnYEjEhxw+sDR+eH3h",
-	"q1x8bPITDVXFgLtcFYaewhgjyBzh0Ebgz4Y5AogNC+6IKm3EgNd4I4BaAr5QlmAb8AEPK6fS8Lis6ISD",
-	"41BQ4C0nJPw8wKProHVMBq1erzdofQmRiSSC6TohIc/TNBzwKGUUskUD5I/AHPCKmZdIEidgkcWkDZXB",
-	"wQirFz4NdXtPN7gTSssN03erMvhdrm5udo1/QsxccDML7S79DwV1f09kk1XeiPWOhW08BNf2CfxiDhH3",
-	"m3C2o0YMSs+dT+78pbwDjyr8Btj2gy1cAw7vy/dI6X8jr8Lz3T753m6yh7JRjLKv8iJVlP7DuCT2jOLZ",
-	"PXunbuJ4wwGuONFKtGlrnPgiA4CuNKcRIhVdojVAXe40696npTGDelIWOPMeuQC25K6h1yjTudvYbeO5",
-	"sLrXVabmS5079biQtuCMTHKaadsiS2ia/FGwMxatQV6Tzu7umabjBXt6j56XP+V57lE9PXqBbugFwo32",
-	"VXqh95StcXIHAv99AYoP9WeGeZaGARkBT5ESZJ5ncwGsaEwaYjSTU+RWJ68fcKkEzl2geV/oYyYC7g0p",
-	"UgLs95SMMrGwqH7gVcV9OKQqJO39vqUaBzI+NuDOxMSJjMSV5b8xhd710g4gb8k45fGbRZkATqiqtHzA",
-	"29TlHEaGV5D/7/758nVgSJ5M+c1IC/SCxk+/5+yVga1SNeDhnv5Kwvcimqb6zBwaIn8kmaqQg5VR7Gqo",
-	"G46bydhUlpMqSVM8wjtuAdJGQAwqzuqpFJ5c0PJw2gn06TWaukxbA+4SPVrKPdIGXmTrMTz1aWsK7klD",
-	"M0usD4PFwLYpBxxJsioFpdD3aGYCjvtTrXKpHcgYEzkG3AxTUVgAP6lb6D0+Am+jLcxcVrZIE+SIBb6h",
-	"TlEwolzZkNPhEr+VZG/HdtinyN2CKNECSwRz06aGvHTALf89nbEGPbElT3FZV6Fob8EYoxvUKXkiy6U9",
-	"4OjDwKWgJJlSOcVRNKvGZqYY3jhgtzTrqa5xw8DQjw44LlSE9umWMPywAr6pn0VzC1v3BBdDc21or0HZ",
-	"sQG/gVfjXDeh3toLrctuBShxTxF6aPAKo0YPbGCH+jFm9Wit3Kq1co7CxEFMrdXHNzZbnDtc/kj9Qita",
-	"Wx+9to2bPbIa9OmmP0CKNGRFgErMTPUWwCcCG55KZiwgwpxh0iUZJymyLY2WRmWLzKBB3+XZBFBd7vuh",
-	"GoNQoC1W8b1UWnSPGTie3AVRHxxQTNDRlbkTpqTr7pk6psTsiqY00ipLfiuLFPU2J80nW7cGyuXfbS6F",
-	"2+HNiNjK+FeZhB6hsXcNjRW1fVhk9lV+94iwyg0bMLAvi+ILNtzWXOSUm4pWWEuetNHnA0ElkvApy7S1",
-	"VvMlmf7Ljg2+UV43Fk+0PZrmEySGYLugTN1lfP8I09232sPgKiujtBpT+QidfIRO/hmhk7h8IQ+6Kg6u",
-	"KSnX+KkqN+59riUGf1mbotYgY1iBVkI+/1h3CT05IxpdQkmdArbgZzGuCcN7sR1WEhE49zyilP7UKKXb",
-	"2lbXQyXVc+g/Qnp3NPXvMTQjZAmXaUJ+/LVBwFvT3FUfYB/ezMp4AOjJ7vsYO3rf6I5tJAmKwvi2JMqj",
-	"5+kRxvHvBeN4CfGIuhx/AiESqH8GLooHsJb2IP3C2OirckwallNRdE/YWttYlG1KY9Iuad+LSFCnR15S",
-	"HjGsrQJxEi6I/TSEO6Ipi/NUP1RgKHrkLY8YmefZRD82hdJo4MkODNAxzyZsaH7znU/hm66Ae2V7+2dA",
-	"LtyjjfcokR9jATeUcLDXCHV2clxutpvJtduwV1fCzCqCbcQiMWOShLbtNupoGfRQ5FCkOP074WJB/tZM",
-	"nJ9kNIJ4cyLiE8M0lGCVQhRaJDNpe+C+QwrUhldbLLjskXMcT8ToF5yezVF2BCecbEsQOtbIjBmN04R7",
-	"qFPMF9i/jaAMykEz0/soOh9F58OFUc3+85mHtyVCr2Mask9zkV0H8bW1/IUAMgY85JJH00xwkUuCHyZt",
-	"Cm63CVar+02MOl5O1YQrAagdWz+1HYtI7gHUacyyrvm5N4s7Ff5VAJ6YmwISWkHfI+9EmpLwh9cXpHiJ",
-	"3Pts/6mHJjSZTgjVCQ03CItD0i48G+azTyQ5/8dp9+DpM8zLSv5gnYCEWBkYeVYjNI2hcPR74AKXtXpQ",
-	"dWQPdqG8btvWI6emcFJlhCLKEcZFRswMLoux1hKWZZpjfDqinAssj14vdtBZFf15Da+7A8DMwW7pPUXx",
-	"gSFVrWOep2nQAvJ0/bovQQsJDvFqC0uwHnT7+2UJ1hZoDWVqoQKWwLxGzxXwKeOfkAv0aZwN+/u/RYef",
-	"Xsz2p99mR1dP+fPfDxbPWF+9WLaC1mXC9X3MDk+dvxL26fpXzDMxyZiE8QAW9tZxP2hlYqH/oSXIlB48",
-	"fWabpVfW0NxmfoEg+nHLrOxW0DJ+nDWDsHVm0oVZciuRR8XOstzBXz386DFc9e8CWcJdaUzqFZ71QvT7",
-	"dGxx8Sb6FYt836V+vbDl4hNUskZBzmjMDBWwVbUrVWZQlB23yFQu1IBPWVpAsLFMOrCrawUNVdRHUFe9",
-	"hJYapkfkv5qKNLb46xmbiWxpCdgRZ+zIYXN4wcPXu7fnF6Q6rFg5XWRxwmm2DAw4wr2lxN/ieFfB0zPK",
-	"kzGT+tCG3KoVMkoEV2CWsaPIbTnmAYeC1dhLpIB3znNXiUxGKfNArxEAC8W8cShqnR7wVESXtgLIlEWX",
-	"0gVjm062ubDF+oNK6Sb40zISSyh8inndA27qyvfIKV8So9cCfWjH6YkyKqck4VGaxywOMDOp0TwoMA5+",
-	"vd6AvxRZls+VXVsIawuP+gXnvLkwjPBGKLJtf4Ku5TOnMPuAF1exb/qahAO4NpXsNVvRPecyn6M9E0I5",
-	"J6eVtgwlrFccMotqcRU9F2oIV0OcRylsEQGsXgI250KQSHBTIN4sJAkL612W8CiZ05TM6Hye8MkxkEPj",
-	"OECnEBEIuHFYrNVaApAMUKlfShKpF1YuoWCcmrJskQDyG1A5xo4pQN2UL91qBz1yNsPxsGtjmswlicSM",
-	"gTE94N98Y+yBb76BjIYlmWSUKwuVP3GKYwvDZ26WANKYY4rcgLd929En5coyD6FunrtQwUlhaPLPXoHf",
-	"YsDLEpUSSlqbYq7aFEx4zmqmsUWSnlTWvMVWIvVmPOBt03hI0rBcBLLTI1CpT98+TaQSWRLR9BiLB+EC",
-	"mtIY31RUBDPpG0j6OeDoMAJ8QGHVO1R/OZeIm6+d7AqeW6BSQTCXJeWGBuk1ALmfsUHPlyeKQqLVzgVQ",
-	"7gjrL8fJBBlcivSUOVXTALqCLnsU6qAejgksN0IH/JItEfSvBNQlWjojDQvLh6PHJfcwODARKUjU1N2p",
-	"eowKruwR6AYPUfa9AsA2Gcw4vAEpDpOP9vKjvVwNtD7dpi+FQvyJxQm90Ev+oYxtlAuu5Qm+mgLD+nCW",
-	"d6mTVsLFThvOuHqFDxloRVKgsNcnA6yghOa+KkYrmKGdRj9sLY7dcP1luy2q/07TvYuvbYbUr5zKxwKW",
-	"XxMCDhD4dPN2dPOLnF/vERS3HtZfJEQ5xb3a4GQl30IxSPRPQ1VeCchUODMkdUcvHiLRqlxRA02YaiOZ",
-	"fVq/6YRwjwhKFGZGN5qGZYHNh/H4ApmoWGrM2KTGksaUVMl4vNJRXKkQ9lUmCZQtfCDq5XKEVicInBTT",
-	"ifMM62RBl4/W4qO1+KfNHoCVz8oqatZfcl2Jfjum4d5npwLiBhpmrwS1aBIrM8GdRwH7lgo+0R1lZXiE",
-	"vNe3IbWQeSKwJR6hIIAtAlmtDeliPmq0B+Bu8j0mFV3Kal3YqsiGptyeyL4npp+18rOqLR9z4R8DS7dM",
-	"1KZ3zIZCkNcRYisYm99y1vjSMRgDIDld1hiQIUvSRo+kvgUNRX8GU62S61ewV1e0/PGA9rWlKN3Swr+d",
-	"89gWqT5Fo+D8dh1rwVR23Tbl0J5a5bGtIBqYkxVig3jEAB1vIgY2CHP67qyoHERjiUEhG98h5piW8CvG",
-	"lciWm5kk3mKr/wKFxaAnW3AnQIcDexgGNg+Mff0mEt5wtT+Kk6/W3yMfPPfxOmIC43u7iAlDHF4LDB4T",
-	"OpKMK4LEN5bwoQlAt4wPPXLmJDibuLZNcSbvPlysTG/22gbvsB93uKHNF1ZxdFaH42Tn4XjMgv7rZEE/",
-	"kfX14MgGuJIwP62UuXaLjt+NdRqwMoOzcHHNljUDNnC3kDYlBhRkkAPOoxJ5pPAyOGYTOzYdf72FknAR",
-	"rQirGS1YzBRTOHFztmMWJTGTPfJLoqZxRhc2aSWsyTsEZAwL9q4QiruolFnSzJI0siniayVXbZ7MwoB5",
-	"CkZQNWWzspA2K/zaPV/tgkJu/VXSxrFDD1INYL2ENnrLLvTHvJpHl8xjkviuXP+3redu4A7HL++x8ZgB",
-	"JdlKG/Y1QGUBBBzUNRVSBZcqIIHgYsSKEGM1OY/RaIoov8WUZZBYjn70cSZmpF1RN2FAwlJbIkgUDgor",
-	"+Hle247cvSlb/5RHYr7WPTVj5g6QUwi/rKWCHG8IUc2ziD0eWr82A1WVRxS7xAN3IcPCxmksF/QDGa3X",
-	"EQYZk/mM3WG+wnv9AZvp7KFAXB/u6hH3+Sp34lRItoJwAtPvrOFt7lBCkDYKnjlTbkIe5m8LB5SRiQVI",
-	"vBMiduGr8Ibd9ADfIpD2a82/xsl9tA4frcMHtLb0XoPaQJav5qGpC/dMU+5Qwp4p60jF3AutTbSwGuWK",
-	"TJjScuqwHJFQyznoj8R6SyYXw3Nnj5zjvxHA4B/UjXgFU99RFhiFkr9CcOYUVfLmKJvELK+Y99BeYBPv",
-	"Ttre/rHfNLkQA18fU1xVzBer4FHSP0r6h8v5xVX4NZDT7uWSTlYfot9ytCbnLCMfLl6SmC7x0Bvq/4ZE",
-	"CRIqEWKGpgSuC6rITEhFjvp9xBAH5A+WCVlkcW6kqf0ATdpV8sFT3+vzyxbeUbj5QtyfFYp98sioVzRJ",
-	"l3qM5ePx+Ws6PjezbWKYqdwsTrtT8W/PDoULd3k4htJFck+ydLw2kBtRZDks0BvwIEKzzl4FwPQYEKwS",
-	"HFhsFlSpxApTxrtDaBxnTEomffAnyN/G1AEsqTSjpn52onQLvZse8Bjnuv13uQtNtw34w28l2DHCtt8x",
-	"vOuaG+1Byv/BSI0wolUZJDc9Dhaibw/UOrFhFe8hyBgOGyvZI3CGsALrQmQIT1bg6AjAfYsUCTbtuKzs",
-	"JQ3tHcQihdZrSLtk45Fc4B4gI7YUevWXbTfwXB8i2V3Cd+UXOfL5pQCO/Qgavi0l9idC9O62Fc2JtisW",
-	"vFvSMuDZ7HobtkiGXRl5QZo2LGeAzBS1bEZyrqjKpS0haapnkRlTNKaKQraYHzV4UXz9QWtPuVRtEkng",
-	"tFSpcd/6UlXrtFvXKUYFO+QuLVc7ypuBjMUgPJZ8umsAonKW/o6Z6WiFrt3NVT7BlXt7i417YqDBlMRi",
-	"wVNBY6eaqN8OtEwU97CkN9HDPZ7CvjqUXTE31134u6oKu1ZWH738u2bPsEqsPY59eP/G3RrVSstok7I4",
-	"IGOGTE1FmM+pVGufYTEkS58D14x0KXmMPYyEVy9x/3TfMD5RUyQDCt+zedZ9BaQ8psixIRMLyPvvX5IX",
-	"Tw/7UO/YsF0FJOeXXCx4QMDdrQ1tkwlYbu7A1iouyvnqNgf6ZnuBFNyixawaEqxD50VD40cPSVs/GImY",
-	"BdpAnyZcYeXmzlpBcmrmoTHxHnyYr+Yxac9pBtxxoZ0oKJPcWaXVy0dbdQe4q+Bn9BNOQuv4oN8PWrOE",
-	"27/3m2xAu2n4G/IONUemYK+d/JHMu3qnwPE/Jopm9QOxs5r8q75BPhuQUE6p/tffjwd5v38Yjahkz47g",
-	"3+w4JO1yGVaMpHrbH93fDyyjXxWizLI3PpF2vjdJbFOtuwtyesWZpEGwc2/iHGXV7sHPygdXBT7LBG0B",
-	"rGxc/9OwX6J7A4OP5spvYkS4UEnEJBkxtWCMk2ia80vZgVKZlqQLJG2cyIhmMXJ2WO5M8joBobygS+Mk",
-	"WaGEDKe1K5+vRBJXSqa4gtw0ehMW5pQgG525PwCuIcMxJjKH+xOxMTNxxaBof0l0Z9kSbZS1mCwMt66q",
-	"t+KYl18/dGV7GuNiAh69QI/xyTspnWJ35K1Soa0Utmab35W4Nc7fKnFsYrlJwX9T114BmdHsUjrsmlXw",
-	"SAjU9tpILXnWtIw2aSjOh55IYlhEP7x/0+mR7zMx0/dwS5hTwbHs95E0PwzgmoHHRJRjRGWUAzkq4mCC",
-	"omooHMARpILFACq8qcgTojVCjVC15OK3clz1yEucDCPpCwHsqoS1sl5LKvO6WS4VmdIr5uio9jox7iNs",
-	"Mi24G0l++7AY207bbi3KvnwdSsPOJcKn6lgoWHaP+uSRhenrqOFsFiuhaA1WiI7vRSlZC7lbsZDlHemo",
-	"96YQDHW9ElUPhImxj0VGtJZIeK6YDCpZiNXgUA8Kx4TAj17hqYarJ7aIf91fg7FSOEuYzweG8T1DwKPD",
-	"DlV6p1Cd2DNC5RChTxDI7WedYFqHTMWCY6onvNkwAQJZIBD4QSnKnBt2hEbZGTHTQkyrtMIlhmzgndtX",
-	"QcB2Z8+6p+5yuINaM7fH4edv8SqXj3tTYKZH8EZqz6NKeDxi3BBeVexXV8ag73hnL9IqUe/cAXGqLtIy",
-	"6Pe4QrX10asT1iMjvwdZN6dRopZknlLw0vTIhVA0Rf5+mc+k9aXEBcqPtBXLZgmnqZXecDOUFGMxyeeA",
-	"tYzpMsDzgR4yFnd6xA0Ay6LaAjTSJstnWNM3Y0Uqvj+Ifp8Ay+DPyOJjWq+ncnMIfM6ybsWOVvBgQEZV",
-	"QnFy9uoxSH6HIgUmzQw+bKJq7VIMSeMWEWOAJu8K43SlRDbZg5yxRK2m0fllSpU5G8fNMoH64LyYChIn",
-	"MdRiRXx06Txw6GKsTJKkTZXKklEOp3FRPcmDDfZEkrNXGJ/XVp7kdC6nwketp1f2qe3CX4B6y/Zl8461",
-	"dz5ux9vfjizKM9gTv35u5ZJl2sA9/vWjnvlyq3r4peycVJFibkoEsm35ciH0lebuBI/aLhRXGZskEosk",
-	"NKpXmYuZESZZzLKgOFAlGXFqBJmNDcF6tiQLpvUxlYpIxviKbYht/StsQt2TbQodbB7fx935QLsT0WbN",
-	"/WF81O3K5HVuvEX3PrsvRBbLkWTZ1YZ6KG85q6wjrSed5+q1UCguPgqAomTGTpD9oKxKDmUCC188AR63",
-	"Ns+R09LZ6nEySZRcoVDfui3/K/BZlv3ZgtXS6fwjju4rwGhsv90px2W/dhPtstV39ok5O7kB1Mgme1hM",
-	"r6sV7OoKSakUJGOIPq/R1iEL3DiBmp8LVNQRzbJlj5zqv7AQX+wyuDlPTxHe4rzEfoYLbmJwGHoDf+Kq",
-	"ekm6C/9ky7+EZCh6s422Lwoh/puWNfqzqHi3ZKXJgkOlhw603bT9uiLAuONICA8O8bNDxAGWmwyxgOZn",
-	"bAH+FBb2dXWTyuomDQhLJfN+pPK2E1td1RQrOjwgGeWxmBEoX67N01QsWBZRyciISnZ40COQB0KLEryJ",
-	"pcg9tj4/3UXrpoMwRSk82hub1IFKo4j2JYtMIEzMgHHdVxVBnSyZTJXthLtmZVHz2HkskQalb4Gum9Ld",
-	"bM0ks+m/3pJJpoEPVTHJfP4c5mFVnOWSLYOSR83MmUlM/BMEWx4rJ1UMwJ1D8Fv05gfB2Z8lXr+VxsH9",
-	"iPUlrY4h7TLCuItmWRPXuWTLWjinajvufb5ky021k6yCQhiuKxn5pOKokDb12Fcryeo4A5SqV5qmacZo",
-	"vHS9Tk7xaYiLG+Li1dWQbkcY31cxJNva1ULxMcz8V0Ye7SL2vjbxVVZTKsXX3R6HzW7ZcBYu5NleJqCY",
-	"7c7IpOqX1tnsIi1kmltAjtqam0ENYQQBKGt7VuJZUZ5l1UN5gG/F7DcrUnWPvCLVw7XmEZIwILdssT6s",
-	"3Wg8F4+246PU/TeRugUBuWM1jpalzLkvE/I3Mdoplqjvr0cgnBhCUQsvQIpe9CayODDXMybzdAV650fd",
-	"lL+AA/FHMdrsOtTj+Ogl/Mq8hM3FfRtuQaRhgvot+gPVIi1tyBDnQg3Nr3GIxckjkXOI2dGES0XCGf00",
-	"1I8P5ywbxnQZ6kcPXiCp/ZB9QvhvGJDwPVPZsgt5QaEpHf5JAcvhLIl5MpmqTo+81K8HQICB2oHjMcLS",
-	"16u8ZD+K0dfqH/tRjB7GM6bHZIVVA/XlY72qHq2XR+vl0VX2P/R+IBRSvseYGQ2x2RsgLWZsO4pI/bC1",
-	"QWoE+Tz2qQI0ZNplFAK5skFKJiYn3FAu+yk7fmJ3yfrzE1sldPToB35QpjKXn0iSiRTQ1Yn6Ghgg/xrA",
-	"P7vYoOCsGe/acrvBSjdVataw09FoamvZPLFFbGrVUTAciC9yi6ikIro0vAz+gkgiW13rseN01tQjgo9L",
-	"k+AU4o9QDq9Wr0ifcZDMwX3QhAjLKn6YHhxRTkYMsoMV41BJ07vzzu1I3eH+K76xqjqbuf5gdTAfIbiO",
-	"LDcPFrOyo1W/seYkvuRJuV6xCGW7UXtSH/VxvZv+dzybYkaXep0XD4msWPOFe8zdLieE8iWWdQBYgPUj",
-	"mvcNi+0HsP2yvZhnj5q4UUhM7wyGrjd4RF/Xb06TsT4gNGtd+qpBOjvxr1IP0nbpQSpCbit1DGIjIFQi",
-	"Vlt/cknaVJIfXl8YqaumbNZ5LBfxFw3FP1aBvBUHrbplbdJogaiwuNt2sOxqNbNfaYQFhCIE6/3rn384",
-	"Hb778N2bs5fDD+/f6G2dZ2nruPUZEziGeZZ+aQWtK5olUBQY4mnFJdRvZixbU6Xmx3t7+wff9vq9fm//",
-	"+Hn/eb8VrG1KhQiGtPUrAF82z0ScR/qRExLO6CUQf4UEeiiJ90udnh6nj8Worh8Dh4ffcBaW1zwsx6sL",
-	"BzhvMGzTHo7kSq7qVEhl60C7Ter5WZG9L9TLgiT8KlElvNw86/y6oSn1sqXuW4pSh81XYGLh2JvwW74A",
-	"MwibT7+qY5D140VJ6bZMJryLx49KNp/eQfkc6AvmTMxT1nG7bF7ULV60Ygqd+QeqPZIKt83wm+fRn8SV",
-	"r2ih5Z0r3ypJ27K5OTwRhtTNcs24LS/zt/0NrnyvDdKgQ07fnQUkdE55oWE9Kmae0Chic0VNBNSuKhQz",
-	"/i9hlkf11fBbeEymYgYFvEWao/fDBf0EJhYVFMEJO5qYxfXl45f/PwAA//8=",
+	"7L37kts2ti/8Kih9U2UpQ6nVFztOd03t07GdTGec2Mfd/rL3RD4iREIS0xSgEGDLirf/PQ9wHvE8ySms",
+	"BZAgCd366iRdUzVxiyBxX/f1W59akZjNBWdcydbxp9aU0Zhl8M9XF3Si/xszGWXJXCWCt45bF1NGpMoE",
+	"nxDGVaKWRNFJQNSUkVhE+Yxx9USSK5bJRHCScPJbLhSTvVbQktGUzaj+JPtIZ/OUtY5bg9bhoNUKWmo5",
+	"139KlSV80vr8OWidxWw2F4rxaPnq4zzJmGwO5ucp49C1VCJjMcmYzFNFxJioaSLJJVvCj7/lTCqySNKU",
+	"jBgZi2wilGKctN9994IcHh5+06kObyyyGVWt41ZMFeuqZMbWj1C9Y/OULlncHGGospyFZIEDTaQe4lxw",
+	"yUgi/SOnnDCapQnLnJGrKTamM0achen+iy1JOzO9k9FSwfTgH52A0JFkXNnOWfE99pFFuWIx4WJR2xie",
+	"z1rHv7T0qFsffJN+LSKKc/OdjChjVOF0RJ5F7Ikk79+9JnOqptWOmh/+z3c4urPY/2kz+CeSnL0MiOCE",
+	"XbFsWa5nm6ZS6ANHyTwTo5TNnkgSmreGSRwSymP9HBaSZVcseyJJKiYkTTjrnOBBJYlZr4zNRaYSPim/",
+	"t+oMZ+y3YX//1+jw4zez/enX2dHVU/78t4PFM9ZX3yw9R+dz0JrTjM6YMlft+4xyM/FEz1evVytocTrT",
+	"703002EStwLdVZ5k+qDpHXKHM6dKsUy//L8mmRr+0u9+Q7u/f/h08Ozz3zbdr3+xZXPN94kS5ODpUzLP",
+	"Eq7oKGXk9PzF2RmJpjSjkR76CaG4arEmCXmk8ozF3XHCUvhBL96MUS7Ls0slSZQkkeD62vTIj4mUutn/",
+	"/d//h4RH/T5JylENL9lyaCcc6sWHtUEKVa5O7TqsXaS/ZWzcOm79f3sl0dvDp3Kvth7NJXoDK0PT5lLZ",
+	"Jyd4dCbJFeMByZjKEibx9iaK4DVtXvodZnb9mYx/pCqariXnmt6TlEo9UhoHhPUmPRIOWl8PWmG5UyIj",
+	"4Veh2bCD52SesUjwONHfK3frhCwYvdSNpaIpM833DyxjGM4SOdMjWrOv4y6Oed2Guozka2Akzj0YtPQt",
+	"+PD3QWvFDeB6cCmQs5WXL3EabbqDazel2hn2r+gl+xdbruxc34Dt771uvcW951eJ2jRn22SH3hN+tUXv",
+	"P4jRym5/FaMd+tOtN/f3JptQnvy+fr7CaXSTPa51pvt/SyfsPPmdNW/emWIzSeYsI3M6YcU1+C1n2bIc",
+	"mn42lPoD7iBiNqZ5qlrH+/1+0JrRj8lM8+2n8FfC8a/9Yj0SrtiEZcWALsQlW8HAQ84+qiH0qnSrEIUp",
+	"pu/5VSJyuXm08F5luDP68TXjEzVtHR+YIdq/932b9jYTV0nMspUbNjcNdjme8XyL43KRUS7Ha3pWpsFN",
+	"jonTie7zvaQT9l0mZs0d+S7JpCLvL16QmC4DkvAozWVytXL9x/or64ZVkWy9KwCjuRDNsbym3qGcEKrI",
+	"TEhFNPuO6VISOlYsI6EeTLhqpErcaJyf9cso+IEA9S2Njfio/zLihf4nnc/TBCXWPSPG/f1XieLrdrv1",
+	"Ft/CTleKpSQWTBIuFAG2hrK+VYhIO0z4FU2TeGiahwEJV4o6+plp7lzEE5DsKSfJTEumAQlpFk2TKzaM",
+	"RJblc/hm8dOURZcyn5V81nk4Y7MRy/QjzdHdJ5Y751zmc90Li0PQjRy18D+7ZqW7eEl8a2ea7zkyPSzf",
+	"C8HHaRI92CZFpn8jlEV5luntkYoqRtqhTPPJUPNk7t+fXFZ3B97TP8zzTJNpRWHFAhJKprTuMExFdFl9",
+	"pyAgxcsxkyrhyHy4UEM2m6tlGICkZQcclkpcNKV8wkgk0jSJrXhJSSYWhHKhpo7eaLUxqkoJfCb0ibzN",
+	"TX2VZSK7zx095STn7OOcRXpyTHd/i9P5TmSjJI6RQd7nIYVrTlIaXRqFKRJzBqRD5uNxEiWMqyH8GAa4",
+	"66ElGebnTkD+eXHx9pyAnQEfkXY4VWouS/LSQWuNK/ToF2Qu54zHLNYHb8S0rB+zlCn4RPFQv63JEEmT",
+	"WaKwIxpNoRH8NGQfI8agZUGxDHkhsVjwVGjdAg4yndNRkiZqqT+jSSfcEHgJyCcuiNba7aUh7bB8a2iu",
+	"1K1SqO8FZ/e98aW4TSLKCRckFXzC9C4QTXKQfViJnIExzNIU+2vGrsRl41caRWx+20T8J6G+EzmP73OZ",
+	"fhJE5tG0sCuRdqhJ5ViP41Yn95Yu9Qm9EOI1zSb3fhRGIl4SvEGS7JMfk29JO5zjmIZKiGGqR3W7M3YU",
+	"+O9okrL4vidtNf3SaizRbBAUVoQZTbVICHehYUKw1NCwcyvF3NkqvSvE1vtbp2KNEklmVVNMO/TbYG5z",
+	"+hdC/Ej50vwq73Pm77RsBqwFdj+jig3NnwUzimmSLg1LMvpqhb0BFc3nTR5lrFwJWGKGo6Vicjhn2TCm",
+	"Szx2H4e/ilHxW+eESMZI+I6pbNk91XpOWFtl51FThzqHfdKcjSxoorwmcVdZv8mWvec0V1PGld6Z+z2s",
+	"xlYYlNc2IDm/5GLBA2L4l15ew7SQ0ZutNPSdxnHGJApCKAcUChZNU7Eg7TCvTlBLzFzLxTELNA+dJuD6",
+	"SKJp/SL8/PPP3VPn1RVWUT1PRtSUKuJ2JEk7/JbRDORsms7+MWhljE/ooGVk9nf6r+55MuFU5RlrtCr0",
+	"OMci+EQSmUx46a2SnY3+khudjUK/+5HFCb2Ar98/q3siyUz3T/T0rBQIt3fOMrsweqeL4Q6h/VC3v0UC",
+	"99kuNXznNFLJVaLAJzLP9FBUgmYGGilUddbN275+Co0/By3U2OIhOEbgO4liM+nZ1sLQQbOMLvXfSext",
+	"VqxP1QhuxHTXDtk0nqDdBZ1i/jEkM7aDG7S04vzSAquYaen0EpiVcwfeWJfS3ShGv7JI6aFU17KxHysm",
+	"kPAr46U0U+R5mtKRXiI0NDXe4HTGhpLTuZwKtWZjSg8pTkRkhbkzFRFNh/ZnfXmXUrFZK2jlEvwahslc",
+	"oicHD7RmLPpSfdi0sPA0wPWtDnbdsr1O0CBWWzV7+op/bHOcfaezZizeYqnr5wVG0PyQd1ITxtUPYtSc",
+	"UCRmM8r9Z8HYQIZUbXukV1w630m3HVe6WTf2W9kQuw6NDfEu7srh3MZYXK/Wwx+QPE7UWkqxyuhy9jIg",
+	"IVzgrr3AYMWDGxyS9ohGl5NMK5tkIbJL1EUpSidg++sEhGopMyNnL0mbciIWnGX6V26ES3LJlvYhnWCU",
+	"TMYmiVRID60oawgDQcKg5QImQSnS74aSyWF4Qii4aItgBvNKJLgUWmsKKxQi1I2SjLAZTVLgmZsJZs0N",
+	"ocWaKn0L0YZz9tLK2+YqkPJTuqfdCe+KLXoiiW5amkHZFeOKTOl8zjiLvbP6Y5FsfXhfXRnp6zpiR3n6",
+	"vTJHISX80pJpPmkFrTiR85Quh+CS+RDsIJUwa/Jt7pYTewOtQpDIy32jSrHZXJExmBr0mV9QSWLGE9zF",
+	"jScGD2gp87ArtVP0zUrhCUn4JtlJ5CoSKB9t3I03pu1mkQu1nqHReqrjOugf9vq9/f3D3te+AUlFVS79",
+	"m/HPi4u3BBsYk2uagt4SseQK17vo56DvcRgHLUWzCVNyq/lemLb3KEPa4ZUbU6xI4xI0lnn9PbwVXl3e",
+	"6i+CO74pT6+lijKP0BjSClp4KTVpgPvooXHmOxflqaguTz2UYhvhu/JOgyFsfN0NBvDegpjNU7EER2wS",
+	"m6BV+1LVpcYjlnG5FRmChd5uhp89u/EtVdH01JjnfRS/fFKLNRtJll3BWkkrAIz0xxwW6FzfOEc1foWR",
+	"A94kUxqTEWOc2G7JiI1Fxk60Pj5N+IRwtgA6jYFrTlcjIVJGeeNkFhNwh+A7li/ShHF1zqKMod0hRjsm",
+	"Td86KzKmqWQNPyCG1EUMtjaCDxEJX+qRn7NEsa7g6fKEcHYFVE/lmZEVqqt9RdOc1QJV9vsHR+sjVYLW",
+	"QvfxhqdL3Pj6GuBnfZN+WZzI5taD003fhElGI6aljUR4zsE/xQLcRFpkjKYszjU3te+CdVGaXSylVNL+",
+	"XpA4NwJnhfq3vj7oT/uzvvSxGMavkkxwO15LOeaZiPPIEOKYXbFUzKHNBy/b1jdvnLBsy0uqmzqysyQR",
+	"zbIlaYfvXv30/enw5au3r9/814+vfroYnr00hmB9D6uzYvn+Npd5LtIkWg5NWNVGqv4Wmr+0rfUH8lGa",
+	"RMM8S6u8G1yvx3t7YPvrmd97EUTpNEZh/BYrzJE2Ytm0qs6z39vv9bfgrMUeVIZc3eFyIMGKw9hcMO8h",
+	"R/HyJ2r4TTHY02jGyAuRzUXBxtdHiDlhXL/8r8HgY7/fHQw+7n83GHz8+rsPf/+bbzFfGl/zaa6mIrMC",
+	"XfO2mWZ26zwLn/BJyrq5ZBDKbtQd49IObHSvdNzZPXI+FQtONDupbpP3OOzRebJ3tb9n9ZA96+2Wex/H",
+	"2RrZds8M4j/Krv8BXx4Ws+r1vJoR2uDlDkaR2kmqLFvle76T8Go8ZpFKrti3hls0tgEFs+3u3Tm21RfG",
+	"0u0NzAjbWfFv/RDPDO+87SEWi5xw9eyo5Y3NvO6YsdPmkEHWSYE9ekS1X8VoI6Vr7FxdXLMC1dAKVNf7",
+	"5IKzbMg+av169/drK7dpfAHOvNarb4HBWehZOZ+7cOthn5XC2Yx+HIItSF73bdc5ed1v5HKXXXNeFqUo",
+	"OsyY0gstuB7JNb5W20NnZdxBBv6lXzsUz0L59tqjuOwS6h20TMif57iAw5LFQzDADWMxownffonOgQLL",
+	"VrlCw9mYXueW2delFNd53Rgih2ZvhlORZzffaXdQ1Rmu6jFYsaDNXV1PGFrFBQ+qlNLZy7Vk1+7MbbOK",
+	"be1w1+AYesGqwhgQwf9Boxmz8kgrKJkVrHBNPnt65JEo4MsvYSeq3699ufKhwzWCXvsX2v293/3mg/1H",
+	"98OnfvBs/7P9vfMfg0Gv8/dfMKA/eHb42SsHvqrxwB30y1c0mhLnZJCUjRURuSIJn7JMC32qqrkYebip",
+	"YVpeWxdUtuKmnpdq/NIj/zT3PstE9kLEq8IdMMVvRqNpYsIopBZ2jT1XYkimjdBCXVr2CKomikwysZCk",
+	"TcFSABZf482nZJQxepnwiTGzdAIiBaFWX59SHqdM6h/gLSeS/pKLhc0YdC2Zki5lj5x6TM0Y2a67jlmU",
+	"0ozF+n3KiZgzDuNMEwlJnWrKJArnRpmtBegDq6nH4IM13x+0732US3hQC1SBT9dDeltBqxqmq9VWG+Go",
+	"7w1TUxFDfLihfpDrVgsMhM58sRJwID1BYqWyV4TTaQpSxMGDj9PE7JcrAqHr+HctKrX6o4nvqf7oWIYg",
+	"2h3vl1mVMtXO6dYN+QI/jIlF1ssirlhByIuwrpKCmwB8UHedEP2WYzVkXB98zOah8VDwdImuoUuRKxjk",
+	"UHenP5axq8QoxjmnVzRBqwJIJSzjNAWN2RPN76xdNf5fr28joFlzuGpqh/tLPbPDeVZN7HAeePI6vEaa",
+	"fxrbcJV4Tc2v64w2TyRBg4JWkv1KL8v3e1vYQWpcDTr38bJbyF8Go5Gbm7wxnRkQA55/c7TfCciU8YiR",
+	"fI79fO18lwi0yy6SrGYAeDruR8/oc9Y9jPbj7lF0+Lz7zfgp6x6Mvo73R/vsiO7361zy63XmkMHg4wFY",
+	"Q75+tcIQcmZ4ik2q87oX9SEpTveK9Ht8CoYovRQymfBuwgvDm7U2UqKYVGQMqWvwaQiaExyWoqEGr7DN",
+	"OSbsleLz9v5K5DWrnG/XCRGp+E69MUg1N2USz3d0UyZS5rhdzbuUiknCN9kTG2Rr/cYuaAKscWziEKKI",
+	"STnOU9jPin31Gps4z4QSkUi3CBqEU/rWtgdysNX4i0AEPk4mxshNJFji2vpBSuFgCs7IIkuUYmgC32iY",
+	"CVrAoXc8cuBj33Ky57pt4QX2gIg45tnwmIwzMSPGDH728tVPF2cX/zV8++7N/3/28tW78zCA4BBwfRA1",
+	"zUQ+QfCQ07dnrsCDrpya7ffDCgdzxWNYcsw4kfhP33v5PN75Wq01gXvwZdrhqws6CbfbSJ+f2YRCFMez",
+	"uHbFbtgFqN15l6gUJ2QVsXLOcNAgt56L6prgHepUWdMVPLFC61/AuxvVnlswV9geHT1QNihvha093ZAH",
+	"XrwrC9/gugFU/IgeAl1x7fU39l0S321mfYatb0jnSjKzFdHA1tciNbWbsOYSrDzz2xy/W4kwrIsvDx1H",
+	"UR/QhUk638lxbfQQFJXEGDGG4HNakEZyUHC2pjmh6r/xhMzpz75/9xqiFSXJuUpSzQN4hU6upcTrmW59",
+	"iJinoXtNJBlBoKQSW3JX/Zrf/fZGa+2JQlCnUSYWkmVa2oaOKI8L8dKgW5nlIufgsiO5ZCdGAEgsAJYB",
+	"i4KsjmIT7NiBZbYNahZwWWpQezpb+PG0GLanpeKE7+nPuW65pz/M+svfDsdH/H8ebFR5HDawwbFWP4sQ",
+	"9LDzYXSO3mIq0poIhTYeVC21hvT9qwtr/iEjJiEHHawphGrp30aQQCzohGsZI4CMxrkikGAP+fKG0iAm",
+	"V4jUJgwwXYfMcmlgFJonf6OucoZ9knYhBHVuW+94cD64w+6+tibLS8bmFcQ5/NwJWMfgQNloGkkSdYIq",
+	"XZQymum/SRvuxmKapCaexMZPJZJYKbCzKeqmvuYPHIVT1fu2OkYb9cBdxYz4+l1fW0TZqBbe3h26G7Vv",
+	"2/Gt0+TuWsRarc1tu7+F3nW916vq1/W+sVIdMx84KXO3YxZpVnAdRWw3GdPNOPGYKqVabZKpQbntiNgW",
+	"tFIqNRlmfJ1Ou1u463U8zcJvgTABXZdoDPUIdJNEKpbtpJHX5eQGGF7Tp+oMIyj3A0ZdH0RtRTdttw8Z",
+	"9MVUSMbJCHEVIWQAcw0SC3+D/qMi8LdLBnoaw0ELZI+DZySjPBazivl2TBApjHSh0aUWXsYigy+lyZjp",
+	"xapKhPqTa817FaQ8uQmKrDrxd2bVdlTk3cuwtd916wC7G98mUctzSBOef6wav58d3cZIqxfDh79SScR+",
+	"FR88fbr/jfVnXLJlQA4PAFMXIq6lojymWUxGVLJnR73q5v5y2v03eqj/vvfh09Hh53/87RrXas0l8t8S",
+	"gyTpyY28dv5juTOXbLmr7fpa0b4WtBlCfRMmS99CG4Sd2I1odj4xpTERnHW2zjhbQSDBW3kD2u4zMJqN",
+	"q4TeVkx6Trdrt3ZLW16xa58s1F5MFY0YVyzrUiOTOeeDN8JzK+2DDRLt7vextkg2+Wz1xP1WpHL7h5sO",
+	"m3PCIJDcnCUuFjam3BNSXo0o35yVtmParL2vd2HN8i9NsJuVy47QycxI0zfj1vEv20+tvmcrKTCaHYDS",
+	"or0GKEEzfhqjm00MIMv3h7NxNpn8Ho9nv6vFbwfpJeeLycGhmovR8iM7OszF1eFUPIt/n//624IdxOPZ",
+	"0/zjZOOZ1ONsLsqHCnju6pydGwmH1yHXzEZ1rQ3Eg0bXiv32ODP51a45lzcVem9OnR2Nav0Btlt8Ds29",
+	"VL0p9tpIuSKsw6XxzpoHlXOyBfm3o8FksV3of9U20TqNKXktrlhKwatliEtxp64SxSBfoMEi6jaOdavn",
+	"Jn18Ljr5tB71Dk1RaHHVrF0vZUDCysgGeb9/GGFL+DcD5KVdoYUrCdompqueB71xE7wZe/PEL2GemlR+",
+	"mpLTt2cg3mhVIizSPjIwieJkc8ky71RrKSVr79cWl+s8n81oBuwGUt03vPFeetR2kyMvqgnTdh3Wr+Pu",
+	"wowhcr541caB3YUg1iaFr64f/O0AZxSM5MEdWjWC52b4oanQIVolxSrImt/7vztQi9Cb+RD8M2ZpcrXJ",
+	"MLIzLsGvYrSr0nRTjRrrSWwvq/0gRu/wlc8fgs2KMZZECYAIkUQRcJOZuK4Vy1OeskYUyW85y02uuVl+",
+	"iO1sJKN/2ErNaqrQJTaPlyVXNr12+oqV9F2XH8Rod+pVHPzWmEZKega80YTUoHLOZSpPXT4359VhjEf9",
+	"b55t9kTc7PBttGjY0a5Y0tugqV5MpHsmpuWV2oW3fUzUMILQ/D4AWcxzBXtJ9gnmN1mQD+eCNLle+ZVP",
+	"HteH/WzFFvjs6dPDZ2tBRdbARGy8meYrvnV6DXHZ507O1K6JGSbCm8wzBoQokQSDvSFCYEoBTjpnJwjF",
+	"JElEORfKYj0kniSNzYGmG+UJkwGDmXVn+BpYTeqHspbK1UzxqCVrNRusTMdquF+K+iBfH2yuD9LYqR/Z",
+	"epSP3aTNTKRVTCa9Of7wwduVS6Fj30l0ADWaEwV8jFVxwzFV7uaVn1wJS3hD/n6ZrJCdMP1xR7HHogDd",
+	"wB3k57zFolUHVu3RzMas4oaN+dYWr9qWopb71hp1D/oHz7r7B93+/oX+/3633/93d7+aNSpBWLI7WnpO",
+	"Wgs2grbIWIcSEXxbx8+fHfX7xZ7AGz3L2yvb0ap0f9zvH/f7/0Zr0uqzttHJFZCcJ7/lDAoIwZuICqey",
+	"pZbLYqfmmpHQXDvuwfNNOQX7a3MKqgu3JYF09vOsSSKRMtm/N6Q6Nk6YGcqGY3TGd/Sg2fPQFI2dbkmi",
+	"JEvHjlpedm5vrBM65h6UrV1d6FEa9rprN+Qmd7l6U3e4m7chubk0+KEluDcGhqMokuUXEjC6w4O79uLs",
+	"5TsXt3pGl0Uhh3EmZicEUsJMZUTKl72W4z4oD8p+vwf/23u+GtvQyXC5jt14syV4Z61Xicsdtd6mA0qx",
+	"LKN6ON15BmgzTfG0mZCx7nhBHM9muFTHXVfE868x49YOgvcslbJP04G1XQbRjiAEW8QpFfFJ21jD3S6M",
+	"PdzJwBxmjEpffNDP06WD4y0yp7pMogKM0Ch+6l3Ps+pDsbSzWrEZFaH15n7yGxjGr7O5mMJK/aUFoBRy",
+	"WOA1GcudgWnVEzBl2TDEtoQE0+QJAqFXhoZvdqt8QYcOaxKVpw2rAkMADwavJkqWMGlJEWy/XezADVOa",
+	"ChK3f7NsJe+R96xQ9chcN6nI3Y3dLV91J1QT+wuPDwBF3Krvaftj6U+H2egWatYWdWA1ssnW8WC67cZ4",
+	"MLezWxG5XGr44DJX48I7JgIM+a8l/tcJnTnr+C9EBfiwYRXfw7G/6Vk+49FtukzXhcZuWjko3ekRNAwg",
+	"01bHAr7xknoDU8amRumG4py34OxXYrtipevRfUw1VCg1CovgXUAwQO0une0WdCET7gsF/9mgYmsNIQIM",
+	"AoMcv32eFniMtylYYBuWoQp1NgJjXLlGt0J0YLEfmtpsC5e3dmfdthWouM2QT6+x7WdEGdEqhGMGX/d6",
+	"zWh+GzftlqSTNdBa9Tk2wLbsEFZv1UsHl3UDCIlFJLUxfW/fvD578V/Dl6++O33/+uKciCuD+TzKk1R1",
+	"E04EZ7JjyjzxStmwJ5Igzim8lUF6A3l1xTJbaozyuIIPNQUIEeN2oNYdYR0VU5Yxx0sxFhlh8LFKqbLF",
+	"VEhm+y2gkPQ7INsWpqY/+NGtnZ9tT8vqM/K6mMWujiTcy+tje61CgyzvU//rw6+P9p8fHPWDNd6Zo2f7",
+	"+8+eP+vvPz86+Prw+fN+pZp735fOVAWQLDqEOvC33lEda9KZX/9OOiyAKZ2JXb8bb3WD9RCWRb/frO33",
+	"8NnTa/jVKvB/TcgPlyiExyYg1kecTrTWb08ptNyNJAaEpZJVaaJ5pXNCQhBHwuOCCjFTvRe9qk/0f0k0",
+	"FUlUQVOrOd/K8VjYVa90jkuyXRKz6z6vET8E24NcUJe6uZcFbohzxp72/SSt4oW12aV/RqmhVnPTpgUC",
+	"Vh/yRkj8hvq0EeVkVIDokBGNLk/QpFf44hUmcY+Yp9Q0puLPqZrec85h8wqaCoXNmE1O3n33gnxz9PRr",
+	"izKIQN9Q2/GJJOyjYhyAD0xifJMt1KrRrqiq5Clmq1fH4ttwsXBqLmyR4Boz1YD4POU1EUPPRKb5hAzA",
+	"6jJoEZpmjELp4UQq6ccM36bmjwdFEstyijEJCwTK8InskVMHlbH9sWtWdJSyriYiHefkxQA1YQAiMasc",
+	"MCW1sIWUhcUGTvLE4ElqUc5UHMXXTLGuBoxkJb2ggntYTzNvDPERNfIRNfKvhxppKYFHGQNp2oyGAGxi",
+	"gKHutVsSVjyeVaoJr9WKmqI5tkGQZkxag9d62wB+s3zBp0T44rPKel1uBtJvO/o37UjMjfWzgebVNowA",
+	"/l0tiUs4Y7Hsra8FVoz4qP+NF3RHX5/q1M41R/BTP7eY3goQnJhd2TrBcm8NIV1RJQ/H49TuQnZT2YgP",
+	"fhbexFtpnkz9lJiIPqtiMzFPjf8rmRi5xKLlJbJAOLH+eiCgTYf97YUE1pA6vJz2zZzxs5eYwZgBwlM7",
+	"mc1y4LqdHglhT0wdav3vkCgBlggx12KaLavtRzPygUoWIkeeJfV0m6PnPhm+juSxSmIo0K5MQ3cmJ3ai",
+	"LwTnLFIV1SKJI7/2UEXtWFHUWz+zRbZZTKiyQKYnKLImPErzmJFQCydJHFaWCmpI8ooRdZ6JcZJW6yc2",
+	"gqn0/x12B4OPT0f6/2IIrmIfPu0H+/2+399THpaD9aFRzsSNw2vtcsupyBTW0nSPTuVARCKbt3wBSB9c",
+	"LPbDb/wjP7d0zu5Yqf0da2ZZi82U/h8B1cdWGkpY0ar4u2hgodKLFsUPtkmuyb59bHhZ/U/btii+YxuU",
+	"P9gmNI8T877vHLpBzb46TvhU05uxyCLWI6eFiTBN4FAmHMqtXrI4hHxYhLAwdkMwL14neHljDJGRenZW",
+	"J+8zlrnJyRz9aler9e3VnigWb705267adXDaLhyji2RRniVqWZymE8LAlGmNmJr3ShPrAKYc0saPEvOf",
+	"g6NAszLDE6v3f+Vh+qVazeFDbevRT9Mwmazc3v2Dzw8Zgl8e913AkcrN/DJD+O/VgOLnOK/FgmURlYyk",
+	"TCHOepxM9GGkPCbT5XzKuAzIoZZNjvoVPHbQtEDbB9cKKP5grqDmW1qygY/1yHsMgAagQcvIqnwMQko2",
+	"8LH94PB5UVPEz8+QQ3yfUV+5xuuk00/0p3YMI7LvjDbWeXLHi8Wg60rMJFN/2vR9d/ZO7BiW7i6c9h7S",
+	"ylmt9joBr5DSnLoEogFwdL40YOOza4YuNt2lZQyXO9LKtlfOTS0YdQOKgLso18KEXgc4a4MYCAxP31p5",
+	"Yq2841zlGQu0mD0TUpHDPonpUhI6ZTTePsihsX/b5bea8ItGbusbhEaHQEF3x08KBho4m1z1ppRvaPWx",
+	"10wgX4/Y6u7EbURUVIjTQwdWNO9e06+F0VyhwSQOy+UK9R3T5zhyYGclU6ChTzKxOPbYduHaEGpKDcGn",
+	"XV2xCB0rDY3WuvhhA6VfZesGEYwspoLMaMycc99WU5ZkBI5oUe5+ia0S1fH47HeKIHLifJxsX5ntRMg3",
+	"hASt2dNVfsqfp6IS6N24IYRmW2orNasffqUn5tIpH7aRR1Q+vKPk6Ls/1s7rld9qlcd3KPZx15HGd148",
+	"obR/u4vQWH+/vlQJRd4QfVw5f9fVm+yRxFyNAPGmeoX3zcBQlyMJSRv8nU9kB1CtDZD19ue4Zn68YtnS",
+	"eMGA7TDHHknaVyxLxgmLbYKfXdEOSSRUYnF5VG9jEb0GyvLtF9Vr3rLqhM+rJGC0NDNePdWA6FsJFdu0",
+	"vK91WK1B7GZq3ULpc+5zQ4pRU5bVqVdEeWEeporQNCVtq1LDcev4iuE3SMMWCIhqWYJq1wZhBwCaUNte",
+	"Q2QyZkLe/AUXczSeb44x/7Ihgz2kAVx674zvdYeIEZtB0nrP5zSJScKvRBIxgqm6+8147jUpJwHsjMhM",
+	"ym0tRseADyySNCWSMdL+/tUFcaCf9mZ4gpwr/XRXHCszOB/1vDDGS2+IA9aPJKDRkGQG7Jaco3NcE0Qu",
+	"eNdAc82YojFVFEokeGIdatg9KxSEmbhiZEElKdpjZSYky9UghRnNLlkMr8Sd6+cmRSJfW/jz03ZBFZXg",
+	"GLGQkHZ9mfCYtN1RB4VBLjDRWQGBCKPAxolMk7kMKsA6MnCTiYeQ2syqP8qA/CpGsmOgd0D0rVnsKl9s",
+	"HR/Wc7RNjF4VuGEfxUrZOj74vBEff1sspdKRvbKkvtOoUjfQJAaa02HKdOKp4XQGuYNbpWmNaZLmGfNn",
+	"iFESIn5JaC8A/tnbPt11HSOyN66K2LDNG//SbW/D1jLPxCRj0uNdhxhVDy1Ah7+BOLZxXaCO0ZhIQcY0",
+	"2zL+KBMLTwdwZex327jsnaKDNtKezi491Umg7jYw8/MRQjmlB0+f+Y+jiXd4Isn5P0+7B0+fkXZamDCn",
+	"7GOnhLxKStq1geEisx1/+PTsyM9sZfK7CRreNCrdcuUQrlGUYSs7mj2VhQ1td43EZ/kywALW3OWBj7eH",
+	"t6DdxeZV1qy85U2i04Dz2iXd0U78hfnETglideq3uvipJ2dsR9K5qvpqQDIWiSxmsa1Dal2YPZ8HfyXo",
+	"BAz9P4739rw7u3Ld6pmQH8fZ1pmQuu1GKbVCL92yhFgOO2ghOfFaeOy7t2F6K2Srhza7Va/qGklvIpgk",
+	"oU0NJ//3f/8fEmY55+VfBcpXGJRsUmQkjCiPWKr/PCmlRU2LnLOG9GlKpfsdrUnjh+xLiMAFJrupdfWk",
+	"jF7BT8VZ7bh2vDLJ0wzXDxUYtIphene/SG705Uhuldno5npsKTyaV0zIybZvQbKFIVtbvqJYNks4TYez",
+	"hOdetvIjPgAzhGlMjA9SYqxtTJcmg4Aun2hGA+E3WC1K8FgGJBM5JNZj3WME7jYdXqv2C8Uwx+oa1Ra6",
+	"thyeqfquBez2hVA09UhCX/JGegTAZuyGZ7NvnrR31/vgJ7tb5xXvRp/d/b8VEn29vGQ3C3kXqv5e3kNe",
+	"8i07FFanFzdnCPEPGMZyrodl7+X6ej91WFpy9pK0w4TLYWjr+ZTxBJ2AzGlmCmzKZMJZbEoEmRNO2pJV",
+	"v3eeTDhVecY6J6Q0tCVqanTPRA9iymgMgBoGCACyQrqVylTleZsnps6Dt5sVxuLaMBG6BYsnmSDgRNoZ",
+	"wejUmjo2GdTIHPBLtjQF7PuHBwGZ5xmzjTo9cjHNmFZ3KITODfiAd0nYnJnJMKvtQc9pfZHMmFR0Ng+P",
+	"Cz9YMZMFteMGu1nMomRGU/KeJx8tj3G/VaxTeExChmP9R0jGAg3Q1oxcK8lDGI8ExI60YXHmmELSIWI8",
+	"4ATeeHbU1TQNxgIdWGevKfSvBDzq6XW4aPysVx9rXsrkI0kTziT5VSQcR6TPGhQgDQcDHpI2SjVJqj/A",
+	"2UI378Ds3198130OS73fMwjwXbNQ3av9cMAPemXWCuZyBCSfz1kGxnHSDt++Ob8IOwN+2KussqLZhCnC",
+	"PtJIpUui1xwMzdW90AM5hkQsfXUCkowJ5cuAhP+Bd0lNmV4u8luuT2S7QKyHs7nn2pf0EI5wCI1DgAGL",
+	"A/608rxypGyTZ9ikonwXOrnZHzt4yESzE2ubhxipbfbKnr0MZ5GAeKlf6xSbyrIrlpmapZJQwEmCUcOl",
+	"Sjg57PftsdQDSJTEhMdURJc9ckpM0oQWkWc01YyBxQOOlyiofFDkSibGYbxIeCwWgevIdu8TRJtQ52ii",
+	"aCaYHACELThRlivvfVljzSlhpacfHvX3SS2tKOwN+HqyVpKqDTSt2PI1FuAdyADe3YSTp1a+LK4obJsW",
+	"T/U23IjIbyDp5ZS8c3eKbjVUrpofABtjiZuwUsbmFyz34K2IhdUfhh88FSEwtcbutT6DFRMwGurJmSLu",
+	"dktLMGuXSh8Q63Yrq+VBxaR2dbSekXRO8BSW7+irBml6KsulQtMqiB7gJGM0g5U2CzpVag5Sbx13sbmk",
+	"FkwOhKZiHe3PQ+8qzbT0C2QZmxdf6SI8Iwqz4VZDzCXL/rVdjY+NFT2CojIuas6jpVsRBUmSVmZ75CdW",
+	"EqmS5RWLcfr2LNCEsLo6EvzWvPFqpezIFpP+DAd9LNDLwxWNlFNaDG5JK2hVbV1FQlDTd6Kprl4huKzw",
+	"tmPFAmb71VdvnJl99ZXDd+wMw84xHP7FVGCJ4ZzX0Rp65NSlcsCV+YBX14i0Q91KZOaaHpNvYQ3I5nPV",
+	"6RHIdnOSsuiMyTJla8AThYlamr7pOxV+7CKHx/SuMoX4xCFqhHFICpAF7y6RzE1GbCLJOEl1B8bhyNMl",
+	"gcLNNrtF73zMopRmLO6RsErvS9xRgol65jJxga/DJrzLUz0ERCcppohSl5UNv/rqTRazTG8lZhd+9dUx",
+	"SCrnpD3PRJxH+qUO2JWcIWDgiY8TYVOzegQaHRJPYhy2s8QdJmEuzYRqGohrZONd4Dt9Uk9BDHQX4dH+",
+	"IWmkw5oOzsrE3O6/2BJ/s65r/Uc1Kc8gs+DKQKaz/Oor2IqQzuepmbpNkfv7r1LLPW2bZd6xUc6eBGpI",
+	"B4F0uFAP2khmdgGeSK0C6SZlplxohlGbgt6gQqcRvKiPqr8oIPiBC94tEpIxoA68j1PBRW7eglOhB4Kv",
+	"QFJMj/ykj/+cRuyYtPFynb0MqoJrJnLFiGKzeUoV62jxCfGqC0EG4Ko1L6I8toI6/GY329add8qYFyX9",
+	"QZzXZAH+Ad8MiwVQ3XdQx5/Fx5opsfCk8n3L/wglcTIes8wVH1By+ob4M7XDHnkhuEn2t+9I/XX4oODm",
+	"6zTBErKQpwFLd1Lccd2IfWQRGNEIRKeCdVPKcZ4WM4SLrT+MMz8mhWGVKr2q1rIaW8sqEAxYYhAPVNEH",
+	"oeOMySnugFk+TWfg45BvRG1NLuBNbcqdk45LW1AzaNeFHFsZQsiS2ZlSoDjWt0N/HCrMF+U98QZh7Xnb",
+	"GEkhdN3OBER3JkprJhBNnGRwCMyQtRCZCqk6FpWpORk9EomORt2zBIx0maeqGEPoXpJXGI0akjZVJGVU",
+	"KnJwRCAtw+jgxTD053E9NZU7aWwGCOJmOBbGKSCAsVZYvkEKRnQHvLBYPn9Eo0t9VwGSBdQcwN4whz/A",
+	"DcAFt1seQKhYTUR4+/7CCHiwFvqgA+oGKeA9bFQC0KnidciosOE+RYxcgMqMllswn112AlwE/RpRkFQL",
+	"3AqSCxf6X4nj9Q1r5sZQ60dOYmIo03xi6LLNCQ0DEmKuq+b5Bl0kMIG1uVSE/ZbT1CUHwCklaWuaD7ds",
+	"kUjWMcv7rYgTZsnyD+dvfgI5xISm75Mfk281t/DzhMBOlJo9ca6EHrNhuCh4a3msQvZFpJjqSpUxOgvh",
+	"Phn3LlHC+EU6x7h6mhjAJdJtoZqJJVVFfwGsLsg+WrJA/7DlC+VFNcF20gEOM3zBsDF9yIB+Sz0Ms9Es",
+	"LninBAmGhLb9MRm0UBgybVEaGrTCkobb4NKU4h1BDz9o/hBtiqLf968uOj3yY6k9h18ZD9TRwXPiBZ0I",
+	"T8iC0cugVLSJyPCS05SZl/cPiAdRBRO+DXaNufY1eBbLMkHjMydEM+fDw8NvSOHjloZLcLTCgI0ivDDh",
+	"o/8OTSiVGI8lUyjDmIiy7mG/LP5gNabSzhEq843fw7JXQC6es2wGmVOZ5oJjQJHXY9BfP+r3QfJPUJxD",
+	"fqyXxszldSKVnksuGYnyTIqMzOnEeI+PSQgGaH14QtLe7/We6s/Z2Mb9fr+DQyrN1CHso+55rmmAyKX+",
+	"HtN3t2bQDgMi5vS3HG7egL+yoq50RV19MqQt+uhIbNb2WJWXjx04BOrogjVYBNKuy7ua6XIBJjc8LwbS",
+	"KiAhmAnQv4mWEmwNtwgWM8oYaLU0BcppTJN2YJAHzOKunogRK44NrYabDNGJkkihJSCwRlrLYDcHrrDg",
+	"msroMZVwHh0Hp7pgIEgMJKJwUbyz1q7IJYppKMIXQlGeKqTPI6PTWyFBnxYcOEmTSywPUpnWLFfmhDSn",
+	"ZH23mHfRTmymKVi1YFR6nTrVD1ZFhONyWoaHyaK0ZWA0VkeCAG9zKZLizKrfN4PqigXvljtWDL9KFO0M",
+	"9K8RTcEoW75UGzhuFkwWTmaxIrxudMPJwxpB1i2Gdo9zHploxksGEhACTpLik6Q9FWlsQ90qEZD69oFm",
+	"hdKbXXRQJy08EiPzZM7ShMO1FHOt+FePBaHgsdU8oA2saexemsKJAApyZVLHuBegcuB5gRNW0yk6aD9M",
+	"k4hx6VYdf5uJeZYwRbPlagPBnn2vRCRp1a0C5PTtmZMwcNzq9/Z7fWMx4nSetI5bh71+7xBDSabgRqqa",
+	"qqcCnWUT5olOfV9VQ2HZM03wDXYQhHqaCFULn0FOK/HbsjAM6560tEsolwstWOkHkeDjZJI7BlkA7ggN",
+	"HN/7b1+fvRi+f/c67JR83cX00x20wbQdFPZi4DRIpNwwoE5gIneR4BiDPw5GfyZmWXJlCpG4WqRRBUQK",
+	"9iKgMSxNu9iXmXUxp4ZaNgbzN186Q5Fat31JDg7BxFqct7O4ddz6nql/CpOZm9EZUxCC+stWUfJgXwSZ",
+	"opgC7HHNxKoVLb1ghX0XfBilebcCSIhe0VplvIOnzbp4nyHj3Whjuv1Bv28NYwyTg12h71cTMl5+f51P",
+	"FpYE7G3NZdDHSk/FeOf0p/6za+Leu2crQ0RN873/NE2hUOPnoHWEw/a9Ukxv71taRNbrVw6+2fzKhRA/",
+	"Ur58Z8MHYC4gT2x+F0wmFa9w6/iXD0FL2voprZ8BQBdFBTfyDTEdoeoVwRw8J35B0QkCF0wsfmxFrGgd",
+	"t/BKQs9VqlELqf7UmgvpS4womZPggOTklkMDdlfa6MFEVTN4OE4ae8MO+n2/e+ekuPXOW5CTTJp+pNJy",
+	"4YNIA8NFrlfO2s3CEiEzNOa3KkJa2EHYPpdLKaPnlSU3REZGTE8WMPqBouKs4ItFu/AEOCG8D1H+Trv9",
+	"Pv4UNonHO7OaNW+72fJvRby8tRvpdmG7xQtUxjwYlNE7owqVaXqow6kBbnScfubgJNI5I7dIPA76+/c2",
+	"u3fFrB6Y+uGc179SEyTwvcPN730nslESx4zjG1vQ2RcW5VC/sL/FbL4XnGHjLcbzFo0fF0K8BnTIB6P+",
+	"n1wX6y8fPle4gT0aWmxFd2+F9BWqQyEUbMUM4ImHFyCk8AoJ8gcxwgT0JVNlalNARBqDdJRkUp0AtpOm",
+	"ijOaXYIMNSNFDeommdO6+6nuWn+8dYcExnYCoXkrxA8TfgtJSLd6Ee/tVu10SR7ssFdD37T0syJmrP7I",
+	"Cb2o3xO9f3rfCNZbNwYOrbLUwtVW3g1rD7BRkbvcmb1Pv4rRMIk/75W16WtCv2+tyiZ7P4iRPi8fghXi",
+	"17k5m45SAvZ9lLRAMAFPyknNtwONUHIqsxF/FSNHaHJgaz2CyHk+miWqrPd9NzKIU6L/fgUPKKbuJwe/",
+	"ilFQLtpfhzMfbX7jJ6G+A+zlR1Z+L9TtHYOUEqrPJHrc8Cpen9PXSxv7qc5LFud4s9Ap3q7G74W2QHHY",
+	"ARpjYI+OTYlmAECAOILSWwrWPq2P2YAg/QNqRCwm4UH/gHwatIpeBy00Rn4u1Tgj6ljlFz6AGZ0JJwCB",
+	"eVKWv6mFp4W+IiZhQMKjg2/qSqBxAL9jKlt2T8eKZaF120LcnkLDJGcfFXl/8YLMkpgnk6kibWuWMlFn",
+	"tSU4QRU+sbRb39jOKrr7xt2muyG9jfrjW1Hgg1vrHzo9tbjnPt3POmzbmo0ZRdB6cTt/Gbr8SDV3pZpa",
+	"ZiLU3D8xrkAN7EA8nd9rjpKyVoolrmVso9zDI7qauNYt8m20gtkPPJE2QsREwJXum8521vsXJvBJv5xL",
+	"lsEFShOOehkWwdB0Cp4ZcwpViGHTCdCZgxqcrddnSVrDgWMjlqgnQlRAeOcpdwM/3TAOG5mg250QA2EG",
+	"8RfiEu1s4A4WnFnbPJjOLIFu1lmAcIpGoQV0gHpqLXiEXiQ5Z0XbO7O82Q6ww+1I7/6d9e+nvyUcHC1M",
+	"z2ZzSbt0aj44Jb57SffPS4IrdBMPQ3npE/ceWKqJiD9behpsGMMeuFi77MpWkfIamn5ii8Kg1CNvOCPw",
+	"AtA4495nMbH6uvHpVmlpRNMUgQA89iY9hldXpizjbmr6Wzph58nveqe2aotR/rqxzz3nwUfdTmSrYaHo",
+	"729II4A41TAVEU27RYB5QEK5lIrNIEgN2MDZSwuUVFgUydnLVf5FGimR1UfuArFVO/xv7O2/20pc/ncu",
+	"s/++ZMtOBQmh8zdf8uXK2cH8C7g5G1kTENab9EiIgb/uYoWrJlJ8bpWfFFDWXNyT0+6/9aD/vmLA3k5y",
+	"FaFDeEubpT6ob8xLnmWACFq8S5qJ6n0zwZtaYkjQl+obCJbAdYexHc7JugGM2FhYv+W6vgEQdfe+79Il",
+	"XRKEVdbhU4gAg5g+3dbM+S+jetwjSyqYkN4KNy7CXXhXeNc/e2X3snqFlxM5oRGr+FCj6m4ZmxFUgGgY",
+	"v0oywZH2mLA/GyCqZaaiGAbGy03p3AQO29FoUZ95I0heuhEcd3YDnF5WCIBOztEf0jPyEEf4JayiKQ5Z",
+	"CcWxp9f50XOE6wVlvOfYomp2i3owK8/zOZrgioam+kBxdp0n7RCVybATaPlKpvmkR34SZUyjDTCmpiKh",
+	"0VX9EteZGePbYoj3JHfdJdeoT2oz7yiWt1zTRw5yxxxE+Wm4g0LrchPPZfIpONVSTJ9X+uwwLccFALYY",
+	"G2W0pLGhoOkEfXw284S0i3/td4ISMBjzU603EBNHIAcaWA9ExppiXwZ+nhKlFSqQk6kqv2+wpZAQAIg8",
+	"2IsShaj0lZtNEkkYj7KltdlkgNjBYxPLbNN8oc5Tmk/QaIMwEUh3UK/w0ZvCGVkW1PMYZdCcVb92O5MS",
+	"J7IXMtw/7Grb2aaAkFtd7kPQwpUEkKNWZpKJzW+4uvpjkNOjZd5DjCPPxKyrpqw4i3AhKrg4rVfYDXmB",
+	"lcwSU1Jvbam7eVGxDmvMaVEcK8mtL/sG9SlN0bTPwTWJpKnKcd92rvqZ8ZBpHFkc2ATJ+mWskepXF3Sy",
+	"iURDm89By5N6t+lV5xX7hvuhMs9z6w+p4o3PQeu1qT6x6e2i3efgMRbNcWB/+aa90pgXx4SuhWG/Af/D",
+	"UoFbyqV7nxy0+M/ILi3yaD0eciau6pwT0jUhW8jkZfbIOydTDBmIqUwcIipOoshC5KnBXazJAvgWFySX",
+	"kItuWabN44asMP3NovJxaMoieXlYj7xkBs2ZFiHBNQZ35OFq8NZtc7U3c4Rx9UnARz43vy/E5csjW49B",
+	"N9cPunkYBVifqzsnP8Fq842TeJ1SEIIrcneAKYNQPgkufJ3ry6CgO0U5mTLJt7NCThazROnrr2eTMawk",
+	"0LDseK78vemqKyNgLTG7vrDzeEeLO/oQV+57pu7uvhXq7m62G1vw28S35srH8QHaxwQ6VFRjxN4FMyrq",
+	"04lCdZmzhUdllvmcZZLFCLm8HHBGszRhWdFUcGYS0829L969ZGwuQYnW7bwqdKEkDzgGfy0gsZj8BGp0",
+	"gSAQai0YEvEhhw8kje9fXUCZnRErwCJGNLo8NvmJBqpiwF2sCgNPYYQRRI5wYCPwZ4McAcCGBXZEFTZi",
+	"wGu4EQAtAT2UtbEHfMDDilYaHpeldnFxHAgKbHJCwk8DVF0HrWMyaPV6vUHrc4hIJBFs1wkJeZ6m4YBH",
+	"KaOQLRogfgTmgFfEvESSOAGJLCZtlkqGQlghOppCQKEe7+kGc0IpuWH6bpUGv83VzcWu8Y8YMxfcTEK7",
+	"S/tDAd3fE9lklTVivWFhGwvBtW0CPxsl4n4TznbkiEFpufPRnT+VdeCRhd8gtv1gC9OAg/vyHUL638iq",
+	"8Hy3Lt/ZS/ZQMoph9lVcpArTfxiTxJ5hPLtn79RFHK87wCUnmok2ZY0Tn2cAoiuNNkKkokuUBqiLnWbN",
+	"+7QUZpBPyiLOvEcuAC25a+A1ynTuNk7bWC4s73WZqempc6cWF9IWnJFJTjMtW2QJTZPfC3TGYjSIa9LZ",
+	"3TzTNLzgTO/R8vKH1Oce2dOjFeiGViC8aF+kFXpP2Rond0Dw3xVB8aHuZphnaRiQEeAUKUHmeTYXgIrG",
+	"pAFGMzlFDltsKLhUAuYuwLwvtJppqvgjKFIC6PeUjDKxsFH9gKvq1B9v7/ct1DiA8bEBdzYmTmQkriz+",
+	"DeqWkKMUQN6SMcpjn0WZACga6458wNvUxRxGhFeg/2//9eJVYCuaY/nNSBP0AsZPf+fspQlbpWrAwz3d",
+	"S8L3IpqmWmcODZA/gkxVwMFKL3bV1Q3qZjI2leWkStIUVXjHLEDaGBCDjLOqlcKbC1oqp51Aa6/R1EXa",
+	"GnAX6LGoutwGXGRrMTz1cWsK5kkDM0usDYPFgLYpBxxBsioFpdD2aHYC1P2pZrmUFMWHQUUbcLNMRWEB",
+	"7FKP0Ks+Am7j0kJ7FZUt0gQxYgFvqFMUjChPtqniXAK/lWBvx3bZp4jdglGiRSwR7E2bGvDSAbf493TG",
+	"GvDEFjzFRV2VimaqQIzRA+qUOJHl0R5wtGHgUVCSTKmc4iqaU2MzUwxuHKBbmvNU57hhYOBHBxwPKob2",
+	"6ZEw7FgB3tRPonmFrXmCi6F5NrTPoOzYgN/AqnGuh1Af7YXmZbcSKHFPHnoY8AqhRi9sYJf60Wf1KK3c",
+	"qrRyjsTEiZhay49vLLY4LVz8SP1BS1pbH7yyjZs9sjro001/gBRpyIoAlpiZ6i0QnwhoeCqZsYAIo8Ok",
+	"SzJOUkRbGi0NyxaZiQZ9m2cTiOpyvw/VGIQCbrEK76UyonvMwPHkLoj64gBjgomuzJ0wJV13z9QxJWZX",
+	"DKWRVlniW9lIUe9w0nyy9WjOdeO7zaVwJ7w5Iray/lUkocfQ2LsOjRW1e1hk9lV+95CwSoMNMbAviuIL",
+	"1t3WPOSUm4pWWEuetNHmA04lkvApy7S0VrMlmfnLjnW+UV4XFk+0PJrmEwSGYLtEmbrH+P4jTHe/ag8T",
+	"V1lZpdUxlY+hk4+hk3/E0Ek8vpAHXSUH16SUa+xUlYZ7n2qJwZ/Xpqg1wBhWRCshnn+sp4SWnBGNLqGk",
+	"ThG24EcxrhHDe5EdVgIROG0eo5T+0FFKt3WtrheVVM+h/wDp3dHUf8dQjJBluEwz5MdfGwSsNc1b9R7u",
+	"4c2kjAcIPdn9HuNE7zu6YxtKgqQwvi2K8mh5egzj+GuFcbwAf0Sdjj8BFwnUPwMTxQNIS3uQfmFk9FU5",
+	"Jg3JqSi6J2ytbSzKNqUxaZew74UnqNMjLyiPGNZWAT8JF8R2De6OaMriPNUvFTEUPfKGR4zM82yiX5tC",
+	"aTSwZAcm0DHPJmxofvPpp9CnS+Be2tn+ESIX7lHGe6TIj76AG1I4uGuEOjc5Li/bzejabcirK8PMKoRt",
+	"xCIxY5KEduzW62gR9JDkUIQ4/QfhYkH+3kycn2Q0An9zIuITgzSUYJVCJFokM2l7YL5DCNSGVVssuOyR",
+	"c1xPjNEvMD2bq+wQTtBsyyB0rJEZMxqnCfdAp5ge2F+GUAblopntfSSdj6Tz4dyo5v75xMPbIqHXEQ3Z",
+	"x7nIrhPxtTX9BQcyOjzkkkfTTHCRS4IdkzYFs9sEq9X9KkYdL6ZqwpWAqB1bP7Udi0juQajTmGVd83Nv",
+	"Fncq+KsQeGIaBSS0hL5H3oo0JeH3ry5I8RG598n+Uy9NaDKdMFQnNNggLA5Ju7BsmG6fSHL+z9PuwdNn",
+	"mJeV/M46AQmxMjDirEYoGkPh6HeABS5r9aDqkT04hfK5HVuPnJrCSZUViijHMC4yYmZxWYy1lrAs0xz9",
+	"0xHlXGB59Hqxg84q788r+NwdBMwc7JbeUxQfGFLVOuZ5mgYtAE/Xn/sctBDgEJ+2sATrQbe/X5ZgbQHX",
+	"UKYWKsQSmM/ovQI8ZfwTcoE+jrNhf//X6PDjN7P96dfZ0dVT/vy3g8Uz1lffLFtB6zLhuh2zy1PHr4R7",
+	"uv4T80xMMiZhPQCFvXXcD1qZWOh/aAoypQdPn9lh6ZM1NM3ML+BEP26Zk90KWsaOs2YRts5MujBHbmXk",
+	"UXGzLHbwFx9+9Oiu+quELOGtNCL1Cst6Qfp9PLZ4eBP+ikW+75K/Xthy8QkyWcMgZzRmBgrYstqVLDMo",
+	"yo7byFQu1IBPWVqEYGOZdEBX1wwaqqiPoK56GVpqkB4R/2oq0tjGX8/YTGRLC8COccYOHTbKCypfb9+c",
+	"X5DqsmLldJHFCafZMjDBEW6TMv4W17saPD2jPBkzqZU2xFatgFFicAVmGTuM3JZjHnAoWI2zRAh4R5+7",
+	"SmQySpkn9BoDYKGYNy5FbdIDnoro0lYAmbLoUrrB2GaSbS5ssf6gUroJ/rSIxBIKn2Je94CbuvI9csqX",
+	"xPC1QCvtuD1RRuWUJDxK85jFAWYmNYYHBcbBrtcb8Bciy/K5smcLw9rCo36BOW8eDCNsCEW27U8wtXzm",
+	"FGYf8OIpzk0/k6CAa1HJPrMV3XMu8znKMyGUc3JGactQwnnFJbNRLS6j50IN4WmI+yiFLSKA1UtA5lwI",
+	"EgluCsSbgyThYL3NEh4lc5qSGZ3PEz45BnBoXAeYFEYEQtw4HNZqLQFIBqjULyWJ1Acrl1AwTk1Ztkgg",
+	"8huicowcUwR1U750qx30yNkM18OejWkylyQSMwbC9IB/9ZWRB776CjIalmSSUa5sqPyJUxxbGDxzcwQQ",
+	"xhxT5Aa87buOPipXlnkI9fDcgwpGCgOTf/YS7BYDXpaolFDS2hRz1aJgwnNWE41tJOlJ5czb2EqE3owH",
+	"vG0GD0kaFotAdnoEKvXp5tNEKpElEU2PsXgQHqApjfFLRUUwk76BoJ8DjgYjiA8opHoH6i/nEuPma5pd",
+	"gXMLUCoYzGVBuWFA+gxA7mdsoudLjaKgaDW9AModYf3lOJkggkuRnjKnahrAVNBkj0Qd2MMxgeNG6IBf",
+	"siUG/SsBdYmWzkrDwfLF0eORe5g4MBEpSNTU06lajAqs7BHwBg9Q9r0GgG0SmHF5A1Iok4/y8qO8XHW0",
+	"Pt1mLgVD/JHFCb3QR/6hhG2kC67kCbaaIob14STvkietDBc7bRjj6hU+ZKAZSRGFvT4ZYAUkNPdVMVqB",
+	"DO0M+mFrcewW11+O20b132m6d9Hb5pD6lVv5WMDyS4qAgwh8uvk6uvlFzq/3GBS3Pqy/SIhyinu1wchK",
+	"voZikGifhqq8EiJTQWdI6oZeVCJRqlxRA02YaiOZfVt/6YRwDwlKFGZGN4aGZYFNx6i+QCYqlhozMqmR",
+	"pDElVTIerzQUVyqEfZFJAuUIHwh6uVyh1QkCJ8V24j7DOVnQ5aO0+Cgt/mGzB+Dks7KKmrWXXJei345o",
+	"uPfJqYC4AYbZS0FtNImlmWDOoxD7lgo+0RNlpXuEvNPNEFrIvBHYEo9QEMAWgazWhnRjPmqwB2Bu8r0m",
+	"FV3Kal3YKsmGodweyb4npJ+19LPKLR9z4R8dS7cM1KZvzIZCkNchYisQm99w1ujpGIQBoJwuagzQkCVp",
+	"o0VSN0FB0Z/BVKvk+gXc1RUjf1TQvrQUpVs6+Lejj22R6lMMCvS360gLprLrtimHVmuVx7aCaGA0K4wN",
+	"4hGD6HjjMbBOmNO3Z0XlIBpLdApZ/w4xalrCrxhXIltuRpJ4g6P+ExQWg5lsgZ0AEw6sMgxoHuj7+lUk",
+	"vGFqfyQnX6y9Rz547uN1yAT693YhEwY4vOYYPCZ0JBlXBIFvLOBDMwDdIj70yJmT4Gz82jbFmbx9f7Ey",
+	"vdkrG7zFedzhhTY9rMLorC7Hyc7L8ZgF/efJgn4i6+fBoQ3wJGF+WCnz7BYNvxvrNGBlBufg4pktawZs",
+	"wG4hbUpMUJCJHHBelYgjhY/BMJvYten46y2UgIsoRVjOaIPFTDGFEzdnO2ZREjPZIz8nahpndGGTVsIa",
+	"vcOAjGGB3hVCcReVMguaWYJGNkl8reSqzZNZmGCeAhFUTdmsLKTNCrt2z1e7oKBbf5a0cZzQg1QDWE+h",
+	"Dd+yB/0xr+bRJPOYJL4r1v9t87kbmMOx5z02HjOAJFspw76CUFkIAg7qnAqhgksWkIBzMWKFi7GanMdo",
+	"NMUov8WUZZBYjnb0cSZmpF1hN2FAwpJbYpAoKAor8Hle2YncvShb78pDMV/pmZo1cxfIKYRf1lJBjDcM",
+	"Uc2ziD0qrV+agKpKFcUe8cA9yHCwcRvLA/1AQut1iEHGZD5jd5iv8E53YDOdPRCI691dPeK+X8VOnArJ",
+	"VgBOYPqdFbxNCyUEaSPhmTPlJuRh/rZwgjIysQCKd0LELngVXrebXuBbDKT9UvOvcXMfpcNH6fABpS19",
+	"16A2kMWreWjowj0Tu9ulQONWy1qaj0DWxhNJZkzRmCpK2oupwF9ZDGgTC6hEgZnK+O/FlIHrwNRnMFEG",
+	"nWrw44nxNVBuEpk8SddPpONvaDorImqqSEBJRxiTPDZ5BatcIiazRUtwOC6oFumT4c5xlU5xkf4EXgwz",
+	"oe/1Om12ZnhWEFf4MYb1yxUPwTaC22x2a6WHA9IzHfJjXvMRHvPoIWVCQz3vUCg8U8XKQLqYnqwmS6Nc",
+	"kQlTWrQ6LIl4qEUzIMESS8SZ9DFPyx45x39jzJWfD2wMsTIlaWURVlVC7gjOnDpwXlgFk0vqlUw9SD04",
+	"xLsTEG/fUmmGXJCGLw/csiqZFqfgUTh9FE4fDqYAT+GXgKe9l0s6WW33e8NRAZ6zjLy/eEFiukQ7Xaj/",
+	"PyRKkFCJEJPKJcDzUEVmQipy1O9j2kNAfmeZkEXi+UZk7fcwpF0pH7z1XSZm24h+0PhC3J/ijHPy0KiX",
+	"NNGStFjIR5HuSxLpmgmCMexUbg6nvan4t+eGwoO7lN2MeLiH9uK14SdWNsWmAEfbcEU36lAWb82ZmJsi",
+	"tSTBSiUIpoBl/8QYJDHTimas/mIbayBhLBzIWXsig7wijI7DAnudHvnJSF1gTrVyNApnmFjq7shJWb7O",
+	"yI+xwKT+dlisVTYptG783grHgdHRznEpr0UTNhSjL+X5npjLnm0dVBvDkaJpErH/4bb6ELRMtX8UqoKW",
+	"U7qzddxK4vl6sCkPNNR+97BfwccyQQOt48OtYaKqy7bKaVw5fA8WpPOnLmP081RUkD2eyPolpNl1tc6N",
+	"0S/WcWnCYNqN6BcF4Dn6pppJHhfFQwPCRUFxggHnwpAJeFBSBk+UC0SzgAkKrPffv7oAy9SIgYKoGDeQ",
+	"KO0yHAZKZZd3IQRqZaJhEEnoFTfDShTh2Klz1UJNOk158HWUs20CJUSG0hJUx3RKWZ4QlkoE0ilURqOe",
+	"FV1U+sXcUapIyiiqnkSMB7xat1SaCfrID6xYeSSgVGoi9Y6BNVDTdonVa8sqsyFR00zkkymS1WJ2WKqq",
+	"Vl21AOQxxF4UUUc4gBO9t7BlMPUJU1AklUkJ2a4vi8rriSJtYcqb498dkoGS3TjTeo/EgJtsK+Rq6LpJ",
+	"MsLZR2UBU07Mb6Y7SRiPe+RMGVso2iZlQNhHBQGTIhtwawpoGnIqlh4fYsrbvMFQvvzQpC+Yf12PHz1I",
+	"/NQ1OKKJqnq0SPxJ63w9xkZtHRulGpdjN5lljR0EalPLPcnS8VpVKaJYxqLweMGLmHt39jIALhMQ6FgG",
+	"NvkOmDPSQXupaRxnTGqm5clvA4A+xIbAmtkzakSZROkRenUUcFWd6/Hfpc3CTNv4xfz0y64Rjv2O8/eu",
+	"ebMf4hi/hJUa4TmuLJKLfwQH0XeKa5PYcIr30I8KrpmV8KC4Q1KJuSQLkWH+uYJIlgDi8xAD0+LKlaXb",
+	"palrAMHmWtw0uNpWFOcC7wAZsaXQp78cu8m/9qWcu0f4rgJfjnzaCnjCH7PCb4tr/oFStne7ikbo74oF",
+	"75a4m1Zovc6FLdDOVoZ7IA4/1qtE6NGaq5+cK6pybMEFN+XRy9AQwdMVaaEXRe8PWlzcxeKXGOSgqUqt",
+	"uJEPi6yOq36dauNwQ+7Szm9XeYvgDrsIjzW97zrDVDlHf0foQbR8rb3N1YIRK+/2Fhe3iMcisVhwLcqT",
+	"iM7pKEkTtfTLgRZq9B6O9Cb8/0ef1ReXRlnszXUP/q6swp6VlY6qFbdmz8CGrlXH3r977V4NvZUiqxYq",
+	"ZHFAxgyhuIs4bhR8EYndvANxk5qZZozOpIu5bORhRDR/gfen+5rxiZoak+o7Ns+6LwF1OSRtreoYtPiA",
+	"vPvuBfnm6WG/A+VZEM48IDm/5GLBAwLBQVrQNlBP5eUOjBmXUI6QDzDmgBjfmH5AiuIxxa4alPND50ND",
+	"Y0IOSVu/GImYgfV8moBNPommnbWE5NTsQ2PjPZarhE9S1s0BYdD2T9pzmkFxgNBu1DDPUnS1+bh6+Wqr",
+	"bptzGfyMfsRNaB0f9PtBa5Zw+/d+E+55Nw5/Q2Dp5soU5Ykmvyfzrr4poP7HRNGsrhA7p8l/6hvVhQIS",
+	"yinV//rH8SDv9w+jEZXs2RH8mx2HpF0ew4qQVB/7Y7DQA9PolwUps+U5nki735soNs3jRLG4C3R6hU7S",
+	"QFC+N3KOtGr3UNFKh6vCREsEPgGw+1z/05Q3QfMGhmqaJ7+KEeFCJRGTZMTUgjFOomnOL2XnBIJBDQo7",
+	"UNo4kRHNYvRQ2uIo5FUCRHlBl8ZIsoIJmZhtlz5fiSSu1MR1CbkZ9KZkp1OC5QZM+wDApA2IvMic4i6Y",
+	"/DQTVwyi/stKBrYchnUwFpuFwamrCuo64uWXn5u0fZ2qYgMerUCP0Zx3UhvX3shbxbpfSWzNNb8rcmuM",
+	"v9XKQIktPgP2mzr3CsiMZpfSKZ9SDbUPoXahFlJLIH1Now3OiNPRE0lMmZj37153euQ7E0PBLSJyJep/",
+	"v49VEcPADQaLKEePyiiH6jeYNYBxaxCJohVwDOnHHKpKYRwEgtUcoVYxpyy2aOm46pEXuBmG0hcE2GUJ",
+	"a2m9plTmc7NcKjKlV8zhUe11ZNyHyG1GcDeU/PaTCOw47bg1Kfv8ZTANu5eYbFLPHIFj98hPHmG2vwiY",
+	"bXt9CEVpsFLJ6l6YkpWQuxUJWd4Rj3pnKv1S1ypRtUAYH/tYZERziYTnEOblwkxVnUM9qAwcQgptpRAZ",
+	"PD0xoW8New36SkGXMN0HpqQfRq658N+ldQrZidURKkqE1iCweIM1gmkeMhULjlF18GVT6gHCoKFCg77z",
+	"JOcG/rJRV1jMNBHTLK0wiWG5t87tsyCIqLO67ql7HO6gmPDtFWnwj3iVycdtFJjtEbwR4/zIEh5VjBsm",
+	"oxT31aUxaDve2Yq0itQ7LcBP1UXcTf0dl6i2Pnh5wvo8su+A1s1pBGHSKQUrTY9cCEVTaXJGZtLaUuIi",
+	"J4q0FctmCaeppd7QGGrGs5jkc8hMi+kyQP1ALxmLOz3iOoBlUU4TBmnjkjMthcPnbKC634l+n+lowR8R",
+	"4MCMXm/lZhf4nGXdihyt4MWAjKoV48jZy0cn+R2SFNg0s/hwiSqLL9AljVdEjCGRc9ekN5dKZJM9AAVK",
+	"1Gqc5J+nVBndOG7AYJh8M0HiBOFPMJu0NB44eMCWJknSpkplySgHbbyaIYMy2BNJzl6if15LeZLTuZwK",
+	"X+0EfbJP7RT+BKgkdi6bb6xt+Xgdb/86sijP4E788qmVS5ZpAff4lw9656voIrUUFLsn1UgxN4Ec4dR9",
+	"meP6SfN2gkVtFwzzjE0SiVUwG+XJzcPMEJMsZllQKFRJRpwi0OZig7OeLcmCaX5MpSKSMb7iGuJY/wyX",
+	"UM9km0qWm9f38XY+0O3EaLPm/TA26nZl8zo3vqJ7n9wPYpmSkWTZ1YaCt284q5wjzSed9+rFbikePgoB",
+	"RcmMnSC85SVjc7Tw/3D+5qfSFk8AqL/Ncyxa4lz1OJkkSq5gqG/ckf8ZCpaU89mibIkz+cc4ui8gRmP7",
+	"6045Hvu1l2iXq76zTcy5yY1AjWyyl3BFL1lXM9jVJbBTKUjGMPrcCwYxTlgGNWCBUUc0y5Y9cqr/IomU",
+	"OYtdiH7n7SmGtzgfsd1wwY0PDl1vYE9cVRBbT+FfbPmnoAzFbLbh9roprPlfFPPvj8LinZ2yWXA2zzzK",
+	"mNqN2wdr0rjwxpEQXhxit0OMAywvGcYCmp9xBPhTWMjX1Usqq5c0MKAEnk4qX0OPeFmN+vCAZJTHYkZG",
+	"S/CZc5KKBcsiKhkZUckOD3oE8kCoDWcEbwZkPR9bm5+eojXTgZuiJB7tjUPqBEQa8BdKFpnAMDETjOt+",
+	"qnDqZMlkquwk3DOLCgmUXCtfS6SJ0reBrpvS3WxRbHPpv9ya2GaAD1US23R/Dvuwys9yyZZBCZRv9swk",
+	"Jv4BnC2PpbFvlj+/xWy+F5z9Ufz1W3EcvI9AnwseQ9qlh3EXzrLGr3PJljV3TlV23Pt0yZabimNbBoVh",
+	"uC5l5JOKoULa1GNfMWzL40ygVI+4Iq4kNM0YBbyfwuoEcLHIb8EvblB4Vpe7vh1ifF/Vru1oVxPFRzfz",
+	"nznyaBey96WRr7Jcdkm+7lYdNrdlgy5c0LO9TCh6nejZak/rZHaRFjTNkjiACQGFGtTgaoQROKCs7Fnx",
+	"Z0V5llWV8gC/itlvlqTqGXlJqgeZ2kMkYUFuWWJ9WLnRWC4eZcdHqvsXobpFhTlHahwtS5pzXyLkr2K0",
+	"ky9Rt697IBwfAtAsTRsDrMGE1kQWB+Z5xmSeroje+UEP5U9gQPxBjDabDvU6PloJvzArYfNw34ZZEGGY",
+	"oECv7qBahbcNGeJcqKH51SKIRiIHUOUJTbhUJJzRj0P9+nDOsmFMl6F+9eAbrFo4ZB8x/DcMSPiOqWzZ",
+	"hbygELoFfM33Fy/ILIl5MpmqTo+80J+HgAATageGR4TXjFdZyX4Qoy/VPvaDGD2MZUyvyQqp5rec5SzW",
+	"p+pRenmUXh5NZf9T3wdCIeV7jJnR4Ju9QaTFjG0HEalftjJIrQIij32sAAWZdumFwMpCQCUTkxNuCtT4",
+	"ITt+ZHeJ+vPjSsRavfqBPyhTmcdPJMlECtHVifoSECD/HIF/9rDpRna9a8ftBifdlCHeUIzQtHpiqxTX",
+	"yt+iOxA/5FbJTUV0aXAZ/BWvRdY0dpjFlB1nsqbgNHQuTYJTiD8CrnmtILXWcRDMwX3RuAgduHpID/ZA",
+	"xvsrRNiVukvwaNvHKtxo8/yxhsIXEIJrXyx2ZUepfmNZBfzIk2uUV+h4LsWMLvU5L14SWXHmC/OYe11O",
+	"ygqhEBZg7Yjme8Pi+kHYfjlezLNHTtyoFK9vBkPTG7yin2PNgLFWEJplHrzQ+uV6f/mo+rtd/IeBrN+S",
+	"6piIjYBQibHausslaVMJtTeQ6qopm3Ueoewfoez/YlD2Oxlo1S1zk7pQV6l4tVq0A1QraKRpPdJvKE9r",
+	"K7gHBWphUbY5Ju3QZH2DQAVR4fimZAwKypCUqaZcVy/dYpSksn6133zrFk/+C1aD/kuXfv4jCIGVos+3",
+	"b+XFcw+aShdwHspyeOuKtpM2JosEtfB0MEUPuKUxHafA04rrGgkuRcpsofkQCYKE4lltK6MEJqV6wMe5",
+	"yjNNP0wR0EOsAUqoPoHbVL1KtPD6c6KmAx6aMWBloTCwFeapqhWyOrGBowHSMQwoNYSmPrMB9xVD7JFX",
+	"phACjQEfsFIoa4YCtrSZ49VlH/AiQxLqeiA1RPypAoLekFmktDOhx2KCYqv18W01fS4GvASdKpDo9Wd9",
+	"FafQSu3Slvs3qTsFpMpTUpQbPOj2Dy/2n5flBiu72zr2VI3atewTzPth7PWVlV8hR2O5sEeb/WO06p/N",
+	"BP96C4EPKGuj7kNgDAUqmbFbk3j3PsF/N8WtvuLGgYq0mYuFp0aiHjaYX8HoWMF0Kko71ooNEsG9Aa4O",
+	"CDj26MACth0eIbGbzqpA1luk8vcTy7o1cQzsWj1Gtj56Kb/syNaq5H+Xsa1wbTCutT5KUSnWZsfKsqvV",
+	"AP4liQYhPVGSvHv10/enw7fvv3199mL4/t1rffnyTItknxCnYZhn6edW0LqiWUJHKV6+8hFSVrPeralS",
+	"8+O9vf2Dr3v9Xr+3f/y8/7zfCtYOpYL3Str6EyBrzzMR5xEW+w61EE6ynIcEZiiJt6dOT1+yD8V+rF8D",
+	"p9yeKU1QPvMUM1pdH9D5gikq5SmFVIGkmgookzta1jhnz1/8yPtBUDQSfpWoMovcvOv8umEo1hln3Qzu",
+	"V+BRwnyfQPygsRfXq/wAAgU13365pnqyJG2ZTHgXvYzry1p33CmbD3WLD3k6NrzI6tHtZsXJk4qAIp8U",
+	"un2hhLud2qKU/sPinDTA7iepcFcHfvO8+qO4AtGhWnm4ALIvvypJ28LDO8CTBiXegte6wy0B4fwDrvTX",
+	"BorVIadvzwLi1tQPDYxyccZgOeeKmpBqe36RFPp7QtiI6qfht/CYTMVMC4xSpDkKiW4WUWCCW4Mi2tGu",
+	"JsLCfP7w+f8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -408,12 +408,14 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	}
 }
 
-// signInProvider is a provider made active by its test, for sign-in.
+// signInProvider is a provider made active by its test, for sign-in, and the support
+// source naming its people of example.com (sign-in is for support people only).
 func signInProvider(t testing.TB, env *servertest.Env, op *oidctest.Provider, slug string) identityProvider {
 	t.Helper()
-	token := env.Token(t, "providers:write")
+	token := env.Token(t, "providers:write", "support:write")
 	p := storeProvider(t, env, token, op, slug)
 	activateByTest(t, env, token, op, p.ID)
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "example.com"})
 	return p
 }
 
@@ -659,6 +661,11 @@ func TestSignInInProduction(t *testing.T) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})
 	env.Track(op.ClientSecret)
+	corpID := envProviders[0].ID()
+	if _, _, err := (domain.Providers{Env: envProviders}).PutSupportSource(context.Background(), env.Pool, 1,
+		domain.SupportSourceWrite{Enabled: true, ProviderID: &corpID, AllowedEmails: []string{"alice@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, https bool, cookies ...*http.Cookie) *http.Response {
 		t.Helper()
