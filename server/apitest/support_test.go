@@ -5,8 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/oidctest"
+	"renga.dev/renga/server/pipeline"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -167,5 +171,218 @@ func TestSupportSourceDecidesWhoSignsIn(t *testing.T) {
 	putSupportSource(t, env, token, map[string]any{"enabled": false, "provider_id": p.ID, "allowed_email_domain": "example.com"})
 	if pg := newBrowser(t, env).through(t, op, "/signin?provider=corp", "alice"); pg.Status != http.StatusForbidden {
 		t.Errorf("alice while the support source is disabled: %d %s", pg.Status, pg.Body)
+	}
+}
+
+const supportGrantsPath = "/api/v1/org/support-grants"
+
+type supportGrant struct {
+	ID           string  `json:"id"`
+	State        string  `json:"state"`
+	SupportEmail *string `json:"support_email"`
+	GrantedBy    struct {
+		UserID string `json:"user_id"`
+		Email  string `json:"email"`
+	} `json:"granted_by"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// secondOwner adds an owner to an organization and returns their personal API key.
+func secondOwner(t testing.TB, env *servertest.Env, orgID string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, secret, err := domain.CreateInvitation(ctx, env.Pool, orgID, newSlug()+"@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTrack(env, secret)
+	a, err := domain.AcceptInvitation(ctx, env.Pool, secret, "Second owner", domain.BuiltinDefaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTrack(env, a.APIKey)
+	return a.APIKey
+}
+
+// grantSupport makes a grant as the owner, until expires (for email, or any support person).
+func grantSupport(t testing.TB, env *servertest.Env, owner string, expires time.Time, email string) supportGrant {
+	t.Helper()
+	body := map[string]any{"expires_at": expires.UTC().Format(time.RFC3339)}
+	if email != "" {
+		body["support_email"] = email
+	}
+	rep := send(t, env, req{Method: http.MethodPost, Path: supportGrantsPath, Token: owner, Body: jsonBody(body),
+		Header: headers("Idempotency-Key", newKey())})
+	if rep.Status != http.StatusCreated {
+		t.Fatalf("grant: %d %s", rep.Status, rep.Body)
+	}
+	var g supportGrant
+	rep.decode(t, &g)
+	return g
+}
+
+// TestSupportGrants: owners make time-boxed grants (expires_at required, in the future, at most
+// 30 days ahead), every owner sees them, any owner revokes them (target-state idempotent), each
+// change is in the Activity; the operator reads their metadata with support:read only.
+func TestSupportGrants(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	orgID, owner := agentOwner(t, env)
+	other := secondOwner(t, env, orgID)
+
+	for name, body := range map[string]map[string]any{
+		"no expires_at":   {},
+		"in the past":     {"expires_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)},
+		"over 30 days":    {"expires_at": time.Now().Add(31 * 24 * time.Hour).UTC().Format(time.RFC3339)},
+		"a bad email":     {"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "support_email": "nobody"},
+		"an extra member": {"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "scope": "write"},
+	} {
+		rep := send(t, env, req{Method: http.MethodPost, Path: supportGrantsPath, Token: owner, Body: jsonBody(body),
+			Header: headers("Idempotency-Key", newKey())})
+		var pb problemBody
+		rep.decode(t, &pb)
+		if rep.Status != http.StatusBadRequest || pb.Error != "invalid_request" {
+			t.Errorf("grant with %s: %d %s; want 400 invalid_request", name, rep.Status, rep.Body)
+		}
+	}
+	if rep := send(t, env, req{Method: http.MethodPost, Path: supportGrantsPath, Token: owner,
+		Body: jsonBody(map[string]any{"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})}); rep.Status != http.StatusBadRequest ||
+		!strings.Contains(string(rep.Body), "idempotency_key_required") {
+		t.Errorf("grant without an Idempotency-Key: %d %s", rep.Status, rep.Body)
+	}
+
+	expires := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	g := grantSupport(t, env, owner, expires, "Alice@Example.com")
+	if g.State != "active" || !g.ExpiresAt.Equal(expires) || g.SupportEmail == nil || *g.SupportEmail != "alice@example.com" ||
+		!strings.HasPrefix(g.ID, "grt_") || !strings.HasPrefix(g.GrantedBy.UserID, "usr_") || g.RevokedAt != nil {
+		t.Fatalf("grant: %+v", g)
+	}
+	anyone := grantSupport(t, env, other, time.Now().Add(29*24*time.Hour), "")
+
+	// Every owner sees every grant.
+	for _, key := range []string{owner, other} {
+		var list struct {
+			Items []supportGrant `json:"items"`
+		}
+		send(t, env, req{Method: http.MethodGet, Path: supportGrantsPath, Token: key}).decode(t, &list)
+		if len(list.Items) != 2 || list.Items[0].ID != anyone.ID || list.Items[1].ID != g.ID {
+			t.Errorf("grants an owner sees: %+v", list.Items)
+		}
+	}
+	// Another owner revokes the first owner's grant; again is success, unchanged.
+	rep := send(t, env, req{Method: http.MethodDelete, Path: supportGrantsPath + "/" + g.ID, Token: other})
+	var revoked supportGrant
+	rep.decode(t, &revoked)
+	if rep.Status != http.StatusOK || revoked.State != "revoked" || revoked.RevokedAt == nil {
+		t.Fatalf("revoke: %d %s", rep.Status, rep.Body)
+	}
+	rep = send(t, env, req{Method: http.MethodDelete, Path: supportGrantsPath + "/" + g.ID, Token: owner})
+	var again supportGrant
+	rep.decode(t, &again)
+	if rep.Status != http.StatusOK || again.State != "revoked" || !again.RevokedAt.Equal(*revoked.RevokedAt) {
+		t.Errorf("revoke again: %d %s", rep.Status, rep.Body)
+	}
+	if rep := send(t, env, req{Method: http.MethodDelete, Path: supportGrantsPath + "/grt_" + strings.Repeat("0", 26), Token: owner}); rep.Status != http.StatusNotFound {
+		t.Errorf("revoke an unknown grant: %d %s", rep.Status, rep.Body)
+	}
+	// Another organization's owner cannot see or revoke it.
+	_, stranger := agentOwner(t, env)
+	if rep := send(t, env, req{Method: http.MethodDelete, Path: supportGrantsPath + "/" + anyone.ID, Token: stranger}); rep.Status != http.StatusNotFound {
+		t.Errorf("another organization's owner revoking: %d %s", rep.Status, rep.Body)
+	}
+
+	var activity struct {
+		Items []struct {
+			Operation string   `json:"operation"`
+			Changed   []string `json:"changed_fields"`
+		} `json:"items"`
+	}
+	send(t, env, req{Method: http.MethodGet, Path: "/api/v1/org/activity", Token: owner}).decode(t, &activity)
+	var ops []string
+	for _, a := range activity.Items {
+		ops = append(ops, a.Operation)
+	}
+	if got := strings.Join(ops, ","); !strings.HasPrefix(got, "revokeSupportGrant,createSupportGrant,createSupportGrant") {
+		t.Errorf("Activity: %s", got)
+	}
+
+	// The operator reads the grants' metadata with support:read, and nothing without it.
+	reader := env.Token(t, "support:read")
+	var access struct {
+		Items []map[string]any `json:"items"`
+	}
+	rep = send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/organizations/" + orgID + "/support-access", Token: reader})
+	rep.decode(t, &access)
+	if rep.Status != http.StatusOK || len(access.Items) != 2 || access.Items[1]["state"] != "revoked" || access.Items[0]["state"] != "active" {
+		t.Errorf("support access: %d %s", rep.Status, rep.Body)
+	}
+	for _, item := range access.Items {
+		for k := range item {
+			switch k {
+			case "id", "organization_id", "state", "support_email", "granted_by", "granted_at", "expires_at", "revoked_at":
+			default:
+				t.Errorf("support access shows %q", k)
+			}
+		}
+	}
+	if rep := send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/organizations/" + orgID + "/support-access",
+		Token: env.Token(t, "organizations:read")}); rep.Status != http.StatusForbidden {
+		t.Errorf("support access with organizations:read: %d", rep.Status)
+	}
+	if rep := send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/organizations/org_" + strings.Repeat("0", 26) + "/support-access",
+		Token: reader}); rep.Status != http.StatusNotFound {
+		t.Errorf("support access of an unknown organization: %d", rep.Status)
+	}
+}
+
+// TestOperatorCannotGrantSupport: no operation of the operator API writes a grant (the spec
+// has none, every other method on the support paths is refused), an operator token is no
+// owner credential, and after every attempt no grant exists.
+func TestOperatorCannotGrantSupport(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, servertest.AllScopes()...)
+	orgID, _ := agentOwner(t, env)
+
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := pipeline.Operations(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if op.Auth == pipeline.AuthOperator && op.Mutation && (strings.Contains(op.Route, "support-access") || strings.Contains(op.Route, "grant")) {
+			t.Errorf("operator operation %s (%s %s) writes support access", op.ID, op.Method, op.Route)
+		}
+		if strings.Contains(op.Route, "support-grants") && op.Auth != pipeline.AuthUser {
+			t.Errorf("%s (%s %s) is not an owner operation", op.ID, op.Method, op.Route)
+		}
+	}
+	body := jsonBody(map[string]any{"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	access := "/api/v1/operator/organizations/" + orgID + "/support-access"
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, path := range []string{access, access + "/grt_" + strings.Repeat("0", 26), "/api/v1/operator/support-grants",
+			"/api/v1/operator/organizations/" + orgID + "/support-grants"} {
+			rep := send(t, env, req{Method: m, Path: path, Token: token, Body: body, Header: headers("Idempotency-Key", newKey())})
+			if rep.Status != http.StatusMethodNotAllowed && rep.Status != http.StatusNotFound {
+				t.Errorf("%s %s with an operator token: %d %s", m, path, rep.Status, rep.Body)
+			}
+		}
+	}
+	for _, m := range []string{http.MethodPost, http.MethodGet} {
+		if rep := send(t, env, req{Method: m, Path: supportGrantsPath, Token: token, Body: body, Header: headers("Idempotency-Key", newKey())}); rep.Status != http.StatusUnauthorized {
+			t.Errorf("%s %s with an operator token: %d %s", m, supportGrantsPath, rep.Status, rep.Body)
+		}
+	}
+	// The support source names people; writing it grants nothing.
+	p, _ := createProvider(t, env, token, newProviderBody("support", "s3cret-support"))
+	env.Track("s3cret-support")
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "example.com"})
+	var n int
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM support_grants`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("grants after the operator's attempts: %d %v", n, err)
 	}
 }
