@@ -138,6 +138,21 @@ func TestSupportConsole(t *testing.T) {
 		t.Errorf("support reads audited: %d %v; want 4", audited, err)
 	}
 
+	// Suspended: the owners cannot revoke, so the grant lets nobody in until it is active again.
+	operator := env.Token(t, "organizations:write")
+	orgPath := "/api/v1/operator/organizations/" + s.OrgID
+	if rep := send(t, env, req{Method: http.MethodPost, Path: orgPath + "/suspend", Token: operator,
+		Body: jsonBody(map[string]string{"reason": "billing"})}); rep.Status != http.StatusOK {
+		t.Fatalf("suspend: %d %s", rep.Status, rep.Body)
+	}
+	refused("alice while the organization is suspended", alice, orgPage)
+	if rep := send(t, env, req{Method: http.MethodPost, Path: orgPath + "/resume", Token: operator}); rep.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", rep.Status, rep.Body)
+	}
+	if p := alice.get(t, orgPage); p.Status != http.StatusOK {
+		t.Errorf("alice after the resume: %d %s", p.Status, p.Body)
+	}
+
 	// Revoked: refused on the next request.
 	if rep := send(t, env, req{Method: http.MethodDelete, Path: supportGrantsPath + "/" + g.ID, Token: s.Owner}); rep.Status != http.StatusOK {
 		t.Fatalf("revoke: %d %s", rep.Status, rep.Body)
@@ -159,7 +174,7 @@ func TestSupportConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("carol after the grant expired", carol, orgPage)
-	if n := len(supportActivity(t, env, s.Owner)); n != 5 {
-		t.Errorf("support reads in the Activity after the refusals: %d; want 5 (refusals record nothing)", n)
+	if n := len(supportActivity(t, env, s.Owner)); n != 6 {
+		t.Errorf("support reads in the Activity after the refusals: %d; want 6 (refusals record nothing)", n)
 	}
 }

@@ -226,10 +226,11 @@ type GrantedOrganization struct {
 }
 
 // activeGrantFor is the condition of a grant that lets the support person with email ($1) in
-// now: not revoked, not expired, for them or for any support person, of an organization that
-// still holds its inventory here (not being purged, not moved).
+// now: not revoked, not expired, for them or for any support person, of an active
+// organization. A suspended organization's owners cannot write (so cannot revoke), so its
+// grants let nobody in until it is active again and its owners can revoke them.
 const activeGrantFor = `g.revoked_at IS NULL AND g.expires_at > now() AND (g.support_email IS NULL OR g.support_email = lower($1))
-	AND o.state NOT IN ('purging', 'moved')`
+	AND o.state = 'active'`
 
 // GrantedOrganizations are the organizations whose owners let the support person with email
 // read them now.
