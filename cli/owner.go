@@ -16,7 +16,7 @@ import (
 func newCmdOwner(f *Factory) *cobra.Command {
 	cmd := group("owner", "The organization API, as an owner (RENGA_URL and RENGA_API_KEY)")
 	cmd.AddCommand(newCmdOwnerAccept(f, nil), newCmdOwnerMe(f, nil), newCmdActivityList(f, nil), newCmdSettings(f),
-		newCmdIntakeKey(f), newCmdOrgIdentityProvider(f), newCmdAgentList(f, nil), newCmdObservationList(f, nil), newCmdJob(f))
+		newCmdIntakeKey(f), newCmdOrgIdentityProvider(f), newCmdSupportGrant(f), newCmdAgentList(f, nil), newCmdObservationList(f, nil), newCmdJob(f))
 	return cmd
 }
 

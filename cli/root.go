@@ -82,7 +82,7 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newCmdServe(f, nil), newCmdMigrate(f, nil), newCmdVersion(f, nil), newCmdOperatorToken(f),
 		newCmdDeployment(f), newCmdToken(f), newCmdOrganization(f), newCmdAudit(f), newCmdInvitation(f),
-		newCmdPolicy(f), newCmdUsage(f, nil), newCmdOwner(f), newCmdIdentityProvider(f), newCmdSecretKey(f),
+		newCmdPolicy(f), newCmdSupport(f), newCmdUsage(f, nil), newCmdOwner(f), newCmdIdentityProvider(f), newCmdSecretKey(f),
 		newCmdAgent(f), newCmdResolver(f), newCmdTransfer(f))
 	return root
 }

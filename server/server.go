@@ -97,6 +97,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /invitations/accept", serveAcceptPage)
 	s.mountSignIn(mux, pl)
+	s.mountSupport(mux, pl)
 	mux.Handle("GET /metrics", pl.MetricsHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		pipeline.Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))

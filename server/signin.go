@@ -191,7 +191,8 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveSession is the session whose cookie is secret, and its provider's display name. A
-// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted).
+// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted), or
+// when the support source no longer names its person.
 func (s *Server) liveSession(ctx context.Context, secret string) (domain.DeploymentSession, string, error) {
 	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
 	if err != nil {
@@ -201,8 +202,13 @@ func (s *Server) liveSession(ctx context.Context, secret string) (domain.Deploym
 	if err != nil {
 		return sess, "", err
 	}
+	// A session is a support person's only while the support source names them.
+	src, err := domain.GetSupportSource(ctx, s.pool)
+	if err != nil {
+		return sess, "", err
+	}
 	for _, sp := range list {
-		if sp.ID == sess.ProviderID {
+		if sp.ID == sess.ProviderID && src.Names(sess.ProviderID, sess.Email) {
 			return sess, sp.DisplayName, nil
 		}
 	}
@@ -378,9 +384,20 @@ func (s *Server) finishTest(w http.ResponseWriter, r *http.Request, flow domain.
 	}
 }
 
-// finishSignIn starts a session: a cookie whose value only the browser holds.
+// finishSignIn starts a session, a cookie whose value only the browser holds, for a person
+// the support source names (deployment sign-in is for support people only).
 func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domain.SignInFlow, who verifiedIdentity) {
 	ctx := r.Context()
+	src, err := domain.GetSupportSource(ctx, s.pool)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	if !src.Names(flow.ProviderID, who.Email) {
+		s.refuse(w, r, &domain.SignInError{Reason: "Deployment sign-in is for the deployment's support people only, and its support source does not name " +
+			who.Email + " with this identity provider."})
+		return
+	}
 	sess, secret, err := domain.CreateDeploymentSession(ctx, s.pool, domain.DeploymentSession{ProviderID: flow.ProviderID,
 		Subject: who.Subject, Email: who.Email, Name: who.Name})
 	if err != nil {

@@ -340,7 +340,7 @@ type AgentList struct {
 
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), or an intake key ID (an agent's registration).
+	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), an intake key ID (an agent's registration), or a support person's session ID (`ses_`; a read in the support console, `name_snapshot` their email).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.
@@ -1304,6 +1304,88 @@ type SettingsWrite struct {
 // Example: acme
 type Slug = string
 
+// SupportGrant defines model for SupportGrant.
+type SupportGrant struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	GrantedAt time.Time `json:"granted_at"`
+
+	// GrantedBy The owner who made the grant (their email when they made it).
+	GrantedBy SupportGrantor `json:"granted_by"`
+
+	// Id Example: grt_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State `active` until `expires_at` or revocation. An open set (x-extensible-enum): handle a state you do not know as not active.
+	State string `json:"state"`
+
+	// SupportEmail The one support person it lets in, or null for any of them.
+	SupportEmail *string `json:"support_email"`
+}
+
+// SupportGrantCreate defines model for SupportGrantCreate.
+type SupportGrantCreate struct {
+	// ExpiresAt When the grant ends; in the future, at most 30 days ahead.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// SupportEmail Only this support person; left out, any of the deployment's support people.
+	SupportEmail *Email `json:"support_email,omitempty"`
+}
+
+// SupportGrantList defines model for SupportGrantList.
+type SupportGrantList struct {
+	Items         []SupportGrant `json:"items"`
+	NextPageToken *string        `json:"next_page_token"`
+}
+
+// SupportGrantor The owner who made the grant (their email when they made it).
+type SupportGrantor struct {
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+
+	// UserId Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	UserId string `json:"user_id"`
+}
+
+// SupportSource Who the operator's support people are.
+type SupportSource struct {
+	// AllowedEmailDomain Example: support.ops.example
+	AllowedEmailDomain *string `json:"allowed_email_domain"`
+	AllowedEmails      []Email `json:"allowed_emails"`
+	Enabled            bool    `json:"enabled"`
+
+	// ProviderId Example: idp_01jc3x9m1h7r4v5n8q2w6e0t9y
+	ProviderId *string   `json:"provider_id"`
+	UpdatedAt  time.Time `json:"updated_at"`
+
+	// Version The document's version (`ETag`).
+	Version int64 `json:"version"`
+}
+
+// SupportSourceWrite The support source, whole. `version` and `updated_at` (a GET's) are ignored.
+type SupportSourceWrite struct {
+	// AllowedEmailDomain Everyone of this email domain (verified by the provider) is a support person.
+	AllowedEmailDomain *string `json:"allowed_email_domain,omitempty"`
+
+	// AllowedEmails Support people by email (verified by the provider), compared without case.
+	AllowedEmails *[]Email `json:"allowed_emails,omitempty"`
+
+	// Enabled Whether support people can sign in at all (default false).
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ProviderId The deployment identity provider support people sign in with (required when enabled).
+	ProviderId *string `json:"provider_id,omitempty"`
+
+	// UpdatedAt Ignored (read-only).
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
+
 // SuspendRequest Example: {"reason":"Unpaid invoice 2026-11"}
 type SuspendRequest struct {
 	// Reason Why, in words the organization's owners will see (GET /api/v1/org/me).
@@ -1416,6 +1498,9 @@ type User struct {
 	// Id Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id string `json:"id"`
 }
+
+// GrantId defines model for GrantId.
+type GrantId = string
 
 // IdempotencyKeyOptional 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
@@ -1659,6 +1744,15 @@ type ResumeOrganizationParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSupportAccessParams defines parameters for GetSupportAccess.
+type GetSupportAccessParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
 // SuspendOrganizationParams defines parameters for SuspendOrganization.
 type SuspendOrganizationParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
@@ -1672,6 +1766,15 @@ type GetOrganizationUsageParams struct {
 
 	// To Last UTC day, inclusive; at most 400 days after `from`.
 	To UsageTo `form:"to" json:"to"`
+}
+
+// PutSupportSourceParams defines parameters for PutSupportSource.
+type PutSupportSourceParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
 // RevokeTokenSelfParams defines parameters for RevokeTokenSelf.
@@ -1830,6 +1933,27 @@ type PutSettingsParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// ListSupportGrantsParams defines parameters for ListSupportGrants.
+type ListSupportGrantsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateSupportGrantParams defines parameters for CreateSupportGrant.
+type CreateSupportGrantParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeSupportGrantParams defines parameters for RevokeSupportGrant.
+type RevokeSupportGrantParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
 // RegisterInstallationJSONRequestBody defines body for RegisterInstallation for application/json ContentType.
 type RegisterInstallationJSONRequestBody = InstallationRegister
 
@@ -1866,6 +1990,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// PutSupportSourceJSONRequestBody defines body for PutSupportSource for application/json ContentType.
+type PutSupportSourceJSONRequestBody = SupportSourceWrite
+
 // CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
 type CompleteTransferJSONRequestBody = TransferComplete
 
@@ -1880,6 +2007,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = SettingsWrite
+
+// CreateSupportGrantJSONRequestBody defines body for CreateSupportGrant for application/json ContentType.
+type CreateSupportGrantJSONRequestBody = SupportGrantCreate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1979,12 +2109,21 @@ type ServerInterface interface {
 	// ResumeOrganization Resume a suspended organization
 	// (POST /api/v1/operator/organizations/{organization_id}/resume)
 	ResumeOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params ResumeOrganizationParams)
+	// GetSupportAccess The support grants an organization's owners made
+	// (GET /api/v1/operator/organizations/{organization_id}/support-access)
+	GetSupportAccess(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetSupportAccessParams)
 	// SuspendOrganization Suspend an organization
 	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
 	SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams)
 	// GetOrganizationUsage An organization's daily usage
 	// (GET /api/v1/operator/organizations/{organization_id}/usage)
 	GetOrganizationUsage(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetOrganizationUsageParams)
+	// GetSupportSource Who the operator's support people are
+	// (GET /api/v1/operator/support/source)
+	GetSupportSource(w http.ResponseWriter, r *http.Request)
+	// PutSupportSource Replace the support source
+	// (PUT /api/v1/operator/support/source)
+	PutSupportSource(w http.ResponseWriter, r *http.Request, params PutSupportSourceParams)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(w http.ResponseWriter, r *http.Request)
@@ -2057,6 +2196,15 @@ type ServerInterface interface {
 	// PutSettings Replace the organization's security settings
 	// (PUT /api/v1/org/settings)
 	PutSettings(w http.ResponseWriter, r *http.Request, params PutSettingsParams)
+	// ListSupportGrants The organization's support grants, newest first
+	// (GET /api/v1/org/support-grants)
+	ListSupportGrants(w http.ResponseWriter, r *http.Request, params ListSupportGrantsParams)
+	// CreateSupportGrant Let the deployment's support people read this organization, for a time
+	// (POST /api/v1/org/support-grants)
+	CreateSupportGrant(w http.ResponseWriter, r *http.Request, params CreateSupportGrantParams)
+	// RevokeSupportGrant Revoke a support grant
+	// (DELETE /api/v1/org/support-grants/{grant_id})
+	RevokeSupportGrant(w http.ResponseWriter, r *http.Request, grantId GrantId, params RevokeSupportGrantParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -3535,6 +3683,61 @@ func (siw *ServerInterfaceWrapper) ResumeOrganization(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// GetSupportAccess operation middleware
+func (siw *ServerInterfaceWrapper) GetSupportAccess(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "organization_id" -------------
+	var organizationId OrganizationId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "organization_id", r.PathValue("organization_id"), &organizationId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "organization_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSupportAccessParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSupportAccess(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SuspendOrganization operation middleware
 func (siw *ServerInterfaceWrapper) SuspendOrganization(w http.ResponseWriter, r *http.Request) {
 
@@ -3631,6 +3834,84 @@ func (siw *ServerInterfaceWrapper) GetOrganizationUsage(w http.ResponseWriter, r
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOrganizationUsage(w, r, organizationId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSupportSource operation middleware
+func (siw *ServerInterfaceWrapper) GetSupportSource(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSupportSource(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSupportSource operation middleware
+func (siw *ServerInterfaceWrapper) PutSupportSource(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutSupportSourceParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = IfMatch
+
+	} else {
+		err := fmt.Errorf("Header parameter If-Match is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "If-Match", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSupportSource(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4714,6 +4995,147 @@ func (siw *ServerInterfaceWrapper) PutSettings(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// ListSupportGrants operation middleware
+func (siw *ServerInterfaceWrapper) ListSupportGrants(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSupportGrantsParams
+
+	// ------------- Optional query parameter "page_size" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_size", r.URL.Query(), &params.PageSize, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_size"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_size", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "page_token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "page_token", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "page_token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "page_token", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSupportGrants(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSupportGrant operation middleware
+func (siw *ServerInterfaceWrapper) CreateSupportGrant(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateSupportGrantParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSupportGrant(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeSupportGrant operation middleware
+func (siw *ServerInterfaceWrapper) RevokeSupportGrant(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "grant_id" -------------
+	var grantId GrantId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "grant_id", r.PathValue("grant_id"), &grantId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "grant_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeSupportGrantParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKeyOptional
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeSupportGrant(w, r, grantId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -4863,6 +5285,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}", wrapper.PutIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/tests", wrapper.StartIdentityProviderTest)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/identity-providers/{provider_id}/disable", wrapper.DisableIdentityProvider)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/support/source", wrapper.GetSupportSource)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/operator/support/source", wrapper.PutSupportSource)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/support-access", wrapper.GetSupportAccess)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/exports", wrapper.CreateExport)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/operator/organizations/{organization_id}/imports", wrapper.ImportOrganization)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/operator/transfers", wrapper.ListTransfers)
@@ -4883,6 +5308,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/identity-providers", wrapper.ListOrganizationIdentityProviders)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/identity-providers", wrapper.CreateOrganizationIdentityProvider)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/identity-providers/{org_provider_id}/disable", wrapper.DisableOrganizationIdentityProvider)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/support-grants", wrapper.ListSupportGrants)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/org/support-grants", wrapper.CreateSupportGrant)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/org/support-grants/{grant_id}", wrapper.RevokeSupportGrant)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents", wrapper.ListAgents)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/agents/{installation_id}/observations", wrapper.ListObservations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/org/jobs", wrapper.ListJobs)
@@ -10612,6 +11040,161 @@ func (response ResumeOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type GetSupportAccessRequestObject struct {
+	OrganizationId OrganizationId `json:"organization_id"`
+	Params         GetSupportAccessParams
+}
+
+type GetSupportAccessResponseObject interface {
+	VisitGetSupportAccessResponse(w http.ResponseWriter) error
+}
+
+type GetSupportAccess200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetSupportAccess200JSONResponse struct {
+	Body    SupportGrantList
+	Headers GetSupportAccess200ResponseHeaders
+}
+
+func (response GetSupportAccess200JSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess400ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess401ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess403ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess404ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccess429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportAccess429ApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportAccessdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetSupportAccessdefaultApplicationProblemPlusJSONResponse) VisitGetSupportAccessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SuspendOrganizationRequestObject struct {
 	OrganizationId OrganizationId `json:"organization_id"`
 	Params         SuspendOrganizationParams
@@ -10940,6 +11523,349 @@ type GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse) VisitGetOrganizationUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSourceRequestObject struct {
+}
+
+type GetSupportSourceResponseObject interface {
+	VisitGetSupportSourceResponse(w http.ResponseWriter) error
+}
+
+type GetSupportSource200ResponseHeaders struct {
+	ETag       *string
+	XRequestId *string
+}
+
+type GetSupportSource200JSONResponse struct {
+	Body    SupportSource
+	Headers GetSupportSource200ResponseHeaders
+}
+
+func (response GetSupportSource200JSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource401ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource403ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSource429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetSupportSource429ApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSupportSourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response GetSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitGetSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSourceRequestObject struct {
+	Params PutSupportSourceParams
+	Body   *PutSupportSourceJSONRequestBody
+}
+
+type PutSupportSourceResponseObject interface {
+	VisitPutSupportSourceResponse(w http.ResponseWriter) error
+}
+
+type PutSupportSource200ResponseHeaders struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type PutSupportSource200JSONResponse struct {
+	Body    SupportSource
+	Headers PutSupportSource200ResponseHeaders
+}
+
+func (response PutSupportSource200JSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource400ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource401ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource403ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource409ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource412ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource413ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource428ApplicationProblemPlusJSONResponse struct {
+	PreconditionRequiredApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource428ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSource429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PutSupportSource429ApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSupportSourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response PutSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitPutSupportSourceResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -14863,6 +15789,547 @@ func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSet
 	return err
 }
 
+type ListSupportGrantsRequestObject struct {
+	Params ListSupportGrantsParams
+}
+
+type ListSupportGrantsResponseObject interface {
+	VisitListSupportGrantsResponse(w http.ResponseWriter) error
+}
+
+type ListSupportGrants200ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListSupportGrants200JSONResponse struct {
+	Body    SupportGrantList
+	Headers ListSupportGrants200ResponseHeaders
+}
+
+func (response ListSupportGrants200JSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants400ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants401ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants403ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrants429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListSupportGrants429ApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSupportGrantsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response ListSupportGrantsdefaultApplicationProblemPlusJSONResponse) VisitListSupportGrantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrantRequestObject struct {
+	Params CreateSupportGrantParams
+	Body   *CreateSupportGrantJSONRequestBody
+}
+
+type CreateSupportGrantResponseObject interface {
+	VisitCreateSupportGrantResponse(w http.ResponseWriter) error
+}
+
+type CreateSupportGrant201ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+type CreateSupportGrant201JSONResponse struct {
+	Body    SupportGrant
+	Headers CreateSupportGrant201ResponseHeaders
+}
+
+func (response CreateSupportGrant201JSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant400ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant401ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant403ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant409ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant410ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant413ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrant429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSupportGrant429ApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSupportGrantdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response CreateSupportGrantdefaultApplicationProblemPlusJSONResponse) VisitCreateSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrantRequestObject struct {
+	GrantId GrantId `json:"grant_id"`
+	Params  RevokeSupportGrantParams
+}
+
+type RevokeSupportGrantResponseObject interface {
+	VisitRevokeSupportGrantResponse(w http.ResponseWriter) error
+}
+
+type RevokeSupportGrant200ResponseHeaders struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+type RevokeSupportGrant200JSONResponse struct {
+	Body    SupportGrant
+	Headers RevokeSupportGrant200ResponseHeaders
+}
+
+func (response RevokeSupportGrant200JSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotencyExpires != nil {
+		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
+	}
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant400ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant401ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant403ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant404ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant409ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant410ApplicationProblemPlusJSONResponse struct {
+	GoneApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant410ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(410)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrant429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeSupportGrant429ApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeSupportGrantdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	Headers    ErrorResponseHeaders
+	StatusCode int
+}
+
+func (response RevokeSupportGrantdefaultApplicationProblemPlusJSONResponse) VisitRevokeSupportGrantResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHome Where this deployment's agents send their requests
@@ -14961,12 +16428,21 @@ type StrictServerInterface interface {
 	// ResumeOrganization Resume a suspended organization
 	// (POST /api/v1/operator/organizations/{organization_id}/resume)
 	ResumeOrganization(ctx context.Context, request ResumeOrganizationRequestObject) (ResumeOrganizationResponseObject, error)
+	// GetSupportAccess The support grants an organization's owners made
+	// (GET /api/v1/operator/organizations/{organization_id}/support-access)
+	GetSupportAccess(ctx context.Context, request GetSupportAccessRequestObject) (GetSupportAccessResponseObject, error)
 	// SuspendOrganization Suspend an organization
 	// (POST /api/v1/operator/organizations/{organization_id}/suspend)
 	SuspendOrganization(ctx context.Context, request SuspendOrganizationRequestObject) (SuspendOrganizationResponseObject, error)
 	// GetOrganizationUsage An organization's daily usage
 	// (GET /api/v1/operator/organizations/{organization_id}/usage)
 	GetOrganizationUsage(ctx context.Context, request GetOrganizationUsageRequestObject) (GetOrganizationUsageResponseObject, error)
+	// GetSupportSource Who the operator's support people are
+	// (GET /api/v1/operator/support/source)
+	GetSupportSource(ctx context.Context, request GetSupportSourceRequestObject) (GetSupportSourceResponseObject, error)
+	// PutSupportSource Replace the support source
+	// (PUT /api/v1/operator/support/source)
+	PutSupportSource(ctx context.Context, request PutSupportSourceRequestObject) (PutSupportSourceResponseObject, error)
 	// GetTokenSelf Describe the calling token
 	// (GET /api/v1/operator/tokens/self)
 	GetTokenSelf(ctx context.Context, request GetTokenSelfRequestObject) (GetTokenSelfResponseObject, error)
@@ -15039,6 +16515,15 @@ type StrictServerInterface interface {
 	// PutSettings Replace the organization's security settings
 	// (PUT /api/v1/org/settings)
 	PutSettings(ctx context.Context, request PutSettingsRequestObject) (PutSettingsResponseObject, error)
+	// ListSupportGrants The organization's support grants, newest first
+	// (GET /api/v1/org/support-grants)
+	ListSupportGrants(ctx context.Context, request ListSupportGrantsRequestObject) (ListSupportGrantsResponseObject, error)
+	// CreateSupportGrant Let the deployment's support people read this organization, for a time
+	// (POST /api/v1/org/support-grants)
+	CreateSupportGrant(ctx context.Context, request CreateSupportGrantRequestObject) (CreateSupportGrantResponseObject, error)
+	// RevokeSupportGrant Revoke a support grant
+	// (DELETE /api/v1/org/support-grants/{grant_id})
+	RevokeSupportGrant(ctx context.Context, request RevokeSupportGrantRequestObject) (RevokeSupportGrantResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -16001,6 +17486,33 @@ func (sh *strictHandler) ResumeOrganization(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// GetSupportAccess operation middleware
+func (sh *strictHandler) GetSupportAccess(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params GetSupportAccessParams) {
+	var request GetSupportAccessRequestObject
+
+	request.OrganizationId = organizationId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSupportAccess(ctx, request.(GetSupportAccessRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSupportAccess")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSupportAccessResponseObject); ok {
+		if err := validResponse.VisitGetSupportAccessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SuspendOrganization operation middleware
 func (sh *strictHandler) SuspendOrganization(w http.ResponseWriter, r *http.Request, organizationId OrganizationId, params SuspendOrganizationParams) {
 	var request SuspendOrganizationRequestObject
@@ -16055,6 +17567,63 @@ func (sh *strictHandler) GetOrganizationUsage(w http.ResponseWriter, r *http.Req
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetOrganizationUsageResponseObject); ok {
 		if err := validResponse.VisitGetOrganizationUsageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSupportSource operation middleware
+func (sh *strictHandler) GetSupportSource(w http.ResponseWriter, r *http.Request) {
+	var request GetSupportSourceRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSupportSource(ctx, request.(GetSupportSourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSupportSource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSupportSourceResponseObject); ok {
+		if err := validResponse.VisitGetSupportSourceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSupportSource operation middleware
+func (sh *strictHandler) PutSupportSource(w http.ResponseWriter, r *http.Request, params PutSupportSourceParams) {
+	var request PutSupportSourceRequestObject
+
+	request.Params = params
+
+	var body PutSupportSourceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSupportSource(ctx, request.(PutSupportSourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSupportSource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutSupportSourceResponseObject); ok {
+		if err := validResponse.VisitPutSupportSourceResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -16726,400 +18295,516 @@ func (sh *strictHandler) PutSettings(w http.ResponseWriter, r *http.Request, par
 	}
 }
 
+// ListSupportGrants operation middleware
+func (sh *strictHandler) ListSupportGrants(w http.ResponseWriter, r *http.Request, params ListSupportGrantsParams) {
+	var request ListSupportGrantsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSupportGrants(ctx, request.(ListSupportGrantsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSupportGrants")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSupportGrantsResponseObject); ok {
+		if err := validResponse.VisitListSupportGrantsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSupportGrant operation middleware
+func (sh *strictHandler) CreateSupportGrant(w http.ResponseWriter, r *http.Request, params CreateSupportGrantParams) {
+	var request CreateSupportGrantRequestObject
+
+	request.Params = params
+
+	var body CreateSupportGrantJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSupportGrant(ctx, request.(CreateSupportGrantRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSupportGrant")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateSupportGrantResponseObject); ok {
+		if err := validResponse.VisitCreateSupportGrantResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeSupportGrant operation middleware
+func (sh *strictHandler) RevokeSupportGrant(w http.ResponseWriter, r *http.Request, grantId GrantId, params RevokeSupportGrantParams) {
+	var request RevokeSupportGrantRequestObject
+
+	request.GrantId = grantId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeSupportGrant(ctx, request.(RevokeSupportGrantRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeSupportGrant")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeSupportGrantResponseObject); ok {
+		if err := validResponse.VisitRevokeSupportGrantResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L15cxtHti/4VTIwN0KAuwCCi2SJjI47tBY33bKlR1Lj+9rUQyWqEkCJhUy4MosQrKv/Jmb+n4/4PslE",
-	"npOZlbVg4yq7GR3RFlFbbmc/53e+tCIxnQnOuJKtwy+tCaMxy+Cfr8/pWP83ZjLKkplKBG8dts4njEiV",
-	"CT4mjKtELYii44CoCSOxiPIp4+qJJFcsk4ngJOHk91woJnutoCWjCZtS/Ur2mU5nKWsdti5a+xetVtBS",
-	"i5n+U6os4ePW169B6yRm05lQjEeL159nScZkfTC/ThiHT0slMhaTjMk8VUSMiJokklyyBfz4e86kIvMk",
-	"TcmQkZHIxkIpxkn79M1Lsr+//6JTHt5IZFOqWoetmCrWVcmUrR6hOmWzlC5YXB9hqLKchWSOA02kHuJM",
-	"cMlIIptHTjlhNEsTlnkjVxO8mU4Z8Ram+0+2IO3MfJ0MFwqmB//oBIQOJePKfpy597HPLMoViwkX88rG",
-	"8HzaOvytpUfd+tg06bcioji3ppMRZYwqnI7Is4g9keTD6Vsyo2pS/lD9xf91iqM7iZtfbQb/RJKTVwER",
-	"nLArli2K9WzTVAp94CiZZWKYsukTSULz1CCJQ0J5rK/DQrLsimVPJEnFmKQJZ50jPKgkMeuVsZnIVMLH",
-	"xfuWneGM/T7o736K9j+/mO5Ovs8Orp7y57/vzZ+xvnqxaDg6X4PWjGZ0ypQhNW9L/8kW9fnvEiXI3tOn",
-	"ZJYlXNFhysjx2cuTExJNaEYj/ZojQnEGsSbPPFJ5xuLuKGEp/KAnMmWUy+IcUUkSJUkkuD7CPfJzIqW+",
-	"7X//P/8fCQ/6fZIUoxpcssVAr2WSsTjUC5HocSG3aAUtTqd6hpWj2Qpa9pnWoT5S/vr9R8ZGrcPW/7FT",
-	"MKAdvCp3KutRYQf/ZIt3sDI0rS+VvXKE2zhOrhgPSMZUljCJlJQogiRTJ8AtZnb9mYx+piqarGStmveS",
-	"lEo9UhoHhPXGPRJetL6/aIXFTomMhN+FZsP2npNZxiLB40S/r9itIzJn9FLfLBVNmbl9d88y6cE0kVM9",
-	"ohX7OurimFdtqM/UvwemPqNKsUy/8H9dtH7rd198/NtF6z+aeSnXg0uBtSAHgIFoxlEMI/FuGiTx9Y9X",
-	"+WP4fUUv2T/ZYunHNQWs+aY3X323njHt/vHxy96zr8tmfZWodXO2t2zx9YRfbfD1n8Rw6Wc/ieEW39N3",
-	"r//eu2xMefLH6vkK76ab7HHlY9Xvv8/EVRKzrEnaHHPN+lC5mZn7UKdgJKJpCoLDH6ejm9pUBvb5LRZT",
-	"JLMNFvM9HbOz5A9WH/6JYlNJZiwjMzpmbmy/5yxbFIPT1wZSv8AfRsxGNE9V63C33w9aU/o5mWqF4Cn8",
-	"lXD8a9eNJ+GKjVnmBnQuLtkSzSDk7LMawFeVviu0KzrL2FUicrl+tPBcabhT+vkt42M1aR3umSHav3cb",
-	"F6206w1bdo3tSuJNtus8o1yOVnxZmRtucua9j+hvfpB0zN5kYlrfkTdJJhX5cP6SxHQRkIRHaS6Tq6Xr",
-	"P9JvWTWsksrcuAIwmnNRH8tb2jiUI0IVmQqpiNZFYrqQhI4Uy0ioBxMuG6kSNxrnV/0wapSgmf1AY6OX",
-	"6r+MrqT/SWezNEFVeMfoh3/7JFEv3my33uNT+NGl+i6JBZOEC0VARqMRYS0t0g4TfkXTJB6Y28OAhEv1",
-	"Nn3N3O4R4hGYDJSTZKpV3oCENIsmyRUbRCLL8hm80/00YdGlzKeF0uBdnLLpkGX6klZP/CtW1ci5zGf6",
-	"KywOwejy7M3/6pqV7iKRNK2duX3HMxZg+V4KPkqT6ME2KTLfNxpmlGeZ3h6pqGKkHco0Hw+0gsGb9yeX",
-	"5d2B5/QPszzTbFpRWLGAhJIpbZQMUhFdlp9xDMQ9HDOpEo6SlAs1YNOZWoQBqI12wGFhHUYTyseMRCJN",
-	"k9jqypRkYk4oF2riGaTWzKOqMCemQp/I29zU11kmsvvc0WNOcs4+z1ikJ8f0529xOm9ENkziGAXkfR5S",
-	"IHOS0ujSWH+RmDFgHTIfjZIoYVwN4McwwF0PLcswP3cC8o/z8/dnBBwYeIm0w4lSM1mwlw66gXzNSD8g",
-	"czljPGaxPnhDpg2XmKVMwSvcRf20ZkMkTaaJwg/RaAI3wU8D9jliDO50HMuwFxKLOU+FNpRQR5vRYZJq",
-	"9S1B1gkUAg8B+8QFoTwmlmhIOyyeGhiSulUO9aPg7L43vrAdSEQ54YKkgo+Z3gWiWQ6KD2teMPCyWZ5i",
-	"f83Ylbis/UqjiM1um4n/ItQbkfP4PpfpF0FkHk2cw4q0Q80qR3octzq593ShT+i5EG9pNr73ozAU8YIg",
-	"BUmyS35OfiDtcIZjGighBqke1e3O2PNGvKFJyuL7nrR1WxTuaIk+kMC5RKY01Soh0ELNH2K5oRHnVou5",
-	"s1U6dWrr/a2TW6NEkmnZr9QOmx1Ktzn9cyF+pnxhfpX3OfNTrZuBaIHdz6hiA/OnE0YxTdKFEUnGXi2J",
-	"N+Ci+awuo4zLLgG30mC4UEwOZiwbxHSBx+7z4JMYut86R0QyRsJTprJF91jbOWFllb1LdRvqDPZJSzYy",
-	"p4lq9LX7xvpNtuwDp7maMK70ztzvYTWOz6Ag24Dk/JKLOQ+IkV96eY3QQkFvttLwdxrHGZOoCKEe4Aws",
-	"mqZiTtphXp6g1pi51otjFmgZOkkgppJEkyoh/Prrr91j79ElLl49T0bUhCrif0iSdvgDoxno2TSd/v2i",
-	"lTE+phcto7Of6r+6Z8mYU5VnrHaXs+M89+YTSWQy5kUYTHbWBmJudDacffczixN6Dm+/f1H3RJKp/j7R",
-	"07NaIFDvjGV2YfROu+EO4P6Bvv8WGdxXu9TwnuNIJVeJggDPLNNDUQm6GWik0NRZNW/7+DHc/DVoocUW",
-	"DyDKA+9JFJvKhm11jg6aZXSh/07ixtvc+pQ9+kZN9z2odecJ+l0w2tY8hmTKtoivFl6c31rgFTN3el8J",
-	"zMr5A6+tSxHHFMNPLFJ6KOW1rO3Hkgkk/MqEP80UeZ6mdKiXCB1NtSc4nbKB5HQmJ0Kt2Jh6ZFsQqs3Q",
-	"Hjnm+tRyIpki7c9d9lkxLpNhyrqM51MtOSbaRMejvhA5iQUcd80WMchHEoi/lz8dtGrv0guN6ygy521N",
-	"RUTTgf1Z846FVGzaClq5hBiRkXGXbNH6WN02+GSAu1deilWb8jZBd1tlT+zZdv/YhFiazn7FFb3BRlZP",
-	"I4yg/qLGSY0ZVz+JYX1CkZhOKW8+acbDMqBqU4JZQtJNdGQ/XPrMqrHfyobYdahtSOPiLh3ObYzFDwA+",
-	"/AHJ40St5EPLXDonrwISAn12LX2CjxAINCTtIY0ux5k2ZclcZJdo6VLUfcCz2AkI1TpsRk5ekTblRMw5",
-	"y4zyy432Si7Zwl6nY8zvydg4kQoZbqfXeBirrLISgNAKTZm1hOi9OXnlYm14TEnxKv2l7VnukuV7Iom+",
-	"tXCAsivGFZnQ2YxxFjfO6pFZl4/t6yuj1V1HnSnOfaMu47SP31oyzfUaxImcpXQxgFDPx2ALbYdZV3L9",
-	"LHjJQnBXCJp+cSqoUmw6U2QELgxNGXMqScx4gmdk7XnE41/oUuxKbZUutFQpQ+a9TicTuYrEtOHUhjKP",
-	"nLUa4vRC0i5pyYRyOWfaqqIcHeIdMEVw+iFpewaMvl1kxrucsRHYxonqrCOKgIRwFN7hQMMnklzRNGfS",
-	"UQsnZhI3pxg351bQwinrcwWzaX1cr8GiETkwRmR5O/b6+71+b3d3v/d90z5IRVUum8/gP87P3xO8wcsy",
-	"IBmLWHKFx8x9Z6/fEH8PWopmY6bkRkR3bu69R5XcDq84j25FarRfW+bV7OdWlJOCmX0T6sC7ZUR7zAnV",
-	"N6CweiItZQSaFCgZJaliGUH3PNBGm5IoFZoU00QaYrTPhubhENMma6mpWjrqp+DdBQ3DcdyEnhqooHT+",
-	"aptWTf7ZxMIqPVOT/Wsf9zM+GmkzZrNULCDaXs8KKsVNecQyLjeSCbD9m83wa8MZ+YGqaHJsYjBN4re4",
-	"UsmOHEqWXcFaSZsLO9Qv8xiox1TiHH01SzxZ8CSZ0JgMGePEfpYM2Uhk7Eiz6UnCx4SzOQhNTLX0PjUU",
-	"ImWU1+jFTcAfQhOxvEwTxtUZizKGzqUYndU0fe+tyIimktWCvZgEGjHY2gheRCS8qUd+zRLFuoKniyPC",
-	"2RXwYpVnRi0srzYIq0o20m5/72B1OlLQmutvvOPpAje+ugb42qZJv3Insr71EFnVlDDOaMQGM5YlouEc",
-	"/EPMIRZIKLgj41yrNvZZcCFLs4uFsUDaPwoS557SX8i+7/f6k/60L5sEH+NXSSa4HW9FCZllIs4j/VdI",
-	"2hhktqtgVY0rloqZfjzcXL+G1bu5ulCMDtiaGwnoCsgORgnLNuQc+lbPqJIkolm2IO3w9PUvPx4PXr1+",
-	"//bd//z59S/ng5NXJgShmUN5qVm+uwmHmYk0iRYDk9C3VgC+h9tf2bv1C/JhmkSDPEvLag4E/Q93dsDr",
-	"3DO/9yLID6uNwkTMljjCbRK+uas8z35vt9ffQAlxe1AacvnYFQMJllBIfcEaKQ8NkF8oiuZisMfRlJGX",
-	"IpsJp/Gszk30Egh/+18XF5/7/e7FxefdNxcXn79/8/Fv/9G0mK9MlsNxriYisyp/nQWY2+zWNSx8wscp",
-	"6+aSQXWGMbdNMkVgk+Sll0jRI2cTMedEy7jyNjUehx06S3audnesIbpj8yzkzudRtsL62TGD+M/i03+H",
-	"Nw/crHq9Rsscoz9yC4dZ5SSVlq30vqaT8Ho0YpFKrtgPRoTVtgF12M3o7gzv1QRjhckaCYn3WU159RBP",
-	"jEC/7SG6RU64enbQaswKvu6Y8aP1IYMCloLMbtAfP4nhWk5X27mqDmm1PJe7fb1XzjnLBuzzTGRq++cr",
-	"K7dufAHOvPLVpgWGMHXDyjUFqjce9kmhMU7p5wE4CeV1n/bD4td9Ry632TXvYVHox4OMKb3QguuRXONt",
-	"lT30VsYfZNC89CuH0rBQTXvdYE1tUzERtEyyacNxgVA5iwdsSpN0EIspTfjmS3QGHFi2ihUaTEf0OlRm",
-	"H5dSXOdxySRm/ODeDCYiz26+0/6gyjNc9sVgyYLWd3U1Y2g5Ag/KnNLby5Vs1+7MbYuKTT2115AYesHK",
-	"yhgwwf+TRlNm9ZFWUAgrWOGKfvb0oEGjgDe/gp0ov7/y5tKL9lcoeu3faPePfvfFR/uP7scv/eDZ7lf7",
-	"e+c/Ly56nb/9hqUkwbP9r4164OuKDNzC6H1NownxTgZJ2UgRkSuS8AnLtNKnypaL0YfrZq+VtVVFZSNp",
-	"2vBQRV426D/1vc8ykb0U8bJEG6yUndJokpgEHqmVXePxl5gMbHMD0cCXPYKmiSLjTMwlaVNwX0BMwOSR",
-	"UDLMGL1M+Nj4fjoBkYJQ60SYUB6nTOof4CmvhqOwQmXJ6SvpQvbIcUMwAmsq9KdjFqUUXPElbxx46PRY",
-	"1IRJ5vvmKqUhIGqq1R8Q72kuF2m8lEu4UEmRgldXk8lbQaucIK7NVptbq+mGqYmIoTLBcD8oGa2kpMLH",
-	"mrJ04EA2pCcWxp5L5NQcxFVgQPzbVIsUKwJFE/h3JR+6/KPJLCv/6LmroM4C6cusSlGx6n3WTzbUo7NZ",
-	"8HpZxBVzjNwlFBYc3JR+gLnrFYe0PFcm4/rgYx0ZjQeCpwuMDV6KXMEgB/pz+mUZu0qMYZxzekUT9CqA",
-	"VsIyTlOwmBvqSLy1K1ee6PWtpdJrCVcuKvJ/qdYUedfKJUXehYaKIlw8fVuT5/k1sJaXEDNbyzXLrG4k",
-	"soHellKFZCN/PdccBZmY9aKPoNROKjYDdAeiX3RERhljf7BaQukTiSF2As5BSdrh0/4+wVmFHZJzlaTw",
-	"kH6L/oIWwlhLIdAbbT4eUR6x1AQs0TG/xO9a46r/MIGH8hpMGsMRZTfXE0nQBUM+nL5tdhOwfLe3geeo",
-	"ogfAx5uk/y0AJwR25SwowlocBYANef7iYLcTkAnjESP5DL/zvfdeItC9Pk+yisvk6agfPaPPWXc/2o27",
-	"B9H+8+6L0VPW3Rt+H+8Od9kB3e1X9YrvVzmQLi4+74H/6PvXS1xHJ0YK2wLYxpC9JivHD5ZgcOBVcN3p",
-	"pZDJmHcT7lyV1mlMiWJSmbMPr4YEV8FhKWqOgyXeTC8SsdTg2DwHAKXzssjudRKuSvkIjfmCldB/Es+2",
-	"DP0nUua4XXVaSsU44es8sDVGv3pj5zQBZWKEOdN5FDEpR3kK+1nySF9jE2eZUCIS6dJEDDibmouYG0k7",
-	"mU5zoNtN0gjs6X5vHm9IJSheffPkmySOTM7ARkvrspr4KBmbMAqMimPSRUqBZgRnwP0VwyDLWi9b0AJ1",
-	"a0tqgJSa9YnWsJ5n+l6X/dCUSQKBvZC0zcCJmmQiHyNo0fH7E4zkeB75kLRHmZgSE/k4efX6l/OT8/85",
-	"eH/67v86efX69CwMAPkEQnC1t20eBjJJ/zdPG4EJVqIKH01WR9OKGBUsJO0KqzRBrUTi9S2mArXEN55J",
-	"oRvaMcA88lm8NftbGdxpAANrh6/P6Tjc7FQ3JZuYNDDHRhx7dEfTbkiFN/vM35HLMqHiEXRQE4sNDNUP",
-	"LnlSpLSmS3SXkky+lmp6LUec/aLn4ZA1CVlSP56uwdZwz0oXil81gFLYvkGQliLp/bXfLoTkJrM+wbsr",
-	"8miTJ61cKfPcjTgo3n0tvluhhBVEsPTMb3L8biWvuqpmPnQyVXVA5wbIY6s8EWNho0oLNpyvqiA7cGK+",
-	"7igrRyYbkpH1az+cvoUcbVnYeLzEJ1dy4tUaSHWIWPumv5pIMoT0cCU2VDX0Y82B5XdaiGlZxMFBJuaS",
-	"Zdoqgg9RHjszwEARmuUiZxCMJrlkR0YbSixaoUlHg0o5twl27KAZtA3EISgT1MC6dTaIUGt1eUeL5ITv",
-	"6Nf5AeenP037i9/3Rwf8f+ytNU09MbAmZFw9i5BjtPVh9I7efCLSij6J3kt0mmhL9sfX59axSYZMAq4H",
-	"+AkJ1VaaTdiCLPsx1zpOAFXiM0UAtAQwSKw2DbeFyG3CAEsgyTSXBpqmfvLX2pQn+E3Sdrpe57btwweX",
-	"g1vs7lvrjL9kbFaCB8XXHYHfFw6UTV7T6t8Rmt5RymiGOZ9AG/NJkpr0LZuumEhitb7OuiS36po/cNJb",
-	"2T7f6Bittde3VTPi63/62irKWvP99mhorXmOhrPPVVh8hByA/Z7T1D+x2oxtQ1QEoCf04CyX5mzOMpP9",
-	"BcAkQ2fxkiGNLsl8QhWcx0QVvoAKVwfreytRuOlCrbKv71rXW25jb3rQlhikmz5etgOv946ldqF5wVEB",
-	"zBGzSMuk61iE2ym7fsFfg29bquU+vAro6JbYokErpVLLA8ZXGdfbpblfJ5lDNPuFTM7kJXrPG8hpnEjF",
-	"sq1cA1WFvQbbWk9b8IYRFPsBo64OorKi67a7CeHz5URIzWwQAdhEXCaov6KgwRCtS/jvkgs9jcFFC5Sg",
-	"vWckozwW05K/f0QQBpJ04aZLrUWNBHKxNBkxvVhlJqZfudIfXMJ0letwJssTPzWrtqVHwSeGjVMbNs5h",
-	"vTE1iUrVVZrw/HM5WvLs4DZGWiaMJnCtEsrG63jv6dPdFzYAdskWAdnfAyR2qLSQivKYZjEZUsmeHfTK",
-	"m/vbcfdfmATyt52PXw72v/79P65BViuIqJlKDOZxQ2n6tcvPi525ZIttgx3XSqi3UP+QTZ8wWQSj2qB1",
-	"xX4lg/eKCQUtpbNxUfESBgkJATfg7U2eTrNxpez2km/R++zKrd3Qqeh27YvFUY2pohHjimVdapRD73zw",
-	"WgZ86f5gjWq9PT1WFslWAC+feLM7q9j+wbrD5p0wqNUwZ4mLuS3baKjaKBdtrC8N3hK1wNLrXbjVmpcm",
-	"2M7dZkfoVWSl6btR6/C3zadW3bOlHBj9H8Bp0XEEnKBeooAFBCbNluW7g+koG4//iEfTP9T89730kvP5",
-	"eG9fzcRw8Zkd7Ofian8insV/zD79Pmd78Wj6NP88Xnsmoaa+tigfSzDvy2v1bqQcXoddM5s4uTLXFW66",
-	"VnlFQ/SbX21b+H5Tpffm3HmpRbU2Gl3s+hkg8jYEo28ppmecBBCucploRaaaTWT72Chq6rq4zZB16Vy+",
-	"4PEOQlA6vBvIJLseWLm6jVAqe25axzElb8UVSynE/AzHc4R+lSgGdUI1uVX1AK06TX6x11f3kS+rcVbR",
-	"UYeeDsjTokkakLA0sou839+P8E74NwOsv23B7EvQHSaXs4qQsXYTGsuHZ0mz2ntMZiyTerfI8fsT0Lm0",
-	"fRO6cq8MHMY42VyyrHGqlVKylUS/AcWf5dMpzUAGAsbJmic+yAZfggFHEWUoDbsOq9dxew3LcN6mPPXa",
-	"gd2GS1cmhY+uHvztgCk56fbg4b4yy21u7eHueSKRAW+FnVB6PESs9evDJ2zKuRvIZHtIMZsqeu+qRszS",
-	"5GqdD2lrHJ1PYritfXlT5wM2idpcrf1JDE+hj1jr68dgvQ8Be44FwBr1+YPQpsmZXLI8xdlflon0e85y",
-	"FpsuUW4nQtJWAo6pP4YO3lUAA0GykoMGSpQdY+fe85ZwGi3vMEHefA19pFnJqftKCgy8RjWndGQrtOPO",
-	"QRML+kkMt5cIjmxbIxop2TDgtb7CmuTwWEFBM/nMUJunbBz0XzxbH/u6GemsdV3Z0S5Z0tuQU43Yg/cs",
-	"oAqG0CyaGtgBZpx8EkPSDuFxffTCDggt16oGiS1RTdkniRpEpkaqHtoSuZrlquLrffb06f6zLSCs1ppC",
-	"btw9fMUyWyiXd4LwVeMJZiJLd8hx+U01umKR+8WatvIZ2SVYzWuXzhve1/vZqlXrsu5or1int1CFdOZV",
-	"CG9bhmjqmcgsYyDoEkmwtAmyhiZU4RE5QlBKSSLK9akwcEtNZ319kcBaLdrUe2Id+Qk+Bg7MKtuoFC7X",
-	"Cxorpcn1G5YWH9cioa4P2/d76/uw1XbqZ7YaaGs7GysT6ZI6INcaT99ik7hKbfLW6QyHoEWnjEptOC8I",
-	"jWN4mXRMAl5988x9faAw7fl2LUZYnCZq8XC36psBMFrL6lJiqvwDVrxyKUT1DXXcy2SJ/YCABFuq/hbC",
-	"8AbR42b9zS1aeWDlL5rZmFVcszE/2K6sm3L9Yt9aw+5ef+9Zd3ev29891//f7/b7/+rulnEcJBgMdkeL",
-	"QGtrzoZwL6pnA4ndHFqHz58d9PtuT+CJntUQS9vRKn3+sN8/7Pf/hc7n5WdtbUw8IDlPfs8ZNJOEJ4+A",
-	"QlW20LZJ7Nm5xkrxwz57z9fVrO2urFkrL9yGTNzbz5M6G0fuaf9eAz5QO2FmKGuO0QnfMuBuz0Odo3qf",
-	"JYmSLB15LK74uKVYL+XVPygbR8YxAD3odVduyE1ouUypW9Dmbej/Pg9+aDvgnQHGcg1TmxUZTAZr0Lhf",
-	"nrw69XuYaGlpm3qNMjE9IlCkbVp+U77otbxoY3FQdvs9+N/O8+Vo114F5XXCTOsDR1t7fpS43NLzU49X",
-	"K5ZlVA+nO8sA/62uQter6lYdL0j7Ww9u70X3XR3SigBL5SA0nqVCP6vHuzerUN0SFmiDtEaXzrjEK4Wp",
-	"4SH53//v/028JoBH4KJCfD7jGzWeq1mejd1fY8HZEQkBKiFEdxktevkVNfGJklApv0HtqD/NarzucDNf",
-	"VgBpX+aK0nuqf6cShruxcoorUwGFqC6KQX/AfyFiBFQj2kcGGaOyKQXz18nC64MjMq87Y6ICTIJzP/Wu",
-	"l7zShNZuT8KSA1wyRm6einSDMN91CAKBOGhza65f9ZLWTzU2O9ATMG2NsZyiQFvVLB2KXpaWAa2PXD8S",
-	"6p+aULEPakGhbZpKgXmlWNyhl82h9iauGG2zlLYblvw6Ubp7s2reRjbRsEJlMrtu0a1/erb301fTEOqo",
-	"r0hyABF2q9kHm5Nyc7no2sSAClcrA6pl443TlPW9a9OUyx+rQ5PUPeM15HUxgphqGTtHzHmP/AKlIxOR",
-	"xpjEXYb2bt1fBXUlA60V3BrqCFRw3Uildi9Zpyg01Y4dkhBcaGHRM8hdI4myaA8OZW4wT9Qkzuicl/qL",
-	"iIzgBTYn4RrQuLBjqtyQ8RkUgx7BSnKJRUgYQzfCAJh7mkgtXiYsY00Ox/V8cqUHsQSyWEwSOHyV1itY",
-	"0Wdn75r2dkLloFZBWNMnoBc7LR9s7G2L9TkoN8olfZ0m+Ke6aSWS6yPUbFfZ1pDbtwXHaerjsB22zLeL",
-	"J3Ov5WZr8EuCMlwJaUOb2gr3CDu3QYgexL3DKLlfSJPN0iOvA8CwAehInfRLYCYlbl0WAtfXgB4hSB4h",
-	"SB4QgmTVUbwVj+8qNXMzF/Cy1osGzEs/QfQTRdGRwddIqVTX8J9s40P2Znfbq/XwDvKqld+cdVJW/9Nk",
-	"xKJFlLKt8joPMYqF5ejYt046F0IVvNckvpW/e+M00Gu7EtbYVh9AFNzUwj3h0W2m0q+q4153FD5IOm5I",
-	"Z7AA/Rudc3jHK9pYRTXKxLSmLdxJZYoSG3xnLdo7jBdeFuAiNC4gGCvbxwa2qxCSCY/YEvenmrAFGbII",
-	"EFaNxbg5uhFUEmzS3NjeWJSwVJ1LMMala3QrXBQW+6HZ56btU1burH9vqXXI+hYAb/Her4g6zeKB30pi",
-	"1eOVtLLboLRb8lmuaLVQnWOt+YIdwvKteuX16VoDsWw7VNkC1Pfv3p68/J+DV6/fHH94e35GxJVpTDjM",
-	"k1R1E04EZ7KDKXV1nxn2vYKnMsDiIK+vWLYgMDtwlPv9AiYgUk1iHrUJezaVD8y7Io9vJDLC4GX+N8l8",
-	"IiSz33XSVT8DFrNLdPiTH93K+dn0tCw/I2/dLLZNtcS9vH6vh2XdgQp66n+///3B7vO9g36wIn/x4Nnu",
-	"7rPnz/q7zw/2vt9//txm5ODVfhP2TrmhkPvg0/5dfKjae8ibX/9OPugaFXkTu/5nGhsDr25p5L77YuV3",
-	"9589vUbmaakdTN3H5DOF8NBUbzcxJwg22lMaHlaO7XqWGBCWSlbmieaRzpH1ZR86LsRiDM5i3vET/V8S",
-	"TUQSsfsHHq4kmBazts2+wNWFC70ZoKCftl5hqdjSBXDZfJ7pkyDQnXdyn/abGWUp+9kivf0VdZHymT61",
-	"yFjQEQYlLsClAQhaA9bZEaZcuBx4hQ7UYb01hM2onlE1uWfYrTphY5uaRpv89M1L8uLg6fe2lw22kzxl",
-	"fEyfSGKOuOAWpLIubKI8yxhXg6XzeSMyElZ7vJiECos1rYmtaDe8AcZbzFStkVTF0seZyDQfkwuI8F60",
-	"CE0zRuMFYZ8TqWRzZ8osE9nSsIRp99PQqygADD0xIqHrcxQ+kWtZkHfyYoB9NW2IMBwEnYu0CoechMUm",
-	"inRkuhZpBTHnmldxfIyillBrVlRy2Je662zE1x57Ez32Jvo37U1kWUKDrQfKuhkWgZ4zASIsVMglLKXz",
-	"VpoV6cfKfMz462ucacqk9aetdj3gO4sHmmyUpgIpJptyIX7fMrRrR2JIt1ke1GncSAT4t5fzCNKBsVgu",
-	"hc/My5rxQf9FIxK2pqPy1M60aGhmg26BlrfSjtnVjm1Nt7OCo9awP5Dh4HjcDKzcKW3Ex2ZZXo/E1U+m",
-	"vkpMcM9a8EzMUpOomIyNgmI7dSTSBd1tMjpw0no2+u3V5FXCa40i992M8ZNXiOaVAex6qcdMCHtiwt76",
-	"3yFRAhwdYgbYtDSOMyZlM8R4U0cep3vkWVJFeTl43nBOaqG+63TLObITfSk4Z5HqkWM/5mFCIxg39kIj",
-	"R2Vwew/7+9qxDUxrWDHPMxfGbGjhCNeIOcIsJlTZRioGeDjhUZrHjIT620kcljbmtxb+6nmEZ5kYJVil",
-	"VzDQal2S/r/97sXF56dD/X8x1Cmxj192g91+vzmlrTiae6urjLyJmzjsys2VE5EpwvVC+we1dPwikc1a",
-	"TbU8H/1Go/svmkd+1sxVUc3ENC1Qx/Rg9K3XKuPEjSzMY2DKN7aOC3P4UGsTlXQN2fwjQJDbhv8Jc3e5",
-	"v90NNvnM3eF+sLfkWhzay0bYV/+097oe+PaG4gd7C83jxDyv1QS/urqBNsxVTZojkYF3wnliTb5NwkmI",
-	"OlkIS48ZkcY9C17c61RRry0UMmrg1vb1fRZV1yW6Z3BuGxy4vZbPbvFWRw3sql2nicS559uSLMqzRC3c",
-	"aToiDDzG1lesdRBpEs3BY0ba+FJi/rN3EGiRbnSDMmdaeph+KzdR/ljZegyH1XxIS7d3d+/rQ2IBFMd9",
-	"G8D0YjO/TSyBe/UoNcvCt2LOskjLkZQpbNYZJ2N9GCmPyWQxmzAuA7KvdbSDfqmpJ5ie4P6ACBZ4QsB/",
-	"Q827tIYHL+uRD1jlDF1QrIgtS1jI518jYXeD/eeulXezpEVT+tT4PLbw1Nos7dYHPqOJ5utXIokYwbLv",
-	"3Xp2xoq07kBLhbnITPl2PYWeZZLMkzQlkjHS/vH1OfEA/namqH14euzTbdEKzeCa+Nq5kYmN+ojpbSsy",
-	"rWsmU/1Hj5yhU0pvHhe8a7Khp0zRmCoKbYIafIwVLLTmnAXssjunfptdyF833v2Sc3BKMy1UwUXSuX7N",
-	"ViTylW3dv2zmzCw5pbXcn7GMXCY8Jm1/1IHj+4GJtQQEPPuB9c9OkpkMSshEMvAL0wdQJs/KP8qAfBJD",
-	"2TFQZuBOrAiG0htbh/vVen8TcSsDlexiMohWsr+u7RGzKTZd4UBq7GuF8Xd3U6nHsSmYNKfDNGHHU6M1",
-	"9tig1Kzd9BFN0jxjzVUYtEBgMwRQ9HNe/+ZS6+pmeiqsK+z6qu+37Z2wT7W8XqNqrENwtBM0dqUmx+mc",
-	"LiSqEzgCR9wrShZWSW/LRMqAJps88U99720kncwyMc6YbPDPQRC9YTvQd2gaBtgQkciwc44UZESzDUMZ",
-	"mZg3fAC4gH1vG7e+4z7QxhXvbPOlKlfXnw3M/Jp4u5zQvafPminMuE6fSHL2j+Pu3tNnpJ064T9hnzsF",
-	"KqJ3pBr7VHkyGurQRh+/PDtoNn1l8ofJalg3Kn3n0iFco9fSclBpQ5RjwSQJy6W1Wc558VeB0hgUHEJk",
-	"JHRUFh4VtKTHnLFIZDE0Z8J5TKgsoT22qaFK+xCCbUGCzsQqUymjV/CTK+TdpDezpbBrYmGTNsIKF8XD",
-	"Zp263TlNVEikEjPp2ldT5Vo7bImgbda4GVwyaLm1vcUSE4ODYiMUDVmelol7fMVpCo6uSse5kCl1EVeD",
-	"s9ymfMTu40vziq2Si6uy1jlOWb7bK/VnbMg33lJQlzNEfJntkQEW4Zsp9Zrcs0vhcmDo/3m4s9O4yUvX",
-	"rVpb+3mUbVxbq+9dW1tbEmUNCgVVpUlDAt56+tWmgH6MXYk0h+XNcovylki/27P3vYK4QfO8ee9qIPlW",
-	"0ELuBCRop3sbubvO+Hjo9N0Ss1xShmL3D9iGxG2w2Q96eaX18Rdef9Cu9MdiEgmtf3Ml0aD5UZg8gCeS",
-	"lD7+XadHfhGF4z9jI20eKkESdehhOfhVENeBv96c7TYceZfR31QYsFE6v5/guKGNZR4xyvOmT0GGoeG3",
-	"Gz6iWDZNOE0H04TnjarKz3gBipLMzcR4hCSmgsR0YdLm6OKJVl4gKISNRQWPZUAykQPGRD7Tm4utVcwH",
-	"r9Wdj2IUvrxGlYWuLEfDVJuIA3b7XCiaNmjX3/JGNhgVdU96w2bfPFP9rvehmfluXEyzHZf29/9WGPX1",
-	"inH80pttePsHeQ/FONWki1xmWyVdNKmpjTU19RmCNxqDCmd6WJYuV3dkrKLhk5NXpB0mXA5C23Gx8O52",
-	"AjKjFhlbJmPOYuONMCccy9T9950lY05VnrHOEbEzQ38wumgSPYgJozFUsZrqN0ha7JZ6hxbnbZaYTlyN",
-	"n2nIoIBCiPIwEfkJ21ua1JRE2hnB6NSKToMZtFO/4JdsQdqnb16S5/39vYDM8ozZmzo9cj7JmDahKQQu",
-	"L/gF75KwPjOTVl3Zg55393kyZVLR6Sw8RLcXNmnHmcypHTe4l2MWJVOakg88+WxljP8ut07hIQkZjvXv",
-	"IRkJjNpYFNJK00TCeCTAk9+GxZlhhmOHiNEFJ/DEs4Ou5mkwFviArdTFk61lm77U0+twXvvZ6C5SP/+Z",
-	"pAlnknwSCccR6bMGverDiwsekjZawEmqX8DZXN/egdl/OH/TfQ5Lvdsz7XC6ZqG6V7vhBd/rFUmVmGoY",
-	"kHw2g3bIkpF2+P7d2XnYueD7vdIqK5qNmSLsM41UutCKFWYNl/dCD+QQ8oQ16QQkGRHKFwEJ/xNpSU2Y",
-	"Xi7ye65PZNu174GzueO7YfUQDnAItUOABvwFf1q6XjpS9pZneEvJoeP8PGZ/7OAhUdpOrG0uYv6Q2St7",
-	"9jKcRQKuCP1Yx20q1vLatBYKMGswaiCqhJP9ft8eSz2AREnM8k9FdNkjx8Tk9BGRkSlNtWBg8QVHIgpK",
-	"LxS5kkmMxtE84bGYB34OrU9PkFREvaOJqplg8gKQza9YlowWS+m+6ILrNRnV0w8P+rukkvUa9i74arZW",
-	"sKo1PM1t+YpAyRZsAGk34eSp1S8dicK2afVUb8ONmPwall5MqXHuXlvUdSXneDM2IQxLjQZ/w95XjT1L",
-	"sRXW4GNDeyxM+LR7rc9gKVKC8Sxyooi/3dIyzApR6QOiVxuKvlw/Y+hp2S6PtmEknSM8hcUzDlRIZblU",
-	"GIEA1QM89IxmsNJmQSdKzUDrrULdrkkzcutofx40rtJUa7/Alo1j0N7eRYAGVGbDjYaYS5b9c7OGZ2vb",
-	"mwUOcQm9rMOF3x4OWZI2Zi1Omc3PtjvoFuP4/QlY8OXVkYRmNpfff7TUg22DSX+Fgz4SGAzlikbKa/56",
-	"avDKyk46l6ZaDzFqrqtXCIgVnvbcbyBsv/vunTez777z5I6dYdg5hMM/nwiErsp5tUSxR459LgdSmV/w",
-	"8hqRdqjvEpkh00PyA6wBWX+uOj0COdheqjCdmvAX5Kxd8ERh+rDmb5qmws9dlPCYdFxUuBz5uBKMQ4qW",
-	"dLK7aHBhCjYSSUZJqj9gom08XZBZSiOXBal3PmZRSjMW90hY5vcF1DPB9HFDTFyYrD29Cad5qoeAJblu",
-	"iqh1Wd3wu+/eZQZgD5Pfv/vuEDSVM9KeZSLOo6JTlDcE/aJ2oyTCW83qEbhpnzSka+N9lrnDJAzRjKnm",
-	"gWVPI7ynT6qJ8YH+RHiwu09q1RrmAydF3Uj3n2yBv9k0Fv1HOVXclCPjykAhjvzuO9iKkM5mqZm6Tdz+",
-	"2yep9Z62LYLq2JyThvoeSM6DJO1QD9poZnYBnkhtAulbivzt0AyjMgW9Qc6mEdx1sNdvFIAVxwXvunoZ",
-	"RWhkgvQTwUVunoJToQeCj0Bct0d+0cd/RiN2SNpIXCevgrLimolcMaLYdJZSxTpafcIWAU6RAVeglkWU",
-	"x1ZRh9/sZiPLNGSGIHbO4wjqvGYL8A94Z+gWQHVPmTZGWXyohRILj0rvt/KPUBInoxHLfPUBNacXpLmQ",
-	"KOyRl4KbWjT7jNRvhxcKbt5OE3SrQtYcLN2Ro3F9E/vMInCikXeaoMG7KeUoT73mTRRVWZz5IXFBOKr0",
-	"qtooXGyjcMAwYIlBPVDuG4SOMiYnuANm+TSfgZdD9ie1aIEgm9qUeycdl9ZxM7ivC5UfMux48IKFQnGo",
-	"qUO/PINNsA3YkYLAHeBuRlYIn25nwkLrJKimjJIMDoEZslYiUwENF9Fork9Gj0Ri8Fp/WWJuep4qN4bQ",
-	"J5LXiKkekjZVJGVUKrJ3QCBJztjgbhj69bieGMCobsaTouuWwy4ICACLuCgpaMFYfIgEC1ma3SGNLjWt",
-	"Qh0ymDlQGmoOf4AbgAtutzzQ615VEd5/ODcKHqyFPuhQFEpc9alN3gE+5R6H/DabkmgLKMMAjRmtt2C5",
-	"lewEuAiA4aeg1AOkFSShz/W/Ei+ToIrcGQaVGgKZ5mPDl105QUBCrMDQMt8UvwYIEwNZ/ez3nKY+OzBQ",
-	"gm3N84HK5olkHbO8P4g4YZYt/3T27hfQQxSZCqnILvk5+UFLi2aZENiJUrMnHknoMRuBi4q31sdKbF9E",
-	"iqmuVBmjU0RDNSkDECHBlIpDXD3NDICI9L3Q5MqyKve9AFYXdB+tWWDOgZULBaGCnZgw6aFlGLlgxJg+",
-	"ZCYvRwkbFGKxk50SNBgS2vsPyUULlSFzL2pDF62w4OE2tJRSpBHMGgHL//U5HYeo+v34+rzTIz8X1nP4",
-	"nclWONh7ThprIsMjMmf0MigMbSIyJHKaMvPw7h5pKPjFMiRTWm3IvlI9bEUmWHzmhGjhvL+//4K4OL00",
-	"UoKjFwZ8FOE5ekvCf4Um41CMRpIp1GFM4mV3v1/027EWU+HnCJV5xx9h8VUA8Z6xbAp5rBkzmGPIWPXb",
-	"D/p90PwTVOdQHuulMXN5m0il55JLRqI8kyIjMzo2Ye9DEoIDWh+ekLR3e72n+nU2eXu33+/gkAo3NYLy",
-	"6i/PNA8QuQRIO027FYd2GBAxo7/njvJe83xqjqWE2DBkMMFZz/KU6YNIIaYsRpaEvSoiu2ltWlRCA59A",
-	"rSioo9UEpf67kGWo/+NFIfVi+MwHYpLwJiiuAM52hYHOUOQqElOGe0QjbUCE2koKA9Lr9Tq4AS5weeiU",
-	"b7zr0DikQutHhrGj28fMVatvtUh2iPK5XB9jMHWcvKRYqa2pCEUBHLsC8xekuchM1bbD5Knh1elzhKba",
-	"sEh4QOlwWODhg9qXWfni13qbfDyzI+A8xyQ/FL6cTuHfyNvckAFe3yyWfrdxUOJMUjH2qtFCWBJCZzNG",
-	"M8NlE45ixoM4BseR5yNMGI4afZgzmtEpM6GBopGCsb2MKcEM7n+CCZsQOiEmcqLNpEqMG7izCBBu35bU",
-	"jxlH41GSKb1k9WC6V6vf2KsA5WA5GQpOm6270LRdKLCWZrACA06imie802vUgcGOcOYjs0tsToZfwKfJ",
-	"EhKWs4CEoDgDjxtKa66/tlasLKMj0lja5vaeMWbDCmVT+NCrv6Wem6dSh0vaVVNWHzouwJuOosBAtAQk",
-	"BA8gprmhExTvhhkDn4wyBg4rmoJSZKIOdmDAA1jc1RMxFsOhUcNgfyE/XxIptHEDgQbr9O/moPDNuVYg",
-	"9JiKQvKO143BHSKU8xJRZSiKYxsy4BItMLTOnb2TpwpVr6Fx11n9X/MhHDhJk0tstlaa1jRXhvnXp2RT",
-	"+DC/rp3Ykh5wWMOo9Dp1yi8sa/+HxbSMeipdC//AOKM84wCSDgtrE2dWfr8ZVFfMebfYMTf8sr5jZ6BM",
-	"k0lgiu6hysBxs2CycDLditTa6+LkYY2gvAmqfcgo55HJ579k0jAvTUzulaQ9EWlsk71LNQCavYDTBA0z",
-	"u+jgKbLAHIzMkhlLEw4sXZN0kUuJx4JQSMYApFLghyOfaFx8EHxfpUkd4l6ANwHPC5ywirugg6GBNIkY",
-	"l8zz+r3PxCxLmKLZYrnvb8c+V5TAt6oOP3L8/sSrXzts9Xu7vb5xBnM6S1qHrf1ev7eP6W0TiBCXo1AT",
-	"gXHwcRME/oeyhwmWPdO6nEGtgGIHU6Nh67XJsT/ARLqYj/7SIfR/4XKubSboGSH4KBnnXqwFKsVDAy/1",
-	"4Ye3Jy8HH07fhp1CZfcxqiBjFaJWgQsFgSRFJuWnJnYCU7uCDMeIShwMNF1gWXJl2rr5DiJj5WuVKyMg",
-	"LOcsTbv4LTNrN6eax2UEkS2+8IYiSfv0zSuytw/RE3feTuLWYetHpv4hTAmUFbXYzHIFVqEfOgBzwU0B",
-	"9rgSPREZhvlc6AZEexG5KUFfodiuYYTXOyF/hdJC42jR9+/1+9bnrV91+KXl23OfTNFU8f5V6RawJOBK",
-	"ry+DPlZ6Kibwrl/1X11T+dU9WVpRYG7f+S9zKzRP/xq0DnDYTY+46e38QF1tmX5k78X6R86F+JnyxanN",
-	"DIK5gKmw/llQdUoJH63D3z4GLWm70bV+BUBIVBX8bFxEEwO1Tp+HJCNeapKiY6wQHVs8xJJa0TpsIUnC",
-	"l8tco1JU9KU1E7KBfxSqk9aIw0pzWRB3RfgNvM8VX6YXf7UUttfvN0dujxzVe09hoU09RFw4JZvAecAn",
-	"meuVsy7xsMBmC41nvYzNE9YBq43I8xtLad2f6ckC5jRwVJwVvNHv+qUlITwPdW7efbt9/Mncg6/Dm9rU",
-	"VTWENpUdACVsMnuneI9XRWSBw1S26B6PFOZnl9nSqdmnSoqOOUw/iHhxa7Tuf8J+FkmzSJQyyHl3xm9K",
-	"02zgO8cGjMzLFDBHMpHe6btFtrTX37232Z26WT0wX8U5r36koqLgc/vrn3sjsmESx4zjExtw8JcWuUs/",
-	"sLvBbH4UnOHNG4znPXpMz4V4C4hnDyZXvvh5Gb99/FqSM/ZogJtnjClRHlN1RolTNzYSM3ClQcogTOYS",
-	"3fQnMUTvy4Ipv/RRpDHoXUkm1RGY+cAgaXYJ2tlUs97kyp7uMpt7m0h1rD+tX966QwZjPwL5vEsUG5Oz",
-	"DwW+t0qI90ZVWxHJgx32cr6s1quWJJpWL3n5WlU60fun9438nrPc1PuCcEgqOa5LacN6Gmwq9TY0s/Pl",
-	"kxgOkvjrDroEEHqpZE40rVVxy85PYqjPy8dgiWJ3Zs6mZ+5AUBB1OFB5IPx6VAkIw02okxWV/p/E0FPH",
-	"PCjGsE6hZ/lwmmjKOcWZ3Y0OUrz/nhWPn8RwGTv4JIZBsWj/PpL5YP0Tvwj1BvBEH0X5vXC3UwY2BsWo",
-	"kCHrG0n6MiTFMnPyFYtzpCwMsbTLSb8hIGRow7IDPGa/T2K6kIiSprKExQTu8FIswI+oLT2bRQgBKrCR",
-	"WEzCvf4e+XLRcl+9aKGb82thIBpVx5rV8AKEFkg4AdSyo6JRRLWdURPcfxiQ8GDvRdW8NFkjnpUW2lwP",
-	"SPZVouiT9eH8JZkmMU/GE0Xa1uFlUlUrS3CEzoHE8m5NsZ0e+RUc7XVobLmlwRmstjQPC3dcMaBLxmbe",
-	"UPWKlsfYLlJJEEJDGT9Qk5ns4vr4Nij3d4s1h8c6y+TMO/9Y3o2o8T7xA8DebiRx9m7t+/DRY4td3GTr",
-	"2qyWthbbxvC1qS6dfxs59CgltpUSWkck1JCdGJVgi7YQFt7vlZBT0e/ACpMiZ0Hu4BFdLkyqsY02+hOL",
-	"pAev3y8ExFwgrLNZHOSlyQ7VD+eSZUBAacLRDkUge8354JpxH1FFoPqvE2BYDC1W1/vZsPBaKMymddKG",
-	"NHrBTTsNLzvez3Wz6Vv6viNi8M4hSU1coscScmYEZzbKAdzVCqQ6VjrknNXA0jGU3ICX3qDkI8s5cffe",
-	"mafRfgA/uBnr3b2z7zfzXwciaQVZktnNJe0iPPzgnPjuNfu/Lgsu8U08DAXRJz4dWK6J6IEbxmxsQsgO",
-	"BKu7kJa13LH2C5s7B1qPvOMM87iAx5lECRYT658w0fEyL41omjaFEcC/psfw+so0bNvOLfGejtlZ8ofe",
-	"qY3uxVIofXNToLOh4/RmKlsFhEy/f02tFSTzh6mIaNp1VTgBCeVCKjaFTF4QAyevLOii86CSk1fLIrWQ",
-	"SVcduQdj0y5/8L/xa//dVuLyv3OZ/fclW3RKODed/2iqUF86O5g/CiUvRykgrDfukRCrI/zFCpdNxL1u",
-	"WcQZ0GB9wLHj7r/0oP+2ZMCNH8EkxI23GQ7qO/NQwzJAmQHSEsBgZS7DXWsMCUalmwaCzTH9YWwGaLVq",
-	"AEM2EjYCvOrbgBe4/bfvMrhfMIRl3vBjSJOFxGd9r5nzv43pcY8iyQkhvRV+hom/8L7yrn9u1N0LgPVG",
-	"SeQlmSyTQ7V+nEWWS1CCGWP8KskER95jU1FNFj06Dwx+O2YeTujMVFfY0WhVnzXm4rzyc2HujAK8ryxR",
-	"AL3CzD9lJOghjvArk41dqWz1Tq/3Y8MRrvY8aDzHiel233UtC5ae5zN0ObobDWC2O7velXaIxmTYCbR+",
-	"JdN8XEYHswn9XuK2tlWbNa5qR/5707vuUmpUJ7VedrjlLdb0UYLcsQRRzTxcLYrd8OixgZiaDJxyt5Cv",
-	"S2OUWLuovDYvroDE5Z0aHwq6TjCmacvzSNv9a7cTuIIRU8Rvo59YXQdAESB6IMfYdM4x6MyUKG1QgZ5M",
-	"VfF+A8AnbVUMoAxJkqge0Ty/RNkkkYTxKFtYn00GsEY8NlnhFgsBWpOk+RidNoilg3wH7YomfuOCr0Uv",
-	"rAanDLqzqmS3NSvxcqQBBuTjtr6dTXpe+I2hPgYtXElAgmtlBnHB/Iarq18GxRta593HjPxMTLtqwtxZ",
-	"BIIogYe1XuNnyEtsC5SYblgru1TNXLMpbNikVXFsy7S6hxK0ljMdiL4G12SSuIf37ueqnpkGNo0jiwNb",
-	"RV4lxgqrfn1Ox+tYNNzzNWg11Ceve9R7xD7hv6goBNr4Rco98TVovRWRye1Y/bS772vwmHvnBey/fdde",
-	"4cyDksNaqr4nAG8g/7Cb1YZ66c4X1xo0ib+iuLS40tX8z6m4qkpOKOiDuitTvN4jp145LQoQ0100ROiw",
-	"RJG5yFMDZF7tgQ9PcUFyCYAdVmRasAsondXvdN1LQ1sj2STDeuQVM50hqEuurgi4gwapBk/dtlR7N0OQ",
-	"7iYN+KApraEppefbY1uPSUbXTzJ6GANYn6s7Zz/BcveNVyCeUlCCS3p3gMWXWvPFzJuq1LeFxKpA3PaQ",
-	"EDpL9GQxTZQmfz2bjGFXoppnp4Hk781WXZrxa5nZ9ZWdRxp1NPoQJPcjU3dHb87c3c53Y3v1mnzeXDVJ",
-	"fMA/M4kOJdMYAcrBjYr2dII485A8VTeZZT5jmWTYD58vLjijWZqwzN0qODPoHYbu3bOXjM0kGNH6vkYT",
-	"2hnJF9zmbwkOCH/ajHYwKwD8AGglUA0JmsaPr89JRDkZMoeoM6TR5aGp9DR4PhfcB/QxGD5GGUF4Hb9V",
-	"L/xs4HUA/dUB7JSxdS54BVwH8HfgC0Wj2Qt+wcOSVRoeFt0hcXE8nB685YiEXy7QdL1oHZKLVq/Xu2h9",
-	"DRGuKWLYajjkeZqGFzxKAfohUQHCP8xdkp+vKcUJaGQxabNUMlTCql3lQz3e4zXuhEJzw0LoMg9+n6ub",
-	"q12jnzFnLriZhnaX/gfXmKUnsvEyb8Rqx8ImHoJr+wR+NUbE/RbYbSkRg8Jz18R3/lLegUcRfoNc/r0N",
-	"XAMeONYb7HtyI6/C8+0+eWqJ7KF0FCPsy+BxJaH/MC6JHSN4tq9Wqqo4jeEAn52YJmYVXeOoKTIA2ZXG",
-	"GiFS0QVqA9QHmLTufVooMygnpctZ75FzgJTvGqCSojC+jdM2ngsre31har7UuVOPC2kLzsg4p5nWLbKE",
-	"pskfDsLWjQYRYjrbu2fqjhec6T16Xv6U9tyjeHr0At3QC4SE9k16oXeUbQR1Bwz/1CXFh/ozgzxLw4AM",
-	"AfFJCTLLs5kA6EgmDXqkKQvyxGLNwKUSgMmhF8Zcm5mYcG/gpRKF6G/DTMxtVj+ATyMdDqgKSXu3b/sx",
-	"AGIpu+DexsSJjMSVRRJC2xJqsgKDzQcDxG+6XiqcmF6DduQXvE19YHaEwQb+//6fL18HBi7LtPKONEN3",
-	"WKf6PSevTNoqVRc83NFfSfhORNNU28yh6XaCcF0lmLUiil0OdSPa4Mi0GJUqSVM04T23AGljQgwKzrJV",
-	"Ck/OaWGcOvhBD7PsgvuAlBaXlLQBPN56DI+bpDUF96TB4ibWh8FigCSWFxzhxkodWtH3aHYCzP2JFrnU",
-	"LmSMhRwX3CyT676Cn9QjbDQfAdx2YUHSXPsf6O+XSERu6riuOsXJhpoOH0KvgM07tMs+QRQczBJ1uUSw",
-	"N21qEJ4vuG0SQqeshuFu6+t8aGqpaKYc9o4eUKcA0y2O9gVHHwYeBSXJhMoJrqI5NbYyxSDwAQSwOU9V",
-	"iRsGBkPzguNBxdQ+PRKGH1aA3PWLqJOwdU9wMTDXBvYa9PG94DfwapzpIVRHe65l2a0kStxThB4GvESp",
-	"0Qsb2KV+jFk9aiu3qq2cITPxMqZWyuMbqy3eHT4Sp36hZa2tj426jV89sjzp0y9/gJJwqIoAkZiZFleQ",
-	"nwi4giqZsoAIY8OkCzJKUkSXGi6MyBaZyQZ9n2djyOry3w8ta4QCabEM36Y0onuswGmoXRDVxQHBBBNd",
-	"WjthendvX6mDLX6XlVHUyioLPC+bKdo4nDQfbzyaM33z3dZS+BNenxFbWv8yctJjauxdp8aKCh26yr7S",
-	"7w0srHTDmhzYl65DjQ231Q855abt30ykSbQgbfT5WDDrCcsSVW0PZWHuZccG3yivKotHWh9N8zECYbBt",
-	"skz9Y3z/Gabbk9rD5FWWVml5TuVj6uRj6uSfMXUSj2+1NcX1OeUKP1Xpxp0vlcLgrytL1GpgDEuylbDp",
-	"SaynhJ6cIY0uoXGFS1toxoOuMMN70R2WAhF49zxmKf2ps5Rui6yul5VUraH/COXd0aSZxlCNkEW6TD3l",
-	"p7mBEnhr6lT1AejwZlrGA6SebE/HONH7zu7YhJMgK4xvi6M8ep4e0zj+vdI4XkI8ot65i5hcMugi+BDa",
-	"0g6UXxgdfVmNSU1zcp1JhclyNJ0rJzQm7QJA30WCOj3ykvKIYZcaiJNwQeynIdwRTVicp/ohl0PRI+94",
-	"xMgsz8b6sQn0jwRPdmASHfNszAbmtyb7FL7pM7hXdrZ/hsyFe9TxHjnyYyzghhwOaI1Qj5Ljgthuxtdu",
-	"Q19dmmZWYmxDFokpkyS0Y7dRR4ughyyHIqTr3wkXc/K3euH8OKMRxJsTER8ZpKEEW7ki08KGgTZlC0FV",
-	"a15tMeeyR85wPTFH32F61lfZY5xg2RZJ6NhIOGY0ThPeAJ1ivsD+bRhlUCya2d5H1vnIOh8ujGror0k9",
-	"vC0Weh3VEMGir5HxtTH/hQAyBjzkgkeTTHCRS4tS3abgdhtj379PYthpxFRNuBJEcHbBbZfpdiwiuWPb",
-	"33bNz71p3CkBsELmibkpIKHl9D3yXqTpBQ9/fH1O3Fvkzhf7T704oal1wmSd0KCDsDgkbefbMN99IsnZ",
-	"P467e0+fYad/mfzBOgEJsYM6Qq1GqB1Dg/1TgD+XleZa1eQenIS7fsHt6Hrk2AB+l1YpohxTuciQmQVm",
-	"sd+VaoYx6ohyLtQFbzd0eMBUpuMmGPF2IWikYjO9UaYjbm2/lGjo+Ne54KOMsT9sn/wyGWD3GtO82/XL",
-	"mwpMj4QtMM4ZFts+ZaYvZHDBPSxjBDhm2CPZ9ptBeal/QHD8Ajp3FRp6gJlmpmkbwKADThmUi2FiNySZ",
-	"SWy8Y8BgocWIlurCB1N3+L4Tlulz7BDTiyMkOZ3JiVA2WYuTVEh1aFoCu85xyoILJtI1TcR3BBe8GB9A",
-	"tONnMkb1ihglRi8IGhOQ7IV7QsAF7tLb9I7r97v+Fvq0vH93tpxaduyt4aEdK0xhzFQN/X0k0lTMMV3M",
-	"PwYdYjramsOnB2CpRl+C7D/Sxtc/sYdlrFkDLCu0fCu/EkzKAlLZvRp7nuA0C3h80rbH1gRHL7glDzdX",
-	"SyfkZ6xMfAJTctB1blg292OUiT8YP/ITIxcAJu0fgmLrzVPljW3KbMNwzGuYzoOi/lgO4fyYm2l0OPIi",
-	"Uns9UH1vHO6sDqhqHfI8TYMW9JLQr/satBD/FK+2sI39Xre/W7Sxb4FSaakDUo3Ma/TBA7h182dpxkEL",
-	"Sgc/j7JBf/dTtP/5xXR38n12cPWUP/99b/6M9dWLRStoXSZc38fsjlXhbkGsr36FPad6utCkonXYD1qZ",
-	"mOt/6JWf0L2nz+wwtRQamNvML5Bzc9gycrAVtIzbd8WibLyhtrf30kRFJ4ctL/zmsxUfo9v/LhmOSJXG",
-	"Al8SiHOSr0kldxdvoo4n07tWxzUhQiV+gjq5UaenNGYGOdxq5ksV7MC0eNd6mC29UBd8wlJXsbFLfk5+",
-	"wI45Wk386ezdL/qrCZNFJroBhkW4vIlIY1uuMWVTkS1svwYsS/D4slFB0VeDKklpWSFhn4gsTjjNFoHJ",
-	"pSqpGS5dH9e7XGsxpTwZMameSIJQzCXsWszFQlACT+u3ffAveMZobGaJHSM8989VIpNhyhoqNTBfnqZS",
-	"mKWoTPqCpyK6tA2SJiy6lH7thplkmwszNBmUOtvBnxbAXELHaYSBuOC4BKA5LYiRcwGhdnuijMoJSXiU",
-	"5jGLAyxkrA2PUGnCAL0L/lJkWT5T9myhJhQe9F2LCnNhEOGNYeD9BFPLp4NpIqcQRw4uuLuKc9PXJOjr",
-	"2qyy18wmDXIu8xmaPiF0u/NGafv/wnnFJbNJcL7g50IN4GqI+yiF7TmCzZ3ARJ0LEgke5Rl00jOECwfr",
-	"fZbwKJnRlEzpbJbw8SFgyeM6wKQwgRjKTEzLJr/1CCjwpcbRJJH6YOUS+mlq/XSeQKEI6uio17gaEMoX",
-	"fnOUHjmZ4nrYszFJZqDZM7C9L/h33xl94LvvDlE9HWeUK2u9IDqIw8+H9gfWhoOuB1hRW1gIa7lc0RVG",
-	"69F++1vpmk0lGTl5JdGcLjr4ykDvhrEvtGqY8JxVzGibeH5UOvNWsUakXm3PmMFDTZeFLpGdHoFGpvr2",
-	"SSKVyJKIpofYWw0P0ITG+CbXMNFUeyFG8AVH/zKkEzkPgIcMmnOJllfFAnaw2IC8hLmfFsMfBqTPAJSK",
-	"x6bYprAdHUer+BCeOKuZxMkYAZ9cNduMqkkAU8EIHzJ1EA/aws4lI/SCX7IF1ggpAW3bFt5Kw8FqMk7w",
-	"yD1M2qiIFNR16+mUHcwOWn8IsqEBV/9e80XXKcy4vAFxnqdHfflRXy7nZTzdZC5OIP7M4oSe6yP/UMo2",
-	"8gVf8wTXrkt5fzjNu5BJS7NLj2u++2pDIBloQeKKNlbXDi1BkOdNTc+WAMl7g37Y1j3blQEV47ZFQHeK",
-	"DuG+tr4CZ+lWPvb3/ZYSZqFgh64nR78c0fv1HnNoV1cBufpJrxdgG/zN5HvolYvRLIwoQCI72AxJERTy",
-	"jUjUKpe0TBSmOVFmn9ZvOiK8gQUlCoEUakMbGfc8fBjNFwjLYGdCo5MaTRor2CXjcWcpdr3fSO2brCkq",
-	"RvhASO3FCi2vJzpy24n7DOdkTheP2uKjtvinLTaCk8+KpovWX3Jdjn47quHOF69h6hrU9kYOapPPLM8E",
-	"dx6FVNlU8LGeKCvCI+RU34ZIZOaJwHaEhf4hNqZcbiXrp4hVUFLA3dT0mFR0IcttpMssG4Zyeyz7noDB",
-	"VvLPsrR8hM54DCzdMq6jppg1fWOvw8SWALy/46z2pUNQBoBz+iBTwEMWpI0eyURZRbG54LHS+PkboNUl",
-	"I3800L61isZbOvi3Y49tUBnoBgX223W0BdMIetMKZWu1ykPbcDgwlhVEnhIeMcjKMhEDG4Q5fn/iGo3R",
-	"WGJQyMZ3bBZVwq8YVyJbrAeeeYej/gv0IYSZbAC1AhMOrDEM4D8Y+/okEl5ztT+yk2/W3yMfvFT6OmwC",
-	"43vbsAnTZ6ASGDwkdAg5oYiTZfFh6vUqFiCmR048PAQT17aICOT9h/OlaAiNusF7nMcdErT5wjJI3/Jy",
-	"HG29HI+gCX8d0IQnsnoePN4AVxLWjEJnrt2i43dtWxds5OIdXDyzRYuRNVBPpE2JSQoymQPeoxJh5/Ay",
-	"OGYTuzad5vYsBT4rahFWMtpkMdN75ciHeIhZlMRM9siviZrEGZ3bYoCwwu8wIWPgwP5C6AWlUmYxdguM",
-	"2TqLr3RotmV1c5PM4wCE1YRNi777zPm1e02tThzf+qugTOCEHqR5yGoObeSWPeiPZXiPLplHTIltW4Pc",
-	"tpy7gTscv7zDRiMGCIZLddjXkCoLScBBVVIhsnghAhIILkbMhRjLtbyMRhPM8ptPWAY4FOhHh0Kxdknc",
-	"hAEJC2mJSaJgKCyB83ptJ3L3qmz1Uw0c87WeqVkzf4HAG2AWz7VeQkhITFHNs4g9Gq3fmoKqChPFHvHA",
-	"P8hwsHEbiwP9QErrdZhBxmQ+ZXdYr3CqP2CBERoQU1eHu3rEf74MtToRki3Bp8GiQ6t4mzuUEKSNjGfG",
-	"lF+8i3APwkvKyMQcON4REdvA2zSG3fQC32Ii7bcK14Cb+6gdPmqHD6htaVqDVmIW3uqhkU53zFDukMOe",
-	"KOtIxdoLLU00sxrmyhRv9/eLFQk1n8MKZ2zPZmoxGu7skTP8NyYwNC/q2nwF0w5WuhyFAoVAcOb1YGtE",
-	"MzCFWY1svgElB4d4d9z29s1+M2THBr49YMkym3en4JHTP3L6h6v5xVP4LWBZ7+SSjpcb0e84apMzlpEP",
-	"5y9JTBdo9Ib6/0OiBAmVCLFCUwIyjkW7OOj3MYc4IH+wTEhXxbkW1foDDGlbzgdPvdH2ywbeUbj5XNyf",
-	"FopzauBRr2iSLvQay0fz+Vsyn+vVNjHsVG4Op6VU/LuBQuHCXRrH0OlM7kiWjlYGciOKoKguewMexNSs",
-	"k1cBAMMGBJuKBzY3C4CHsCGd8e4QGscZk5LJpvQnqN/G0gHswDalpt1+ovQIG4ke8jHO9PjvkgrNtE3y",
-	"R7OWYNcIx37H6V3XJLQH6RYKKzXEiFZpkfzyODiITTRQmcSaU7yDScZgbCxFj8AdwobNc5FherICR0cA",
-	"7luESLBlx0UjQEks3hGUKTAL0mbjkVwgDZAhWwh9+ouxm/Tcpoxk/wjflV/koMkvBenYj0nDtyXE/kQZ",
-	"vduRorFou2LOuwUsg4WOug7BumLYpZEXRHXE7ieITFGpZiRniqpc2o6zptkemTJFY6ooVIs1Zw2eu68/",
-	"aKs6H9hRImak5ioVqOymUtUq7NZ1etcBhdyl5mpXeX0io1uExw5xd52AqLyjv2VlOmqhK6m5DKe4lLY3",
-	"INwjkxpMSSzmPBU09poPN+uBFoniHo70Oni4Ryvsm8uyc3tz3YO/raiwZ2W56bUEhNSgSqw0xz6cvvVJ",
-	"o9yYHXVSFgdkxBCpyYX5vMbW9hkWQ7H0GWDNSB+Sx+jDCHj1Eumn+5bxsZogGFB4ymZZ9xWA8pie6AZM",
-	"LCCnb16SF0/3+9Ae3aBdBSTnl1zMeUDA3a0VbVMJWBB3YFubu+7fesyBvtle8BBV7coZEKx970UD40cP",
-	"SVs/GImYBVpBnyRcYaP3zkpGcmz2obbxDflhTS3SSXtGM8COC+1GQVf1zjKpXjzaqjrAfQE/pZ9xE1qH",
-	"e/1+0Jom3P69W0cD2k7C3xB3qL4yDut6/Ecy62pKAfM/JopmVYPYO03Np76GVB2QUE6o/tffDy/yfn8/",
-	"GlLJnh3Av9lhSNrFMSwpSdWxP7q/H5hHv3KszKI3PpF2v9dxbNPcvwt8eolNUgPYuTd2jrxq++Bn6YPL",
-	"Ap9FgbYAVDau/2nQL9G9gcFHc+WTGBIuVBIxSYZMzRnjJJrk/FJ2oLOuBekCThsnMqJZjJgdFjuTvE6A",
-	"Kc/pwjhJlgghA4Hv8+crkcSlDks+Iy/gslfmwhwTRKMz9weANWQwxkTmYX9ibgyAY8+pBwLu0BKXgGIv",
-	"a8/kqZfffurK5jDGbgMevUCP8ck76bRkKfJWodDWAfjfFbt1YPc+JGtisUnBf1OVXgGZ0uxSeuia5eSR",
-	"0DQVaHs4a5pHmzIU70NPJDEooh9O33Z65I3pMMEtYE4pj8W1KwjgmkmPiSjHiMowB3BUzIMJXJNhMMAx",
-	"SQU7h5RwUxEnREuECqBq0bbD8nHVIy9xMwyndwzYFwkref150UVhmktl+lQ4GdVexcabAJvMCO6Gk99+",
-	"Wowdpx13c4OBBxEadi8xfaqaCwXH7lGePKIwfRst381hta1SSkDH9yKUrIbcLWnI8o5k1KlpG0V9r0TZ",
-	"A2Fi7CORES0lEp4rJoNSFWI5ONQj4Y+vz0PARy/hVMPVI/yx7q/BWCnYEubzgWuDBAmPHjpU4Z1CcWJt",
-	"hJIRoS0IxPazTjAtQyZizrHUE95skAABLBAA/KBzbc4NOkKtRZWYaiamRZpziSEaeOf2RRCg3Vlb99g/",
-	"DrcDH3hHGH7NI17m8vFvCsz2CF4r7XkUCY8mxg3Tqxy9+jwGfcdbe5GWsXrvDohTdRGWQb/HZ6qtj40y",
-	"YXVm5BvgdTMaJWpBZikFL02PnAtFU8Tvl/lUWl9K7LL8SFuxbJpwmlruDTdDB0IWk3wGuZYxXQRoH+gl",
-	"Y3GnR/wAsHTdFmCQtlg+wxbgGXOl+M1B9PtMsAz+jCg+ZvR6K9eHwGcs61baD+oHAzIsA4qTk1ePQfI7",
-	"ZCmwaWbxgYjKrY4xJI0kIkaQmrxtGqfPJbLxDtSMJWo5jM6vE6qMbRzXu1Rqw3k+ESROYmjdjPnRhfPA",
-	"g4tx7f1ImyqVJcMcrHFRtuRBB3siyckrjM9rLc929us0c4JjO4W/APSWnct6irV3PpLj7ZMji/IMaOK3",
-	"L61cskwruIe/fdQ7X5BqA76U3ZNypphfEoFoW021EPpKnTrBo7YNxBV2dYUmCbXuVaWWr4jXFjiDKsmI",
-	"1yPIEDa2Ml2QOdPymEpFJGN8CRniWP8KRKhnskmjg/Xr+0idD0SdmG22pEeyJO3S5nVuTKI7X/wXIopl",
-	"0U9ZrqxN8p/UctJ7rtoLheLho5BQlEzZEaIfXDI2Qw8/tAl0vnhsddzmOWJaeqQeJ+NEySUC9Z0/8r8C",
-	"nmUxnw1QLb3JP+bRfQM5GpuTO+V47FcS0TakvrVPzKPkWqJGNt6xKG5dB8e2PP+c02Fq0O0NuFtcoLgF",
-	"RKSxl4r+1jQ/5LYKxMO9gXZ/JvwmGabee3BwwBXijM55E6BcvB739sRM6r2b01+BZayY4AbWtF2KR/H/",
-	"jYl/cNWb/fSowBTLoWxEP9t2SsGyaAiWZW2P59iGZFLoooq/xmHRtdQEBuyjJJGEWXaBVWQYHoe2nJlF",
-	"stR0QSPoiQHVgmmCGoLtbsR4lC1mphdnxqTyG26alF7SDidUDvDZAT4bEkkXUhsLEH4xHVURshCyb2Wa",
-	"j/VPOU9+zxmhU2HcA5W9sXPwtgXiG/r5gaKXjIedOk5mIwompoa5BTIOzDKMgvE3Gmgp9HA8kaVmUEsC",
-	"KKuYw/23YfLa95ti1wGgnw9iMaUJh/NLoynr2Rs/Bi2zgdAxH85zy/2Gm6rfBpharcOW3I+yfdUdZWLa",
-	"VRPmhBcQcCJnKV0MTArxcTRl5OzsXSto4eFrHbYmSs3k4c5OKsYJ75VGAt34lYhEqikpiaNW0NK73TqE",
-	"EXelFJv3zl+1Kw/TemrlOVkGxmyuPwarHk4Z3jodYYPZ/Cg4+7PkLmwkYY9jSJauCdMmZouC9wZGdl1x",
-	"BhQQJz0xzwG5/81wnix9rsxxONe7orrYDCZx5EHaOATMOKtp7WsSzkBW1h/CZLg0kS7fycrTUcYQ7JNC",
-	"w0DHObR4zxiKfZKxLshVaEJO47ik/mOeQV3MvcJR3KGcu38IvW0ZcFAygR5Z8V81lWwb3v2t8WBDp7Yw",
-	"rYHt1m2dm3BhrrXw7iVbrGjwnErNdLB4voK6j4MZJSwDhgVxhohm2UJzvku2QIMl9gHovacn1BM48BL7",
-	"GS64SSFGZgnpUMvaPesp/JMt/hJeCjebTYIV+lZY83/Trsx/FheFt1N355fQkg4pjoTw4AA/O8AyxoLI",
-	"sJTR/IwjwJ9CFx4sE6ksE2lAWCpZ40dKb0OPReGN2N8jGeWxmJLhAlL+OdG2bRZRyciQSra/1yMAY0Ft",
-	"NWbhdji03FBP0WYZQZZlwTzaa4fUAc8pFiuTeSawys3UEvuvcjmpWTKeOJeKf2ZR4QOfTPGYVtBge22d",
-	"7jq0Htvy2RD9t9vx2QzwoRo+m8+foSdjiZ53yRZBAQNv9szgKv0JckUfGz8/muzbShykR+DPTsaQdpEg",
-	"vY1kWZGWeskWlWzUsu648+WSLda1frYCCquIfc7Ix6U8C2l93k2tnq2MM2Z3j/gROklomjEaL/ykGcBv",
-	"RnnrxwqWN3O+HWZ8X72c7WiXM8VHa/fR2v022VfRDLpgX3cbzTfU0hjKb+BnO5lQ9DrFv+UvrdLZRep4",
-	"mt//Hj2AYAaXC6Qgf9bqnqV03CjPsrJRHuBbTaTPsFQ9o0aW2gAV38AkYUFuWWN9WL3ReC4edcdHrvtv",
-	"wnVd/zRPaxwuCp5zXyrkJzHcKhVa319NoPRSIF0r/wA7DKE3kcWBuZ4xmadLio9+0kP5CzgQfxLD9a5D",
-	"vY6PXsJvzEtYP9y3nK6kP7A2J6mDgUyRc0g5pgmXioRT+nmgHx/MWDaI6SLUj+69wJ58A/YZq5fDgISn",
-	"TGWLLsCahPBZzj4raNIwTWKejCeq0yMv9euhnsFUCoLjMQJjNl7mJftJDL9V/9hPYvgwnjG9Jku0mt9z",
-	"lrNYn6pH7eVRe3l0lf0PTQ+EAmLdCIHdILX8BtHTKdusw4V+2Ooglf5+PG4SBajItIsoBLb6Ai6ZGEg7",
-	"0zGqGXH0Z3aXoMU/s2VMR69+0FxTqszlJ5JkIoXi8ER9Cw0s/hp1i/aw6ZvseleO2w1Oummyu6K4gUYT",
-	"24r3ie3BW2nuiuFAfJGfqJuK6NLASjb3cxZZ3dlhFlN2vMmadsrwcWnwWUL8Ebr5V9otaxsHsSj9B02I",
-	"kLku0ohuFlFOhgzAzRTjZEijy0bKO7MrdYf0576xrLm8uX6DbnKPlHhbFcT2QbcrW2r1eSMiE1jwSEX4",
-	"kifFeZ1PNH9tUwLWtwPdINrUx/Nu5t9pIIopXehz7h4SmTvzzj3mk8sRoXyBXSkhLcD6Ec37Bo78AHWg",
-	"GC/CBJpkx2ofdE0ZDF1v8Ii+rt+cJiOodkCjJjwZdX+mKpo0uCnf5z4lbmk0jOCtmxj1993X0kzpVwMZ",
-	"dq9tLTflOiZjIyBUYqm5/uSCtKkkP74+N1xXTdi089jt8i8ait/bwGTIWCR4nOgD9AYAmG9mbTzf7pOn",
-	"lmy+ZQetumVpUhuBKDWhs+Ng2dXyxgSFEhYQiilYp69/+fF48P7DD29PXg4+nL7VZJ1naeuw9QXxJwZ5",
-	"ln5tBa0rmiVQzQXxNHcJ5ZtZSyguOtzZ2d37vtfv9Xu7h8/7z/utYOVQSji2pA31SVr7nGUizqHw64iE",
-	"U3oJuOUhgRlK0vilTk+v00e3qqvXwGsjaOqlimsNTZqW9z303mCaZTW0eCpBbU2EVCwmw0VFN+41N3Vq",
-	"fKE+FiThV4kqquPNs96va4ZitXSrf/hvgUsJa3oF4iKNGvHKihcgAFL96VfVHORy8adMxryL5kcJjEhT",
-	"UD4D9MUZE7OUdfwp12u5m7fQ23/oFEBS4Y8Zfmt49GdxBdpNuYWng80v3ipJ24LRezCXBpPeQuX6Iy/g",
-	"55oHXPpeG7hBhxy/PwlI6Fl5oQFtdjtPaBSxmaImAmpPFbKZ5i8hSEX51fBbeEgmYspIxqRIc/R++Ek/",
-	"gYlFBS44YVcTQWi+fvz6/wcAAP//",
+	"7P3rchu3ti+KvwqK/1VlMrNJUZLtJFKtWluxnUxlOrG3Jf+z9oq82VA3SCJqAkwDLZnx8rdT53w/j7if",
+	"5BTGANDoC2+6OolqVs1Y7Btu4z7Gb3zqJHI2l4IJrToHnzpTRlOWwz9fndKJ+W/KVJLzueZSdA46p1NG",
+	"lM6lmBAmNNcLoukkInrKSCqTYsaEfqLIJcsVl4JwQX4vpGZq0Ik6KpmyGTWvZB/pbJ6xzkHnrLN/1ulE",
+	"Hb2Ymz+VzrmYdD5/jjrHKZvNpWYiWbz6OOc5U83B/DJlAj6ttMxZSnKmikwTOSZ6yhW5YAv48feCKU2u",
+	"eJaRc0bGMp9IrZkg3XffvyD7+/vf9qrDG8t8RnXnoJNSzfqaz9jqEep3bJ7RBUubI4x1XrCYXOFAuTJD",
+	"nEuhGOGqfeRUEEbzjLM8GLme4s10xkiwMP1/sQXp5vbr5HyhYXrwj15E6LliQruPM/8+9pElhWYpEfKq",
+	"tjGimHUOfu2YUXc+tE36tUwozq3tZCQ5oxqnI4s8YU8Uef/uNZlTPa1+qPni/3yHoztO219tB/9EkeOX",
+	"EZGCsEuWL8r17NJMSXPgKJnn8jxjsyeKxPapEU9jQkVqrsNCsvyS5U8UyeSEZFyw3iEeVMLteuVsLnPN",
+	"xaR837IznLPfR8Pd35L9j9/Odqdf508vn4lvft+7es6G+ttFy9H5HHXmNKczpi2p/ZBTYSfOzXzNenWi",
+	"jqAz89zEXB3xtBOZTxU8NwfN7FA4nDnVmuXm4f89yfXo12H/W9r/48Onveef/20dff2LLZprvku0JHvP",
+	"npF5zoWm5xkjRycvjo9JMqU5TczQDwnFVUsNSygSXeQs7Y85y+AHs3gzRoUqzy5VhGtFEikM2QzIT1wp",
+	"c9v/+b//XxI/HQ4JL0c1umCLkZtwbBYf1gY5VLk6NXJYuUj/lrNx56Dz/9spmd4OXlU7tfVoLtEbWBma",
+	"NZfKXTnEozPhl0xEJGc650wh9XJNkEybRL/FzK4/k/FPVCfTlezc8HuSUWVGStOIsMFkQOKzztdnnbjc",
+	"KZmT+KvYbtjeN2Ses0SKlJv3lbt1SK4YvTA3K00zZm/f3XOCYTTjamZGtGJfx30c86oNDQXJ1yBIAjo4",
+	"6xgq+PCPs84SChBmcBmws6XEx4Ob1tHgyk2pfgy/r+kF+xdbLP24oYDN6d7cvQHdi0uu183Z3bLF17m4",
+	"3ODrP8rzpZ/9TZ5v8T1z9/rvvcknVPA/Vs9XBjfdZI9rH6t//20uL3nK8jYJdyQM60OFam7vQz2GkYRm",
+	"GQircJyebhpTGbnnt1hMyecbLOZbOmEn/A/WHP6xZjNF5iwnczphfmy/FyxflIMz10bKvCAcRsrGtMh0",
+	"52B3OIw6M/qRz4wS8gz+4gL/2vXj4UKzCcv9gE7lBVuijcSCfdQj+Ko2d8VuRec5u+SyUOtHC89Vhjuj",
+	"H18zMdHTzsGeHaL7e7d10Sq73rJl19gunm6yXac5FWq84sva3nCTMx98xHzzvaIT9n0uZ80d+Z7nSpP3",
+	"py9IShcR4SLJCsUvl67/2Lxl1bAqanrrCsBoTmVzLK9p61AOCdVkJpUmRhdJ6UIROtYsJ7EZTLxspFre",
+	"aJyfzcOoxYI2+B1NrS5s/rK6kvknnc8zjur3jtVJ//GbQl18s916i0/hR5fq2CSVTBEhNQEZjYaLs+5I",
+	"N+bikmY8Hdnb44jES/U2c83eHhDiIZgpVBA+M2p2RGKaJ1N+yUaJzPNiDu/0P01ZcqGKWak0BBdnbHbO",
+	"cnPJqCfhFadqFEIVc/MVlsZg6AU27n/27Ur3kUja1s7evhMYKLB8L6QYZzx5sE1K7PethpkUeW62R2mq",
+	"GenGKismI6NgiPb9KVR1d+A588O8yA2b1hRWLCKxYtoYQqNMJhfVZzwD8Q+nTGkuUJIKqUdsNteLOAK1",
+	"0Q04Li3SZErFhJFEZhlPna5MSS6vCBVSTwMj2JmWVJfmxEyaE3mbm/oqz2V+nzt6JEgh2Mc5S8zkmPn8",
+	"LU7ne5mf8zRFAXmfhxTInGQ0ubDWXyLnDFiHKsZjnnAm9Ah+jCPc9dixDPtzLyL/PD19e0LAaYKXSDee",
+	"aj1XJXvpoesp1IzMA6pQcyZSlpqDd86M4ZKyjGl4hb9onjZsiGR8xjV+iCZTuAl+GrGPCWNwp+dYlr2Q",
+	"VF6JTBpDCXW0OT3nmVHfOLJOoBB4CNgnLggVKXFEQ7px+dTIktStcqgfpGD3vfGl7UASKoiQJJNiwswu",
+	"EMNyUHw484KBZ8/xFPdrzi7lReNXmiRsfttM/Gepv5eFSO9zmX6WRBXJ1DvJSDc2rHJsxnGrk3tLF+aE",
+	"nkr5muaTez8K5zJdEKQgRXbJT/w70o3nOKaRlnKUmVHd7owDb8T3lGcsve9JO7dF6QJX6AOJvEtkRjOj",
+	"EgItNPwhjhtace60mDtbpXdebb2/dfJrxBWZVf1K3bjdoXSb0z+V8icqFvZXdZ8zf2d0MxAtsPs51Wxk",
+	"//TCKKU8W1iRZO3VingDLlrMmzLKuuw4uJVG5wvN1GjO8lFKF3jsPo5+k+f+t94hUYyR+B3T+aJ/ZOyc",
+	"uLbKwaWmDXUC+2QkG7miXLf690Nj/SZb9l7QQk+Z0GZn7vewWsdnVJJtRApxIeSViIiVX2Z5rdBCQW+3",
+	"0vJ3mqY5U6gIoR7gDSyaZfKKdOOiOkGjMQujF6csMjJ0yiGOw5NpnRB++eWX/lHw6BIXr5knI3pKNQk/",
+	"pEg3/o7RHPRsms3+/ayTMzGhZx2rs78zf/VP+ERQXeSscZe34wL35hNFFJ+IMvSmemuDPzc6G96++4ml",
+	"nJ7C2+9f1D1RZGa+T8z0nBYI1DtnuVsYs9N+uCO4f2Tuv0UG99ktNbznKNH8kmsI8MxzMxTN0c1AE42m",
+	"zqp5u8eP4ObPUQcttnQEUR54D9dsplq21Ts6aJ7Thfmbp623+fWpevStmh56UJvOE/S7YISvfQx8xraI",
+	"6ZZenF874BWzdwZfiezKhQNvrEsZO5Xnv7FEm6FU17KxH0smwMWlDbnaKYoiy+i5WSJ0NDWeEHTGRkrQ",
+	"uZpKvWJjmtF0SagxQwfkSJhTK4himnQ/9tlHzYTi5xnrM1HMjOSYGhMdj/pCFiSVcNwNW8QgH+EQ869+",
+	"Ouo03mUWGtdR5t7bmsmEZiP3s+EdC6XZrBN1CgUxIivjLjAqhvRk5Jqh6Q/1fYQxRLid1bVZtUuvOfrf",
+	"apvkDrv/xybU00YMNd/0BjtbP54wguaLWic1YUL/KM+bE0rkbEZF+9GzLpcR1ZtS0BIabyMs9+HKZ1aN",
+	"/VY2xK1DY0NaF3fpcG5jLGFE8OEPSJFyvZIxLfPxHL+MSAwE23cEC05DoNiYdM9pcjHJjW1LrmR+gaYv",
+	"RWUIXI29iFCj1Obk+CXpUkHklWC5+VVYXZZcsIW7SCeYYZSzCVca2a/TnC0jIMgIjBrCFNhg5tlYMTWK",
+	"DwmF8LZPBLGPJFIoaYy0uMIhYnMTzwmbUZ71Bq0Hvs6fa1EPo0VV+VmMLqPjlz7Ah6RAyleZL23P55ds",
+	"0RNFzK2l15VdMqHJlM7nTLC0dVaPEmKFhDC08urS6pbXUapKYmvVqLwO9GtHZYVZlJSreUYXIwg4fYi2",
+	"0LmYc2g3D0eQJgV3xWBvlMeEas1mc03G4EgxJHZFFUmZ4Hho1h5QpIdSo2OXeqtEqaWqIUqMdZqhLHQi",
+	"Zy3HOFZF4m3mGKcXk25FVydUqCtmbDsq0C3fA4MIpx+TbmBGmdtlbn3cORuDhc51bx2VRCSGo/AGBxo/",
+	"UeSSZgVTnnwEsZO4OQn5OXeiDk7ZnCuYTefDej0aTdmRNWWr27E33B8MB7u7+4Ov2/ZBaaoL1X4G/3l6",
+	"+pbgDUGuA8lZwvglHjP/nb1hSxZA1NE0nzCtNiK6U3vvPRoGbnjlefQr0qD9xjKvZj+3ohGVzOyL0EHe",
+	"LCPaI0GouQGl1xPlKCMypEDJmGea5QSDBEAbXUqSTBpSzLiyxOieje3DMSaMNpJyjbg0T8G7SxqG47gJ",
+	"PbVQQeX8NTatnoK0iZ1XeaahDKx9PMw7aaXNlM0zuYCYfzM3qRK9FQnLhdpIJsD2bzbDzy1n5Duqk+mR",
+	"jQS1id/ySi1H81yx/BLWSjnl79y8LGCgAVNJC/QYLfGnwZNkSlNyzpgg7rPknI1lzg4Nm55yMSGCXYHQ",
+	"xITP4FPnUmaMiga9+AmEQ2gjlhcZZ0KfsCRn6OJK0WVOs7fBioxpplgj5IypqAmDrU3gRUTBmwbkl5xr",
+	"1pciWxwSwS6BF+sit3pidbVBWNVyonaHe09XJ0VFnSvzjTciW+DG19cAX9s26Zf+RDa3HuK7hhImOU2Y",
+	"UfW4bDkH/5RXEJE05kIyZWlhVBv3LDiyld3F0kIh3R8kSQtrbFRkUufrveF0OBuqNsHHxCXPpXDjrSkh",
+	"81ymRWL+ikkXQ91uFZyqcckyOTePx5sr3LB6N1cXytEBW/MjAV0B2cGYs3xDzmFuDYw5RRKa5wvSjd+9",
+	"+vmHo9HLV29fv/lfP736+XR0/NIGQgxzqC41K3Y34TBzmfFkMbJphWsF4Fu4/aW727ygOM94MiryrKrm",
+	"QOrBwc4O+L4H9vdBAllqjVHYuN0Sd7wrP7B3Vec5HOwOhhsoIX4PKkOuHrtyINESCmkuWCvloQHyM0XR",
+	"XA72KJkx8kLmc+k1ntUZkkEa46//++zs43DYPzv7uPv92dnHr7//8I9/a1vMlzbX4qjQU5k7lb/JAuxt",
+	"butaFp6LScb6hWJQl2Ltb5vSEblUfRWkcwzIyVReCWJkXHWbWo/DDp3zncvdHWeZ7rhsD7XzcZyvsH52",
+	"7CD+o/z0v8ObR35Wg0GrqY4xKLWFl652kirLVnlf20l4NR6zRPNL9p0VYY1tQB12M7o7wXsNwThhskZC",
+	"4n1OU149xGMr0G97iH6RudDPn3Zac5OvO2b8aHPIoIBlILNb9Mff5PlaTtfYuboO6bQ8n0F+vVdeCZaP",
+	"2Me5zPX2z9dWbt34Ipx57attCwzB8paVawuXbzzs41JjnNGPI3BOqus+HQbnr/uOQm2za8HDstSPRznT",
+	"ZqGlMCO5xttqexisTDjIqH3pVw6lZaHa9rrFmtqmbiPq2JTXluMCAXuWjsAjPErljHKx+RKdAAdWnXKF",
+	"RrMxvQ6VuceVktd53HrGR3ZvRlNZ5Dff6XBQ1Rku+2K0ZEGbu7qaMXQ8gUdVThns5Uq263bmtkXFpp7a",
+	"a0gMs2BVZQyY4P+gyYw5faQTlcIKVrimnz172qJRwJtfwk5U3197c+VF+ysUve6vtP/HsP/tB/eP/odP",
+	"w+j57mf3e+8/zs4GvX/8igUt0fP9z6164KuaDNzC6H1FkykJTgbJ2FgTWWjCxZTlRunTVcvF6sNNs9fJ",
+	"2rqispE0bXmoJi9b9J/m3ue5zF/IdFm6D9brzmgy5TaNSBll13r8FaYkuwxFNPDVgKBposkkl1eKdCm4",
+	"LyAmYLNZKDnPGb3gYmJ9P72IKEmocyJMqUgzpswP8FRQSVJaoari9FV0oQbkqCUYgZUd5tMpSzIKrviK",
+	"Nw48dGYsesoUC31ztQIVEDX1GhSI97QXrbReKhRcqCVqwavrKe2dqFNNUzdmq8vwNXTD9FSmUB9huR8U",
+	"rtYSY+FjbblCcCBbkiRLY8+nkxoO4utAIOhua1bKFYHSDfy7lpVd/dHmt1V/DNxVUO2B9GVXpaybDT4b",
+	"pjxCZM7m4ptlkZfMM3Kf1lhycFuAAuZuUKLSCVyZTJiDj9VsNB1JkS0wWHghCw2DHJnPmZfl7JJbw7gQ",
+	"9JJy9CqAVsJyQTOwmFuqWYK1q9a/mPVtJPQbCVctbQp/qVc2BdeqhU3BhZa6Jlw8c1ub5/kVsJYXEDNb",
+	"yzWrrG4s85HZlkqdZit/PTUcBZmY86KPoeBPaTYHXAtiXnRIxjljf7BGWusThaF9As5BRbrxs+E+wVnF",
+	"PVIIzTN4yLzFfMEIYazokOiNth9PqEhYZgOW6Jhf4ndtcNV/2sBDdQ2mreGIqpvriSLogiHv371udxOw",
+	"YnewgeeopgfAx9uk/y3AN0Ru5Rw0w1o0BwBM+ebbp7u9iEyZSBgp5vidr4P3Eonu9Sue11wmz8bD5Dn9",
+	"hvX3k920/zTZ/6b/7fgZ6++df53unu+yp3R3WNcrvl7lQDo7+7gH/qOvXy1xHR1bKezKcFtD9oasPD9Y",
+	"gj6CV8F1Z5ZC8Ynoc+Fdlc5pTIlmStuzD6+GNFspYCkajoMl3swgErHU4Ng8BwCl87LI7nWyvCr5CK1Z",
+	"i7XQP0/nW4b+uVIFbleTljI54WKdB7bB6Fdv7BXloEyMbSpRkjClxkUG+1nxSF9jE+e51DKR2dJEDDib",
+	"hovYG0mXz2YF0O0maQTudL+1j7ekEpSvvnk2Dk8TmzOw0dL6NCcx5hMbRoFRCUy6yCjQjBQMuL9mGGRZ",
+	"62WLOqBubUkNkFKzPt0b1vPE3OuzH9oySSCwF5OuHTjR01wWE4RrOnp7jJGcwCMfk+44lzNiIx/HL1/9",
+	"fHp8+r9Gb9+9+f8fv3z17iSOIEENQnCNt20eBrKlBzdPG4EJ1qIKH2xWR9uKWBUsJt0aq7RBLa7w+hZT",
+	"gYrmG8+k1A3dGGAexTzdmv2tDO60wKB141endBJvdqrbkk1sGphnI549+qPpNqTGm0Pm78llmVAJCDpq",
+	"iMUWhhoGlwIpUlnTJbpLRSZfSzW9liPOfTHwcKiGhKyoH8/WIHz4Z5UPxa8aQCVs3yJIK5H04dpvl0Jy",
+	"k1kf4901ebTJk06uVHnuRhwU774W361RwgoiWHrmNzl+t5LMXVczHzqZqj6gUwsnslWeiLWwUaUFGy5U",
+	"VZAdeDHfdJRVI5Mt2cnmte/fvYbEcFXaeKLCJ1dy4tUaSH2IWIFnvsoVOYecdC03VDXMY+2B5TdGiBlZ",
+	"JMBBJq8Uy41VBB+iIvVmgAVhtMtFTiAYTQrFDq02xB1Oo01Hg3o9vwlu7KAZdC24IygT1ILL9TaIUBt1",
+	"eceIZC52zOvCgPOzH2fDxe/746fif+6tNU0DMbAmZFw/i5BjtPVhDI7e1VRmNX0SvZfoNDGW7A+vTp1j",
+	"k5wzBegi4Cck1FhpLmEL0u4nwug4EdSqzzUB6BRAQnHaNNwWI7eJIyzEJLNCWYCc5slfa1Me4zdJ1+t6",
+	"vdu2Dx9cDm6xu6+dM/6CsXkFGBVfdwh+XzhQLnnNqH+HaHonGaM55nwCbVxNeWbTt1y6IlfEaX29dUlu",
+	"9TV/4KS3qn2+0TFaa69vq2ak1//0tVWUteb77dHQWvMcDeeQq7D0EDkA+72gWXhijRnbhagIAGBAtZHl",
+	"0oJdsdxmfwE8yrm3eMk5TS7I1ZRqOI9cl76AGlcH63srUbjpQq2yr+9a11tuY2960JYYpJs+XrUDr/eO",
+	"pXahfcFhCQ+SssTIpOtYhNspu2GVYYtvW+nlPrwa9OmWCKdRJ6PKyAMmVhnX26W5XyeZQ7b7hWzO5AV6",
+	"z1vIacKVZvlWroG6wt4Aj22mLQTDiMr9gFHXB1Fb0XXb3YYz+mIqlWE2iENsIy5T1F9R0GCI1if898mZ",
+	"mcborANK0N5zklORylnF3z8mCEZJ+nDThdGixhK5WMbHzCxWlYmZV670B1eQZdU6tMvqxN/ZVdvSoxAS",
+	"w8apDRvnsN6YmmSt6irjovhYjZY8f3obI60SRhvEVwXr41W69+zZ7rcuAHbBFhHZ3wMMeqi0UJqKlOYp",
+	"OaeKPX86qG7ur0f9/8IkkH/sfPj0dP/zv//bNchqBRG1U4lFXm6ph792zXu5MxdssW2w41oJ9a7JAWTT",
+	"c6bKYFQXtK40rGQIXjGloKX0Nq4yXsIgISHgBry9zdNpN66S3V7xLQafXbm1GzoV/a59cmiuKdU0YUKz",
+	"vE+tchicD9HIgK/cH61Rrbenx9oiuQrg5RNvd2eV2z9ad9iCEwa1GvYsCXnlyjZaqjaqRRvrS4O3hEpw",
+	"9HoXbrX2pYm2c7e5EQYVWVn2Ztw5+HXzqdX3bCkHRv8HcFp0HAEnaJYoYAGBTbNlxe5oNs4nkz/S8ewP",
+	"ffX7XnYhxNVkb1/P5fniI3u6X8jL/al8nv4x/+33K7aXjmfPio+TtWfSjLO5KB8qYPPLa/VupBxeh10z",
+	"lzi5MtcVbrpWeUVL9Ftcblv4flOl9+bcealFtTYaXe76CeACtwSjbymmZ50EEK7ymWhlpppLZPvQKmqa",
+	"urjLkPXpXKHgCQ5CVDm8G8gktx5YubqNUKp6bjpHKSWv5SXLKMT8LMfzhH7JNYM6oYbcqnuAVp2msNjr",
+	"s//Ip9Vor+ioQ08H5GlRnkUkrozsrBgO9xO8E/7NAHFwW0j9CnSHzeWsI2Ss3YTW8uE5b1d7jyymDM3I",
+	"0dtj0LmMfRP7cq8cHMY42UKxvHWqtVKylUS/AcWfFLMZzUEGAujJmifeqxZfgkVLkVUoDbcOq9dxew3L",
+	"ct62PPXGgd2GS9cmhY+uHvztIDh56fbg4b4qy21vMOLveaKQAW+FnVB5PEbE9+vDJ2zKuVvIZHscM5cq",
+	"eu+qRsoyfrnOh7Q1js5v8nxb+/KmzgdsVbW5WvujPH8HHdQ6nz9E630I2G0tAtZozh+ENm3O5JLlKc/+",
+	"skyk3wtWsNT2qvI7EZOulnBMwzH08K4SGAiSlTw0ENdujL17z1vCaXSCwwR58w30kXYlp+krKYH3WtWc",
+	"ypGt0Y4/B20s6Ed5vr1E8GTbGdNEq5YBr/UVNiRHwApKminmltoCZePp8Nvn62NfNyOdta4rN9olS3ob",
+	"cqoV8PCeBVTJENpFUws7wIyT3+Q56cbwuDl6cQ+Elm+Yg8TGdVv2CdejxNZINUNbstDzQtd8vc+fPdt/",
+	"vgWE1VpTyI97gK9YZgsV6k4Qvho8wU5k6Q55Lr+pRlcu8rBc004xJ7sEq3nd0gXD+3w/W7VqXdYd7RXr",
+	"9BqqkE6CCuFtyxBtPROZ5wwEHVcES5sga2hKNR6RQ0TCVCShwpwKC7fUdtbXFwms1aJtvSfWkR/jY+DA",
+	"rLONWuFys6CxVprcvGFp8XEjEuq7wX29t74bXGOnfmKrgba2s7FymS2pA/IN+swtLomr0qxvnc5wAFp0",
+	"xqgyhvOC0DSFlynPJODVN8/cNwcK055v12KExWmjlgB3q7kZAKO1rC4lpTo8YOUrlwJl31DHveBL7AcE",
+	"JNhS9XcQhjeIHrfrb37RqgOrftHOxq7imo35zvWG3ZTrl/vWOe/vDfee93f3+sPdU/P/w/5w+F/93SqO",
+	"gwKDwe1oGWjtXLFzuBfVs5HCnhKdg2+ePx0O/Z7AEwOnIVa2o1P5/MFweDAc/hc6n5eftbUx8YgUgv9e",
+	"MGhpCU8icLDOF8Y2SQM711opYdhn75t1NWu7K2vWqgu3IRMP9vO4ycaRe7q/14APNE6YHcqaY3Qstgy4",
+	"u/PQ5KjBZwnXimXjgMWVH3cUG6S8hgdl48g4BqBHg/7KDbkJLVcpdQvavA39P+TBD20HvLHAWL5ta7si",
+	"g8lgLRr3i+OX78JOKkZautZi41zODgkUadvG41QsBp0g2lgelN3hAP63881y+OuggvI6Yab1gaOtPT9a",
+	"Xmzp+WnGqzXLc2qG05/ngP/WVKGbVXWrjhek/a1H1A+i+74OaUWApXYQWs9SqZ81492bVahuCQu0QVqj",
+	"T2dc4pXC1PCY/J//5/8iQSvCQ3BRIT6f9Y1az9W8yCf+r4kU7JDEAJUQo7uMlh0Fy5p4rhVUym9QOxpO",
+	"sx6vO9jMlxVB2pe9os2emt+pguFurJziytRAIeqLYtEf8F+IGAHViO6RUc6oakvB/GW6CLrxyDzoEcl1",
+	"hElw/qfB9ZJX2tDa3UlYcoArxsjNU5FuEOa7DkEgEAdtbxD2i1nS5qnG7gdmAra5MpZTlGirhqVD0cvS",
+	"MqD1ketHQv1TEyp2Yy0ptEszJTGvFIs7zLJ51F7ui9E2S2m7YcmvF6W7N6vmbWUTLStUJbPrFt2Gp2d7",
+	"P309DaGJ+ookBxBht5p9sDkpt5eLrk0MqHG1KqBaPtk4TdncuzZNufqxJjRJ0zPeQF6XY4ipVrFz5JUY",
+	"kJ+hdGQqsxSTuKvQ3p37q6CuZaB1oltDHYEKrhup1P4l6xSFttqxAxKDCy0uGxX5a4Rrh/bgUeZGV1xP",
+	"05xeiUp/EZkTvMCuSLwGNC7u2So3ZHwWxWBAsJJcYRESxtCtMADmnnFlxMuU5azN4bieT670IFZAFstJ",
+	"Aoev03oNK/rk5E3b3k6pGjUqCBv6BHSEp9WDjR12sT4H5Ua1pK/XBv/UNK0kvz5CzXaVbS25fVtwnLY+",
+	"Dtthy3y5eDL3Wm62Br8kqsKVkC40y61xj7h3G4QYQNx7jJL7hTTZLD3yOgAMG4CONEm/AmZS4dZVIXB9",
+	"DegRguQRguQBIUhWHcVb8fiuUjM3cwEv6/dowbzME8Q8URYdWXyNjCp9Df/JNj7kYHa3vVoP7yCvW/nt",
+	"WSdV9T/jY5Yskoxtldd5gFEsLEfHvnXKuxDq4L028a363RungV7blbDGtnoPouCmFu6xSG4zlX5VHfe6",
+	"o/Be0UlLOoMD6N/onMM7XtLWKqpxLmcNbeFOKlO03OA7a9HeYbzwsggXoXUBwVjZPjawXYWQ4iJhS9yf",
+	"esoW5JwlgLBqLcbN0Y2gkmCTjsruxrKEpe5cgjEuXaNb4aKw2A/NPjdtn7JyZ8N7K61D1rcAeI33fkbU",
+	"aZaOwlYSqx6vpZXdBqXdks9yRauF+hwbzRfcEJZv1cugT9caiGXXocoVoL598/r4xf8avXz1/dH716cn",
+	"RF7axoTnBc90nwsiBVM9TKlr+syw7xU8lQMWB3l1yfIFgdmBozzsFzAFkWoT86hL2HOpfGDelXl8Y5kT",
+	"Bi8Lv0muplIx910vXc0zYDH7RIc/+dGtnZ9NT8vyM/Laz2LbVEvcy+v3eljWHaikp+HX+18/3f1m7+kw",
+	"WpG/+PT57u7zb54Pd795uvf1/jffuIwcvDpsw96pNhTyH3w2vIsP1XsPBfMb3skHfaOiYGLX/0xrY+DV",
+	"LY38d79d+d3958+ukXlaaQfT9DGFTCE+sNXbbcwJgo3ulMYHtWO7niVGhGWKVXmifaR36HzZB54LsRSD",
+	"s5h3/MT8lyRTyRN2/8DDtQTTctau2Re4unChNwMUDNPWaywVW7oALlvIM0MSBLoLTu6zYTujrGQ/O6S3",
+	"v6IuUj3T7xwyFnSEQYkLcGkAgtaCdXaIKRc+B16jA/W82RrCZVTPqZ7eM+xWk7CxTU2rTf7u+xfk26fP",
+	"vna9bLCd5DsmJvSJIvaIS+FAKpvCJinynAk9Wjqf72VO4nqPF5tQ4bCmDbGV7YY3wHhLmW40kqpZ+jgT",
+	"lRUTcgYR3rMOoVnOaLog7CNXWrV3psxzmS8NS9h2Py29iiLA0JNjEvs+R/ETtZYFBScvBdhX24YIw0HQ",
+	"uciocMhJWGqjSIe2a5FREAtheJXAxyhqCY1mRRWHfaW7zkZ87bE30WNvor9pbyLHElpsPVDW7bAI9JyJ",
+	"EGGhRi5xJZ231qzIPFblY9Zf3+BMM6acP2216wHfWT7QZqO0FUgx1ZYL8fuWoV03Eku67fKgSeNWIsC/",
+	"g5xHkA6MpWopfGZR1YyfDr9tRcI2dFSd2okRDe1s0C/Q8lbaKbvcca3pdlZw1Ab2BzIcHI+fgZM7lY34",
+	"0C7Lm5G45sk0V4kN7jkLnsl5ZhMV+cQqKK5TB1c+6O6S0YGTNrPRb68mrxZeaxW5b+ZMHL9ENK8cYNcr",
+	"PWZi2BMb9jb/jomW4OiQc8CmpWmaM6XaIcbbOvJ43aPIeR3l5ek3LeekEeq7TrecQzfRF1IIlugBOQpj",
+	"HjY0gnHjIDRyWAW3D7C/rx3bwLSGFfM88WHMlhaOcI3YI8xSQrVrpGKBh7lIsiJlJDbf5mlc2ZhfO/hr",
+	"4BGe53LMsUqvZKD1uiTzf/v9s7OPz87N/6VQp8Q+fNqNdofD9pS28mjura4yCiZu47ArN1dNZa6JMAsd",
+	"HtTK8UtkPu+01fJ8CBuN7n/bPvKTdq6KaiamaYE6ZgZjbr1WGSduZGkeA1O+sXVcmsMHRpuopWuo9h8B",
+	"gtw1/OfM3+X/9je45DN/h//B3VIYceguW2Ff/9Pd63vguxvKH9wttEi5fd6oCWF1dQtt2KuGNMcyB++E",
+	"98TafBsuSIw6WQxLjxmR1j0LXtzrVFGvLRSyauDW9vV9FlU3JXpgcG4bHLi9ls9+8VZHDdyqXaeJxGng",
+	"21IsKXKuF/40HRIGHmPnKzY6iLKJ5uAxI118KbH/2XsaGZFudYMqZ1p6mH6tNlH+UNt6DIc1fEhLt3d3",
+	"7/NDYgGUx30bwPRyM79MLIF79Si1y8LX8orliZEjGdPYrDPlE3MYqUjJdDGfMqEism90tKfDSlNPMD3B",
+	"/QERLPCEgP+G2ncZDQ9eNiDvscoZuqA4EVuVsJDPv0bC7kb73/hW3u2SFiXCDzkVLXHm60BsTsyrtswf",
+	"d8+cL9YWFATjlXlbuvAk138hSE9f7IQ9mOJyRwAIy3w52RTJwrnTlpciQStx+OD2JUel/8c5fbCqCPZr",
+	"5BM3Wvi+YMTeZsEcCUQGjfYftHGF9p9iYdPcZtcsBGzJnfXVPeFIK2eycqhr5bBrEEbD83qtVNZVrbpc",
+	"IguB4RmWog6dT35c6CJnkbFOZlJpsj8kKV0oQqeMppsnujT2bzOUOZuC00CYe4O9M6GELNzxQy/do2CT",
+	"qxG18glj4w+a4JKre12FO3EbWTUVzvnQyTU1tthOZ1AUczWVZEZTFpybrp4ynhPYYoz9QHIU3MV1ryXv",
+	"YassrCBXKkB9U/lWXHpNWtWKNVkW6/1lKitlx40TRmi+oSlSc23iWwZyrrw2uYEAqLx4S7Ww7fw5r3ar",
+	"cuZ931u3g77rGs47b9taevvDRWisf7sxVCnyXFPVUDl/1zWK3JHE4H2EAPMDH2u0DfDKkcSkC9HdJ6oH",
+	"/fRsC73Nz3HNx3rJ8oWN+QHbZoHTlXQvWc7HnKUOosetaI9wyFeu8Pg6oHSze0ujv1up23adFtsN/UfP",
+	"d7122/uPs7NB7x+/YpFn9Hy/3bPUpLLqhE+qLOB8YWe8fKoR1IxTY1QZZd4YqMY82M6fvIFFF9Bze/Vd",
+	"jXslVHgfONWEZhnpOnsZjtuS8rsaa9ig5UlYA1sbhBsAmDldR4YoZOyEWisewyZD6Xx99e6X3SOshTVA",
+	"APOdjTRvkR/jamM778Wc8pRwcSl5wgiCbe02c+JXFNNGsDMyt6BZzcJllityxbOMKMZI94dXpySAVd+Z",
+	"4QkKSPrZthjxdnBt3PPUeiJbvcDsI8KQGouA8BmIW3KCqQCGIQop+rYGdcY0Tamm0Jy1JbOjhkC9RMGe",
+	"yUtGrqgK8CGgatjmVFVSMmY0v2ApPJL2ro+UkchCrEqt/LRZCkklFUheKQBOu+AiJd1w1JH3tkU2wy0i",
+	"kE8VuayYKZ+rqIIHq6IQDmwE4GSs+qOKyG/yXPUsgDQkcdTccZU3dg726yhrNs+xCg+5i2ql6hzsfV7b",
+	"mXNTRPAybN/aTRh5n7/piXKNtd6/e21hauzp4GJSnhpBZ1CCvhEAxpjyrMhZe+07LXGvLQHgn5u9WeYj",
+	"M55V9FTGtMDYhvG7prrjnLE/WCunsM3qjIajSDd+NtwnmFgQ96zbAqu/Pe1ERjglLMtYamjYzoIcZVfG",
+	"QgWmZ819R9wrCsVXyVbHRKowkps88S9z7234hua5nORMtWRFQOpyy3ZgxoZt0+YS88DXQ1OiJBnTfMME",
+	"slxetXwAuIB7bxe3vuc/0MUV723zpTpXN5+N7PzaeLua0r1nz9spzCasPFHk5J9H/b1nz0k38y7XKfvY",
+	"K7HogyO1RodA/WH84dPzp+36g+J/2FzydaMydy4dwjU63C5v5WOJciKZInEV0CgvhCj/KrHxo5JDyJzE",
+	"nsriw5KWzJhzlsg8hZa4OI8pVRWM/S61VOkeQohj8BBOnQs7Y/QSfvLwSb0NEAwchV2zAxHpYjOXErLJ",
+	"rlO/f0W5jonScq6I+TeMU/uGelv2LbJr3A7pH3X82t5iYb9Fn3QeyZbaOsfEA77iNQVPV5XjXMqUpohr",
+	"NBHYpmjf7eML+4qtSjrrstanq7Bid1Dpit9S5bmloK56EUOZHZABQp/ZKQ3akmKWgpTC0P/jYGendZOX",
+	"rlsd0ejjON8Y0cjcu9YmqoiyFoWC6sqkoexpPf0aU8A8xi5lVsDy5oXD1uYqdNYE3yuJGzTPGydZIMkb",
+	"Cxu4E5Cgm+5t+Ha98fHQft0Ks1xS/O/2D9iGwm1wjjKzvMplVpW5VqBdmY+lJJFG/xZaoUHzg7TZ108U",
+	"qXz8q96A/CzLdKucjY15qCXh+iBA0Atrz6/TdGhzttty5H0ddVs59kZF1GFZ2YY2ln3EKs+bPgV1XZbf",
+	"bviIZvmMC5qNZlwUrarKT3gBvHX2ZmLj8AoT8FO6sMVKdPHEKC+Qigf1kgDwHZFcFoDsV8zN5mJDS/vB",
+	"a/VEp5j7XF2j2kLXlqNlqm3EAbt9KjXNWrTrL3kjW4yKZv5Sy2bfvD74rvehnfluDGGwHZcO9/9WGPX1",
+	"IBBCwINtePt7dQ8QCLccd1uOZNCcIeQAYSrXiRmWo8vVffDrPcjI8UvSjblQo9j1uS9zanoRmVPXj0jx",
+	"iWCp9UbYE47gYOH7TvhEUF3krHdISn8011ProuFmEFNGU8AOspgjUCrWDxtTlCtF59z2P279zJKYSm2Y",
+	"iLebQ3t8WxDAlZsRjE6v6O+e80uq2Zm4YAvSfff9C/LNcH8vIvMiZ+6m3oCcTnNmTGgK6aJn4kz0Sdyc",
+	"mS1mre3BILj7lM+Y0nQ2jw98uNjP5Iq6cYN7OWUJn9GMvBf8o5Mx4bv8OsUHJGY41n+PyVhinMZFW2qt",
+	"6gkTiYT8qS4szhzrynpEjs8EgSeeP+0bngZjgQ+4nAI82Ua2mUsDsw6njZ+t7qLM8x9JxgVT5DfJBY7I",
+	"nDUxyRiJz85ETLpoAfPMvECwK3N7D2b//vT7/jew1LsD24S0bxeqf7kbn4m9QVnKhgVeESnmc5ZDDIl0",
+	"47dvTk7j3pnYH1RWWdN8wjRhH2mis4VRrLBWs7oXZiAHUJ1pSCcifEyoWEQk/g+kJT1lZrnI74U5kV3f",
+	"NBXO5k7ohjVDeIpDaBwCNODPxLPK9cqRcrc8x1sqDh3v57H74wYP5aluYl17Eas27F65s5fjLDi4Isxj",
+	"Pb+piKDkigkogFvDqIGouCD7w6E7lmYAXCusrc5kcjEgR8RWUhGZkxnNjGBg6ZlAIooqL5SFVtzmVVxx",
+	"kcqrKKxcDOkJkppocDRRNZNMnUE/KYg1LpbSPbIJZhiXtWYN4XNF4qfDXVKrNYwHZ2I1WytZ1Rqe5rd8",
+	"RaBkCzaAtMsFeeb0S0+isG1GPTXbcCMmv4all1NqnbvrAL8B0BfejK3f40p791+x43AjbDrmLMcGxKMP",
+	"LU2JsczO7bU5g5VICcazyLEm4XYrxzBrRGUOiItOmzNejsD509xoW0bSO8RTWD7joVx1XiiNEQhQPcBD",
+	"z2gOK20XdKr1HLTeeoORNcUdfh3dz6PWVZoZ7RfYsnUMutv7CIuHymy80RALxfJ/bdZmem1T6cjj3KKX",
+	"9XwRNuVGlmSMWYcO7api3Q76xTh6ewwWfHV1FKR3iMajlc7XG0z6Mxz0scRgqNA0AQU+pJJO1Kk66Xxx",
+	"YDPEaLiuWSEgVng6cL+BsP3qqzfBzL76KpA7boZx7wAO/9VUImBwIerAMANyFHI5kMriTFTXiHRjc5fM",
+	"LZkekO9gDcj6c9UbEKh8DQo06cyGv6BS6ExwjUWbhr8Zmoo/9lHCY6lniStwGKL5MQGFMcrL7rKtoC2T",
+	"54qMeWY+YKNtIluQeUYTX3tmdj5lSUZzlg5IXOX3ZYMdgkW7lpiEtLVSZhPeFZkZAgIh+Smi1uV0w6++",
+	"epNbWHMsOf7qqwPQVE5Id57LtEjK/rzBEDA/q00S4a129QjctE9aimTxPsfcYRKWaCbU8MCqpxHeMyT1",
+	"cuTIfCJ+urtPGjXy9gPHZbV+/19sgb+5DA/zR7VA14JA4coA/IH66ivYipjO55mduiuX/cdvyug9XQc9",
+	"0XOZ/i2oClASBaWxsRm01czcAjxRxgQyt5RVs7EdRm0KZoO8TSMd68OUCAk5QkKKvkcpwFxvCNJPpZCF",
+	"fQpOhRkIPgJx3QH52Rz/OU3YAekicR2/jKqKay4LzYhms3lGNesZ9Qkbs3lFBlyBRhZRkTpFHX5zm40s",
+	"05IZQod7jyOo84YtwD/gnbFfAN1/x4wxytIDI5RYfFh5v5N/hJKUj8csD9UH1Jy+Je3wDfGAvJDCIoC4",
+	"Z5R5O7xQCvt2ytGtCrVKsHSHnsbNTewjS8CJRiAJGrybSo2LLGiZS1GVxZkfEB+Eo9qsqovCpS4KBwwD",
+	"lhjUA+2/Qeg4Z2qKO2CXz/AZeDnU3FGH0Q6yqUtFcNJxaT03g/v6UG+v4l4A6l4qFAeGOszLc9gEktA8",
+	"5y5ZANwB/mZkhfDpbi4doClHNWXMczgEdshGicwktLlHo7k5GTMShcFr82WFFcFFpv0Y4pBIXmGOeEy6",
+	"VJOMUaXJ3lMCpUnWBvfDMK/H9cQARn0znpS9jj1iXEQAztFHSUELRsgXJFhIA+2f0+TC0CqgP4GZA4A8",
+	"9vBHuAG44G7LI8iorKkIb9+fWgUP1sIcdIDiIR7zxyXvAJ/yj0NVkcuK86mkERozRm9BkAvVi3ARADld",
+	"Q4E9SCso/b0y/+JBJkG9X0Ic1Sq3VVZMLF/2RdwRibHu3ch8CzkU2fzzQmnCfi9oFrIDC+DeNTwfqOyK",
+	"K9azy/udTDlzbPnHkzc/gx5iKyB2yU/8OyMt2mVC5CZK7Z4EJGHGbAUuKt5GH6uwfZlopvtK54zOsAeF",
+	"TRmACAmmVBzg6hlmAERk7oXWwo5V+e9FsLqg+xjNAnMOnFwoCdXmpKoAo9DKBSvGzCGzeTlauqAQS73s",
+	"VKDBkNjdf0DOOqgM2XtRGzrrxCUPd6GljCKNYNYIWP6QlI2q3w+vTnsD8lNpPcdf2WyFp3vfkFYkmviQ",
+	"XDF6EZWGNpE5EjnNmH14d4+0wCwh+IMFtLJkX8NsciITLD57Qoxw3t/f/5b4OL2yUkKgFwZ8FPGpzbL+",
+	"r9hmHMrxWDGNOoxNvOzvD8sup85iKv0csbbv+CMuvwqtk+Ysn0H1YM4s0jMyVvP2p8MhaP4c1TmUx2Zp",
+	"7Fxec6XNXArFSFLkSuZkTic27H1AYnBAm8MTk+7uYPDMvM6lAO8Ohz0cUummxlYo5stzwwNkoQBI3NBu",
+	"zaEdR0TO6e+Fp7xXopjZY6kgNgwZTHDW8yJj5iBSiCnLsSPhALvBbVqXlvhTwCdQK4qaGKFRYEw9wSxD",
+	"858gCmkWI2Q+EJOEN0FJO3C2Swx0xrLQiZwx3COaGAMiNlZSHJHBYIDZ7GXg8sAr33jXgXVIxc6PDGNH",
+	"t4+dq1HfGpHsGOVzFZXAIpl6eUkRH8tQEYoCOHZlpxWQ5jK3xX0eCbWBEm7OEZpq52XCA0qHg7ILGah9",
+	"uZMvIcKWzcezOwLOc0zyQ+Er6Az+jbzNDxmamtnFMu+2DkqcSSYnAQZIDEtC6HzOaG65LBcoZoLGMuA4",
+	"CnyEnOGo0Yc5pzmdMRsaKNvXWdvLmhLMdlvjmLAJoRNiIyfGTKrFuIE7ywibnDkgswkTaDwqMqMXrBlM",
+	"DxDSWjvEoRysJkPBaXPV7oa2SwXW0QzWvcNJ1Fdc9AatOjDYEd58ZG6J7ckIYVMMWULCch6RGBRn4HHn",
+	"ypnrr5wVq6qY9DRV0Na1aoy5sELVFD4IUI9o4OapoR+Rbt2UNYdOSPCmoyiwwJgRicEDiGlu6ATFu2HG",
+	"wCeTnIHDimagFNmogxsY8ACW9s1ErMVwYNUw2F/Iz1dESWPcQKDBOf37BSh8V8IoEGZMJXxXL+iB5w8R",
+	"ynmFWJ4UxbELGQiFFhha597eKTKNqte5ddc5/d/wIRw4yfgFtriuTGtWaMv8m1NyKXyYX9flDkgBHNYw",
+	"KrNOveoLq9r/QTktq54a/iPAiIisMyowDiDpsLQ2cWbV99tB9eWV6Jc75odf1XfcDLRt7Q9M0T9UGzhu",
+	"FkwWTqZfEVH3p+PkYY0AVAKLm8aFSGw+/wVTlnlBrbJ7JelOZZa6ZO9KDYBhL+A0QcPMLTp4ihwcIiNz",
+	"PmcZF8DSDUmXuZR4LAiFZAzoDwH8cBwSjY8Pgu+rMqkD3AvwJuB5gRNWcxf0MDSQ8YQJxQKv39tcznPO",
+	"NM0Xy31/O+65EnisU3f4kaO3x0HJ3EFnONgdDK0zWNA57xx09gfDwT6mt00hQlyNQk0lxsEnbY3H3lc9",
+	"TLDsudHlLFYgFDvYGg2HkkWOKhVMysd8zJcOoOumUFfGZoJOfVKM+aQIYi2AzxVbUN/3370+fjF6/+51",
+	"3CtV9hAZGDJWIWoV+VAQSFJkUmFqYi+ytSvIcKyoxMFAqzuW80vbTDt0EFkr36hcOVR6kSuWZX38lp21",
+	"n1PD4zKGyJZYBENRpPvu+5dkbx+iJ/68Haedg84PTP9TWuAJJ2qhGnyDOjEIHYC54KcAe1yLnsgcw3w+",
+	"dAOivYzcVACHUWw3OjM9byYyAKCLdbSY+/eGQ+fzZoh9Edpzv9miqfL9q9ItYEnAld5cBnOszFRs4N28",
+	"6j/7tvKrf7y0osDevvOf9tbjFD/wFIfd9oif3s531NeWmUf2vl3/yKmUP1GxeOcyg2AuYCqsfxZUnUrC",
+	"R+fg1w9RR7ke4J1fAIYfVYUwGxcxnEGtI1iFHqQmaTpBXJ6JQ6GvqBWdgw6SJHy5yjVqRUWfOnOp2koD",
+	"S+EkBQA2lvCjPAVxV4bfwPtc82UG8VdHYXvDYXvk9tBTffAUFto0Q8SlU7INEhV8koVZOecSj0tE7Nh6",
+	"1quIqHGzTZAVeWE7X6P7MzNZ6PQDHBVnBW8Mey0bSQjPQ51bcN/uEH+y9+Dr8KYu9VUNsUtlBxg/l8ze",
+	"K98TVBE5uGadL/pHY4352VW29M7uUy1Fxx6m72S6uDVaDz/hPoukWSZKWbzyO+M3lWm28J0jCwEdZArY",
+	"I8lVcPpukS3tDXfvbXbv/KwemK/inFc/UlNR8Ln99c99L/NznqZM4BMbcPAXDi/ZPLC7wWx+kILhzRuM",
+	"5y16TE+lfA040w8mVz6FeRm/fvhckTPuaICbZ4IpUQFT9UaJVzc2EjNwpUXKYHOCJbrpj/IcvS8LpsPS",
+	"R5mloHfxXOlDMPOBQdL8ArSzmWG9/NKd7iqbe82VPjKfNi/v3CGDcR+BfN4lio3N2YcC31slxHujqq2I",
+	"5MEOezVf1uhVSxJN65eCfK06nZj9M/tGfi9YYet9QTjwWo7rUtpwngaXSr0Nzex8+k2ej3j6eQddAgh4",
+	"WzEn2taqvGXnR3luzsuHaIlid2LPZmDuQFAQdThQeSD8elgLCMNNqJOVlf6/yfNAHQsA8OMmhZ4U5zNu",
+	"KOcdzuxudJDy/fesePwoz5exg9/keVQu2t9HMj9d/8TPUn8PXRweRfm9cLd3DGwMilEhS9Y3kvRVSIpl",
+	"5uRLlhZIWRhi6VaTfmNAyDCGZQ94jIXkQ2xqnQO4ECQflSkW4Ec0lp7LIoQAFdhILCXx3nCPfDrr+K+e",
+	"ddDN+bk0EK2q48xqeAFCC3BBACv6sGzPV28i29ZkLY5I/HTv27p5abNGAistdrkekOyrZdmd+P3pCzLj",
+	"qeCTqSZd5/Cyqaq1JThE5wB3vNtQbG9AfgFHe7MhkdrS4IxWW5oHpTuuHNAFY/NgqGZFq2PslqkkCKGh",
+	"rR+ozUz2cX18G5T7+8W6gsd6y+TMm/BY3o2oCT7xHTQb2Uji7N3a9+GjR65jTJut67JaukZsW8PXpbr0",
+	"/jZy6FFKbCsljI5IqCU7Oa7AFm0hLILfayGnssucEyZlzoLawSO6XJjUYxtd9CeWSQ8ujc7GectAWG+z",
+	"OMgLmx1qHi4Uy4GAMi7QDsX2YYbzwTXrPqIa8fB6EYbF0GJ1/ZMdC2+EwlxaJ21Jo5fCNjEMsuPDXDeX",
+	"vmXuOyQWZRiS1OQFeiwhZ0YK5qIcwF2dQGp2qIKcs0aLKgwlt3SpalHykeUc+3vvzNPoPoAf3Iz17t7Z",
+	"99v5bwktS70T324u6Zbh4QfnxHev2f91WXCFb+JhKImeh3TguCaiB24Ys3EJITsQrO5DWtZyx9rP7Mo7",
+	"0AbkjWCYxwU8ziZKsJQ4/4SNjld5aUKzrC2MAP41M4ZXl7ZN9nZuibd0wk74H2anNroXS6HMzW2Bzhas",
+	"8s1UthoImXn/mlorSOaPM5nQrO+rcCISq4XSbAaZvCAGjl860EXvQSXHL5dFaiGTrj7yENS1+sH/xq/9",
+	"d1fLi/8uVP7fF2zRq+Dc9P6trUJ96exg/h661uUoRYQNJgMSY3VEuFjxson41y2LOANiawg4dtT/LzPo",
+	"fywZcOtHMAlx422Gg/rGPtSyDFBmgLQEMFi5z3A3GgPHqHTbQCCHvTKMzQCtVg3gnI2liwCv+jbgBW7/",
+	"7bsM7pcMYZk3/AjSZCHx2dxr5/y3MT3uUSR5IWS2IswwCRc+VN7Nz626e9nWqlUSBUkmy+TQab1BQZnl",
+	"ElVgxpi45LkUyHtcKqrNokfnge2ahZmHUzq31RVuNEbVZ625OC/DXJg7o4DgK0sUwKAw808ZCXqII/zS",
+	"ZmPXKluD0xv82HKE653mWs+xQ+ju+0ZxS8/zCboc/Y22TZE/u8GVbozGZNyLjH6lsmJSRQdzCf1B4rax",
+	"Vds1rmM7xrd+iPekd92l1KhPar3s8MtbrumjBLljCaLbeXiAaB9KkxZiajNwqj0aPy+NUWLtYthMwBeQ",
+	"+LxT60NB1wnGNF15Hun6f+32orL5ABbxu+gnVtcBUASIHsgxtv1KLTozJdoYVKAnU12+3wLwKVcVAyhD",
+	"inA9IIbnVyibcEWYSPKF89nkAGskUpsV7rAQoCFkVkzQaYNYOsh30K5o4zc++Fp2IG5xyqA7q052W7OS",
+	"IEcaYEA+bOvb2aTTYNiO90PUwZUEJLhObhEX7G+4uuZlULxhdN59zMjP5ayvp8yfRSCICnhY5xV+hrzA",
+	"Zqzc9iBe2Rt47lv8Yptco4pjM9zVnWuhobft+/o5uiaTtB2y7tvPVT8zLWwaR5ZGroq8Tow1Vv3qlE7W",
+	"sWi453PUaalPXvdo8Ih7InxRWQi08Yu0f+Jz1Hlte8qte9rf9zl6zL0LAvZfvmuvdOZByeGqli43kH/Y",
+	"Q3hDvXTnU9B55jOKS4crXc//nMnLuuSEgj6ou7LF6wPyLiinRQGSyeRCFjpG6DCuyZUsMgtkXtMF8Ckh",
+	"SaEAsMOJTAd2AaWz5p1GyI+kyBaxq5Fsk2ED8pLZzhDUJ1fXBNzTFqkGT922VHszR5DuNg34aVtaQ1tK",
+	"z5fHth6TjK6fZPQwBrA5V3fOfqLl7pugQDyjoARX9O4Iiy+hwykQfF3qu0JiHbSmK5EQekv0ZDnj2pC/",
+	"mU3OsCtRw7PTQvL3Zqsuzfh1zOz6ys4jjXoafQiS+4Hpu6M3b+5u57uxz7t83kK3SXzAP7OJDhXTGAHK",
+	"wY2K9jRHnHlInmqazKqYs1yxFMEJFmeC0TzjLPe3SsEseoele//sBWNzBUa0ua/VhPZG8plw+VtSAMKf",
+	"MaM9zAoAPwBaCVRDgqbxw6tTaNl3zjyizjlNLg5spafF8zkTIaCPxfCxygjC6wTYOvizhdcB9FcPsFPF",
+	"1jkTNXAdwN+BL7je4z0AA4grVml8UPbkx8UJcHrwlkMSfzpD0/Wsc0DOOoPB4KzzOUa4pgS265DEosiy",
+	"+EwkGUA/cB0h/MOVT/ILNaWUg0aWki7LFEMlzKuOtqlgbMZ7tMadUGpuWAhd5cFvC31ztWv8E+bMRTfT",
+	"0O7S/+AbswxkPlnmjVjtWNjEQ3Btn8Av1oi43wK7LSViVHru2vjOX8o78CjCb5DLv7eBayAAx/oe+57c",
+	"yKvwzXaffOeI7KF0FCvsq+BxFaH/MC6JHSt4tq9Wqqs4reGAkJ3YJmY1XeOwLTIA2ZXWGiFK0wVqAzQE",
+	"mHTufVoqMygnlc9ZH5BTgJTvW6CSsjC+i9O2ngsne0Nhar/Uu1OPC+lKwcikoLnRLXJOM/6Hh7D1o0GE",
+	"mN727pmm4wVneo+elz+lPfconh69QDf0AiGhfZFe6B3tGkHdAcN/55PiY/OZUZFncUTOAfFJSzIv8rkE",
+	"6EimLHqkLQsKxGLDwKUKgMmhF8aVMTMx4d7CS3GN6G/nubxyWf0APo10OKI6Jt3doevHAIil7EwEG5Ny",
+	"lchLhySEtiXUZEUWmw8GiN/0vVSgAX048jPRpSEwO8JgA/9/+68XryILl2VbeSeGoXusU/Oe45c2bZXq",
+	"MxHvmK9wsZPQLDM2c2y7nSBcVwVmrYxiV0PdiDY4ti1GleZZhiZ84BYgXUyIQcFZtUrhyStaGqcefjDA",
+	"LDsTISClwyUlXQCPdx7DozZpTcE9abG4ifNhsBQgidWZQLixSodW9D3anQBzf2pELnULmWIhx5mwy+S7",
+	"r+AnzQhbzUcAt104kDTf/gf6+3GFyE0931WnPNlQ0xFC6JWweQdu2aeIgoNZoj6XCPamSy3C85lwTULo",
+	"jDUw3F19XQhNrTTNtcfeMQPqlWC65dE+E+jDwKOgFZlSNcVVtKfGVaZYBD6AALbnqS5x48hiaJ4JPKiY",
+	"2mdGwvDDGpC7fpZNEnbuCSFH9trIXYM+vmfiBl6NEzOE+mhPjSy7lUSJe4rQw4CXKDVmYSO31I8xq0dt",
+	"5Va1lRNkJkHG1Ep5fGO1JbgjROI0L3SstfOhVbcJq0eWJ32G5Q9QEg5VESASc9viCvITAVdQ8xmLiLQ2",
+	"TLYgY54hutT5wopsmdts0LdFPoGsrvD90LJGapAWy/BtKiO6xwqcltoFWV8cEEww0aW1E7Z39/aVOtji",
+	"d1kZRaOsssTzcpmircPJisnGozkxN99tLUU44fUZsZX1ryInPabG3nVqrKzRoa/sq/zewsIqN6zJgX3h",
+	"O9S4cFvzkFNh2/7NZcaTBemiz8eBWU9ZznW9PZSDuVc9F3yjoq4sHhp9NCsmCITBtskyDY/x/WeYbk9q",
+	"D5NXWVml5TmVj6mTj6mTf8bUSTy+9dYU1+eUK/xUlRt3PtUKgz+vLFFrgDEsyVbCpiepmRJ6cs5pcgGN",
+	"K3zaQjsedI0Z3ovusBSIILjnMUvpT52ldFtkdb2spHoN/Qco706m7TSGaoQq02WaKT/tDZTAW9OkqvdA",
+	"hzfTMh4g9WR7OsaJ3nd2xyacBFlhelsc5dHz9JjG8fdK43gB8Yhm5y5ic8mgi+BDaEs7UH5hdfRlNSYN",
+	"zcl3JpU2y9F2rpzSlHRLAH0fCeoNyAsqEoZdaiBOIiRxn4ZwRzJlaZGZh3wOxYC8EQkj8yKfmMem0D8S",
+	"PNmRTXQs8gkb2d/a7FP4ZsjgXrrZ/hkyF+5Rx3vkyI+xgBtyOKA1QgNKTktiuxlfuw19dWmaWYWxnbNE",
+	"zpgisRu7izo6BD1kORQhXf+dCHlF/tEsnJ/kNIF4M5fpoUUa4tjKFZkWNgx0KVsIqtrwassroQbkBNcT",
+	"c/Q9pmdzlQPGCZZtmYSOjYRTRtOMixboFPsF9rdhlFG5aHZ7H1nnI+t8uDCqpb829fC2WOh1VEMEi75G",
+	"xtfG/BcCyBjwUAuRTHMpZKEcSnWXgtttgn3/fpPnvVZMVS60JFKwM+G6THdTmagd1/62b38ezNJeBYAV",
+	"Mk/sTRGJHacfkLcyy85E/MOrU+LfonY+uX+axYltrRMm68QWHYSlMel634b97hNFTv551N979hw7/Sv+",
+	"B+tFJMYO6gi1mqB2DA323wH8uao116on9+Ak/PUz4UY3IEcW8LuySgkVmMpFzpldYJaGXanmGKNOqBBS",
+	"n4luS4cHTGU6aoMR75aCRmk2NxtlO+I29kvLlo5/vTMxzhn7w/XJr5IBdq+xzbt9v7yZxPRI2ALrnGGp",
+	"61Nm+0JGZyLAMkaAY4Y9kl2/GZSX5gcExy+hc1ehoUeYaWabtgEMOuCUQbkYJnZDkpnCxjsWDBZajBip",
+	"LkMwdY/vO2W5OcceMb08QkrQuZpK7ZK1BMmk0ge2JbDvHKcduCBXvmkiviM6E+X4AKIdP5MzalbEKjFm",
+	"QdCYgGQv3BMCLnCf3mZ23Lzf97cwp+Xtm5Pl1LLjbo0P3FhhChOmG+jvY5ll8grTxcJj0CO2o609fGYA",
+	"jmrMJcj+I118/RN3WCaGNcCyQsu36ivBpCwhlf2rsecJTrOExyddd2xtcPRMOPLwc3V0Qn7CysQnMCUP",
+	"XeeH5XI/xrn8g4nDMDFyAWDS4SEot94+Vd3Ytsw2DMe8guk8KOqP4xDej7mZRocjLyO11wPVD8bhz+qI",
+	"6s6BKLIs6kAvCfO6z1EH8U/xagfb2O/1h7tlG/sOKJWOOiDVyL7GHDyAW7d/VmYcdaB08OM4Hw13f0v2",
+	"P347251+nT+9fCa++X3v6jkb6m8XnahzwYW5j7kdq8Pdglhf/Qp3Ts10oUlF52AYdXJ5Zf5hVn5K9549",
+	"d8M0Umhkb7O/QM7NQcfKwU7UsW7fFYuy8Ya63t5LExW9HHa88IvPVnyMbv9dMhyRKq0FviQQ5yVfm0ru",
+	"L95EHeezu1bHDSFCJT5Hndyq0zOaMosc7jTzpQp2ZFu8Gz3MlV7oMzFlma/Y2CU/8e+wY45RE388efOz",
+	"+SpnqsxEt8CwCJc3lVnqyjVmbCbzhevXgGUJAV+2Kij6alAlqSwrJOwTmadc0HwR2Vyqiprh0/Vxvau1",
+	"FjMq+Jgp/UQRhGKuYNdiLhaCEgRav+uDfyZyRlM7S+wYEbh/Lrni5xlrqdTAfHmaKWmXojbpM5HJ5MI1",
+	"SJqy5EKFtRt2kl0h7dBUVOlsB386AHMFHacRBuJM4BKA5rQgVs5FhLrtSXKqpoSLJCtSlkZYyNgYHqHK",
+	"hgEGZ+KFzPNirt3ZQk0ofjr0LSrshVGCN8ZR8BNMrZiNZlzNII4cnQl/FedmrinQ141Z5a7ZTRoVQhVz",
+	"NH1i6HYXjNL1/4XzikvmkuBCwS+kHsHVGPdRSddzBJs7gYl6JUkiRVLk0EnPEi4crLc5Fwmf04zM6HzO",
+	"xeQAsORxHWBSmEAMZSa2ZVPYegQU+ErjaMKVOViFgn6aRj+94lAogjo66jW+BoSKRdgcZUCOZ7ge7mxM",
+	"+Rw0ewa295n46iurD3z11QGqp5OcCu2sF0QH8fj50P7A2XDQ9QAraksLYS2XK7vCGD06bH+rfLMpnpPj",
+	"lwrN6bKDr4rMblj7wqiGXBSsZka7xPPDypl3ijUi9Rp7xg4earocdInqDQg0MjW3T7nSMucJzQ6wtxoe",
+	"oClN8U2+YaKt9kKM4DOB/mVIJ/IegAAZtBAKLa+aBexhsQF5CXM/HYY/DMicASgVT22xTWk7eo5W8yE8",
+	"8VYzSfkEAZ98Nduc6mkEU8EIHzJ1EA/Gwi4UI/RMXLAF1ghpCW3bFsFKw8FqM07wyD1M2qhMNNR1m+lU",
+	"HcweWv8cZEMLrv695ouuU5hxeSPiPU+P+vKjvlzNy3i2yVy8QPyJpZyemiP/UMo28oVQ8wTXrk95fzjN",
+	"u5RJS7NLjxq++3pDIBUZQeKLNlbXDi1BkBdtTc+WAMkHg37Y1j3blQGV43ZFQHeKDuG/tr4CZ+lWPvb3",
+	"/ZISZqFgh64nx7AcMfj1HnNoV1cB+frJoBdgF/zN5GvolYvRLIwoQCI72Ay8DAqFRiRqlUtaJkrbnCh3",
+	"T5s3HRLRwoK4RiCFxtDG1j0PH0bzBcIy2JnQ6qRWk8YKdsVE2luKXR82Uvsia4rKET4QUnu5QsvriQ79",
+	"duI+wzm5ootHbfFRW/zTFhvByWdl00XnL7kuR78d1XDnU9AwdQ1qeysHdclnjmeCO49CqmwmxcRMlJXh",
+	"EfLO3IZIZPaJyHWEhf4hLqZcbSUbpojVUFLA3dT2mNJ0oaptpKssG4Zyeyz7noDBVvLPqrR8hM54DCzd",
+	"Mq6joZg1fWOvw8SWALy/EazxpQNQBoBzhiBTwEMWpIseSa6dothe8Fhr/PwF0OqSkT8aaF9aReMtHfzb",
+	"scc2qAz0gwL77Tragm0EvWmFsrNa1YFrOBxZywoiT1wkDLKybMTABWGO3h77RmM0VRgUcvEdl0XFxSUT",
+	"WuaL9cAzb3DUf4E+hDCTDaBWYMKRM4YB/AdjX79JLhqu9kd28sX6e9SDl0pfh01gfG8bNmH7DNQCgweE",
+	"nkNOKOJkOXyYZr2KA4gZkOMAD8HGtR0iAnn7/nQpGkKrbvAW53GHBG2/sAzSt7och1svxyNowl8HNOGJ",
+	"qp+HgDfAFc7aUejstVt0/K5t64KNXIKDi2e2bDGyBuqJdCmxSUE2cyB4VCHsHF4Gxyx3a9Nrb89S4rOi",
+	"FuEko0sWs71XDkOIh5QlPGVqQH7heprm9MoVA8Q1focJGSMP9hdDLyidMYexW2LMNll8rUOzK6u7ssk8",
+	"HkBYT9ms7LvPvF970NbqxPOtvwrKBE7oQZqHrObQVm65g/5YhvfoknnElNi2Nchty7kbuMPxyztsPGaA",
+	"YLhUh30FqbKQBBzVJRUii5cigENwMWE+xFit5WU0mWKW39WU5YBDgX50KBTrVsRNHJG4lJaYJAqGwhI4",
+	"r1duInevytY/1cIxX5mZ2jULFwi8AXbxfOslhITEFNUiT9ij0fqlKai6NFHcEY/CgwwHG7exPNAPpLRe",
+	"hxnkTBUzdof1Cu/MBxwwQgti6upw14CEz1ehVqdSsSX4NFh06BRve4eWknSR8cyZDot3Ee5BBkkZubwC",
+	"jndI5DbwNq1hN7PAt5hI+6XCNeDmPmqHj9rhA2pbhtaglZiDt3popNMdm7vbp8DjlutaRo5A1cYTRWZM",
+	"05RqSrpXU4m/shTAaa6gcQ3CGuC/r6YM652xnYvNMuhVkx8PbayBClvI1ILR8EQF8YZmsCKhtukMdICF",
+	"MakDW1ewLCRiK1uMBofjguaybTrcCa7SES7SXyCKYSf0g1mn9cGMlhXEFX7MYf1y1UPwjeA2291aGuGA",
+	"8syA/djH2hiPvfSQOqHlnneoFB5rvzJQLmYma9jSeaEt3sRwv2TisVHNEJQBO0ra8rGWOwfkBP+NOVft",
+	"cmBtipXtYK18WlUJnCIFC9pGtgKw2FrSVs20BdgLh3h3CuLteyrtkD1r+PKwcKuaqT8Fj8rpo3L6cDAF",
+	"eAq/BPj9nULRyXK/3xuBBvCc5eT96QuS0gX66WLz/zHRksRaxlhUrgDMywH0PB0OsewhIn+wXCpfeL4W",
+	"iP89DGlbzgdPfZ/L2SaqH9x8Ku/PcMY5tfCol5QbTVpeqUeV7ktS6ZoFginsVGEPp6NU/LuFQuHCXepu",
+	"Vj3cQX/xyvQTp5virYBe3QhFN9rW+qfmTM5tT2vCsbERgilgl1A5Bk3M3kVzVn+wiy3TMBcO9KwdmSOA",
+	"F2THYT/O3oD8bLUucKc6PRqVMywsDXfksOx2afXHVGJRfzf2a5VPvNWN71sSOLA22gku5bV4QoBe1dZ8",
+	"tNTnB3KuBu7uqHozHCma8YT9j/CuD1EHe7emDqYq6PTbOejwdL4abKoFGmq3vz+s4GXZpIHOwf7GMFHV",
+	"ZVsWNK4cvgdL0vlLdz37ZSoryB5PVJ0IaX5dq3Nt9osLXNo0mG4j+0UDeI6hVDvJA99rOCJCeo4TnQkh",
+	"LZuACyVnaMlygWwWcEGB9/6HV6fgmTpnYCBqJiwkSrdMh4HO+iUtxMCtbDYMIgm9EnZYXBOBHw1ILTas",
+	"E+3JlZyzaxMlZO7hLyudbw8JyxQC6XiT0Zpn/hOV72LtKNUkY9SCH8rxmai2OVZ2gm3sB1asPBLQWZkr",
+	"s2PgDTS8XWGz67IpdUz0NJfFZIps1c8OO9vVmjF7QB7L7KXPOsIBHJq9hS2DqU+Yhp7KTCmodsVO6lBh",
+	"pUlX5miJ4989koOR3TjTZo/kmbDVVijVpIPuFOyjdoAph/Y3+zlFmEgH5FhbXyj6JlVE2EcNCZMyPxPO",
+	"FdB05FQ8PW2IKW+LhkD58lOTvmD5dT159CD5U9eQiDar6tEj8RdtC/iYG7VxbpRuEMd2OssKPwi0slc7",
+	"imXjlaZSQrHrjY94wYNYe3f8MgIpExH4sIpc8R0IZ+SDjqhpmuZMGaHVUt8GAH2IDYEt9mfUqjJcmxG2",
+	"2igQqjox479Ln4Wdto2LtfMvt0Y49juu37smZT/EMX4JK3WO57iySCH+ERzEtlNcm8SaU7yDcVQIzSyF",
+	"B8UdUlrOFbmSOdafa8hkiSA/DzEwHa4c6HDKovxbQGvAoWAOhd+p4kIiDZBztpDm9Jdjt/XXbSXn4RG+",
+	"q8SXp23WCkTCH6vCb0tq/olKtrcjRav09+WV6Je4m05pvQ7BerSzpeke2LYD29si9Ggt1E9ONNUF3iGk",
+	"6FsgIJ8aIkW2pCz01H/9/iDF6gEEmxXiFwKTHAxXqfVCa8Miq+OqR9dwvQOF3KWf363yBskdbhH+Nr7+",
+	"B6sw1cHR3xJ6ED1fK6m52i9jKW1vQLg+H4uk8koYVZ4kdE7Pecb1ol0PdFCj93Ck1+H/P8asvrgySr83",
+	"1z3424oKd1aWBqqWdZmxsKErzbH3716HpGG2UubVvqYsjciYIRS3z+NGxReR2O0zkDdphGnO6EyFmMtW",
+	"H0ZE8xdIP/3XTEz01LpU37F53n8JqMsx6RpTx6LFR+Td9y/It8/2hz3o5IRw5hEpxIWQVyIikBxkFG0L",
+	"9VQSd2TduL69Eow5IjY2Zi4ELXPcylmU8/3gRSPrQo5J1zyYyJSB93zKwSfPk2lvJSM5svvQ2PgWzxUX",
+	"k4z1C0AYdN8n3TnNoTlA7DZqVOQZhtrapHr5aKfumwsF/Ix+xE3oHOwNh1FnxoX7e7cJ97ydhL8hsHRz",
+	"ZXwzs8kffN43lALmf0o0zesGcXCa2k99oxVZRGI1peZf/35wVgyH+8k5Vez5U/g3O4hJtzyGFSWpPvbH",
+	"ZKEH5tEvPStz7TmeKLff6zg2LVKuWdoHPr3EJmkgKN8bO0detX2qaOWDy9JESwQ+CbD7wvzTtjdB9wam",
+	"atorv8lzIqTmCVPknOkrxgRJpoW4UL1DSAa1KOzAaVOuEpqnGKF0zVHIKw5M+YourJNkiRCyOdshf76U",
+	"PK200A4ZedkPbWWx0xHBdgP2/gjApC2IvMyD5i5Y/ATdz65o0OXNt8NY0vVsWf/tQL388muTNu9T5Tfg",
+	"0Qv0mM15J620HUXeKtb9ug6Nd8VufTfDsOcOd81nwH9Tl14RmdH8QgXtU6qp9rHtGtkNgPQNj7Y4I8GH",
+	"nihi28S8f/e6NyDf2xwK4RCRK1n/vh9lFCaDJVRgROW8gO43WDWAeWuQiWIMcEzpxxqqSmMcBII1EqHW",
+	"Mafsy+r4uB6QF7gZltN7BhyKhJW8/rRskzkrlLaNSL2M6q5i422I3HYEd8PJb7+IwI3Tjbu9g+SDCA23",
+	"l1hsUq8cgWP3KE8eYba/CJhtRz6uF26lk9W9CCWnIfcrGrK6Ixn1zvYFp6FXouqBsDH2scyJkRJcFJDm",
+	"FcJMVYNDAxL/8Oo0hhLaSiMyuHpoU98a/hqMlYItYT8f+T7XUB4WwH+X3ikUJ85GqBgRxoLA5g3OCWZk",
+	"yFReCcyqgzfbVg+QBg0dGgzNk0JY+MtGD3I5M0zMiDTvEsN2b73bF0GQUeds3aPwONxOf4g7atLQPuJl",
+	"Lp/wpshujxSNHOdHkfBoYtywGMXTa8hj0He8tRdpGasP7oA4VR9xN817Qqba+dAqE1bXkX0PvG5OE0iT",
+	"zih4aQbkVGqaKVszMlPOl5L6mijS1SyfcUEzx73h5txsH0tJMYfKtJQuIrQPzJKxtDcgYQBY+XaaMEiX",
+	"l5wbLRxe5xLV24Po91mOFv0ZAQ7s6M1Wrg+Bz1ner+jRGh6MyHm1Yxw5fvkYJL9DlgKbZhcfiKiy+BJD",
+	"0kgicgyFnNsWvYVcIp/sACgQ18txkn+ZUm1t47QBg2HrzSRJOcKfYDVp6TwI8IAdT1KkS7XO+XkB1ni1",
+	"QgZ1sCeKHL/E+LzR8pSgczWVbb0TzMk+clP4C6CSuLmsp1h35yM53j45sqTIgSZ+/dQpFMuNgnvw6wez",
+	"81V0kVoJituTaqZYWECOcOptlePmSpM6waO2DYZ5ziZcYRfMRntyezG3zCRPWR55g4rnJGgCbQkbgvVs",
+	"Qa6YkcdUaaIYE0vIEMf6VyBCM5NNOlmuX99H6nwg6sRssyZ9WB91t7J5vRuT6M6n8IXYpuRcsfxyTcPb",
+	"N4JVzpGRk8Fz9Wa3FA8fhYQiPmOHCG95wdgcPfw/nrz5ufTFEwDq74oCm5YEpJ7yCddqiUB9E478r9Cw",
+	"pJzPBm1Lgsk/5tF9ATkam5M7FXjsVxLRNqS+tU8soORGokY+2XElyX2Pt788/xwLM0EOu6rsEqY/IjJL",
+	"g1R0M32jdAtXBRIAG0dESRd+UwxT7wO8f+AKaU6vRFvHgHR9Y6NjO6m3fk5/BZaxYoIbWNNuKR7F/xcm",
+	"/sFVXwcG8MWArhw9yZneTilYFg3BsqztG3Z0IZlUSD2yv6YxdiC74orZwICv/OeKMMcusIoMw+NcqQIv",
+	"C6mJoQuaQNNTqBbMOGoIrn01E0m+gKalVJOcKUREdy3QMKWXdOMpVSN8doTPxkTRhfIwp9JoNK6XEmTf",
+	"qqyYmJ8KwX8vGKEzad0Dtb1xcwi2BeIb5vmRphdMxL1mI5TWNieYGuYXqAXA0/cls9jh6OF4oirdvpcE",
+	"UFYxh/vvs70GIQBr/5MZC8v+7QZClT+c547/DTfVvA1A0zsHHbWf5Pu6P87lrK+nzAsvIGCu5hldjGwK",
+	"8VEyY+Tk5E0n6uDh6xx0plrP1cHOTiYnXAwqIwHAAS0TmRlK4mnSiTpmtzsHMOK+UnJzlIFVu/IwvcVX",
+	"npNl3bbs9cdg1Z8IS2CD2fwgBfuz5C5sJGGPUkiWbqLstKMlyytxAyO7qTgDZuIowCv5vGO5/81QcR19",
+	"rsxxODW7ovvY7Zd78iDd1OPl0KbWvibhDGRl8yFMhkP4Hsx3cvJ0nDPs5kKNgVNyDiPec4Zin+SsD3KV",
+	"i8khoWlaUf8xz6Ap5hD25y7l3P33SNiWAUcVE+iRFf9VU8m24d1fGg+2dOoK09oaBjRsnZtwYWG08P4F",
+	"Wyz3WxxlyjAdLJ5vxbIcc5YDw4I4Q0LzfGE43wVboMGShh0Gg6enNBA48BL3GSGFTSFGZgnpUO2Oi2OY",
+	"wr/Y4i/hpfCz2SRYYW6FNf+btiz4s7gogp26O7+EkXRIcSSGB0f42RGWMZZEhqWM9mccAf4U+/BglUhV",
+	"lUgji6nY8pHK29BjUXoj9vdITkUqZ+R8ASn/ghjbNk+oYuScKra/NyAAY0FdNWbpdjhw3NBM0WUZQZZl",
+	"yTy6a4fUA88pFiuTq1xilZutJQ5f5XNScz6ZepdKeGZR4QOfTPmYUdBge12d7jq0HrRiPdHfv6thS670",
+	"MFa3//wJejKW6HkXbBGVff7snllcpT9BruhriYuz7ml/36PJ/rc32ZEegT97GUO6ZYL0NpJlRVrqBVvU",
+	"slGruuPOpwu2cAAtWNK1XEBhFXHIGcWkkmehnM87SOanrsuWk3HW7B6QMEKnCM1yRgGu2CfNQLcblLdh",
+	"rGAZdNptMeP7sYfL0S5nio/W7qO1+2WyLwsdV2FfdxvNt9TSGspv4Wc7udT0OsW/1S+t0tll5nmaY3GA",
+	"cgoGNZjB1QIpyJ91umclHTcp8rxqlEf4VhvpsyzVzKiVpbY01mphkrAgt6yxPqzeaD0Xj7rjI9f9m3Bd",
+	"3yA/0BrPFyXPuS8V8jd5vlUqtLm/nkAZpEBi9IaKNMIW0uhNZGlkr+dMFdmS4qMfzVD+Ag7EH+X5eteh",
+	"WcdHL+EX5iVsHu5bTlcyH1ibk4QNUBJZQE+oCeVCaRLP6MeReXw0Z/kopYvYPLr3Lcn4jOsR+4jVy3FE",
+	"4ndM54s+wJrE8FloD/L+9AWZ8VTwyVT3BuSFeT3UM9hKQXA8YneQdJmX7Ed5/qX6x36U5w/jGTNrskSr",
+	"+b1gBUvNqXrUXh61l0dX2f809EAoINaNEdgNUstvED2dsc06XJiHnQ5SzVh0dly98REoMt0yCoGNkYFL",
+	"cgtpZ/vrtiOO/sTuErT4p6UNd8zqR+01pdpefqJILjMoDuf6S2hg8deoW3SHzdzk1rt23G5w0hXTmovJ",
+	"iuIGmkyJvesJxOsL2OKxzJOKC8O+KEzUzWRyYWEla3Rgb5B509lhF1P1gsmaF7EUP64sPkuMP0JbNnvd",
+	"jgFwRBCLMnzQhgiDbnuAbtbS8a69waVbqbvsfeW+saztlb3+2ALyC6ggdg/6XdlSq1/bFRJf8uQa3SF7",
+	"LUQxowtzzv1DMvdn3rvHQnI5JFQssJsspAU4P6J938iTH6AOlONFmECb7FgbA1AGQ9cbPGKuY8vDMVQ7",
+	"NLpUtnYGLNf7y28KuB3hP0zHvQ25js3YiAhVWGpuPrkgXaqgdShyXT1ls95jJ77HTnx/s058Wzlo9S1L",
+	"k7pSV2nYvVy1g8oruMnweuTfZEZTFhHAmmGRb7ogcx9U6sYWtA4UKihqxycVY9APl2RMN/W6eudZayQh",
+	"dKwxgNrdt7Yd6A84lb+AHzec0HqHLm7hYxroF6sEhp2M78DLi+ceLJU+wFSW3fxb81EvmdAyN0IZsC6i",
+	"WnU9uKLPhOMxvaA/9RJyTaRQMmORJdQYGYKC3t9dp6O4Cs0zMS50kRv+oclMKk32h4B8Rag5gZs07eba",
+	"Fo6eidiOAWsk4whxOrHDYqUP96FLHI2Qj2FCqWU09ZmdiVrzYOh6PSCvbB9HmkJ7g0qf7xkq2MoVolaX",
+	"/Ux4gCdoS4rcEOGzfQc9y2aR086kGYtNinVw25jxhQfpANpyl5jZvpGeeW1bw2z0Uoe85UGrW8tT0jno",
+	"7A33nvd39/rD/dPdbw6Gw4Ph8L86Uaeyu52DlqbX23athnk/jL++svJL9Gjsdv7os3/MVv2rueBfb6Dw",
+	"AWdttK2MrKNA8xm7NY135xP8d13e6ithA6jIm4W8AgiEKus3wwb3KzgdK5DUZGy7KvAcg6GuCbAUrQmu",
+	"QQ8z/GJQZNoNZITCz/SWJbLeIpe/n1zWjZlj5NbqMbP1MUr5ZWe2VjX/u8xtBbLBvNb6KGWl17wbK8sv",
+	"l/cfLFk0KOlcK/Lu1c8/HI3evv/u9fGL0ft3rw3xFblRyT4hzOSoyLPPnahzSXMOoC2QNusvIWe16w0Y",
+	"Igc7O7t7Xw+Gg+Fg9+Cb4TfDTrRyKJV2NaQLMCRG157nMi0A3+WQxEYJJ3khYgIzVKT1S72BIbIPfj9W",
+	"r4GZP8vGg7KzYnmtpRdzJfhbgcEN3mB7Yrd0cq4gak+l0iwl54ua5By0925ufSEYGlxccl2C4Nlng1/X",
+	"DMUF41yYIXwLXOKs7RUIfzxuhSUvX4A4x82nX9ZLjasYT4pPRB+jjBXM4YZa0Qun3IRsa37YyiJnR4Pc",
+	"rRqEhxUFRT3xtr03wsOP2meXHJbgpEHrQZLJcHXgt5ZHf5KXoDqIarTd9eEr36pI13W3C/pm2CZ3rvdO",
+	"ONwSz759wJXvdYFj9cjR2+OIxIG+FdsuUP6MwXLONbUp1e78Iits/xKiXlZfDb/FB2QqZ0ZhVDIrUEkM",
+	"q4gim9wa+WxHt5qIavv5w+f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -333,7 +333,7 @@ type AgentList struct {
 
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), or an intake key ID (an agent's registration).
+	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), an intake key ID (an agent's registration), or a support person's session ID (`ses_`; a read in the support console, `name_snapshot` their email).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.
@@ -1297,6 +1297,88 @@ type SettingsWrite struct {
 // Example: acme
 type Slug = string
 
+// SupportGrant defines model for SupportGrant.
+type SupportGrant struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	GrantedAt time.Time `json:"granted_at"`
+
+	// GrantedBy The owner who made the grant (their email when they made it).
+	GrantedBy SupportGrantor `json:"granted_by"`
+
+	// Id Example: grt_01jc3x9m1h7r4v5n8q2w6e0t9y
+	Id string `json:"id"`
+
+	// OrganizationId Example: org_01jc3x9m1h7r4v5n8q2w6e0t9y
+	OrganizationId OrganizationId `json:"organization_id"`
+	RevokedAt      *time.Time     `json:"revoked_at"`
+
+	// State `active` until `expires_at` or revocation. An open set (x-extensible-enum): handle a state you do not know as not active.
+	State string `json:"state"`
+
+	// SupportEmail The one support person it lets in, or null for any of them.
+	SupportEmail *string `json:"support_email"`
+}
+
+// SupportGrantCreate defines model for SupportGrantCreate.
+type SupportGrantCreate struct {
+	// ExpiresAt When the grant ends; in the future, at most 30 days ahead.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// SupportEmail Only this support person; left out, any of the deployment's support people.
+	SupportEmail *Email `json:"support_email,omitempty"`
+}
+
+// SupportGrantList defines model for SupportGrantList.
+type SupportGrantList struct {
+	Items         []SupportGrant `json:"items"`
+	NextPageToken *string        `json:"next_page_token"`
+}
+
+// SupportGrantor The owner who made the grant (their email when they made it).
+type SupportGrantor struct {
+	// Email Example: owner@acme.example
+	Email Email `json:"email"`
+
+	// UserId Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
+	UserId string `json:"user_id"`
+}
+
+// SupportSource Who the operator's support people are.
+type SupportSource struct {
+	// AllowedEmailDomain Example: support.ops.example
+	AllowedEmailDomain *string `json:"allowed_email_domain"`
+	AllowedEmails      []Email `json:"allowed_emails"`
+	Enabled            bool    `json:"enabled"`
+
+	// ProviderId Example: idp_01jc3x9m1h7r4v5n8q2w6e0t9y
+	ProviderId *string   `json:"provider_id"`
+	UpdatedAt  time.Time `json:"updated_at"`
+
+	// Version The document's version (`ETag`).
+	Version int64 `json:"version"`
+}
+
+// SupportSourceWrite The support source, whole. `version` and `updated_at` (a GET's) are ignored.
+type SupportSourceWrite struct {
+	// AllowedEmailDomain Everyone of this email domain (verified by the provider) is a support person.
+	AllowedEmailDomain *string `json:"allowed_email_domain,omitempty"`
+
+	// AllowedEmails Support people by email (verified by the provider), compared without case.
+	AllowedEmails *[]Email `json:"allowed_emails,omitempty"`
+
+	// Enabled Whether support people can sign in at all (default false).
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ProviderId The deployment identity provider support people sign in with (required when enabled).
+	ProviderId *string `json:"provider_id,omitempty"`
+
+	// UpdatedAt Ignored (read-only).
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Version Ignored; If-Match decides.
+	Version *int64 `json:"version,omitempty"`
+}
+
 // SuspendRequest Example: {"reason":"Unpaid invoice 2026-11"}
 type SuspendRequest struct {
 	// Reason Why, in words the organization's owners will see (GET /api/v1/org/me).
@@ -1409,6 +1491,9 @@ type User struct {
 	// Id Example: usr_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id string `json:"id"`
 }
+
+// GrantId defines model for GrantId.
+type GrantId = string
 
 // IdempotencyKeyOptional 1 to 255 printable ASCII characters, or the same as a quoted structured-field string (RFC 8941), hence up to 257 characters on the wire.
 //
@@ -1652,6 +1737,15 @@ type ResumeOrganizationParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// GetSupportAccessParams defines parameters for GetSupportAccess.
+type GetSupportAccessParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
 // SuspendOrganizationParams defines parameters for SuspendOrganization.
 type SuspendOrganizationParams struct {
 	// IdempotencyKey Optional; when given, retries with it replay the stored result.
@@ -1665,6 +1759,15 @@ type GetOrganizationUsageParams struct {
 
 	// To Last UTC day, inclusive; at most 400 days after `from`.
 	To UsageTo `form:"to" json:"to"`
+}
+
+// PutSupportSourceParams defines parameters for PutSupportSource.
+type PutSupportSourceParams struct {
+	// IfMatch The strong ETag last read, e.g. `"7"`. Missing or `*` → `428 precondition_required`; weak or stale → `412 version_mismatch`.
+	IfMatch IfMatch `json:"If-Match"`
+
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
 // RevokeTokenSelfParams defines parameters for RevokeTokenSelf.
@@ -1823,6 +1926,27 @@ type PutSettingsParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 }
 
+// ListSupportGrantsParams defines parameters for ListSupportGrants.
+type ListSupportGrantsParams struct {
+	// PageSize Items per page.
+	PageSize *PageSize `form:"page_size,omitempty" json:"page_size,omitempty"`
+
+	// PageToken The `next_page_token` of the previous page.
+	PageToken *PageToken `form:"page_token,omitempty" json:"page_token,omitempty"`
+}
+
+// CreateSupportGrantParams defines parameters for CreateSupportGrant.
+type CreateSupportGrantParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; a quoted structured-field string means the same as its content. Missing → `400 idempotency_key_required`.
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// RevokeSupportGrantParams defines parameters for RevokeSupportGrant.
+type RevokeSupportGrantParams struct {
+	// IdempotencyKey Optional; when given, retries with it replay the stored result.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+}
+
 // RegisterInstallationJSONRequestBody defines body for RegisterInstallation for application/json ContentType.
 type RegisterInstallationJSONRequestBody = InstallationRegister
 
@@ -1859,6 +1983,9 @@ type PutPolicyJSONRequestBody = PolicyWrite
 // SuspendOrganizationJSONRequestBody defines body for SuspendOrganization for application/json ContentType.
 type SuspendOrganizationJSONRequestBody = SuspendRequest
 
+// PutSupportSourceJSONRequestBody defines body for PutSupportSource for application/json ContentType.
+type PutSupportSourceJSONRequestBody = SupportSourceWrite
+
 // CompleteTransferJSONRequestBody defines body for CompleteTransfer for application/json ContentType.
 type CompleteTransferJSONRequestBody = TransferComplete
 
@@ -1873,6 +2000,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = SettingsWrite
+
+// CreateSupportGrantJSONRequestBody defines body for CreateSupportGrant for application/json ContentType.
+type CreateSupportGrantJSONRequestBody = SupportGrantCreate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2381,6 +2511,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/resume (the `ResumeOrganization` operationId).
 	ResumeOrganization(ctx context.Context, organizationId OrganizationId, params *ResumeOrganizationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSupportAccess The support grants an organization's owners made
+	//
+	// Each grant's metadata (who granted it, when, until when, whether it was revoked), newest first; never anything of the organization's inventory. The operator API can only read grants: only the organization's owners create or revoke one.
+	//
+	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/support-access (the `GetSupportAccess` operationId).
+	GetSupportAccess(ctx context.Context, organizationId OrganizationId, params *GetSupportAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SuspendOrganizationWithBody Suspend an organization
 	//
 	// Its owners keep reading but get `403 suspended` on writes; its agents get `403 suspended`. Suspending a suspended organization is success and changes nothing (the reason stays the first one). Refused (`409 invalid_state`) while deletion is scheduled.
@@ -2405,6 +2542,51 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/usage (the `GetOrganizationUsage` operationId).
 	GetOrganizationUsage(ctx context.Context, organizationId OrganizationId, params *GetOrganizationUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSupportSource Who the operator's support people are
+	//
+	// The support source names the deployment identity provider support people sign in with, and which of its people are support people (listed emails and/or one email domain). Nothing here grants access to an organization; only its owners do that (`/api/v1/org/support-grants`).
+	//
+	// Corresponds with GET /api/v1/operator/support/source (the `GetSupportSource` operationId).
+	GetSupportSource(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSupportSourceWithBody Replace the support source
+	//
+	// Replaces the document whole (a field left out takes its default: disabled, no provider,
+	// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+	// (`version` and `updated_at` are ignored).
+	//
+	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `/signin` through that provider with a verified email that is listed or in the domain;
+	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+	// longer names on their next request; their sessions end. It never creates, extends or
+	// changes an organization's support grant.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+	PutSupportSourceWithBody(ctx context.Context, params *PutSupportSourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSupportSource Replace the support source
+	//
+	// Replaces the document whole (a field left out takes its default: disabled, no provider,
+	// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+	// (`version` and `updated_at` are ignored).
+	//
+	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `/signin` through that provider with a verified email that is listed or in the domain;
+	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+	// longer names on their next request; their sessions end. It never creates, extends or
+	// changes an organization's support grant.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+	PutSupportSource(ctx context.Context, params *PutSupportSourceParams, body PutSupportSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTokenSelf Describe the calling token
 	//
@@ -2628,6 +2810,50 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/org/settings (the `PutSettings` operationId).
 	PutSettings(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSupportGrants The organization's support grants, newest first
+	//
+	// Every grant any owner made, active, expired or revoked (`state`), so each owner sees who let the deployment's support people in, and until when.
+	//
+	// Corresponds with GET /api/v1/org/support-grants (the `ListSupportGrants` operationId).
+	ListSupportGrants(ctx context.Context, params *ListSupportGrantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSupportGrantWithBody Let the deployment's support people read this organization, for a time
+	//
+	// Grants read-only access to the organization's inventory (agents, observations, jobs,
+	// settings) through the deployment's support console, until `expires_at` (required, in the
+	// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+	// `support_email`, only that support person; without, any of the people the deployment's
+	// support source names. Every read a support person makes is in the organization's
+	// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+	// operator credential can.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+	CreateSupportGrantWithBody(ctx context.Context, params *CreateSupportGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSupportGrant Let the deployment's support people read this organization, for a time
+	//
+	// Grants read-only access to the organization's inventory (agents, observations, jobs,
+	// settings) through the deployment's support console, until `expires_at` (required, in the
+	// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+	// `support_email`, only that support person; without, any of the people the deployment's
+	// support source names. Every read a support person makes is in the organization's
+	// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+	// operator credential can.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+	CreateSupportGrant(ctx context.Context, params *CreateSupportGrantParams, body CreateSupportGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeSupportGrant Revoke a support grant
+	//
+	// Ends the grant now. A support person reading under it is refused from their next request on. Revoking a revoked or expired grant is success (the grant as it is).
+	//
+	// Corresponds with DELETE /api/v1/org/support-grants/{grant_id} (the `RevokeSupportGrant` operationId).
+	RevokeSupportGrant(ctx context.Context, grantId GrantId, params *RevokeSupportGrantParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHome Where this deployment's agents send their requests
@@ -3493,6 +3719,23 @@ func (c *Client) ResumeOrganization(ctx context.Context, organizationId Organiza
 	return c.Client.Do(req)
 }
 
+// GetSupportAccess The support grants an organization's owners made
+//
+// Each grant's metadata (who granted it, when, until when, whether it was revoked), newest first; never anything of the organization's inventory. The operator API can only read grants: only the organization's owners create or revoke one.
+//
+// Corresponds with GET /api/v1/operator/organizations/{organization_id}/support-access (the `GetSupportAccess` operationId).
+func (c *Client) GetSupportAccess(ctx context.Context, organizationId OrganizationId, params *GetSupportAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSupportAccessRequest(c.Server, organizationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SuspendOrganizationWithBody Suspend an organization
 //
 // Its owners keep reading but get `403 suspended` on writes; its agents get `403 suspended`. Suspending a suspended organization is success and changes nothing (the reason stays the first one). Refused (`409 invalid_state`) while deletion is scheduled.
@@ -3538,6 +3781,81 @@ func (c *Client) SuspendOrganization(ctx context.Context, organizationId Organiz
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/usage (the `GetOrganizationUsage` operationId).
 func (c *Client) GetOrganizationUsage(ctx context.Context, organizationId OrganizationId, params *GetOrganizationUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOrganizationUsageRequest(c.Server, organizationId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSupportSource Who the operator's support people are
+//
+// The support source names the deployment identity provider support people sign in with, and which of its people are support people (listed emails and/or one email domain). Nothing here grants access to an organization; only its owners do that (`/api/v1/org/support-grants`).
+//
+// Corresponds with GET /api/v1/operator/support/source (the `GetSupportSource` operationId).
+func (c *Client) GetSupportSource(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSupportSourceRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSupportSourceWithBody Replace the support source
+//
+// Replaces the document whole (a field left out takes its default: disabled, no provider,
+// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+// (`version` and `updated_at` are ignored).
+//
+// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `/signin` through that provider with a verified email that is listed or in the domain;
+// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+// longer names on their next request; their sessions end. It never creates, extends or
+// changes an organization's support grant.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+func (c *Client) PutSupportSourceWithBody(ctx context.Context, params *PutSupportSourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSupportSourceRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSupportSource Replace the support source
+//
+// Replaces the document whole (a field left out takes its default: disabled, no provider,
+// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+// (`version` and `updated_at` are ignored).
+//
+// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `/signin` through that provider with a verified email that is listed or in the domain;
+// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+// longer names on their next request; their sessions end. It never creates, extends or
+// changes an organization's support grant.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+func (c *Client) PutSupportSource(ctx context.Context, params *PutSupportSourceParams, body PutSupportSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSupportSourceRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4051,6 +4369,90 @@ func (c *Client) PutSettingsWithBody(ctx context.Context, params *PutSettingsPar
 // Corresponds with PUT /api/v1/org/settings (the `PutSettings` operationId).
 func (c *Client) PutSettings(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutSettingsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSupportGrants The organization's support grants, newest first
+//
+// Every grant any owner made, active, expired or revoked (`state`), so each owner sees who let the deployment's support people in, and until when.
+//
+// Corresponds with GET /api/v1/org/support-grants (the `ListSupportGrants` operationId).
+func (c *Client) ListSupportGrants(ctx context.Context, params *ListSupportGrantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSupportGrantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSupportGrantWithBody Let the deployment's support people read this organization, for a time
+//
+// Grants read-only access to the organization's inventory (agents, observations, jobs,
+// settings) through the deployment's support console, until `expires_at` (required, in the
+// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+// `support_email`, only that support person; without, any of the people the deployment's
+// support source names. Every read a support person makes is in the organization's
+// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+// operator credential can.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+func (c *Client) CreateSupportGrantWithBody(ctx context.Context, params *CreateSupportGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSupportGrantRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSupportGrant Let the deployment's support people read this organization, for a time
+//
+// Grants read-only access to the organization's inventory (agents, observations, jobs,
+// settings) through the deployment's support console, until `expires_at` (required, in the
+// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+// `support_email`, only that support person; without, any of the people the deployment's
+// support source names. Every read a support person makes is in the organization's
+// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+// operator credential can.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+func (c *Client) CreateSupportGrant(ctx context.Context, params *CreateSupportGrantParams, body CreateSupportGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSupportGrantRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeSupportGrant Revoke a support grant
+//
+// Ends the grant now. A support person reading under it is refused from their next request on. Revoking a revoked or expired grant is success (the grant as it is).
+//
+// Corresponds with DELETE /api/v1/org/support-grants/{grant_id} (the `RevokeSupportGrant` operationId).
+func (c *Client) RevokeSupportGrant(ctx context.Context, grantId GrantId, params *RevokeSupportGrantParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeSupportGrantRequest(c.Server, grantId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5801,6 +6203,79 @@ func NewResumeOrganizationRequest(server string, organizationId OrganizationId, 
 	return req, nil
 }
 
+// NewGetSupportAccessRequest constructs an http.Request for the GetSupportAccess method
+func NewGetSupportAccessRequest(server string, organizationId OrganizationId, params *GetSupportAccessParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "organization_id", organizationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/organizations/%s/support-access", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSuspendOrganizationRequest calls the generic SuspendOrganization builder with application/json body
 func NewSuspendOrganizationRequest(server string, organizationId OrganizationId, params *SuspendOrganizationParams, body SuspendOrganizationJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5923,6 +6398,97 @@ func NewGetOrganizationUsageRequest(server string, organizationId OrganizationId
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSupportSourceRequest constructs an http.Request for the GetSupportSource method
+func NewGetSupportSourceRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/support/source")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutSupportSourceRequest calls the generic PutSupportSource builder with application/json body
+func NewPutSupportSourceRequest(server string, params *PutSupportSourceParams, body PutSupportSourceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutSupportSourceRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPutSupportSourceRequestWithBody constructs an http.Request for the PutSupportSource method, with any body, and a specified content type
+func NewPutSupportSourceRequestWithBody(server string, params *PutSupportSourceParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/operator/support/source")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("If-Match", headerParam0)
+
+		if params.IdempotencyKey != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -7231,6 +7797,174 @@ func NewPutSettingsRequestWithBody(server string, params *PutSettingsParams, con
 	return req, nil
 }
 
+// NewListSupportGrantsRequest constructs an http.Request for the ListSupportGrants method
+func NewListSupportGrantsRequest(server string, params *ListSupportGrantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/support-grants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.PageSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_size", *params.PageSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page_token", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSupportGrantRequest calls the generic CreateSupportGrant builder with application/json body
+func NewCreateSupportGrantRequest(server string, params *CreateSupportGrantParams, body CreateSupportGrantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSupportGrantRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateSupportGrantRequestWithBody constructs an http.Request for the CreateSupportGrant method, with any body, and a specified content type
+func NewCreateSupportGrantRequestWithBody(server string, params *CreateSupportGrantParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/support-grants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewRevokeSupportGrantRequest constructs an http.Request for the RevokeSupportGrant method
+func NewRevokeSupportGrantRequest(server string, grantId GrantId, params *RevokeSupportGrantParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "grant_id", grantId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/org/support-grants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -7748,6 +8482,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/operator/organizations/{organization_id}/resume (the `ResumeOrganization` operationId).
 	ResumeOrganizationWithResponse(ctx context.Context, organizationId OrganizationId, params *ResumeOrganizationParams, reqEditors ...RequestEditorFn) (*ResumeOrganizationResponse, error)
 
+	// GetSupportAccessWithResponse The support grants an organization's owners made
+	//
+	// Each grant's metadata (who granted it, when, until when, whether it was revoked), newest first; never anything of the organization's inventory. The operator API can only read grants: only the organization's owners create or revoke one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/support-access (the `GetSupportAccess` operationId).
+	GetSupportAccessWithResponse(ctx context.Context, organizationId OrganizationId, params *GetSupportAccessParams, reqEditors ...RequestEditorFn) (*GetSupportAccessResponse, error)
+
 	// SuspendOrganizationWithBodyWithResponse Suspend an organization
 	//
 	// Its owners keep reading but get `403 suspended` on writes; its agents get `403 suspended`. Suspending a suspended organization is success and changes nothing (the reason stays the first one). Refused (`409 invalid_state`) while deletion is scheduled.
@@ -7774,6 +8517,53 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/usage (the `GetOrganizationUsage` operationId).
 	GetOrganizationUsageWithResponse(ctx context.Context, organizationId OrganizationId, params *GetOrganizationUsageParams, reqEditors ...RequestEditorFn) (*GetOrganizationUsageResponse, error)
+
+	// GetSupportSourceWithResponse Who the operator's support people are
+	//
+	// The support source names the deployment identity provider support people sign in with, and which of its people are support people (listed emails and/or one email domain). Nothing here grants access to an organization; only its owners do that (`/api/v1/org/support-grants`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/operator/support/source (the `GetSupportSource` operationId).
+	GetSupportSourceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSupportSourceResponse, error)
+
+	// PutSupportSourceWithBodyWithResponse Replace the support source
+	//
+	// Replaces the document whole (a field left out takes its default: disabled, no provider,
+	// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+	// (`version` and `updated_at` are ignored).
+	//
+	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `/signin` through that provider with a verified email that is listed or in the domain;
+	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+	// longer names on their next request; their sessions end. It never creates, extends or
+	// changes an organization's support grant.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+	PutSupportSourceWithBodyWithResponse(ctx context.Context, params *PutSupportSourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSupportSourceResponse, error)
+
+	// PutSupportSourceWithResponse Replace the support source
+	//
+	// Replaces the document whole (a field left out takes its default: disabled, no provider,
+	// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+	// (`version` and `updated_at` are ignored).
+	//
+	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `/signin` through that provider with a verified email that is listed or in the domain;
+	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+	// longer names on their next request; their sessions end. It never creates, extends or
+	// changes an organization's support grant.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+	PutSupportSourceWithResponse(ctx context.Context, params *PutSupportSourceParams, body PutSupportSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSupportSourceResponse, error)
 
 	// GetTokenSelfWithResponse Describe the calling token
 	//
@@ -8035,6 +8825,54 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/org/settings (the `PutSettings` operationId).
 	PutSettingsWithResponse(ctx context.Context, params *PutSettingsParams, body PutSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSettingsResponse, error)
+
+	// ListSupportGrantsWithResponse The organization's support grants, newest first
+	//
+	// Every grant any owner made, active, expired or revoked (`state`), so each owner sees who let the deployment's support people in, and until when.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/org/support-grants (the `ListSupportGrants` operationId).
+	ListSupportGrantsWithResponse(ctx context.Context, params *ListSupportGrantsParams, reqEditors ...RequestEditorFn) (*ListSupportGrantsResponse, error)
+
+	// CreateSupportGrantWithBodyWithResponse Let the deployment's support people read this organization, for a time
+	//
+	// Grants read-only access to the organization's inventory (agents, observations, jobs,
+	// settings) through the deployment's support console, until `expires_at` (required, in the
+	// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+	// `support_email`, only that support person; without, any of the people the deployment's
+	// support source names. Every read a support person makes is in the organization's
+	// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+	// operator credential can.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+	CreateSupportGrantWithBodyWithResponse(ctx context.Context, params *CreateSupportGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSupportGrantResponse, error)
+
+	// CreateSupportGrantWithResponse Let the deployment's support people read this organization, for a time
+	//
+	// Grants read-only access to the organization's inventory (agents, observations, jobs,
+	// settings) through the deployment's support console, until `expires_at` (required, in the
+	// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+	// `support_email`, only that support person; without, any of the people the deployment's
+	// support source names. Every read a support person makes is in the organization's
+	// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+	// operator credential can.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+	CreateSupportGrantWithResponse(ctx context.Context, params *CreateSupportGrantParams, body CreateSupportGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSupportGrantResponse, error)
+
+	// RevokeSupportGrantWithResponse Revoke a support grant
+	//
+	// Ends the grant now. A support person reading under it is refused from their next request on. Revoking a revoked or expired grant is success (the grant as it is).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/org/support-grants/{grant_id} (the `RevokeSupportGrant` operationId).
+	RevokeSupportGrantWithResponse(ctx context.Context, grantId GrantId, params *RevokeSupportGrantParams, reqEditors ...RequestEditorFn) (*RevokeSupportGrantResponse, error)
 }
 
 // GetHomeResponse200Headers the declared response headers of an HTTP 200 response for GetHome
@@ -12713,6 +13551,140 @@ func (r ResumeOrganizationResponse) ContentType() string {
 	return ""
 }
 
+// GetSupportAccessResponse200Headers the declared response headers of an HTTP 200 response for GetSupportAccess
+type GetSupportAccessResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetSupportAccessResponse400Headers the declared response headers of an HTTP 400 response for GetSupportAccess
+type GetSupportAccessResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetSupportAccessResponse401Headers the declared response headers of an HTTP 401 response for GetSupportAccess
+type GetSupportAccessResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetSupportAccessResponse403Headers the declared response headers of an HTTP 403 response for GetSupportAccess
+type GetSupportAccessResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetSupportAccessResponse404Headers the declared response headers of an HTTP 404 response for GetSupportAccess
+type GetSupportAccessResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetSupportAccessResponse429Headers the declared response headers of an HTTP 429 response for GetSupportAccess
+type GetSupportAccessResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetSupportAccessResponseDefaultHeaders the declared response headers of an HTTP default response for GetSupportAccess
+type GetSupportAccessResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type GetSupportAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportGrantList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSupportAccessResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetSupportAccessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSupportAccessResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetSupportAccessResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetSupportAccessResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSupportAccessResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetSupportAccessResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSupportAccessResponse) GetJSON200() *SupportGrantList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSupportAccessResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSupportAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSupportAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSupportAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSupportAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SuspendOrganizationResponse200Headers the declared response headers of an HTTP 200 response for SuspendOrganization
 type SuspendOrganizationResponse200Headers struct {
 	ETag               *string
@@ -12992,6 +13964,292 @@ func (r GetOrganizationUsageResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOrganizationUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSupportSourceResponse200Headers the declared response headers of an HTTP 200 response for GetSupportSource
+type GetSupportSourceResponse200Headers struct {
+	ETag       *string
+	XRequestId *string
+}
+
+// GetSupportSourceResponse401Headers the declared response headers of an HTTP 401 response for GetSupportSource
+type GetSupportSourceResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetSupportSourceResponse403Headers the declared response headers of an HTTP 403 response for GetSupportSource
+type GetSupportSourceResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetSupportSourceResponse429Headers the declared response headers of an HTTP 429 response for GetSupportSource
+type GetSupportSourceResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetSupportSourceResponseDefaultHeaders the declared response headers of an HTTP default response for GetSupportSource
+type GetSupportSourceResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type GetSupportSourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportSource
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSupportSourceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSupportSourceResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetSupportSourceResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSupportSourceResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetSupportSourceResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSupportSourceResponse) GetJSON200() *SupportSource {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSupportSourceResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSupportSourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSupportSourceResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSupportSourceResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSupportSourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSupportSourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSupportSourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSupportSourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutSupportSourceResponse200Headers the declared response headers of an HTTP 200 response for PutSupportSource
+type PutSupportSourceResponse200Headers struct {
+	ETag               *string
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// PutSupportSourceResponse400Headers the declared response headers of an HTTP 400 response for PutSupportSource
+type PutSupportSourceResponse400Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse401Headers the declared response headers of an HTTP 401 response for PutSupportSource
+type PutSupportSourceResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// PutSupportSourceResponse403Headers the declared response headers of an HTTP 403 response for PutSupportSource
+type PutSupportSourceResponse403Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse409Headers the declared response headers of an HTTP 409 response for PutSupportSource
+type PutSupportSourceResponse409Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse412Headers the declared response headers of an HTTP 412 response for PutSupportSource
+type PutSupportSourceResponse412Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse413Headers the declared response headers of an HTTP 413 response for PutSupportSource
+type PutSupportSourceResponse413Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse428Headers the declared response headers of an HTTP 428 response for PutSupportSource
+type PutSupportSourceResponse428Headers struct {
+	XRequestId *string
+}
+
+// PutSupportSourceResponse429Headers the declared response headers of an HTTP 429 response for PutSupportSource
+type PutSupportSourceResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// PutSupportSourceResponseDefaultHeaders the declared response headers of an HTTP default response for PutSupportSource
+type PutSupportSourceResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type PutSupportSourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportSource
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *PreconditionRequired
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutSupportSourceResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutSupportSourceResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutSupportSourceResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutSupportSourceResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PutSupportSourceResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *PutSupportSourceResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutSupportSourceResponse413Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *PutSupportSourceResponse428Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutSupportSourceResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PutSupportSourceResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutSupportSourceResponse) GetJSON200() *SupportSource {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON428() *PreconditionRequired {
+	return r.ApplicationproblemJSON428
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutSupportSourceResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSupportSourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSupportSourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSupportSourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSupportSourceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16298,6 +17556,455 @@ func (r PutSettingsResponse) ContentType() string {
 	return ""
 }
 
+// ListSupportGrantsResponse200Headers the declared response headers of an HTTP 200 response for ListSupportGrants
+type ListSupportGrantsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListSupportGrantsResponse400Headers the declared response headers of an HTTP 400 response for ListSupportGrants
+type ListSupportGrantsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListSupportGrantsResponse401Headers the declared response headers of an HTTP 401 response for ListSupportGrants
+type ListSupportGrantsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListSupportGrantsResponse403Headers the declared response headers of an HTTP 403 response for ListSupportGrants
+type ListSupportGrantsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListSupportGrantsResponse429Headers the declared response headers of an HTTP 429 response for ListSupportGrants
+type ListSupportGrantsResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// ListSupportGrantsResponseDefaultHeaders the declared response headers of an HTTP default response for ListSupportGrants
+type ListSupportGrantsResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type ListSupportGrantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportGrantList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSupportGrantsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListSupportGrantsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSupportGrantsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListSupportGrantsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSupportGrantsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListSupportGrantsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSupportGrantsResponse) GetJSON200() *SupportGrantList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSupportGrantsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSupportGrantsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSupportGrantsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSupportGrantsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListSupportGrantsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSupportGrantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSupportGrantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSupportGrantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSupportGrantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSupportGrantResponse201Headers the declared response headers of an HTTP 201 response for CreateSupportGrant
+type CreateSupportGrantResponse201Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	Location           *string
+	XRequestId         *string
+}
+
+// CreateSupportGrantResponse400Headers the declared response headers of an HTTP 400 response for CreateSupportGrant
+type CreateSupportGrantResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateSupportGrantResponse401Headers the declared response headers of an HTTP 401 response for CreateSupportGrant
+type CreateSupportGrantResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreateSupportGrantResponse403Headers the declared response headers of an HTTP 403 response for CreateSupportGrant
+type CreateSupportGrantResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateSupportGrantResponse409Headers the declared response headers of an HTTP 409 response for CreateSupportGrant
+type CreateSupportGrantResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateSupportGrantResponse410Headers the declared response headers of an HTTP 410 response for CreateSupportGrant
+type CreateSupportGrantResponse410Headers struct {
+	XRequestId *string
+}
+
+// CreateSupportGrantResponse413Headers the declared response headers of an HTTP 413 response for CreateSupportGrant
+type CreateSupportGrantResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateSupportGrantResponse429Headers the declared response headers of an HTTP 429 response for CreateSupportGrant
+type CreateSupportGrantResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CreateSupportGrantResponseDefaultHeaders the declared response headers of an HTTP default response for CreateSupportGrant
+type CreateSupportGrantResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type CreateSupportGrantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SupportGrant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateSupportGrantResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateSupportGrantResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSupportGrantResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateSupportGrantResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateSupportGrantResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *CreateSupportGrantResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateSupportGrantResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSupportGrantResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CreateSupportGrantResponseDefaultHeaders
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSupportGrantResponse) GetJSON201() *SupportGrant {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateSupportGrantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSupportGrantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSupportGrantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSupportGrantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSupportGrantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeSupportGrantResponse200Headers the declared response headers of an HTTP 200 response for RevokeSupportGrant
+type RevokeSupportGrantResponse200Headers struct {
+	IdempotencyExpires *time.Time
+	IdempotentReplayed *string
+	XRequestId         *string
+}
+
+// RevokeSupportGrantResponse400Headers the declared response headers of an HTTP 400 response for RevokeSupportGrant
+type RevokeSupportGrantResponse400Headers struct {
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponse401Headers the declared response headers of an HTTP 401 response for RevokeSupportGrant
+type RevokeSupportGrantResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RevokeSupportGrantResponse403Headers the declared response headers of an HTTP 403 response for RevokeSupportGrant
+type RevokeSupportGrantResponse403Headers struct {
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponse404Headers the declared response headers of an HTTP 404 response for RevokeSupportGrant
+type RevokeSupportGrantResponse404Headers struct {
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponse409Headers the declared response headers of an HTTP 409 response for RevokeSupportGrant
+type RevokeSupportGrantResponse409Headers struct {
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponse410Headers the declared response headers of an HTTP 410 response for RevokeSupportGrant
+type RevokeSupportGrantResponse410Headers struct {
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponse429Headers the declared response headers of an HTTP 429 response for RevokeSupportGrant
+type RevokeSupportGrantResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// RevokeSupportGrantResponseDefaultHeaders the declared response headers of an HTTP default response for RevokeSupportGrant
+type RevokeSupportGrantResponseDefaultHeaders struct {
+	XRequestId *string
+}
+
+type RevokeSupportGrantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportGrant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Gone
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokeSupportGrantResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeSupportGrantResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeSupportGrantResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeSupportGrantResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeSupportGrantResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevokeSupportGrantResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *RevokeSupportGrantResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeSupportGrantResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RevokeSupportGrantResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeSupportGrantResponse) GetJSON200() *SupportGrant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON410() *Gone {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeSupportGrantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeSupportGrantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeSupportGrantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeSupportGrantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeSupportGrantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHomeWithResponse Where this deployment's agents send their requests
 //
 // Unauthenticated and rate-limited per source address. A deployment is its own home: it answers its configured public URL (`RENGA_PUBLIC_URL`) whatever `deployment` is (empty, unknown or another deployment's), and nothing in the answer is derived from the request. A resolver at a well-known address answers the same request for many deployments (RFD 23).
@@ -17029,6 +18736,21 @@ func (c *ClientWithResponses) ResumeOrganizationWithResponse(ctx context.Context
 	return ParseResumeOrganizationResponse(rsp)
 }
 
+// GetSupportAccessWithResponse The support grants an organization's owners made
+//
+// Each grant's metadata (who granted it, when, until when, whether it was revoked), newest first; never anything of the organization's inventory. The operator API can only read grants: only the organization's owners create or revoke one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/organizations/{organization_id}/support-access (the `GetSupportAccess` operationId).
+func (c *ClientWithResponses) GetSupportAccessWithResponse(ctx context.Context, organizationId OrganizationId, params *GetSupportAccessParams, reqEditors ...RequestEditorFn) (*GetSupportAccessResponse, error) {
+	rsp, err := c.GetSupportAccess(ctx, organizationId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSupportAccessResponse(rsp)
+}
+
 // SuspendOrganizationWithBodyWithResponse Suspend an organization
 //
 // Its owners keep reading but get `403 suspended` on writes; its agents get `403 suspended`. Suspending a suspended organization is success and changes nothing (the reason stays the first one). Refused (`409 invalid_state`) while deletion is scheduled.
@@ -17072,6 +18794,71 @@ func (c *ClientWithResponses) GetOrganizationUsageWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseGetOrganizationUsageResponse(rsp)
+}
+
+// GetSupportSourceWithResponse Who the operator's support people are
+//
+// The support source names the deployment identity provider support people sign in with, and which of its people are support people (listed emails and/or one email domain). Nothing here grants access to an organization; only its owners do that (`/api/v1/org/support-grants`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/operator/support/source (the `GetSupportSource` operationId).
+func (c *ClientWithResponses) GetSupportSourceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSupportSourceResponse, error) {
+	rsp, err := c.GetSupportSource(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSupportSourceResponse(rsp)
+}
+
+// PutSupportSourceWithBodyWithResponse Replace the support source
+//
+// Replaces the document whole (a field left out takes its default: disabled, no provider,
+// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+// (`version` and `updated_at` are ignored).
+//
+// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `/signin` through that provider with a verified email that is listed or in the domain;
+// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+// longer names on their next request; their sessions end. It never creates, extends or
+// changes an organization's support grant.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+func (c *ClientWithResponses) PutSupportSourceWithBodyWithResponse(ctx context.Context, params *PutSupportSourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSupportSourceResponse, error) {
+	rsp, err := c.PutSupportSourceWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSupportSourceResponse(rsp)
+}
+
+// PutSupportSourceWithResponse Replace the support source
+//
+// Replaces the document whole (a field left out takes its default: disabled, no provider,
+// no emails, no domain). Needs `If-Match`. A body read with GET can be written back
+// (`version` and `updated_at` are ignored).
+//
+// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
+// environment; else `400 invalid_request` naming `provider_id`) and at least one of
+// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `/signin` through that provider with a verified email that is listed or in the domain;
+// nobody else gets a session. Disabling it (or changing it) refuses support people it no
+// longer names on their next request; their sessions end. It never creates, extends or
+// changes an organization's support grant.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/operator/support/source (the `PutSupportSource` operationId).
+func (c *ClientWithResponses) PutSupportSourceWithResponse(ctx context.Context, params *PutSupportSourceParams, body PutSupportSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSupportSourceResponse, error) {
+	rsp, err := c.PutSupportSource(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSupportSourceResponse(rsp)
 }
 
 // GetTokenSelfWithResponse Describe the calling token
@@ -17507,6 +19294,78 @@ func (c *ClientWithResponses) PutSettingsWithResponse(ctx context.Context, param
 		return nil, err
 	}
 	return ParsePutSettingsResponse(rsp)
+}
+
+// ListSupportGrantsWithResponse The organization's support grants, newest first
+//
+// Every grant any owner made, active, expired or revoked (`state`), so each owner sees who let the deployment's support people in, and until when.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/org/support-grants (the `ListSupportGrants` operationId).
+func (c *ClientWithResponses) ListSupportGrantsWithResponse(ctx context.Context, params *ListSupportGrantsParams, reqEditors ...RequestEditorFn) (*ListSupportGrantsResponse, error) {
+	rsp, err := c.ListSupportGrants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSupportGrantsResponse(rsp)
+}
+
+// CreateSupportGrantWithBodyWithResponse Let the deployment's support people read this organization, for a time
+//
+// Grants read-only access to the organization's inventory (agents, observations, jobs,
+// settings) through the deployment's support console, until `expires_at` (required, in the
+// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+// `support_email`, only that support person; without, any of the people the deployment's
+// support source names. Every read a support person makes is in the organization's
+// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+// operator credential can.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+func (c *ClientWithResponses) CreateSupportGrantWithBodyWithResponse(ctx context.Context, params *CreateSupportGrantParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSupportGrantResponse, error) {
+	rsp, err := c.CreateSupportGrantWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSupportGrantResponse(rsp)
+}
+
+// CreateSupportGrantWithResponse Let the deployment's support people read this organization, for a time
+//
+// Grants read-only access to the organization's inventory (agents, observations, jobs,
+// settings) through the deployment's support console, until `expires_at` (required, in the
+// future, at most 30 days ahead; else `400 invalid_request` naming it). With
+// `support_email`, only that support person; without, any of the people the deployment's
+// support source names. Every read a support person makes is in the organization's
+// Activity. Any owner can revoke the grant at any moment. Only owners create grants: no
+// operator credential can.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/org/support-grants (the `CreateSupportGrant` operationId).
+func (c *ClientWithResponses) CreateSupportGrantWithResponse(ctx context.Context, params *CreateSupportGrantParams, body CreateSupportGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSupportGrantResponse, error) {
+	rsp, err := c.CreateSupportGrant(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSupportGrantResponse(rsp)
+}
+
+// RevokeSupportGrantWithResponse Revoke a support grant
+//
+// Ends the grant now. A support person reading under it is refused from their next request on. Revoking a revoked or expired grant is success (the grant as it is).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/org/support-grants/{grant_id} (the `RevokeSupportGrant` operationId).
+func (c *ClientWithResponses) RevokeSupportGrantWithResponse(ctx context.Context, grantId GrantId, params *RevokeSupportGrantParams, reqEditors ...RequestEditorFn) (*RevokeSupportGrantResponse, error) {
+	rsp, err := c.RevokeSupportGrant(ctx, grantId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeSupportGrantResponse(rsp)
 }
 
 // ParseGetHomeResponse parses an HTTP response from a GetHomeWithResponse call
@@ -23205,6 +25064,161 @@ func ParseResumeOrganizationResponse(rsp *http.Response) (*ResumeOrganizationRes
 	return response, nil
 }
 
+// ParseGetSupportAccessResponse parses an HTTP response from a GetSupportAccessWithResponse call
+func ParseGetSupportAccessResponse(rsp *http.Response) (*GetSupportAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSupportAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportGrantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSupportAccessResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetSupportAccessResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSupportAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetSupportAccessResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetSupportAccessResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSupportAccessResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetSupportAccessResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSuspendOrganizationResponse parses an HTTP response from a SuspendOrganizationWithResponse call
 func ParseSuspendOrganizationResponse(rsp *http.Response) (*SuspendOrganizationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -23540,6 +25554,361 @@ func ParseGetOrganizationUsageResponse(rsp *http.Response) (*GetOrganizationUsag
 		response.Headers429 = &headers
 	case true:
 		var headers GetOrganizationUsageResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSupportSourceResponse parses an HTTP response from a GetSupportSourceWithResponse call
+func ParseGetSupportSourceResponse(rsp *http.Response) (*GetSupportSourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSupportSourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportSource
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSupportSourceResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSupportSourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetSupportSourceResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSupportSourceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetSupportSourceResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutSupportSourceResponse parses an HTTP response from a PutSupportSourceWithResponse call
+func ParsePutSupportSourceResponse(rsp *http.Response) (*PutSupportSourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSupportSourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportSource
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest PreconditionRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutSupportSourceResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutSupportSourceResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutSupportSourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutSupportSourceResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers PutSupportSourceResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers PutSupportSourceResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutSupportSourceResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 428:
+		var headers PutSupportSourceResponse428Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutSupportSourceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers PutSupportSourceResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27530,6 +29899,557 @@ func ParsePutSettingsResponse(rsp *http.Response) (*PutSettingsResponse, error) 
 		response.Headers429 = &headers
 	case true:
 		var headers PutSettingsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSupportGrantsResponse parses an HTTP response from a ListSupportGrantsWithResponse call
+func ParseListSupportGrantsResponse(rsp *http.Response) (*ListSupportGrantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSupportGrantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportGrantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSupportGrantsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListSupportGrantsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListSupportGrantsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListSupportGrantsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSupportGrantsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ListSupportGrantsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSupportGrantResponse parses an HTTP response from a CreateSupportGrantWithResponse call
+func ParseCreateSupportGrantResponse(rsp *http.Response) (*CreateSupportGrantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSupportGrantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SupportGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateSupportGrantResponse201Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateSupportGrantResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateSupportGrantResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateSupportGrantResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateSupportGrantResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers CreateSupportGrantResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateSupportGrantResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateSupportGrantResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers CreateSupportGrantResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeSupportGrantResponse parses an HTTP response from a RevokeSupportGrantWithResponse call
+func ParseRevokeSupportGrantResponse(rsp *http.Response) (*RevokeSupportGrantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeSupportGrantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Gone
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokeSupportGrantResponse200Headers
+		if values := rsp.Header.Values("Idempotency-Expires"); len(values) > 0 {
+			var value time.Time
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Expires", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyExpires = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokeSupportGrantResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeSupportGrantResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeSupportGrantResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeSupportGrantResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevokeSupportGrantResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers RevokeSupportGrantResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeSupportGrantResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers RevokeSupportGrantResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -121,6 +121,7 @@ var nonexistentIDs = map[string]string{
 	"provider_id":     "idp_" + strings.Repeat("0", 26),
 	"org_provider_id": "oip_" + strings.Repeat("0", 26),
 	"transfer_id":     "xfr_" + strings.Repeat("0", 26),
+	"grant_id":        "grt_" + strings.Repeat("0", 26),
 }
 
 // minimalQueries are the required query parameters per operationId.
@@ -145,8 +146,12 @@ var minimalBodies = map[string]func() []byte{
 	"suspendOrganization": func() []byte { return jsonBody(map[string]string{"reason": "x"}) },
 	"createInvitation":    func() []byte { return jsonBody(map[string]string{"email": newSlug() + "@example.com"}) },
 	"putPolicy":           func() []byte { return []byte(`{}`) },
-	"putSettings":         func() []byte { return []byte(`{}`) },
-	"createIntakeKey":     func() []byte { return []byte(`{"name": "k"}`) },
+	"putSupportSource":    func() []byte { return []byte(`{}`) },
+	"createSupportGrant": func() []byte {
+		return jsonBody(map[string]string{"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	},
+	"putSettings":     func() []byte { return []byte(`{}`) },
+	"createIntakeKey": func() []byte { return []byte(`{"name": "k"}`) },
 	"createJob": func() []byte {
 		return []byte(`{"installation_id": "ins_` + strings.Repeat("0", 26) + `", "command": "uptime"}`)
 	},

@@ -408,12 +408,14 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	}
 }
 
-// signInProvider is a provider made active by its test, for sign-in.
+// signInProvider is a provider made active by its test, for sign-in, and the support
+// source naming its people of example.com (sign-in is for support people only).
 func signInProvider(t testing.TB, env *servertest.Env, op *oidctest.Provider, slug string) identityProvider {
 	t.Helper()
-	token := env.Token(t, "providers:write")
+	token := env.Token(t, "providers:write", "support:write")
 	p := storeProvider(t, env, token, op, slug)
 	activateByTest(t, env, token, op, p.ID)
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "example.com"})
 	return p
 }
 
@@ -461,13 +463,18 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 		t.Fatalf("no CSRF token in %s", who.Body)
 	}
 
-	// Sign-out without the token, with another's, or from another origin: refused.
+	// Sign-out without the token, with another's, or from another origin: refused. The other
+	// token differs from the right one in its first character (whatever that is).
+	wrong := "x" + csrf[1][1:]
+	if csrf[1][0] == 'x' {
+		wrong = "y" + csrf[1][1:]
+	}
 	for name, c := range map[string]struct {
 		form   url.Values
 		header http.Header
 	}{
 		"no token":     {url.Values{}, nil},
-		"wrong token":  {url.Values{"csrf": {"x" + csrf[1][1:]}}, nil},
+		"wrong token":  {url.Values{"csrf": {wrong}}, nil},
 		"cross origin": {url.Values{"csrf": {csrf[1]}}, http.Header{"Origin": {"https://evil.example"}}},
 	} {
 		if p := b.post(t, "/signout", c.form, c.header); p.Status != http.StatusForbidden {
@@ -659,6 +666,11 @@ func TestSignInInProduction(t *testing.T) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})
 	env.Track(op.ClientSecret)
+	corpID := envProviders[0].ID()
+	if _, _, err := (domain.Providers{Env: envProviders}).PutSupportSource(context.Background(), env.Pool, 1,
+		domain.SupportSourceWrite{Enabled: true, ProviderID: &corpID, AllowedEmails: []string{"alice@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, https bool, cookies ...*http.Cookie) *http.Response {
 		t.Helper()

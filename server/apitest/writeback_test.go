@@ -37,6 +37,11 @@ func TestWriteBackEveryPut(t *testing.T) {
 		"putSettings": {"/api/v1/org/settings", owner,
 			func(b map[string]any) { b["session_max_age_hours"] = 12 },
 			func(b map[string]any) bool { return b["session_max_age_hours"] == float64(12) }},
+		"putSupportSource": {supportSourcePath, operator,
+			func(b map[string]any) {
+				b["enabled"], b["provider_id"], b["allowed_email_domain"] = true, provider.ID, "ops.example"
+			},
+			func(b map[string]any) bool { return b["enabled"] == true && b["allowed_email_domain"] == "ops.example" }},
 		"putIdentityProvider": {providersPath + "/" + provider.ID, operator,
 			func(b map[string]any) { b["display_name"] = "Written back" },
 			func(b map[string]any) bool { return b["display_name"] == "Written back" }},

@@ -17,6 +17,9 @@ const (
 	ActorUser          = "user"
 	ActorIntakeKey     = "intake_key"
 	ActorInstallation  = "installation"
+	// ActorSupportPerson is a support person reading an organization under its owners' grant
+	// (the support console); the actor ID is their session's.
+	ActorSupportPerson = "support_person"
 	// LocalOperatorID is the actor ID of release commands; the invocation ID tells runs apart.
 	LocalOperatorID = "local-operator"
 )
@@ -47,6 +50,9 @@ type AuditEvent struct {
 	Error                    *string   `db:"error"`
 	ChangedFields            []string  `db:"changed_fields"`
 	SourceAddress            string    `db:"source_address"`
+	// Read: a support person's read, which goes to the organization's Activity though it
+	// changed nothing. Not a column.
+	Read bool `db:"-"`
 }
 
 const auditColumns = `id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
@@ -74,7 +80,8 @@ func AuditStatement(e AuditEvent) (string, []any) {
 	}
 	// Activity is what changed the organization: an attempt that changed nothing (suspending a
 	// suspended organization) is in the audit log only.
-	activity := e.Outcome == OutcomeSucceeded && e.OrganizationID != nil && len(e.ChangedFields) > 0
+	// A support person's read is in the Activity too: owners see who read what, and when.
+	activity := e.Outcome == OutcomeSucceeded && e.OrganizationID != nil && (len(e.ChangedFields) > 0 || e.Read)
 	// The organization may be gone (a purge): Activity goes with it, the audit event stays.
 	return `WITH audit AS (
 			INSERT INTO audit_events (` + auditColumns + `)
