@@ -10,6 +10,7 @@ all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/renga ./cmd/renga
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/renga-agent ./cmd/renga-agent
 
 # A development deployment: a private PostgreSQL under .renga/, migrated, and a printed dev token.
 run: build
