@@ -36,8 +36,8 @@ import (
 // end every observation the agent produced is at B exactly once, with the same installation ID
 // and no registration at B.
 
-// moveBDown is how long B is down during the move (examples/move/run.sh: 30 s).
-const moveBDown = 5 * time.Second
+// moveBDown is how long B is down during the move (as issue 11 asks, and examples/move/run.sh).
+const moveBDown = 30 * time.Second
 
 // moveLag is how long the resolver keeps answering A after the move completed.
 const moveLag = 6 * time.Second
