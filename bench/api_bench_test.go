@@ -5,7 +5,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -114,24 +113,26 @@ func BenchmarkGetOrganization(b *testing.B) {
 
 func createOrganizations(b *testing.B, clients int) {
 	env := servertest.Start(b)
-	token := env.Token(b, "organizations:write")
+	postOrganizations(b, env.URL, env.Token(b, "organizations:write"), clients)
+}
+
+// postOrganizations sends b.N keyed creates to url from clients concurrent clients and reports
+// the rate and p50/p99 latency.
+func postOrganizations(b *testing.B, url, token string, clients int) {
 	c := httpClient()
 	var n atomic.Int64
 	var lat latencies
-	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := 0; w < clients; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range clients {
+		wg.Go(func() {
 			for {
 				i := n.Add(1)
 				if i > int64(b.N) {
 					return
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/api/v1/operator/organizations",
+				req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/operator/organizations",
 					bytes.NewBufferString(fmt.Sprintf(`{"slug":"org-%d","display_name":"Organization %d"}`, i, i)))
 				req.Header.Set("Authorization", "Bearer "+token)
 				req.Header.Set("Content-Type", "application/json")
@@ -140,7 +141,7 @@ func createOrganizations(b *testing.B, clients int) {
 				do(b, c, req, http.StatusCreated)
 				lat.add(time.Since(t0))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	reportRate(b, start)

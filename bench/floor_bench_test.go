@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,33 +163,7 @@ func floorCreate(b *testing.B, clients int) {
 		_, _ = w.Write(out)
 	}))
 	b.Cleanup(srv.Close)
-	c := httpClient()
-	var n atomic.Int64
-	var lat latencies
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for {
-				i := n.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/operator/organizations",
-					strings.NewReader(fmt.Sprintf(`{"slug":"org-%d","display_name":"Organization %d"}`, i, i)))
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", fmt.Sprint("key-", i))
-				t0 := time.Now()
-				do(b, c, req, http.StatusCreated)
-				lat.add(time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	reportRate(b, start)
-	lat.report(b)
+	postOrganizations(b, srv.URL, token, clients)
 }
 
 // BenchmarkFloorIntake: BenchmarkIntake's signed batches, served by a handler that verifies the

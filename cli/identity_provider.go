@@ -127,7 +127,12 @@ func identityProviderGetRun(ctx context.Context, opts *identityProviderGetOption
 
 type identityProviderCreateOptions struct {
 	f *Factory
+	providerCreateFlags
+}
 
+// providerCreateFlags are a new OpenID Connect provider's flags, the deployment's
+// (identity-provider create) and an organization's (owner identity-provider create) alike.
+type providerCreateFlags struct {
 	Slug                string
 	Issuer              string
 	DisplayName         string
@@ -136,6 +141,39 @@ type identityProviderCreateOptions struct {
 	Scopes              []string
 	AllowedEmailDomains []string
 	IdempotencyKey      string
+}
+
+func (p *providerCreateFlags) register(cmd *cobra.Command, slug string) {
+	cmd.Flags().StringVar(&p.Slug, "slug", "", slug)
+	cmd.Flags().StringVar(&p.Issuer, "issuer", "", "OpenID issuer URL (immutable)")
+	cmd.Flags().StringVar(&p.DisplayName, "display-name", "", "name shown at sign-in")
+	cmd.Flags().StringVar(&p.ClientID, "client-id", "", "OAuth client ID")
+	cmd.Flags().StringVar(&p.ClientSecretFile, "client-secret-file", "", `file holding the client secret ("-" reads stdin)`)
+	cmd.Flags().StringSliceVar(&p.Scopes, "scope", nil, "scope to request (repeatable; default openid, email, profile)")
+	cmd.Flags().StringSliceVar(&p.AllowedEmailDomains, "allowed-email-domain", nil, "email domain allowed to sign in (repeatable; default any)")
+	cmd.Flags().StringVar(&p.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
+	for _, name := range []string{"slug", "issuer", "display-name", "client-id"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+}
+
+// optional is the request's optional members: the secret (read from its file), scopes and
+// email domains.
+func (p *providerCreateFlags) optional(f *Factory) (secret *client.ClientSecret, scopes, domains *[]string, err error) {
+	if p.ClientSecretFile != "" {
+		s, err := readSecretFile(f, p.ClientSecretFile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		secret = &client.ClientSecret{Value: &s}
+	}
+	if p.Scopes != nil {
+		scopes = &p.Scopes
+	}
+	if p.AllowedEmailDomains != nil {
+		domains = &p.AllowedEmailDomains
+	}
+	return secret, scopes, domains, nil
 }
 
 func newCmdIdentityProviderCreate(f *Factory, runF func(*identityProviderCreateOptions) error) *cobra.Command {
@@ -151,17 +189,7 @@ func newCmdIdentityProviderCreate(f *Factory, runF func(*identityProviderCreateO
 			return identityProviderCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Slug, "slug", "", "short name (immutable)")
-	cmd.Flags().StringVar(&opts.Issuer, "issuer", "", "OpenID issuer URL (immutable)")
-	cmd.Flags().StringVar(&opts.DisplayName, "display-name", "", "name shown at sign-in")
-	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "OAuth client ID")
-	cmd.Flags().StringVar(&opts.ClientSecretFile, "client-secret-file", "", `file holding the client secret ("-" reads stdin)`)
-	cmd.Flags().StringSliceVar(&opts.Scopes, "scope", nil, "scope to request (repeatable; default openid, email, profile)")
-	cmd.Flags().StringSliceVar(&opts.AllowedEmailDomains, "allowed-email-domain", nil, "email domain allowed to sign in (repeatable; default any)")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
-	for _, name := range []string{"slug", "issuer", "display-name", "client-id"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
+	opts.register(cmd, "short name (immutable)")
 	return cmd
 }
 
@@ -182,18 +210,9 @@ func identityProviderCreateRun(ctx context.Context, opts *identityProviderCreate
 	f := opts.f
 	body := client.IdentityProviderCreate{Slug: opts.Slug, Protocol: client.ProviderProtocolOidc, Issuer: opts.Issuer,
 		DisplayName: opts.DisplayName, ClientId: opts.ClientID}
-	if opts.ClientSecretFile != "" {
-		secret, err := readSecretFile(f, opts.ClientSecretFile)
-		if err != nil {
-			return err
-		}
-		body.ClientSecret = &client.ClientSecret{Value: &secret}
-	}
-	if opts.Scopes != nil {
-		body.Scopes = &opts.Scopes
-	}
-	if opts.AllowedEmailDomains != nil {
-		body.AllowedEmailDomains = &opts.AllowedEmailDomains
+	var err error
+	if body.ClientSecret, body.Scopes, body.AllowedEmailDomains, err = opts.optional(f); err != nil {
+		return err
 	}
 	c, err := f.Client(ctx)
 	if err != nil {

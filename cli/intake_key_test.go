@@ -43,7 +43,7 @@ func TestOrgIdentityProviderFlags(t *testing.T) {
 	t.Parallel()
 	testFlags(t, newCmdOrgIdentityProviderCreate, []flagCase[orgIdentityProviderCreateOptions]{
 		{name: "required", args: []string{"--slug", "acme", "--issuer", "https://id.example", "--display-name", "Acme", "--client-id", "c"},
-			want: orgIdentityProviderCreateOptions{Slug: "acme", Issuer: "https://id.example", DisplayName: "Acme", ClientID: "c"}},
+			want: orgIdentityProviderCreateOptions{providerCreateFlags: providerCreateFlags{Slug: "acme", Issuer: "https://id.example", DisplayName: "Acme", ClientID: "c"}}},
 		{name: "no slug", args: []string{"--issuer", "https://id.example", "--display-name", "Acme", "--client-id", "c"}, wantErr: `required flag(s) "slug" not set`},
 	})
 	testFlags(t, newCmdOrgIdentityProviderDisable, []flagCase[orgIdentityProviderDisableOptions]{

@@ -67,15 +67,7 @@ func orgIdentityProviderListRun(ctx context.Context, opts *orgIdentityProviderLi
 
 type orgIdentityProviderCreateOptions struct {
 	f *Factory
-
-	Slug                string
-	Issuer              string
-	DisplayName         string
-	ClientID            string
-	ClientSecretFile    string
-	Scopes              []string
-	AllowedEmailDomains []string
-	IdempotencyKey      string
+	providerCreateFlags
 }
 
 func newCmdOrgIdentityProviderCreate(f *Factory, runF func(*orgIdentityProviderCreateOptions) error) *cobra.Command {
@@ -91,17 +83,7 @@ func newCmdOrgIdentityProviderCreate(f *Factory, runF func(*orgIdentityProviderC
 			return orgIdentityProviderCreateRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Slug, "slug", "", "short name, unique among the organization's enabled providers")
-	cmd.Flags().StringVar(&opts.Issuer, "issuer", "", "OpenID issuer URL")
-	cmd.Flags().StringVar(&opts.DisplayName, "display-name", "", "name shown at sign-in")
-	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "OAuth client ID")
-	cmd.Flags().StringVar(&opts.ClientSecretFile, "client-secret-file", "", `file holding the client secret ("-" reads stdin)`)
-	cmd.Flags().StringSliceVar(&opts.Scopes, "scope", nil, "scope to request (repeatable; default openid, email, profile)")
-	cmd.Flags().StringSliceVar(&opts.AllowedEmailDomains, "allowed-email-domain", nil, "email domain allowed to sign in (repeatable; default any)")
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send (default: a new one, printed on stderr)")
-	for _, name := range []string{"slug", "issuer", "display-name", "client-id"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
+	opts.register(cmd, "short name, unique among the organization's enabled providers")
 	return cmd
 }
 
@@ -109,18 +91,9 @@ func orgIdentityProviderCreateRun(ctx context.Context, opts *orgIdentityProvider
 	f := opts.f
 	body := client.OrganizationIdentityProviderCreate{Slug: opts.Slug, Protocol: client.ProviderProtocolOidc, Issuer: opts.Issuer,
 		DisplayName: opts.DisplayName, ClientId: opts.ClientID}
-	if opts.ClientSecretFile != "" {
-		secret, err := readSecretFile(f, opts.ClientSecretFile)
-		if err != nil {
-			return err
-		}
-		body.ClientSecret = &client.ClientSecret{Value: &secret}
-	}
-	if opts.Scopes != nil {
-		body.Scopes = &opts.Scopes
-	}
-	if opts.AllowedEmailDomains != nil {
-		body.AllowedEmailDomains = &opts.AllowedEmailDomains
+	var err error
+	if body.ClientSecret, body.Scopes, body.AllowedEmailDomains, err = opts.optional(f); err != nil {
+		return err
 	}
 	c, err := f.OwnerClient(true)
 	if err != nil {
