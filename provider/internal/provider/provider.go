@@ -18,11 +18,13 @@ import (
 
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/deployment"
+	"renga.dev/renga/provider/internal/identityprovider"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/organizationpolicy"
 	"renga.dev/renga/provider/internal/organizations"
 	"renga.dev/renga/provider/internal/organizationusage"
 	"renga.dev/renga/provider/internal/ownerinvitation"
+	"renga.dev/renga/provider/internal/supportsource"
 )
 
 var _ provider.Provider = (*rengaProvider)(nil)
@@ -60,10 +62,11 @@ func (p *rengaProvider) Metadata(_ context.Context, _ provider.MetadataRequest, 
 func (p *rengaProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Manages a Renga deployment through its operator API: " +
-			"organizations, their policy documents and owner invitations.\n\n" +
+			"organizations, their policy documents and owner invitations, the deployment's identity providers and its support source.\n\n" +
 			"The provider authenticates with an **operator token** (`renga_operator_...`), minted on the " +
 			"server host with `renga operator-token create`. Give it the scopes the configuration needs: " +
-			"`organizations:write`, `policies:write`, and for the data sources `deployment:read` and `usage:read`. " +
+			"`organizations:write`, `policies:write`, `providers:write` (identity providers), `support:write` (the support source), " +
+			"and for the data sources `deployment:read` and `usage:read`. " +
 			"A missing scope is reported with its name.\n\n" +
 			"**Retries and idempotency.** Network errors, `502`, `503`, `504` and `429` (after its " +
 			"`Retry-After`) are retried. Every create sends an `Idempotency-Key` derived from the " +
@@ -162,6 +165,8 @@ func (p *rengaProvider) Resources(_ context.Context) []func() resource.Resource 
 		organization.NewResource,
 		organizationpolicy.NewResource,
 		ownerinvitation.NewResource,
+		identityprovider.NewResource,
+		supportsource.NewResource,
 	}
 }
 
