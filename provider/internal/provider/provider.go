@@ -76,9 +76,9 @@ func (p *rengaProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp
 			"`terraform apply`, adopts the object instead of creating a second one. The server keeps " +
 			"keyed results for " + apiclient.KeyRetention + " (`RENGA_IDEMPOTENCY_RETENTION`); after that " +
 			"window an interrupted create that did commit is no longer recognised, and the next apply " +
-			"fails on the taken slug (organizations) or sends a second invitation. Keys are per operator " +
+			"fails on the taken slug (organizations, identity providers) or sends a second invitation. Keys are per operator " +
 			"token: re-run an interrupted apply with the same token.\n\n" +
-			"**Concurrency.** Versioned writes (an organization's display name, a policy document) send " +
+			"**Concurrency.** Versioned writes (an organization's display name, a policy document, an identity provider, the support source) send " +
 			"the version held in state as `If-Match`, once. When the object changed outside Terraform " +
 			"the server answers `412` and the apply stops with an error; it is never retried and nothing " +
 			"is overwritten. Run `terraform plan` (or `terraform apply -refresh-only`) to see the change, then apply again.",
