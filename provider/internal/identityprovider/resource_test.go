@@ -458,3 +458,46 @@ func TestAccIdentityProvider_lockout(t *testing.T) {
 		},
 	})
 }
+
+// A provider made outside Terraform, then imported (an import block): Terraform cannot read the
+// stored secret back, so the first apply sends the configured one (its version goes from none to
+// the configured one), and the server holds it from then on.
+//
+// Fails when: an update whose client_secret_wo_version changed from null leaves the secret out
+// (the server keeps the secret set by hand).
+func TestAccIdentityProvider_importSendsTheSecret(t *testing.T) {
+	env := acctest.Start(t)
+	slug := acctest.Name("imported")
+	byHand, configured := "by-hand-"+acctest.Name("s"), "configured-"+acctest.Name("s")
+	env.Server.Track(byHand, configured)
+	domains := []string{"example.com"}
+	res, err := env.API.CreateIdentityProviderWithResponse(context.Background(), &client.CreateIdentityProviderParams{IdempotencyKey: acctest.Name("k")},
+		client.IdentityProviderCreate{Slug: slug, Protocol: client.ProviderProtocolOidc, Issuer: "https://login.example.com/" + slug,
+			DisplayName: "Example Corp", ClientId: "renga-" + slug, AllowedEmailDomains: &domains, ClientSecret: &client.ClientSecret{Value: &byHand}})
+	if err != nil || res.JSON201 == nil {
+		t.Fatalf("create provider: %v %s", err, res.Body)
+	}
+	id := res.JSON201.Id
+	dir := t.TempDir()
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.Factories(),
+		WorkingDir:               dir,
+		CheckDestroy:             checkDeleted(env),
+		Steps: []resource.TestStep{
+			{
+				Config: env.Config(fmt.Sprintf("import {\n  to = %s\n  id = %q\n}\n", address, id) + config(slug, "Example Corp", "", configured, 1)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate),
+						noSecretInPlan{byHand, configured}},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					noSecretInState{byHand, configured},
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("id"), knownvalue.StringExact(id)),
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+				},
+				Check: resource.ComposeTestCheckFunc(secretIs(env, byHand, 1), secretIs(env, configured, 2), noSecretInFiles(dir, byHand, configured)),
+			},
+		},
+	})
+}
