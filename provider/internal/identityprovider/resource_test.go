@@ -375,8 +375,11 @@ func TestAccIdentityProvider_changedOutsideTerraform(t *testing.T) {
 func putByHand(env *acctest.Env, id, name string) error {
 	ctx := context.Background()
 	cur, err := env.API.GetIdentityProviderWithResponse(ctx, id)
-	if err != nil || cur.JSON200 == nil {
-		return fmt.Errorf("get identity provider: %v", err)
+	if err != nil {
+		return err
+	}
+	if cur.JSON200 == nil {
+		return fmt.Errorf("get identity provider: %d %s", cur.StatusCode(), cur.Body)
 	}
 	p := *cur.JSON200
 	res, err := env.API.PutIdentityProviderWithResponse(ctx, id, &client.PutIdentityProviderParams{IfMatch: fmt.Sprintf("%q", fmt.Sprint(p.Version))},
