@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	tfconfig "github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -25,14 +26,22 @@ import (
 
 const address = "renga_identity_provider.test"
 
-// config is a provider block for slug with the given client secret and its version; secret ""
-// leaves both out.
-func config(slug, displayName, extra, secret string, secretVersion int) string {
+// config is a provider block for slug; with a secret version, the client secret comes from the
+// ephemeral variable client_secret (its value in the step's ConfigVariables, vars), as the
+// documentation advises: then no file Terraform writes and no plan should hold it.
+func config(slug, displayName, extra string, secretVersion int) string {
 	wo := ""
-	if secret != "" {
-		wo = fmt.Sprintf("  client_secret_wo         = %q\n  client_secret_wo_version = %d\n", secret, secretVersion)
+	if secretVersion != 0 {
+		wo = fmt.Sprintf("  client_secret_wo         = var.client_secret\n  client_secret_wo_version = %d\n", secretVersion)
 	}
 	return fmt.Sprintf(`
+variable "client_secret" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+  default   = null
+}
+
 resource "renga_identity_provider" "test" {
   slug                  = %q
   issuer                = "https://login.example.com/%s"
@@ -41,6 +50,11 @@ resource "renga_identity_provider" "test" {
   allowed_email_domains = ["example.com"]
 %s%s}
 `, slug, slug, displayName, slug, wo, extra)
+}
+
+// vars gives the ephemeral variable client_secret its value.
+func vars(secret string) tfconfig.Variables {
+	return tfconfig.Variables{"client_secret": tfconfig.StringVariable(secret)}
 }
 
 // storedSecret opens the client secret a provider's revision holds on the server ("" when
@@ -90,15 +104,12 @@ func (secrets noSecretInState) CheckState(_ context.Context, req statecheck.Chec
 	}
 }
 
-// noSecretInPlan fails when any secret appears in the plan's changes or values (`terraform show
-// -json` of the saved plan, its configuration section aside: that echoes what the configuration
-// says, and a real configuration gives the secret from an ephemeral variable).
+// noSecretInPlan fails when any secret appears anywhere in the plan (`terraform show -json` of
+// the saved plan: changes, planned values, prior state, variables, configuration).
 type noSecretInPlan []string
 
 func (secrets noSecretInPlan) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
-	p := *req.Plan
-	p.Config = nil
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(req.Plan)
 	if err != nil {
 		resp.Error = err
 		return
@@ -115,7 +126,8 @@ func (secrets noSecretInPlan) CheckPlan(_ context.Context, req plancheck.CheckPl
 }
 
 // noSecretInFiles fails when any secret is in a file Terraform wrote in dir (the raw state
-// file, its backup, saved plans, lock files), the configuration it was given aside.
+// file, its backup, saved plans, lock files), the configuration it was given aside (the .tf
+// files, and the .tfvars.json the test framework writes the variables' values to).
 func noSecretInFiles(dir string, secrets ...string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		states := 0
@@ -124,7 +136,7 @@ func noSecretInFiles(dir string, secrets ...string) resource.TestCheckFunc {
 				return err
 			}
 			name := d.Name()
-			if strings.HasSuffix(name, ".tf") || strings.HasSuffix(name, ".tf.json") {
+			if strings.HasSuffix(name, ".tf") || strings.HasSuffix(name, ".tf.json") || strings.HasSuffix(name, ".tfvars.json") {
 				return nil
 			}
 			if name == "terraform.tfstate" {
@@ -200,7 +212,8 @@ func TestAccIdentityProvider(t *testing.T) {
 		CheckDestroy:             checkDeleted(env),
 		Steps: []resource.TestStep{
 			{
-				Config: env.Config(config(slug, "Example Corp", "", first, 1)),
+				Config:          env.Config(config(slug, "Example Corp", "", 1)),
+				ConfigVariables: vars(first),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionCreate), noSecretInPlan(secrets)},
 				},
@@ -230,7 +243,8 @@ func TestAccIdentityProvider(t *testing.T) {
 			{
 				// Configuration changes, the secret and its version do not: the PUT leaves the
 				// secret out and the server keeps it in the new revision.
-				Config: env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", first, 1)),
+				Config:          env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", 1)),
+				ConfigVariables: vars(first),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate), noSecretInPlan(secrets)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -253,7 +267,8 @@ func TestAccIdentityProvider(t *testing.T) {
 			},
 			{
 				// A new secret with a new version: sent, and the server holds it.
-				Config: env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", second, 2)),
+				Config:          env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", 2)),
+				ConfigVariables: vars(second),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate), noSecretInPlan(secrets)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -268,7 +283,8 @@ func TestAccIdentityProvider(t *testing.T) {
 			{
 				// A new secret under the same version is not seen (write-only values cannot be
 				// diffed): nothing to do, nothing sent. That is what the version is for.
-				Config: env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", third, 2)),
+				Config:          env.Config(config(slug, "Example Corp (renamed)", `  scopes = ["openid", "email"]`+"\n", 2)),
+				ConfigVariables: vars(third),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
@@ -294,11 +310,11 @@ func TestAccIdentityProvider_secretNeedsItsVersion(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.Factories(),
 		Steps: []resource.TestStep{
 			{
-				Config:      env.Config(config(slug, "Example Corp", `  client_secret_wo = "only-the-secret"`+"\n", "", 0)),
+				Config:      env.Config(config(slug, "Example Corp", `  client_secret_wo = "only-the-secret"`+"\n", 0)),
 				ExpectError: acctest.ErrorText("Missing client_secret_wo_version", "Set client_secret_wo_version too"),
 			},
 			{
-				Config:      env.Config(config(slug, "Example Corp", `  client_secret_wo_version = 1`+"\n", "", 0)),
+				Config:      env.Config(config(slug, "Example Corp", `  client_secret_wo_version = 1`+"\n", 0)),
 				ExpectError: acctest.ErrorText("Missing client_secret_wo"),
 			},
 		},
@@ -318,7 +334,7 @@ func TestAccIdentityProvider_changedOutsideTerraform(t *testing.T) {
 	secret := "race-secret-" + acctest.Name("s")
 	env.Server.Track(secret)
 	cfg := func(name string) string {
-		return acctest.ProviderConfig(proxy.URL, env.Token) + config(slug, name, "", secret, 1)
+		return acctest.ProviderConfig(proxy.URL, env.Token) + config(slug, name, "", 1)
 	}
 	var id string
 	var putsBefore int
@@ -327,14 +343,16 @@ func TestAccIdentityProvider_changedOutsideTerraform(t *testing.T) {
 		CheckDestroy:             checkDeleted(env),
 		Steps: []resource.TestStep{
 			{
-				Config: cfg("Before"),
+				Config:          cfg("Before"),
+				ConfigVariables: vars(secret),
 				Check: func(s *terraform.State) error {
 					id = s.RootModule().Resources[address].Primary.ID
 					return nil
 				},
 			},
 			{
-				Config: cfg("By Terraform"),
+				Config:          cfg("By Terraform"),
+				ConfigVariables: vars(secret),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate),
@@ -357,7 +375,8 @@ func TestAccIdentityProvider_changedOutsideTerraform(t *testing.T) {
 						t.Errorf("after the 412 the server holds %s (%v), want the change made by hand", res.Body, err)
 					}
 				},
-				Config: cfg("By Terraform"),
+				Config:          cfg("By Terraform"),
+				ConfigVariables: vars(secret),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate)},
 				},
@@ -417,7 +436,7 @@ func TestAccIdentityProvider_lockout(t *testing.T) {
 		CheckDestroy:             checkDeleted(env),
 		Steps: []resource.TestStep{
 			{
-				Config: env.Config(config(slug, "The Only One", "", "", 0)),
+				Config: env.Config(config(slug, "The Only One", "", 0)),
 				Check: func(s *terraform.State) error {
 					id = s.RootModule().Resources[address].Primary.ID
 					activate(t, env, id)
@@ -426,7 +445,7 @@ func TestAccIdentityProvider_lockout(t *testing.T) {
 			},
 			{
 				// The refresh sees the activation; nothing to change.
-				Config: env.Config(config(slug, "The Only One", "", "", 0)),
+				Config: env.Config(config(slug, "The Only One", "", 0)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
@@ -488,7 +507,8 @@ func TestAccIdentityProvider_importSendsTheSecret(t *testing.T) {
 		CheckDestroy:             checkDeleted(env),
 		Steps: []resource.TestStep{
 			{
-				Config: env.Config(fmt.Sprintf("import {\n  to = %s\n  id = %q\n}\n", address, id) + config(slug, "Example Corp", "", configured, 1)),
+				Config:          env.Config(fmt.Sprintf("import {\n  to = %s\n  id = %q\n}\n", address, id) + config(slug, "Example Corp", "", 1)),
+				ConfigVariables: vars(configured),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionUpdate),
 						noSecretInPlan{byHand, configured}},
