@@ -7,6 +7,7 @@ resource "renga_support_source" "this" {
   allowed_email_domain = "support.ops.example"
 }
 
+# The provider support people sign in with (its client secret: see renga_identity_provider).
 resource "renga_identity_provider" "corp" {
   slug         = "ops"
   issuer       = "https://login.ops.example"
