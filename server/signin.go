@@ -196,9 +196,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, signInView{Title: "Sign in", Providers: list})
 }
 
-// liveSession is the session whose cookie is secret, and its provider's display name. A
-// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted), or
-// when the support source no longer names its person.
+// liveSession is the session whose cookie is secret, and its provider's display name ("local
+// recovery" for a recovery's session). A session ends (revoked) when its provider no longer
+// serves sign-in (disabled or deleted), or when the support source no longer names its person;
+// a local recovery's session has no provider, so only the latter ends it.
 func (s *Server) liveSession(ctx context.Context, secret string) (domain.DeploymentSession, string, error) {
 	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
 	if err != nil {

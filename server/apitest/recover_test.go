@@ -381,7 +381,9 @@ func TestLockoutGuardCountsLocalRecovery(t *testing.T) {
 // and no recoverLocal audit event; no operation of the spec is about recovery.
 //
 // Fails when: any route makes a recovery (shown by mounting `POST /signin/recover-local`
-// calling domain.RecoverLocal for a request with a bearer token: the walk of the mux finds it).
+// calling domain.RecoverLocal for a request with a bearer token: the walk of the mux finds it)
+// or any operation does (shown by making listIdentityProviders call it: the spec's walk finds
+// it).
 func TestRecoverLocalIsUnreachableOverHTTP(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
