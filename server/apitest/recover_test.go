@@ -222,7 +222,7 @@ func TestLocalRecoverySignIn(t *testing.T) {
 	// anonymous with the email given only when it is an email.
 	var events []struct{ Actor, Name, Outcome, Error string }
 	rows, err := env.Pool.Query(ctx, `SELECT actor_id, actor_name, outcome, COALESCE(error, '') FROM audit_events
-		WHERE operation = 'signInLocalRecovery' AND actor_type = 'support_person' ORDER BY id`)
+		WHERE operation = 'signInLocalRecovery' AND actor_type = 'support_person' ORDER BY time, id`)
 	if err != nil {
 		t.Fatal(err)
 	}
