@@ -150,22 +150,31 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		a.writeStatus()
-		// A new observation wakes the sender, but never shortens a back-off.
-		wake := a.wake
-		if failed {
-			wake = nil
+		if err := a.wait(ctx, wait, failed, errc); err != nil || ctx.Err() != nil {
+			return err
 		}
-		t := time.NewTimer(wait)
+	}
+}
+
+// wait waits d, or less: a new observation wakes the sender, but never shortens a back-off
+// (after a failed step); during one it refreshes status.json, so that `renga agent status`
+// shows what an outage queues as it queues it. It returns the collector's error.
+func (a *Agent) wait(ctx context.Context, d time.Duration, backingOff bool, errc <-chan error) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil
 		case err := <-errc:
-			t.Stop()
 			return err
-		case <-wake:
-			t.Stop()
+		case <-a.wake:
+			if !backingOff {
+				return nil
+			}
+			a.writeStatus()
 		case <-t.C:
+			return nil
 		}
 	}
 }

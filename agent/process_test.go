@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -132,27 +134,59 @@ func TestAgentProcessExactlyOnceThroughKills(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Killed at random points, ten times.
+	// Killed at random points, ten times. The first run's kill may come before the agent made
+	// its identity (a process can take longer to start than the delay on a busy machine); the
+	// other runs' delays start once the agent has started, from the fourth run on once it has
+	// an identity, and the sixth's once a batch arrived, so that most kills land on an agent
+	// registering or sending.
 	var installationID string
+	jobsQueued := false
+	// queueJobs gives the installation two jobs once it is registered.
+	queueJobs := func() bool {
+		if jobsQueued || installationID == "" {
+			return jobsQueued
+		}
+		var registered bool
+		if err := env.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM installations WHERE id = $1)`, installationID).Scan(&registered); err != nil {
+			t.Fatal(err)
+		}
+		if !registered {
+			return false
+		}
+		for _, command := range []string{"facts", "rm -rf /"} {
+			if _, err := domain.CreateJob(ctx, env.Pool, org.ID, installationID, command, domain.BuiltinDefaults); err != nil {
+				t.Fatalf("job %q: %v", command, err)
+			}
+		}
+		jobsQueued = true
+		return true
+	}
 	for i := range 10 {
 		p := startAgentProcess(t, bin, config)
+		if i >= 1 {
+			eventually(t, "the agent started", func() bool { return strings.Contains(p.stderr.String(), `"msg":"agent starting"`) })
+		}
+		if installationID == "" && i >= 3 {
+			eventually(t, "the agent's identity", func() bool { _, err := agent.LoadIdentity(state); return err == nil })
+		}
+		if i == 5 && installationID != "" { // half the kills after something arrived
+			eventually(t, "a batch arriving", func() bool { return len(sequencesAt(t, env, installationID)) > 0 })
+		}
 		time.Sleep(time.Duration(150+rand.IntN(600)) * time.Millisecond)
 		p.signal(t, syscall.SIGKILL)
 		id, err := agent.LoadIdentity(state)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && installationID == "":
+			continue // killed before it made its identity
+		case err != nil:
 			t.Fatalf("run %d: %v\n%s", i, err, p.stderr.String())
 		}
 		if installationID != "" && id.InstallationID != installationID {
 			t.Fatalf("the installation ID changed from %s to %s", installationID, id.InstallationID)
 		}
 		installationID = id.InstallationID
-		if i == 2 {
-			// Jobs for the installation, registered by now.
-			for _, command := range []string{"facts", "rm -rf /"} {
-				if _, err := domain.CreateJob(ctx, env.Pool, org.ID, installationID, command, domain.BuiltinDefaults); err != nil {
-					t.Fatalf("job %q: %v", command, err)
-				}
-			}
+		if i >= 2 {
+			queueJobs() // from the third run on, once registered: later runs fetch and run them
 		}
 	}
 	if got := sequencesAt(t, env, installationID); len(got) == 0 {
@@ -163,6 +197,7 @@ func TestAgentProcessExactlyOnceThroughKills(t *testing.T) {
 	lastRun := time.Now()
 	p := startAgentProcess(t, bin, config)
 	eventually(t, "the last run started", func() bool { return strings.Contains(p.stderr.String(), `"msg":"agent starting"`) })
+	eventually(t, "the installation registered, with its jobs", queueJobs)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err := exec.Command(bin, "-o", "json", "agent", "status", "--config", config).Output()

@@ -209,9 +209,14 @@ func TestRejectedBatchDroppedAndCounted(t *testing.T) {
 	r := start(t, testConfig(t, d.URL, testKey("")), nil)
 	eventually(t, "later batches accepted", func() bool { return len(d.sequences()) >= 2 })
 	r.stop()
-	st, _ := agent.ReadQueueStats(r.cfg.StateDir)
-	if st.Rejected != 1 || d.sequences()[0] != 2 {
-		t.Errorf("rejected %d, accepted %v", st.Rejected, d.sequences())
+	st, err := agent.ReadQueueStats(r.cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The refused batch held what was collected before the first send (one observation, or
+	// more on a busy machine): those are counted rejected, and the accepted ones follow them.
+	if st.Rejected < 1 || d.sequences()[0] != int(st.Rejected)+1 || refused.Load() < 2 {
+		t.Errorf("rejected %d, accepted %v, %d batches sent", st.Rejected, d.sequences(), refused.Load())
 	}
 	if !r.logged("the home refused a batch as invalid: dropped") {
 		t.Errorf("not logged:\n%s", r.logs.String())
@@ -245,5 +250,37 @@ func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
 	}
 	if d.rec.count(http.MethodGet, "/api/v1/agent/home") != 1 {
 		t.Errorf("429 made the agent resolve again")
+	}
+}
+
+// TestStatusRefreshedDuringABackOff: while the agent waits out a Retry-After (or a back-off),
+// what it collects still shows in `renga agent status` (status.json), without a request.
+//
+// Fails when: status.json is written only after a send attempt (it then shows the depth of
+// the refused attempt for the whole wait).
+func TestStatusRefreshedDuringABackOff(t *testing.T) {
+	t.Parallel()
+	d := newFakeDeployment(t, newRegistry(), testKey(""))
+	d.answer("/api/v1/agent/observations", func(w http.ResponseWriter) bool {
+		w.Header().Set("Retry-After", "60")
+		problemJSON(w, 429, "limit_exceeded")
+		return true
+	})
+	cfg := testConfig(t, d.URL, testKey(""))
+	start(t, cfg, nil)
+	eventually(t, "a refused batch", func() bool { return d.rec.count(http.MethodPost, "/api/v1/agent/observations") == 1 })
+	first, err := agent.ReadStatus(cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "status.json showing what was collected since", func() bool {
+		s, err := agent.ReadStatus(cfg.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Depth >= first.Depth+3 && s.AsOf.After(first.AsOf)
+	})
+	if n := d.rec.count(http.MethodPost, "/api/v1/agent/observations"); n != 1 {
+		t.Errorf("%d sends during a Retry-After of 60 s", n)
 	}
 }

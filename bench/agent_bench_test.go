@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/domain/policyfield"
 	"renga.dev/renga/server/servertest"
@@ -87,14 +89,16 @@ func (a agent) signed(url, path string, body []byte) *http.Request {
 // fast as the server accepts them; it reports accepted batches/s and p50/p99 latency.
 func BenchmarkIntake(b *testing.B) {
 	env := servertest.Start(b)
-	runIntake(b, env.URL, registerAgents(b, env, 16))
+	runIntake(b, env.URL, env.Pool, registerAgents(b, env, 16))
 }
 
-// runIntake sends b.N signed batches to url, one goroutine per agent.
-func runIntake(b *testing.B, url string, agents []agent) {
+// runIntake sends b.N signed batches to url, one goroutine per agent, and reports the rate,
+// the latency and the CPU per batch (pool: the database the server writes to).
+func runIntake(b *testing.B, url string, pool *pgxpool.Pool, agents []agent) {
 	c := httpClient()
 	var n atomic.Int64
 	var lat latencies
+	cpu := startCPU(b, pool)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -115,6 +119,7 @@ func runIntake(b *testing.B, url string, agents []agent) {
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "batches/s")
 	lat.report(b)
+	cpu.report(b, b.N)
 }
 
 // BenchmarkHome is the unauthenticated home request through the whole pipeline.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"renga.dev/renga/server/servertest"
 )
 
@@ -99,6 +101,7 @@ func BenchmarkGetOrganization(b *testing.B) {
 	}
 	var n atomic.Int64
 	b.SetParallelism(4)
+	cpu := startCPU(b, env.Pool)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
@@ -109,19 +112,21 @@ func BenchmarkGetOrganization(b *testing.B) {
 		}
 	})
 	reportRate(b, start)
+	cpu.report(b, b.N)
 }
 
 func createOrganizations(b *testing.B, clients int) {
 	env := servertest.Start(b)
-	postOrganizations(b, env.URL, env.Token(b, "organizations:write"), clients)
+	postOrganizations(b, env.URL, env.Pool, env.Token(b, "organizations:write"), clients)
 }
 
 // postOrganizations sends b.N keyed creates to url from clients concurrent clients and reports
-// the rate and p50/p99 latency.
-func postOrganizations(b *testing.B, url, token string, clients int) {
+// the rate, p50/p99 latency and the CPU per create (pool: the database the server writes to).
+func postOrganizations(b *testing.B, url string, pool *pgxpool.Pool, token string, clients int) {
 	c := httpClient()
 	var n atomic.Int64
 	var lat latencies
+	cpu := startCPU(b, pool)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -146,6 +151,7 @@ func postOrganizations(b *testing.B, url, token string, clients int) {
 	wg.Wait()
 	reportRate(b, start)
 	lat.report(b)
+	cpu.report(b, b.N)
 }
 
 // BenchmarkCreateOrganization is a keyed, audited create: idempotency record, organization,

@@ -91,6 +91,7 @@ func BenchmarkFloorGetOrganization(b *testing.B) {
 	c := httpClient()
 	var n atomic.Int64
 	b.SetParallelism(4)
+	cpu := startCPU(b, env.Pool)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
@@ -101,6 +102,7 @@ func BenchmarkFloorGetOrganization(b *testing.B) {
 		}
 	})
 	reportRate(b, start)
+	cpu.report(b, b.N)
 }
 
 // BenchmarkFloorCreateOrganization: BenchmarkCreateOrganization's request, served by a handler
@@ -163,7 +165,7 @@ func floorCreate(b *testing.B, clients int) {
 		_, _ = w.Write(out)
 	}))
 	b.Cleanup(srv.Close)
-	postOrganizations(b, srv.URL, token, clients)
+	postOrganizations(b, srv.URL, env.Pool, token, clients)
 }
 
 // BenchmarkFloorIntake: BenchmarkIntake's signed batches, served by a handler that verifies the
@@ -213,5 +215,5 @@ func BenchmarkFloorIntake(b *testing.B) {
 		_, _ = fmt.Fprintf(w, `{"accepted":1,"duplicate":%t}`, !fresh)
 	}))
 	b.Cleanup(srv.Close)
-	runIntake(b, srv.URL, agents)
+	runIntake(b, srv.URL, env.Pool, agents)
 }

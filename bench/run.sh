@@ -17,10 +17,37 @@ psql -q "$pg/renga_baseline" -f "$baselines/schema.sql" >/dev/null
 tps() { sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$1" | head -1; }
 lat() { sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$1"; }
 
-pgbench -n -M prepared -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/A" 2>&1
-pgbench -n -M prepared -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/B" 2>&1
-pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs" "$pg/renga_baseline" >"$out/C8" 2>&1
-pgbench -n -M prepared -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs" "$pg/renga_baseline" >"$out/C1" 2>&1
+# CPU per transaction of pgbench's backends: sampled from /proc every 0.2 s while pgbench runs
+# (the last sample of each backend counts; what a backend uses in its last 0.2 s is missed, a
+# fraction of a percent of a run). The Go benchmarks report the same for the server's backends
+# (bench/cpu_test.go), so the two are compared like for like.
+sample_backends() { # output-file: appends "pid ticks" lines until killed
+  while :; do
+    for p in $(psql -qAt "$pg/postgres" -c "SELECT pid FROM pg_stat_activity WHERE datname = 'renga_baseline'"); do
+      sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk -v p="$p" '{ print p, $12 + $13 }'
+    done >>"$1" || true
+    sleep 0.2
+  done
+}
+run_pgbench() { # name pgbench-arguments...: output in $out/name, backend CPU samples in $out/name.cpu
+  local name=$1; shift
+  sample_backends "$out/$name.cpu" & local sampler=$!
+  { time -p pgbench -n -M prepared "$@" "$pg/renga_baseline" >"$out/$name" 2>&1; } 2>"$out/$name.time"
+  kill "$sampler"; wait "$sampler" 2>/dev/null || true
+}
+client_us_per_txn() { # name: pgbench's own CPU per transaction (its user + system time), in µs
+  local n; n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out/$1")
+  awk -v n="$n" '$1 == "user" || $1 == "sys" { s += $2 } END { printf "%.0f\n", s * 1e6 / n }' "$out/$1.time"
+}
+pg_us_per_txn() { # name: the backends' CPU per transaction, in µs
+  local n; n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out/$1")
+  awk -v hz="$(getconf CLK_TCK)" -v n="$n" '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) s += m[p]; printf "%.0f\n", s * 1e6 / hz / n }' "$out/$1.cpu"
+}
+
+run_pgbench A -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs"
+run_pgbench B -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
+run_pgbench C8 -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
+run_pgbench C1 -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
 
 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
   go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchmem -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
@@ -79,6 +106,20 @@ printf '%-46s %8.2f %8.2f %8.2f\n' "floor's own ratio to pgbench: GET, POST8, in
 printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
+printf '\nCPU per request in microseconds (PostgreSQL: its backends, /proc; Go: the benchmark process, server and\nload generator together). On two shared cores a rate is about 2 s of CPU / the CPU a request costs everyone:\n'
+printf '%-32s %7s %7s %7s   %-21s %7s %8s %7s\n' request pg go total baseline pg pgbench total
+cpu_row() { # label benchmark baseline-label baseline-name
+  local p g bp bc; p=$(metric "$2" pg-cpu-us/op); g=$(metric "$2" go-cpu-us/op)
+  bp=$(pg_us_per_txn "$4"); bc=$(client_us_per_txn "$4")
+  printf '%-32s %7.0f %7.0f %7.0f   %-21s %7.0f %8.0f %7.0f\n' "$1" "$p" "$g" "$(echo "$p + $g" | bc -l)" "$3" "$bp" "$bc" "$(echo "$bp + $bc" | bc -l)"
+}
+cpu_row "GET /organizations/{id}" BenchmarkGetOrganization "pgbench B" B
+cpu_row "  floor" BenchmarkFloorGetOrganization "" B
+cpu_row "POST /organizations, 8 clients" BenchmarkCreateOrganization/clients=8 "pgbench C, 8 clients" C8
+cpu_row "  floor" BenchmarkFloorCreateOrganization/clients=8 "" C8
+cpu_row "POST /organizations, 1 client" BenchmarkCreateOrganization/clients=1 "pgbench C, 1 client" C1
+cpu_row "signed batch, 16 agents" BenchmarkIntake "pgbench A" A
+cpu_row "  floor" BenchmarkFloorIntake "" A
 printf '%s (target: RSS <= 25 MiB, idle CPU about 0)\n' "$(cat "$out/agent")"
 sed 's/^ *transfer_load_test.go:[0-9]*: //' "$out/transfer"
 [ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(cat "$out/tf")"

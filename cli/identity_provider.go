@@ -22,7 +22,7 @@ func newCmdIdentityProvider(f *Factory) *cobra.Command {
 	cmd.Aliases = []string{"idp"}
 	cmd.AddCommand(newCmdIdentityProviderList(f, nil), newCmdIdentityProviderGet(f, nil), newCmdIdentityProviderCreate(f, nil),
 		newCmdIdentityProviderSet(f, nil), newCmdIdentityProviderDisable(f, nil), newCmdIdentityProviderDelete(f, nil),
-		newCmdIdentityProviderTest(f, nil))
+		newCmdIdentityProviderTest(f, nil), newCmdIdentityProviderRecoverLocal(f, nil))
 	return cmd
 }
 

@@ -1,6 +1,9 @@
 package cli
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestSupportEnableFlags(t *testing.T) {
 	t.Parallel()
@@ -36,5 +39,19 @@ func TestSupportGrantRevokeFlags(t *testing.T) {
 	testFlags(t, newCmdSupportGrantRevoke, []flagCase[supportGrantRevokeOptions]{
 		{name: "id", args: []string{"grt_1"}, want: supportGrantRevokeOptions{GrantID: "grt_1"}},
 		{name: "no id", args: nil, wantErr: "missing argument GRANT_ID"},
+	})
+}
+
+func TestIdentityProviderRecoverLocalFlags(t *testing.T) {
+	t.Parallel()
+	testFlags(t, newCmdIdentityProviderRecoverLocal, []flagCase[identityProviderRecoverLocalOptions]{
+		{name: "default lifetime", args: []string{"--email", "a@x.example"},
+			want: identityProviderRecoverLocalOptions{Email: "a@x.example", ExpiresIn: 15 * time.Minute}},
+		{name: "24h", args: []string{"--email", "a@x.example", "--expires-in", "24h"},
+			want: identityProviderRecoverLocalOptions{Email: "a@x.example", ExpiresIn: 24 * time.Hour}},
+		{name: "over 24h", args: []string{"--email", "a@x.example", "--expires-in", "24h1s"}, wantErr: "at most 24h"},
+		{name: "zero", args: []string{"--email", "a@x.example", "--expires-in", "0"}, wantErr: "more than 0"},
+		{name: "no email", args: nil, wantErr: `required flag(s) "email" not set`},
+		{name: "an argument", args: []string{"a@x.example"}, wantErr: `unexpected argument "a@x.example"`},
 	})
 }

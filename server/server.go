@@ -31,6 +31,8 @@ type Server struct {
 	discovery *discovery
 	// installations caches installations' keys for intake (see domain.InstallationCache).
 	installations *domain.InstallationCache
+	// routes are the mux's patterns (Routes).
+	routes []string
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -88,7 +90,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	if err := pl.Err(); err != nil {
 		return nil, fmt.Errorf("spec and generated handlers disagree: %w", err)
 	}
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/api/", pl)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -102,9 +104,30 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		pipeline.Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))
 	})
+	s.routes = mux.patterns
 	s.handler = pl.AccessLog(mux)
 	return s, nil
 }
+
+// routeMux is the deployment's mux; it remembers the patterns it serves, so that a test can
+// walk every route there is (the API's operations are the spec's, under /api/).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Routes are the patterns of every route the handler serves, in the order they were mounted:
+// "/api/" (the spec's operations) and the pages, health and metrics outside the API.
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 
 // prefetches are the operator reads by ID that travel in one round trip with the token's check
 // (pipeline.Prefetch); their handlers take the result with pipeline.Prefetched.

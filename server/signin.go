@@ -33,6 +33,8 @@ import (
 //	GET  /signin/test?capability opens a provider test (POST .../tests made the URL), once
 //	GET  /signin/callback        the provider's redirect: verifies and signs in, or activates
 //	POST /signout                ends the session (CSRF-protected)
+//	GET  /signin/recover         the local recovery sign-in form (email and code)
+//	POST /signin/recover         signs in with a local recovery (CSRF-protected; recover.go)
 //
 // A flow is bound to the browser that started it by a flow cookie: its value's digest is
 // stored with the flow, and the value derives the nonce and the PKCE verifier, so neither is
@@ -61,14 +63,18 @@ type signInView struct {
 	CSRF         string
 	Activated    *domain.IdentityProvider
 	Email        string
+	// Recover shows the local recovery form (CSRF is its token).
+	Recover bool
 }
 
-func (s *Server) mountSignIn(mux *http.ServeMux, pl *pipeline.Pipeline) {
+func (s *Server) mountSignIn(mux *routeMux, pl *pipeline.Pipeline) {
 	s.discovery = newDiscovery(s.cfg.ProviderCacheFreshness)
 	mux.Handle("GET "+signInPath, pl.Public(http.HandlerFunc(s.signIn)))
 	mux.Handle("GET "+signInTestPath, pl.Public(http.HandlerFunc(s.openProviderTest)))
 	mux.Handle("GET "+signInCallbackPath, pl.Public(http.HandlerFunc(s.signInCallback)))
 	mux.Handle("POST "+signOutPath, pl.Public(http.HandlerFunc(s.signOut)))
+	mux.Handle("GET "+SignInRecoverPath, pl.Public(http.HandlerFunc(s.recoverForm)))
+	mux.Handle("POST "+SignInRecoverPath, pl.Public(http.HandlerFunc(s.recoverSignIn)))
 }
 
 func (s *Server) render(w http.ResponseWriter, status int, v signInView) {
@@ -190,9 +196,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, signInView{Title: "Sign in", Providers: list})
 }
 
-// liveSession is the session whose cookie is secret, and its provider's display name. A
-// session ends (revoked) when its provider no longer serves sign-in (disabled or deleted), or
-// when the support source no longer names its person.
+// liveSession is the session whose cookie is secret, and its provider's display name ("local
+// recovery" for a recovery's session). A session ends (revoked) when its provider no longer
+// serves sign-in (disabled or deleted), or when the support source no longer names its person;
+// a local recovery's session has no provider, so only the latter ends it.
 func (s *Server) liveSession(ctx context.Context, secret string) (domain.DeploymentSession, string, error) {
 	sess, err := domain.DeploymentSessionBySecret(ctx, s.pool, secret)
 	if err != nil {
@@ -207,8 +214,13 @@ func (s *Server) liveSession(ctx context.Context, secret string) (domain.Deploym
 	if err != nil {
 		return sess, "", err
 	}
+	// A local recovery's session has no provider: it lives while the support source names
+	// its person's email.
+	if sess.Method == domain.MethodLocalRecovery && src.NamesEmail(sess.Email) {
+		return sess, "local recovery", nil
+	}
 	for _, sp := range list {
-		if sp.ID == sess.ProviderID && src.Names(sess.ProviderID, sess.Email) {
+		if sess.Method == domain.MethodOIDC && sp.ID == sess.ProviderID && src.Names(sess.ProviderID, sess.Email) {
 			return sess, sp.DisplayName, nil
 		}
 	}

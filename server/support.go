@@ -82,7 +82,7 @@ var (
 	supportInstallationID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
 )
 
-func (s *Server) mountSupport(mux *http.ServeMux, pl *pipeline.Pipeline) {
+func (s *Server) mountSupport(mux *routeMux, pl *pipeline.Pipeline) {
 	mux.Handle("GET "+supportPath, pl.Public(http.HandlerFunc(s.supportHome)))
 	mux.Handle("GET "+supportPath+"/organizations/{organization_id}", pl.Public(s.supportRead(opSupportListAgents, s.readAgents)))
 	mux.Handle("GET "+supportPath+"/organizations/{organization_id}/agents/{installation_id}",

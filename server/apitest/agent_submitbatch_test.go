@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
@@ -72,5 +73,102 @@ func TestSubmitBatchChecksTheOrganizationInItsStatement(t *testing.T) {
 	}
 	if requests != 2 || bytes != 200 {
 		t.Errorf("usage: %d requests, %d bytes; want 2 and 200 (each new batch once)", requests, bytes)
+	}
+}
+
+// TestIntakeAndStateChangesWaitForEachOther: a batch in flight and a change of its
+// organization's state (or move freeze) never overlap. A batch that starts while a state change
+// is uncommitted waits for it and then sees it; a state change that starts while a batch is in
+// flight waits for the batch to commit. Otherwise a batch read as "active" before an export's
+// freeze could commit after the archive's snapshot, and be lost in the move. Both waits are
+// observed in pg_stat_activity (a backend of this database waiting on a lock), not timed.
+//
+// Fails when: the intake statement does not hold the organization's row (FOR SHARE dropped: the
+// batch is answered while the suspension is uncommitted).
+func TestIntakeAndStateChangesWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	a := newAgentSetup(t, env)
+	ctx := context.Background()
+	obs := json.RawMessage(`[{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]`)
+	batch := domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, Observations: obs, Bytes: 100}
+	waitForALockWait := func(what string, done <-chan struct{}) {
+		t.Helper()
+		for range 200 {
+			select {
+			case <-done:
+				t.Fatalf("%s finished without waiting", what)
+			default:
+			}
+			var n int
+			if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s never waited for a lock", what)
+	}
+
+	// A suspension, uncommitted; then a batch.
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, a.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var submitErr error
+	go func() {
+		defer close(done)
+		b := batch
+		b.BatchID = "during-suspension"
+		_, submitErr = domain.SubmitBatch(ctx, env.Pool, b, 1<<40, 0)
+	}()
+	waitForALockWait("a batch during an uncommitted suspension", done)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !errors.Is(submitErr, domain.ErrSuspended) {
+		t.Fatalf("a batch that waited for a suspension: err %v, want suspended", submitErr)
+	}
+	if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET state = 'active' WHERE id = $1`, a.OrgID); err != nil {
+		t.Fatal(err)
+	}
+
+	// A batch in flight (a transaction holding what the intake statement holds until it
+	// commits: the organization's row, FOR SHARE); then a move's freeze.
+	tx, err = env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR SHARE`, a.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	var freezeErr error
+	go func() {
+		defer close(done)
+		_, freezeErr = env.Pool.Exec(ctx, `UPDATE organizations SET moving_transfer_id = 'xfr_test' WHERE id = $1`, a.OrgID)
+	}()
+	waitForALockWait("a move's freeze during a batch", done)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if freezeErr != nil {
+		t.Fatal(freezeErr)
+	}
+	b := batch
+	b.BatchID = "after-freeze"
+	if _, err := domain.SubmitBatch(ctx, env.Pool, b, 1<<40, 0); !errors.Is(err, domain.ErrMoving) {
+		t.Fatalf("a batch after a freeze: err %v, want moving", err)
 	}
 }

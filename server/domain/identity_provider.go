@@ -469,15 +469,24 @@ func changedProviderFields(a, b ProviderConfig) []string {
 }
 
 // usableSignIn counts the deployment's usable sign-in methods: enabled providers with an
-// active revision, stored or from the environment (which are always enabled and active).
+// active revision, stored or from the environment (which are always enabled and active), and
+// local recovery while a recovery can still be used (unused, unrevoked, unexpired: one method
+// however many there are). So after `renga identity-provider recover-local` the last provider
+// can be disabled or deleted; once the recovery is used or expires, it no longer counts.
 func (p Providers) usableSignIn(ctx context.Context, q db.DBTX) (int, error) {
 	envSlugs := make([]string, 0, len(p.Env))
 	for _, e := range p.Env {
 		envSlugs = append(envSlugs, e.Slug)
 	}
 	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM identity_providers
-		WHERE state = 'enabled' AND active_revision IS NOT NULL AND slug <> ALL($1)`, envSlugs).Scan(&n)
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM identity_providers
+		WHERE state = 'enabled' AND active_revision IS NOT NULL AND slug <> ALL($1)`, envSlugs).Scan(&n); err != nil {
+		return 0, err
+	}
+	recoveries, err := openLocalRecoveries(ctx, q)
+	if recoveries > 0 {
+		n++
+	}
 	return n + len(p.Env), err
 }
 

@@ -317,22 +317,33 @@ func TestAudit(f SignInFlow, requestID, source, outcome string, status int, code
 	return e
 }
 
-// DeploymentSession is a person signed in with a deployment provider.
+// Sign-in methods of a deployment session.
+const (
+	MethodOIDC          = "oidc"
+	MethodLocalRecovery = "local_recovery"
+)
+
+// DeploymentSession is a person signed in with a deployment provider (method oidc) or with a
+// local recovery (method local_recovery: no provider; the subject is the recovery's ID).
 type DeploymentSession struct {
-	ID, ProviderID, Subject, Email, Name string
-	CreatedAt, ExpiresAt                 time.Time
+	ID, Method, ProviderID, Subject, Email, Name string
+	CreatedAt, ExpiresAt                         time.Time
 }
 
 // DeploymentSessionLifetime is how long a sign-in lasts.
 const DeploymentSessionLifetime = 8 * time.Hour
 
 // CreateDeploymentSession stores a session; the cookie's value is returned once, its digest kept.
+// A session without a method is an identity provider's (oidc).
 func CreateDeploymentSession(ctx context.Context, q db.DBTX, s DeploymentSession) (DeploymentSession, string, error) {
 	secret := NewSecret()
 	s.ID = db.NewID("ses")
-	err := q.QueryRow(ctx, `INSERT INTO deployment_sessions (id, token_hash, provider_id, subject, email, name, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval) RETURNING created_at, expires_at`,
-		s.ID, HashSecret(secret), s.ProviderID, s.Subject, s.Email, s.Name, DeploymentSessionLifetime).Scan(&s.CreatedAt, &s.ExpiresAt)
+	if s.Method == "" {
+		s.Method = MethodOIDC
+	}
+	err := q.QueryRow(ctx, `INSERT INTO deployment_sessions (id, token_hash, method, provider_id, subject, email, name, expires_at)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval) RETURNING created_at, expires_at`,
+		s.ID, HashSecret(secret), s.Method, s.ProviderID, s.Subject, s.Email, s.Name, DeploymentSessionLifetime).Scan(&s.CreatedAt, &s.ExpiresAt)
 	return s, secret, err
 }
 
@@ -340,9 +351,9 @@ func CreateDeploymentSession(ctx context.Context, q db.DBTX, s DeploymentSession
 // unknown, expired or revoked).
 func DeploymentSessionBySecret(ctx context.Context, q db.DBTX, secret string) (DeploymentSession, error) {
 	var s DeploymentSession
-	err := q.QueryRow(ctx, `SELECT id, provider_id, subject, email, name, created_at, expires_at FROM deployment_sessions
+	err := q.QueryRow(ctx, `SELECT id, method, COALESCE(provider_id, ''), subject, email, name, created_at, expires_at FROM deployment_sessions
 		WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`, HashSecret(secret)).
-		Scan(&s.ID, &s.ProviderID, &s.Subject, &s.Email, &s.Name, &s.CreatedAt, &s.ExpiresAt)
+		Scan(&s.ID, &s.Method, &s.ProviderID, &s.Subject, &s.Email, &s.Name, &s.CreatedAt, &s.ExpiresAt)
 	return s, db.Translate(err)
 }
 
@@ -352,15 +363,20 @@ func RevokeDeploymentSession(ctx context.Context, q db.DBTX, id string) error {
 	return err
 }
 
-// PurgeEndedSignIns deletes sign-in flows a day after they expired and sessions a week after
-// they expired (a revoked session is kept until then too, for whoever investigates it). It
-// returns how many rows of each it deleted.
+// PurgeEndedSignIns deletes sign-in flows and local recoveries a day after they expired and
+// sessions a week after they expired (a revoked session is kept until then too, for whoever
+// investigates it). It returns how many flows (recoveries included) and sessions it deleted.
 func PurgeEndedSignIns(ctx context.Context, q db.DBTX) (flows, sessions int64, err error) {
 	tag, err := q.Exec(ctx, `DELETE FROM signin_flows WHERE expires_at < now() - interval '1 day'`)
 	if err != nil {
 		return 0, 0, fmt.Errorf("purge ended sign-in flows: %w", err)
 	}
 	flows = tag.RowsAffected()
+	tag, err = q.Exec(ctx, `DELETE FROM local_recoveries WHERE expires_at < now() - interval '1 day'`)
+	if err != nil {
+		return flows, 0, fmt.Errorf("purge ended local recoveries: %w", err)
+	}
+	flows += tag.RowsAffected()
 	tag, err = q.Exec(ctx, `DELETE FROM deployment_sessions WHERE expires_at < now() - interval '7 days'`)
 	if err != nil {
 		return flows, 0, fmt.Errorf("purge ended sessions: %w", err)

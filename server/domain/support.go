@@ -47,7 +47,17 @@ func readSupportSource(ctx context.Context, q db.DBTX, lock string) (SupportSour
 // Names reports whether the person who signed in with providerID, with this verified email,
 // is one of the support people.
 func (s SupportSource) Names(providerID, email string) bool {
-	if !s.Enabled || s.ProviderID == nil || *s.ProviderID != providerID {
+	if s.ProviderID == nil || *s.ProviderID != providerID {
+		return false
+	}
+	return s.NamesEmail(email)
+}
+
+// NamesEmail reports whether the support source, enabled, names this email (listed or in its
+// domain), whatever provider vouches for it: a local recovery bypasses the identity provider,
+// never the support source.
+func (s SupportSource) NamesEmail(email string) bool {
+	if !s.Enabled {
 		return false
 	}
 	email = strings.ToLower(email)

@@ -271,7 +271,7 @@ func (p *Pipeline) installationSignature(ctx context.Context, r *http.Request, s
 
 // readAll reads the body, at most MaxBodyBytes.
 func readAll(r *http.Request) ([]byte, *problem.Error) {
-	if r.Body == nil {
+	if r.Body == nil || r.Body == http.NoBody { // net/http's body of a request that has none
 		return nil, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))

@@ -156,12 +156,13 @@ func mediaTypes(c openapi3.Content) []string {
 // itself) and lists each bad field.
 func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
 	// A malformed escape would otherwise drop its parameter silently (url.Values skips it).
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
 		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The query string is malformed.")
 		pe.Errors = []problem.FieldError{{Field: "query", Message: err.Error()}}
 		return pe
 	}
-	if pe := unstorable(r, pathParams, st.Body); pe != nil {
+	if pe := unstorable(query, pathParams, st.Body); pe != nil {
 		return pe
 	}
 	if st.Op.pathOnly && st.Op.wellFormed(pathParams) {
@@ -176,7 +177,7 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	} else {
 		r.Body = io.NopCloser(bytes.NewReader(st.Body))
 	}
-	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
+	err = openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: pathParams, Route: st.Op.validation,
 		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 			ExcludeRequestBody: streamed},
@@ -201,8 +202,9 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 // (which no schema of the spec can express, and which would otherwise fail in the database).
 func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
-// unstorable finds request text PostgreSQL could not store, naming where it is.
-func unstorable(r *http.Request, pathParams map[string]string, body []byte) *problem.Error {
+// unstorable finds request text PostgreSQL could not store (in the path parameters, the query,
+// the body), naming where it is.
+func unstorable(query url.Values, pathParams map[string]string, body []byte) *problem.Error {
 	bad := func(field string) *problem.Error {
 		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request contains text that is not valid UTF-8 or contains NUL.")
 		pe.Errors = []problem.FieldError{{Field: field, Message: "must be valid UTF-8 without NUL characters"}}
@@ -213,7 +215,7 @@ func unstorable(r *http.Request, pathParams map[string]string, body []byte) *pro
 			return bad(name)
 		}
 	}
-	for name, vs := range r.URL.Query() {
+	for name, vs := range query {
 		for _, v := range vs {
 			if !storable(name) || !storable(v) {
 				return bad(name)

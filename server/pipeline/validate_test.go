@@ -281,7 +281,7 @@ func TestUnstorable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, tt.target, nil)
-			pe := unstorable(r, tt.params, []byte(tt.body))
+			pe := unstorable(r.URL.Query(), tt.params, []byte(tt.body))
 			if tt.field == "" {
 				if pe != nil {
 					t.Fatalf("problem = %v %+v, want none", pe, pe.Errors)

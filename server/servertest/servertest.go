@@ -215,7 +215,7 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 	var dump strings.Builder
 	dump.WriteString(e.Logs.String())
 	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens",
-		"user_api_keys", "invitations", "intake_keys", "installations", "identity_providers", "identity_provider_revisions", "signin_flows", "deployment_sessions",
+		"user_api_keys", "invitations", "intake_keys", "installations", "identity_providers", "identity_provider_revisions", "signin_flows", "deployment_sessions", "local_recoveries",
 		"transfers", "transfer_download_authorizations", "pending_memberships"} {
 		query := `SELECT row_to_json(t)::text FROM ` + table + ` t`
 		if table == "idempotency_keys" {
