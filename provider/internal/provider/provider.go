@@ -18,11 +18,13 @@ import (
 
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/deployment"
+	"renga.dev/renga/provider/internal/identityprovider"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/organizationpolicy"
 	"renga.dev/renga/provider/internal/organizations"
 	"renga.dev/renga/provider/internal/organizationusage"
 	"renga.dev/renga/provider/internal/ownerinvitation"
+	"renga.dev/renga/provider/internal/supportsource"
 )
 
 var _ provider.Provider = (*rengaProvider)(nil)
@@ -60,10 +62,11 @@ func (p *rengaProvider) Metadata(_ context.Context, _ provider.MetadataRequest, 
 func (p *rengaProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Manages a Renga deployment through its operator API: " +
-			"organizations, their policy documents and owner invitations.\n\n" +
+			"organizations, their policy documents and owner invitations, the deployment's identity providers and its support source.\n\n" +
 			"The provider authenticates with an **operator token** (`renga_operator_...`), minted on the " +
 			"server host with `renga operator-token create`. Give it the scopes the configuration needs: " +
-			"`organizations:write`, `policies:write`, and for the data sources `deployment:read` and `usage:read`. " +
+			"`organizations:write`, `policies:write`, `providers:write` (identity providers), `support:write` (the support source), " +
+			"and for the data sources `deployment:read` and `usage:read`. " +
 			"A missing scope is reported with its name.\n\n" +
 			"**Retries and idempotency.** Network errors, `502`, `503`, `504` and `429` (after its " +
 			"`Retry-After`) are retried. Every create sends an `Idempotency-Key` derived from the " +
@@ -73,9 +76,9 @@ func (p *rengaProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp
 			"`terraform apply`, adopts the object instead of creating a second one. The server keeps " +
 			"keyed results for " + apiclient.KeyRetention + " (`RENGA_IDEMPOTENCY_RETENTION`); after that " +
 			"window an interrupted create that did commit is no longer recognised, and the next apply " +
-			"fails on the taken slug (organizations) or sends a second invitation. Keys are per operator " +
+			"fails on the taken slug (organizations, identity providers) or sends a second invitation. Keys are per operator " +
 			"token: re-run an interrupted apply with the same token.\n\n" +
-			"**Concurrency.** Versioned writes (an organization's display name, a policy document) send " +
+			"**Concurrency.** Versioned writes (an organization's display name, a policy document, an identity provider, the support source) send " +
 			"the version held in state as `If-Match`, once. When the object changed outside Terraform " +
 			"the server answers `412` and the apply stops with an error; it is never retried and nothing " +
 			"is overwritten. Run `terraform plan` (or `terraform apply -refresh-only`) to see the change, then apply again.",
@@ -162,6 +165,8 @@ func (p *rengaProvider) Resources(_ context.Context) []func() resource.Resource 
 		organization.NewResource,
 		organizationpolicy.NewResource,
 		ownerinvitation.NewResource,
+		identityprovider.NewResource,
+		supportsource.NewResource,
 	}
 }
 
