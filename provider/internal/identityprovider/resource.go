@@ -109,7 +109,8 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"to refresh, then apply again.\n\n" +
 			"**Destroying** this resource deletes the provider and its revisions; its sign-in sessions end on their next use. " +
 			"The deployment refuses (`409 lockout`) to delete its last usable sign-in method (an enabled provider with an " +
-			"active revision, when no other provider is usable): add and activate another provider first. Changing `slug`, " +
+			"active revision, when no other provider, environment provider or open local recovery (`renga identity-provider " +
+			"recover-local` on the server host) is usable): add and activate another provider first. Changing `slug`, " +
 			"`protocol` or `issuer` replaces the provider, so the same guard applies.\n\n" +
 			"Providers from `RENGA_IDENTITY_PROVIDERS` are read-only and cannot be managed or imported.",
 		Attributes: map[string]schema.Attribute{
@@ -558,7 +559,8 @@ func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 				fmt.Sprintf("Could not %s (%s): it is the deployment's last usable sign-in method (an enabled provider with an active revision), "+
 					"and deleting it would lock everyone out of /signin and the support console (409 lockout). Nothing was deleted.\n\n"+
 					"Add another identity provider and activate it with a successful test (`renga identity-provider test ID`), or configure one in "+
-					"RENGA_IDENTITY_PROVIDERS, then destroy this one again.", action, state.Slug.ValueString()))
+					"RENGA_IDENTITY_PROVIDERS, or open a local recovery on the server host (`renga identity-provider recover-local`), "+
+					"then destroy this one again.", action, state.Slug.ValueString()))
 			return
 		case client.ErrorCodeReadOnly:
 			resp.Diagnostics.AddError("Identity provider is read-only", readOnlyDetail(action, id))
