@@ -65,7 +65,7 @@ func (s *Server) recoverSignIn(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &se) {
 			outcome = domain.OutcomeDenied
 		}
-		refused := domain.LocalRecoverySignInAudit("", email, st.ID, source, outcome, status, "recovery_refused")
+		refused := domain.LocalRecoverySignInAudit("", email, st.ID, source, outcome, status, refusalCode(err, status))
 		if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, refused); err != nil {
 			s.log.ErrorContext(ctx, "audit of a refused recovery sign-in", "request_id", st.ID, "error", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/oauth2"
 
+	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/pipeline"
@@ -110,6 +111,24 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) int {
 	s.log.Log(r.Context(), level, "sign-in refused", "request_id", pipeline.From(r.Context()).ID, "path", r.URL.Path, "status", status, "error", err)
 	s.render(w, status, signInView{Title: "Sign-in refused", Refusal: reason})
 	return status
+}
+
+// refusalCode is the error code an audit event of a refused sign-in, recovery sign-in or
+// provider test carries: the refusal's own (a superseded revision's test: no_pending_revision),
+// else by the status refuse answered, the API's codes for the same causes (a person not signed
+// in: unauthenticated; the provider or the database unreachable: unavailable).
+func refusalCode(err error, status int) string {
+	if se := (*domain.SignInError)(nil); errors.As(err, &se) && se.Code != "" {
+		return se.Code
+	}
+	switch status {
+	case http.StatusForbidden:
+		return string(api.ErrorCodeUnauthenticated)
+	case http.StatusServiceUnavailable:
+		return string(api.ErrorCodeUnavailable)
+	default:
+		return string(api.ErrorCodeInternal)
+	}
 }
 
 // Cookies: __Host- names and Secure, except in development over plain http, where a browser
@@ -390,7 +409,7 @@ func (s *Server) finishTest(w http.ResponseWriter, r *http.Request, flow domain.
 		verr = err
 	}
 	status := s.refuse(w, r, verr)
-	failed := domain.TestAudit(flow, st.ID, source, domain.OutcomeFailed, status, "")
+	failed := domain.TestAudit(flow, st.ID, source, domain.OutcomeFailed, status, refusalCode(verr, status))
 	if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, failed); err != nil {
 		s.log.ErrorContext(ctx, "audit of a failed provider test", "request_id", st.ID, "error", err)
 	}
@@ -405,13 +424,30 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domai
 		s.refuse(w, r, err)
 		return
 	}
+	st := pipeline.From(ctx)
+	source := sourceString(st)
 	if !src.Names(flow.ProviderID, who.Email) {
-		s.refuse(w, r, &domain.SignInError{Reason: "Deployment sign-in is for the deployment's support people only, and its support source does not name " +
+		status := s.refuse(w, r, &domain.SignInError{Reason: "Deployment sign-in is for the deployment's support people only, and its support source does not name " +
 			who.Email + " with this identity provider."})
+		refused := domain.SignInAudit(flow.ProviderID, "", who.Email, st.ID, source, domain.OutcomeDenied, status, refusalCode(nil, status))
+		if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, refused); err != nil {
+			s.log.ErrorContext(ctx, "audit of a refused sign-in", "request_id", st.ID, "error", err)
+		}
 		return
 	}
-	sess, secret, err := domain.CreateDeploymentSession(ctx, s.pool, domain.DeploymentSession{ProviderID: flow.ProviderID,
-		Subject: who.Subject, Email: who.Email, Name: who.Name})
+	// The session and its audit event, in one transaction.
+	var sess domain.DeploymentSession
+	var secret string
+	err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		sess, secret, err = domain.CreateDeploymentSession(ctx, tx, domain.DeploymentSession{ProviderID: flow.ProviderID,
+			Subject: who.Subject, Email: who.Email, Name: who.Name})
+		if err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, domain.SignInAudit(flow.ProviderID, sess.ID, who.Email, st.ID, source,
+			domain.OutcomeSucceeded, http.StatusSeeOther, ""))
+	})
 	if err != nil {
 		s.refuse(w, r, err)
 		return
@@ -425,7 +461,7 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domai
 			}
 		}
 	}
-	s.log.InfoContext(ctx, "signed in", "request_id", pipeline.From(ctx).ID, "session_id", sess.ID, "provider_id", flow.ProviderID)
+	s.log.InfoContext(ctx, "signed in", "request_id", st.ID, "session_id", sess.ID, "provider_id", flow.ProviderID)
 	s.setCookie(w, SessionCookie, secret, sess.ExpiresAt)
 	http.Redirect(w, r, signInPath, http.StatusSeeOther)
 }

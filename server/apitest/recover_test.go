@@ -242,15 +242,15 @@ func TestLocalRecoverySignIn(t *testing.T) {
 		got = append(got, actor+" "+e.Name+" "+e.Outcome+" "+e.Error)
 	}
 	want := []string{
-		"anonymous alice@example.com denied recovery_refused", // wrong code
-		"anonymous carol@example.com denied recovery_refused", // another email
-		"anonymous alice@example.com denied recovery_refused", // no code
-		"anonymous  denied recovery_refused",                  // the code in the email field: not recorded
+		"anonymous alice@example.com denied unauthenticated", // wrong code
+		"anonymous carol@example.com denied unauthenticated", // another email
+		"anonymous alice@example.com denied unauthenticated", // no code
+		"anonymous  denied unauthenticated",                  // the code in the email field: not recorded
 		"ses alice@example.com succeeded ",
-		"anonymous alice@example.com denied recovery_refused", // used
-		"anonymous alice@example.com denied recovery_refused", // expired
-		"anonymous alice@example.com denied recovery_refused", // superseded
-		"anonymous alice@example.com denied recovery_refused", // not named by the support source
+		"anonymous alice@example.com denied unauthenticated", // used
+		"anonymous alice@example.com denied unauthenticated", // expired
+		"anonymous alice@example.com denied unauthenticated", // superseded
+		"anonymous alice@example.com denied unauthenticated", // not named by the support source
 		"ses alice@example.com succeeded ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

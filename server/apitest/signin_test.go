@@ -201,6 +201,7 @@ type activationEvent struct {
 	Operation string   `json:"operation"`
 	Outcome   string   `json:"outcome"`
 	Status    int      `json:"status"`
+	Error     *string  `json:"error"`
 	Changed   []string `json:"changed_fields"`
 	Targets   struct {
 		ProviderID *string `json:"provider_id"`
@@ -349,7 +350,10 @@ func TestProviderTestOfASupersededRevisionFails(t *testing.T) {
 	if got.ActiveRevision != nil || got.PendingRevision == nil || *got.PendingRevision != 2 || got.Version != 2 {
 		t.Errorf("after the failed test: %+v", got)
 	}
-	if events := activationAudit(t, env, token); len(events) != 1 || events[0].Outcome != "failed" || events[0].Status != http.StatusForbidden {
+	// Its audit event names why: the revision is no longer pending. (Fails when the code is
+	// left out, as it was.)
+	if events := activationAudit(t, env, token); len(events) != 1 || events[0].Outcome != "failed" || events[0].Status != http.StatusForbidden ||
+		events[0].Error == nil || *events[0].Error != "no_pending_revision" {
 		t.Errorf("audit of the failed test: %+v", events)
 	}
 

@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -171,6 +172,42 @@ func TestSupportSourceDecidesWhoSignsIn(t *testing.T) {
 	putSupportSource(t, env, token, map[string]any{"enabled": false, "provider_id": p.ID, "allowed_email_domain": "example.com"})
 	if pg := newBrowser(t, env).through(t, op, "/signin?provider=corp", "alice"); pg.Status != http.StatusForbidden {
 		t.Errorf("alice while the support source is disabled: %d %s", pg.Status, pg.Body)
+	}
+
+	// Every sign-in is audited, refused ones too: by the session it made (support_person, the
+	// session's ID, the email), or by anonymous with the email the provider verified.
+	// Fails when: finishSignIn records no audit event, or a refusal is not recorded.
+	rows, err := env.Pool.Query(context.Background(), `SELECT actor_type, actor_id, actor_name, provider_id, outcome, status,
+		coalesce(error, ''), changed_fields FROM audit_events WHERE operation = 'signIn' ORDER BY time, id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var typ, actor, name, provider, outcome, code string
+		var status int
+		var changed []string
+		if err := rows.Scan(&typ, &actor, &name, &provider, &outcome, &status, &code, &changed); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(actor, "ses_") {
+			actor = "ses"
+		}
+		if provider != p.ID {
+			t.Errorf("a sign-in audited with provider %s, want %s", provider, p.ID)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %s %d %s %v", typ, actor, name, outcome, status, code, changed))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"support_person anonymous carol@example.com denied 403 unauthenticated []",
+		"support_person ses alice@example.com succeeded 303  [session]",
+		"support_person anonymous alice@example.com denied 403 unauthenticated []",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sign-ins audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

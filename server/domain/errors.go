@@ -135,6 +135,11 @@ func OrganizationWritable(state string) error {
 
 // SignInError is why a sign-in or a provider test failed: the sign-in pages show Reason to the
 // person (it names no secret). It is no error of the API.
-type SignInError struct{ Reason string }
+type SignInError struct {
+	Reason string
+	// Code is the error code its audit event carries ("" for unauthenticated: the person was
+	// not signed in).
+	Code string
+}
 
 func (e *SignInError) Error() string { return "sign-in refused: " + e.Reason }

@@ -34,6 +34,29 @@ const SignInFlowLifetime = 10 * time.Minute
 // the callback activates).
 const OperationActivateProvider = "activateIdentityProvider"
 
+// OperationSignIn is the audit operation of a deployment sign-in through an identity provider
+// (no API operation: the callback makes the session).
+const OperationSignIn = "signIn"
+
+// SignInAudit is the audit event of a sign-in through an identity provider: by the session it
+// made (actor support_person: the session's ID, the person's email), or, refused, by
+// "anonymous" with the email the provider verified.
+func SignInAudit(providerID, sessionID, email, requestID, source, outcome string, status int, code string) AuditEvent {
+	e := AuditEvent{RequestID: requestID, ActorType: ActorSupportPerson, ActorID: sessionID, ActorName: email,
+		Operation: OperationSignIn, ProviderID: &providerID, Outcome: outcome, Status: status, SourceAddress: source,
+		ChangedFields: []string{}}
+	if e.ActorID == "" {
+		e.ActorID = "anonymous"
+	}
+	if outcome == OutcomeSucceeded {
+		e.ChangedFields = []string{"session"}
+	}
+	if code != "" {
+		e.Error = &code
+	}
+	return e
+}
+
 // SignInFlow is a flow as the callback reads it.
 type SignInFlow struct {
 	ID         string
@@ -99,7 +122,8 @@ func (p Providers) CheckStillPending(ctx context.Context, q db.DBTX, f SignInFlo
 }
 
 func supersededError(revision int64) error {
-	return &SignInError{Reason: fmt.Sprintf("Revision %d is no longer the provider's pending revision (a later write superseded it, or another test activated it): nothing was activated.", revision)}
+	return &SignInError{Code: "no_pending_revision",
+		Reason: fmt.Sprintf("Revision %d is no longer the provider's pending revision (a later write superseded it, or another test activated it): nothing was activated.", revision)}
 }
 
 // PeekProviderTest reads the flow of a test URL that can still be opened, without spending it.
