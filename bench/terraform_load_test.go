@@ -51,29 +51,52 @@ resource "terraform_data" "policy" {
   input = { organization_id = terraform_data.org[count.index].id, max_agents = 100 + count.index, max_users = 10, jobs = count.index % 2 == 0 }
 }
 `)
-	run := func(dir string, args ...string) time.Duration {
+	// Each run's wall time, and the CPU it cost: Terraform with the provider (the process's
+	// rusage, which counts the provider processes it reaped), this process (the server) and
+	// the server's PostgreSQL backends. On two cores a run whose CPU is far below twice its
+	// wall time waited (on Terraform's walk, round trips), rather than computed.
+	var cpuLines []string
+	run := func(name, dir string, args ...string) time.Duration {
 		cmd := exec.Command(tf, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
 			"RENGA_URL="+env.URL, "RENGA_OPERATOR_TOKEN="+token)
+		pg0, err := backendCPU(env.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self0 := selfCPU()
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("terraform %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 		}
-		return time.Since(start)
+		wall := time.Since(start)
+		pg1, err := backendCPU(env.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pg time.Duration
+		for pid, c := range pg1 {
+			pg += c - pg0[pid]
+		}
+		tfCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-11s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
+			name, wall.Seconds(), tfCPU.Seconds(), (selfCPU()-self0).Seconds(), pg.Seconds()))
+		return wall
 	}
 	apply := []string{"apply", "-auto-approve", "-parallelism=10", "-no-color", "-input=false"}
 	plan := []string{"plan", "-refresh-only", "-no-color", "-input=false"}
-	floorApply, rengaApply := run(floor, apply...), run(renga, apply...)
-	floorPlan, rengaPlan := run(floor, plan...), run(renga, plan...)
+	floorApply, rengaApply := run("floor-apply", floor, apply...), run("renga-apply", renga, apply...)
+	floorPlan, rengaPlan := run("floor-plan", floor, plan...), run("renga-plan", renga, plan...)
 	// The provider's fixed cost: the same configuration with no resources (Terraform starts
 	// and configures the provider, reads nothing).
 	empty := t.TempDir()
 	write(t, filepath.Join(empty, "main.tf"), string(scale))
-	emptyPlan := run(empty, append(plan, "-var", "count_of_organizations=0")...)
+	emptyPlan := run("empty-plan", empty, append(plan, "-var", "count_of_organizations=0")...)
 	fmt.Printf("terraform-scale apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  plan with no resources=%.2fs\n",
 		rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
 		rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(), emptyPlan.Seconds())
+	fmt.Println(strings.Join(cpuLines, "\n"))
 }
 
 func write(t *testing.T, path, content string) {
