@@ -33,15 +33,15 @@ func main() {
 }
 
 // sdkLogVariables turn on the plugin SDKs' logs (terraform-plugin-log's levels).
-var sdkLogVariables = []string{"TF_LOG", "TF_LOG_SDK", "TF_LOG_SDK_FRAMEWORK", "TF_LOG_SDK_PROTO"}
+var sdkLogVariables = []string{"TF_LOG", "TF_LOG_PROVIDER", "TF_LOG_SDK", "TF_LOG_SDK_FRAMEWORK", "TF_LOG_SDK_PROTO"}
 
 // quietSDKLogs turns the framework's and the protocol layer's logs off when no log was asked
 // for. Without any TF_LOG variable, terraform-plugin-framework still writes its trace logs (a
 // dozen JSON lines per attribute of every request) to the pipe Terraform reads, and Terraform
 // parses each line only to drop it: measured with bench/ (TestTerraformScale), that was about
 // a third of the provider's CPU and much of Terraform's own extra CPU over its floor. Setting
-// any of these variables (TF_LOG=DEBUG, TF_LOG_SDK_FRAMEWORK=TRACE, ...) keeps the SDKs'
-// defaults; the provider's own logs (TF_LOG_PROVIDER) are not affected.
+// any of these variables (TF_LOG=DEBUG, TF_LOG_PROVIDER=TRACE to debug the provider,
+// TF_LOG_SDK_FRAMEWORK=TRACE, ...) keeps the SDKs' defaults.
 func quietSDKLogs() {
 	for _, v := range sdkLogVariables {
 		if _, set := os.LookupEnv(v); set {

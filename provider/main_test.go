@@ -12,7 +12,7 @@ import (
 // overrides a level someone set.
 func TestQuietSDKLogs(t *testing.T) {
 	unset := func() {
-		for _, v := range append(sdkLogVariables, "TF_LOG_PROVIDER") {
+		for _, v := range sdkLogVariables {
 			t.Setenv(v, "") // restored after the test
 			if err := os.Unsetenv(v); err != nil {
 				t.Fatal(err)

@@ -53,10 +53,15 @@ func (s *Server) recoverSignIn(w http.ResponseWriter, r *http.Request) {
 	source := sourceString(st)
 	var sess domain.DeploymentSession
 	var secret string
+	old := s.cookie(r, SessionCookie)
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		sess, secret, err = domain.SignInWithLocalRecovery(ctx, tx, email, code, st.ID, source)
-		return err
+		if sess, secret, err = domain.SignInWithLocalRecovery(ctx, tx, email, code, st.ID, source); err != nil {
+			return err
+		}
+		// Signing in replaces the browser's session: the one it held ends now, in the same
+		// transaction (a failure here must not spend the code without a session to show).
+		return endPreviousSession(ctx, tx, old)
 	})
 	if err != nil {
 		status := s.refuse(w, r, err)
@@ -70,15 +75,6 @@ func (s *Server) recoverSignIn(w http.ResponseWriter, r *http.Request) {
 			s.log.ErrorContext(ctx, "audit of a refused recovery sign-in", "request_id", st.ID, "error", err)
 		}
 		return
-	}
-	// Signing in replaces the browser's session: the one it held ends now.
-	if old := s.cookie(r, SessionCookie); old != "" {
-		if prev, err := domain.DeploymentSessionBySecret(ctx, s.pool, old); err == nil {
-			if err := domain.RevokeDeploymentSession(ctx, s.pool, prev.ID); err != nil {
-				s.refuse(w, r, err)
-				return
-			}
-		}
 	}
 	s.log.InfoContext(ctx, "signed in", "request_id", st.ID, "session_id", sess.ID, "method", sess.Method)
 	s.setCookie(w, RecoverCookie, "", time.Time{})

@@ -104,6 +104,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) int {
 	case db.Unavailable(err):
 		status, reason = http.StatusServiceUnavailable, "The deployment cannot reach its database right now; try again later."
 	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "2")
+	}
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelWarn
@@ -324,10 +327,41 @@ func (s *Server) signInCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.refuse(w, r, err)
+		status := s.refuse(w, r, err)
+		s.auditRefusedSignIn(ctx, flow, email.Email, err, status)
 		return
 	}
 	s.finishSignIn(w, r, flow, email)
+}
+
+// auditRefusedSignIn records a sign-in the deployment refused after the provider's callback:
+// by anonymous, with the email the provider vouched for when there is one; denied when the
+// person was refused (SignInError), failed when the deployment or the provider failed.
+func (s *Server) auditRefusedSignIn(ctx context.Context, flow domain.SignInFlow, email string, err error, status int) {
+	st := pipeline.From(ctx)
+	outcome := domain.OutcomeFailed
+	if se := (*domain.SignInError)(nil); err == nil || errors.As(err, &se) {
+		outcome = domain.OutcomeDenied
+	}
+	refused := domain.SignInAudit(flow.ProviderID, "", email, st.ID, sourceString(st), outcome, status, refusalCode(err, status))
+	if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, refused); err != nil {
+		s.log.ErrorContext(ctx, "audit of a refused sign-in", "request_id", st.ID, "error", err)
+	}
+}
+
+// endPreviousSession revokes the session whose cookie the browser still held, if it is live.
+func endPreviousSession(ctx context.Context, q db.DBTX, cookie string) error {
+	if cookie == "" {
+		return nil
+	}
+	prev, err := domain.DeploymentSessionBySecret(ctx, q, cookie)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return domain.RevokeDeploymentSession(ctx, q, prev.ID)
 }
 
 // verifiedIdentity is who the provider vouched for.
@@ -383,7 +417,8 @@ func (s *Server) verifyCallback(ctx context.Context, flow domain.SignInFlow, flo
 		return verifiedIdentity{}, &domain.SignInError{Reason: "The ID token's claims could not be read."}
 	}
 	if err := cfg.CheckIdentity(claims.Email, claims.EmailVerified); err != nil {
-		return verifiedIdentity{}, err
+		// Refused, but the token verified: its email names who was refused, in the audit.
+		return verifiedIdentity{Subject: idt.Subject, Email: claims.Email}, err
 	}
 	return verifiedIdentity{Subject: idt.Subject, Email: claims.Email, Name: claims.Name}, nil
 }
@@ -429,10 +464,7 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domai
 	if !src.Names(flow.ProviderID, who.Email) {
 		status := s.refuse(w, r, &domain.SignInError{Reason: "Deployment sign-in is for the deployment's support people only, and its support source does not name " +
 			who.Email + " with this identity provider."})
-		refused := domain.SignInAudit(flow.ProviderID, "", who.Email, st.ID, source, domain.OutcomeDenied, status, refusalCode(nil, status))
-		if err := domain.RecordAudit(context.WithoutCancel(ctx), s.pool, refused); err != nil {
-			s.log.ErrorContext(ctx, "audit of a refused sign-in", "request_id", st.ID, "error", err)
-		}
+		s.auditRefusedSignIn(ctx, flow, who.Email, nil, status)
 		return
 	}
 	// The session and its audit event, in one transaction.
@@ -445,21 +477,17 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request, flow domai
 		if err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, domain.SignInAudit(flow.ProviderID, sess.ID, who.Email, st.ID, source,
-			domain.OutcomeSucceeded, http.StatusSeeOther, ""))
+		if err := domain.RecordAudit(ctx, tx, domain.SignInAudit(flow.ProviderID, sess.ID, who.Email, st.ID, source,
+			domain.OutcomeSucceeded, http.StatusSeeOther, "")); err != nil {
+			return err
+		}
+		// Signing in again replaces the browser's session: the one it held ends now.
+		return endPreviousSession(ctx, tx, s.cookie(r, SessionCookie))
 	})
 	if err != nil {
-		s.refuse(w, r, err)
+		status := s.refuse(w, r, err)
+		s.auditRefusedSignIn(ctx, flow, who.Email, err, status)
 		return
-	}
-	// Signing in again replaces the browser's session: the one it held ends now.
-	if old := s.cookie(r, SessionCookie); old != "" {
-		if prev, err := domain.DeploymentSessionBySecret(ctx, s.pool, old); err == nil {
-			if err := domain.RevokeDeploymentSession(ctx, s.pool, prev.ID); err != nil {
-				s.refuse(w, r, err)
-				return
-			}
-		}
 	}
 	s.log.InfoContext(ctx, "signed in", "request_id", st.ID, "session_id", sess.ID, "provider_id", flow.ProviderID)
 	s.setCookie(w, SessionCookie, secret, sess.ExpiresAt)

@@ -333,7 +333,7 @@ type AgentList struct {
 
 // AuditActor defines model for AuditActor.
 type AuditActor struct {
-	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), an intake key ID (an agent's registration), or a support person's session ID (`ses_`; a read in the support console or a local recovery sign-in, `name_snapshot` their email; `anonymous` for a refused local recovery sign-in, `name_snapshot` the email given).
+	// Id The token ID, `local-operator`, `system` (background work such as the purge), a user ID (an owner), an intake key ID (an agent's registration), or a support person's session ID (`ses_`; a read in the support console, or the session a sign-in or local recovery sign-in made, `name_snapshot` their email; `anonymous` for a refused sign-in or local recovery sign-in, `name_snapshot` the email the provider verified or the email given, when there is one).
 	Id string `json:"id"`
 
 	// InvocationId For `local_operator`, the ID of the command invocation.

@@ -357,8 +357,15 @@ func TestLockoutGuardCountsLocalRecovery(t *testing.T) {
 	}
 	expectLockout("with a used recovery")
 
-	// Open: usable, so the last provider can go.
+	// Open, for someone the support source stopped naming: it signs nobody in, so it does not
+	// count. (Fails when every open recovery counts.)
 	recoverLocal(t, env, "alice@example.com", time.Hour)
+	sourceToken := env.Token(t, "support:write")
+	putSupportSource(t, env, sourceToken, map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "other.example"})
+	expectLockout("with a recovery for someone the support source no longer names")
+	putSupportSource(t, env, sourceToken, map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "example.com"})
+
+	// Open: usable, so the last provider can go.
 	if rep := disable(); rep.Status != http.StatusOK {
 		t.Fatalf("disable the last provider after recover-local: %d %s", rep.Status, rep.Body)
 	}

@@ -601,6 +601,40 @@ func TestSignInRefusals(t *testing.T) {
 	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deployment_sessions`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("sessions: %d %v; want only the one the right browser made", n, err)
 	}
+
+	// Every refusal after the provider's callback is audited, with the email the verified token
+	// names (none when the token did not verify). Refusals before it (no flow: a forged state,
+	// another browser) name no provider or person and are not.
+	// Fails when: only the support source's refusal is audited (as it was).
+	rows, err := env.Pool.Query(context.Background(), `SELECT actor_id, actor_name, outcome, status, coalesce(error, '')
+		FROM audit_events WHERE operation = 'signIn' ORDER BY time, id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var actor, name, outcome, code string
+		var status int
+		if err := rows.Scan(&actor, &name, &outcome, &status, &code); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(actor, "ses_") {
+			actor = "ses"
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %d %s", actor, name, outcome, status, code))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ses alice@example.com succeeded 303 ",
+		"anonymous  denied 403 unauthenticated", // the wrong nonce
+		"anonymous bob@elsewhere.example denied 403 unauthenticated",
+		"anonymous unsure@example.com denied 403 unauthenticated",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sign-ins audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // TestDiscoveryIsCachedForItsFreshness: within the freshness bound sign-ins reuse the

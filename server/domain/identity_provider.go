@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -149,10 +150,11 @@ func (c ProviderConfig) normalized() (ProviderConfig, error) {
 			return c, &ValidationError{Field: "allowed_email_domains", Message: fmt.Sprintf("%q appears twice", d)}
 		}
 	}
-	if strings.TrimSpace(c.DisplayName) == "" || len(c.DisplayName) > 100 {
+	// Lengths in characters, as the spec's maxLength counts them (not bytes).
+	if strings.TrimSpace(c.DisplayName) == "" || utf8.RuneCountInString(c.DisplayName) > 100 {
 		return c, &ValidationError{Field: "display_name", Message: "must be 1 to 100 characters, not only spaces"}
 	}
-	if c.ClientID == "" || len(c.ClientID) > 255 {
+	if c.ClientID == "" || utf8.RuneCountInString(c.ClientID) > 255 {
 		return c, &ValidationError{Field: "client_id", Message: "must be 1 to 255 characters"}
 	}
 	return c, nil

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/mail"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
 )
@@ -141,7 +144,7 @@ func SignInWithLocalRecovery(ctx context.Context, q db.DBTX, email, code, reques
 	if _, err := q.Exec(ctx, `UPDATE local_recoveries SET session_id = $2 WHERE id = $1`, id, sess.ID); err != nil {
 		return DeploymentSession{}, "", err
 	}
-	if err := RecordAudit(ctx, q, LocalRecoverySignInAudit(sess.ID, email, requestID, source, OutcomeSucceeded, 200, "")); err != nil {
+	if err := RecordAudit(ctx, q, LocalRecoverySignInAudit(sess.ID, email, requestID, source, OutcomeSucceeded, http.StatusSeeOther, "")); err != nil {
 		return DeploymentSession{}, "", err
 	}
 	return sess, secret, nil
@@ -169,10 +172,27 @@ func LocalRecoverySignInAudit(sessionID, email, requestID, source, outcome strin
 }
 
 // openLocalRecoveries counts the recoveries that can still sign someone in: unused, not
-// revoked, not expired. The lockout guard counts them as a usable sign-in method.
+// revoked, not expired, for an email the support source names now (one it stopped naming can
+// sign nobody in). The lockout guard counts them as a usable sign-in method.
 func openLocalRecoveries(ctx context.Context, q db.DBTX) (int, error) {
-	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM local_recoveries
-		WHERE used_at IS NULL AND revoked_at IS NULL AND expires_at > now()`).Scan(&n)
-	return n, err
+	rows, err := q.Query(ctx, `SELECT email FROM local_recoveries
+		WHERE used_at IS NULL AND revoked_at IS NULL AND expires_at > now()`)
+	if err != nil {
+		return 0, err
+	}
+	emails, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(emails) == 0 {
+		return 0, err
+	}
+	src, err := GetSupportSource(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range emails {
+		if src.NamesEmail(e) {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -286,13 +286,13 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 	if secret != nil {
 		body.ClientSecret = &client.ClientSecret{Value: secret}
 	}
-	p, adopted, diags := r.create(ctx, body)
+	p, adopted, diags := r.create(ctx, body, plan.ClientSecretWOVersion.ValueInt64())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	// A provider adopted from an earlier attempt had this configuration when it was made (the
-	// key covers the body, secret included), but it may have been changed since.
+	// key covers the body and the secret's version), but it may have been changed since.
 	if adopted && !sameConfig(*p, writeOf(plan, scopes, domains, nil)) {
 		p, diags = r.put(ctx, p.Id, p.Version, writeOf(plan, scopes, domains, secret), "update")
 		resp.Diagnostics.Append(diags...)
@@ -306,11 +306,21 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 // create posts the provider with a key derived from the request, as renga_organization does: a
 // replayed response is adopted while the provider it names exists; one deleted since sends the
 // next generation's key.
-func (r *Resource) create(ctx context.Context, body client.IdentityProviderCreate) (*client.IdentityProvider, bool, diag.Diagnostics) {
+//
+// The key is derived from the body without the client secret, and from the secret's version
+// instead: a key is a request header, which proxies may log, and a hash of a weak secret can be
+// guessed offline.
+func (r *Resource) create(ctx context.Context, body client.IdentityProviderCreate, secretVersion int64) (*client.IdentityProvider, bool, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	action := fmt.Sprintf("create identity provider %q", body.Slug)
+	keyed := body
+	keyed.ClientSecret = nil
+	keyInput := struct {
+		Body          client.IdentityProviderCreate `json:"body"`
+		SecretVersion int64                         `json:"client_secret_wo_version"`
+	}{keyed, secretVersion}
 	for gen := 0; gen < apiclient.MaxKeyGenerations; gen++ {
-		key, err := apiclient.CreateKey(typeName, collectionPath, body, gen)
+		key, err := apiclient.CreateKey(typeName, collectionPath, keyInput, gen)
 		if err != nil {
 			diags.AddError("Cannot build the create request", err.Error())
 			return nil, false, diags

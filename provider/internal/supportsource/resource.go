@@ -43,7 +43,7 @@ const (
 
 var (
 	// Lowercase, as the server stores them (it compares emails without case and lowercases them).
-	emailPattern       = regexp.MustCompile(`^[^@\sA-Z]+@[^@\sA-Z]+$`)
+	emailPattern       = regexp.MustCompile(`^[^@\s\p{Lu}\p{Lt}]+@[^@\s\p{Lu}\p{Lt}]+$`)
 	emailDomainPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
 )
 
