@@ -264,14 +264,14 @@ func coverage(c config, module, key, tmp string) (*coverageSet, error) {
 		t0 := time.Now()
 		if out, err := combined(".", "go", "test", "-c", "-vet=off", "-o", bin, "-cover", "-covermode", "set",
 			"-coverpkg", "./"+c.target+"/...", pkg); err != nil {
-			return nil, fmt.Errorf("build %s with coverage: %v\n%s", pkg, err, out)
+			return nil, fmt.Errorf("build %s with coverage: %w\n%s", pkg, err, out)
 		}
 		if _, err := os.Stat(bin); err != nil {
 			continue // no test files
 		}
 		list, err := combined(dir, bin, "-test.list", c.run)
 		if err != nil {
-			return nil, fmt.Errorf("list the tests of %s: %v\n%s", pkg, err, list)
+			return nil, fmt.Errorf("list the tests of %s: %w\n%s", pkg, err, list)
 		}
 		log.Printf("%s: built with coverage in %s", pkg, time.Since(t0).Round(time.Second))
 		rel, err := filepath.Rel(root, dir)
@@ -458,7 +458,7 @@ func enumerate(c config, cov *coverageSet, tmp string) ([]mutant, error) {
 		"PATH="+filepath.Join(wd, "tools", "mutate")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"MUTATE_GO="+realGo, "MUTATE_COVERPROFILE="+profile)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("gremlins --dry-run: %v\n%s", err, out)
+		return nil, fmt.Errorf("gremlins --dry-run: %w\n%s", err, out)
 	}
 	raw, err := os.ReadFile(listing)
 	if err != nil {
@@ -741,7 +741,7 @@ func combinedContext(ctx context.Context, dir, name string, args ...string) ([]b
 		return out.Bytes(), err
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-waited
+		_ = <-waited
 		return out.Bytes(), ctx.Err()
 	}
 }
