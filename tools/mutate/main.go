@@ -741,7 +741,9 @@ func combinedContext(ctx context.Context, dir, name string, args ...string) ([]b
 		return out.Bytes(), err
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = <-waited
+		if err := <-waited; err != nil {
+			return out.Bytes(), fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return out.Bytes(), ctx.Err()
 	}
 }
