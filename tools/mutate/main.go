@@ -742,7 +742,7 @@ func combinedContext(ctx context.Context, dir, name string, args ...string) ([]b
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		if err := <-waited; err != nil {
-			return out.Bytes(), fmt.Errorf("%w (%v)", ctx.Err(), err)
+			return out.Bytes(), errors.Join(ctx.Err(), err)
 		}
 		return out.Bytes(), ctx.Err()
 	}
