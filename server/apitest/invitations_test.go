@@ -380,6 +380,12 @@ func TestInvitationEndToEnd(t *testing.T) {
 		if rep.Status != http.StatusOK || r.State != "revoked" || r.RevokedAt == nil {
 			t.Errorf("revoke #%d: %d %s", i+1, rep.Status, rep.Body)
 		}
+		// The first revocation changed the state, the second nothing. Fails when: RevokeInvitation
+		// reports changes by err == nil or RowsAffected() != 0 (invitation.go).
+		a := expectOneAudit(t, env, rep, "revokeInvitation", "succeeded", opTok.ID, org.ID, "")
+		if want := []string{"state"}[:1-i]; !slices.Equal(a.ChangedFields, want) {
+			t.Errorf("revoke #%d audit changed_fields = %v, want %v", i+1, a.ChangedFields, want)
+		}
 	}
 	// An expired one fails with invitation_expired.
 	expired := invite(t, env, op, org.ID, "eve@acme.example")
