@@ -62,38 +62,34 @@ fuzz:
 		$(GO) test -count=1 -timeout 60m -run '^TestSpecFuzz$$' -v ./server/apitest/ | grep -E 'fuzz_test|^(ok|FAIL|---)'
 
 # Mutation testing (docs/mutation-testing.md): github.com/go-gremlins/gremlins (a pinned Go tool)
-# mutates MUTATE_TARGET (server/domain or server/pipeline) one change at a time and runs the
-# black-box suite against each mutant; a mutant no test fails "lived". Not in CI: too slow for it.
-# Needs RENGA_TEST_DATABASE_URL. Gremlins' --integration runs `go test ./...` per mutant, which
-# is the whole module (minutes); tools/mutate/go, first on its PATH, narrows that to
-# MUTATE_PACKAGES and the tests matching MUTATE_RUN: the target's own tests and the fast
-# server/apitest tests that drive it (each mutant then costs one build and a few minutes of tests;
-# 3 to 7 minutes on 2 busy cores, so a whole run is long: see docs/mutation-testing.md).
-# A mutant is "timed out" past MUTATE_TIMEOUT_COEFFICIENT times the coverage run; "not covered"
-# when no selected test reaches it (widen MUTATE_RUN, e.g. MUTATE_RUN=. for the whole suite, to
-# judge those). MUTATE_FLAGS adds gremlins flags (--dry-run lists the mutants without testing
-# them; --exclude-files REGEXP). Results: the log on stdout, bin/mutate-<target>.json.
+# lists the mutants of MUTATE_TARGET (server/domain or server/pipeline), one small change each;
+# tools/mutate judges them: each selected test (MUTATE_PACKAGES, MUTATE_RUN) is run once alone
+# with coverage, then each mutant is built in place (go test -c -overlay) and tried against only
+# the tests that reach its line, fastest first, until one fails (killed) or none does (lived).
+# Needs RENGA_TEST_DATABASE_URL. A mutant is "timed out" when a test runs past
+# MUTATE_TIMEOUT_COEFFICIENT times its time without mutants; "not covered" when no selected test
+# reaches it (widen MUTATE_RUN, e.g. MUTATE_RUN=. for the whole suite, to judge those).
+# MUTATE_FLAGS adds tools/mutate flags (-dry-run lists the mutants and the tests that reach each;
+# -only "file.go:line:col ..." judges only these). Results: the log on stdout,
+# bin/mutate-<target>.json; a stopped run resumes where it was (bin/mutate/results-*.jsonl).
 MUTATE_TARGET ?= server/domain
-MUTATE_WORKERS ?= 1
 MUTATE_TIMEOUT_COEFFICIENT ?= 3
 # The target's own tests, every one (found in its _test.go files).
 MUTATE_UNIT_TESTS = $(shell grep -ho '^func Test[A-Za-z0-9_]*' $(wildcard $(MUTATE_TARGET)/*_test.go $(MUTATE_TARGET)/*/*_test.go) | cut -c6- | grep -vx TestMain | paste -sd'|')
-MUTATE_API_TESTS := TestOrganizationLifecycle|TestOrganizationListPagesAndFilters|TestSuspendResumeTwice|TestSuspendedOwnersReadOnly|TestDeletionScheduling|TestPurge|TestInvitationEndToEnd|TestPolicyDocument|TestPolicyOwnerSettings|TestPolicyDeploymentDefaults|TestPolicyMaxUsers|TestPolicyWithdrawIdentityProviders|TestSettingsUnderLock|TestJobsFlow|TestMaxJobsPerDay|TestMaxAgents|TestInstallationRegistration|TestIntakeKeyShownOnce|TestIntakeKeyFormatAndAuthentication|TestIntakeBytesPerDay|TestIntakeDeduplicatedAndCountedOnce|TestObservationCapPerBatch|TestObservationRetention|TestRetentionForgetsOldBatchesAndObservations|TestUsageCountedOnce|TestUsageDaysAndTotals|TestUsageRetention|TestUsageRetentionDeletesInBatches|TestAuditFailedAttempts|TestAuditListFiltersAndPages|TestAuditActivity|TestOwnerAndIntakeKeyWritesAreAudited|TestOwnersReadInventory|TestIdentityProviderLifecycle|TestIfMatchRules|TestIdempotencyKeyRules|TestValidation|TestRateLimits|TestRateLimitedWritesAreNotAudited|TestCredentialPaths
+MUTATE_API_TESTS := TestOrganizationLifecycle|TestOrganizationListPagesAndFilters|TestSuspendResumeTwice|TestSuspendedOwnersReadOnly|TestDeletionScheduling|TestPurge|TestInvitationEndToEnd|TestInvitationByOrganizationState|TestPolicyDocument|TestPolicyOwnerSettings|TestPolicyDeploymentDefaults|TestPolicyMaxUsers|TestPolicyWithdrawIdentityProviders|TestSettingsUnderLock|TestJobsFlow|TestMaxJobsPerDay|TestMaxAgents|TestInstallationRegistration|TestIntakeKeyShownOnce|TestIntakeKeyFormatAndAuthentication|TestIntakeBytesPerDay|TestIntakeDeduplicatedAndCountedOnce|TestObservationCapPerBatch|TestObservationRetention|TestRetentionForgetsOldBatchesAndObservations|TestUsageCountedOnce|TestUsageDaysAndTotals|TestUsageRetention|TestUsageRetentionDeletesInBatches|TestAuditFailedAttempts|TestAuditListFiltersAndPages|TestAuditActivity|TestOwnerAndIntakeKeyWritesAreAudited|TestOwnersReadInventory|TestIdentityProviderLifecycle|TestIdentityProviderRefusals|TestProviderLockoutGuard|TestIfMatchRules|TestIdempotencyKeyRules|TestValidation|TestRateLimits|TestRateLimitedWritesAreNotAudited|TestCredentialPaths
 MUTATE_RUN ?= ^($(MUTATE_UNIT_TESTS)|$(MUTATE_API_TESTS))$$
 MUTATE_PACKAGES ?= ./$(MUTATE_TARGET)/... ./server/apitest
 # MUTATE_FILES, when set, limits the mutants to these files of MUTATE_TARGET (relative to it,
-# e.g. MUTATE_FILES="observation.go usage.go"): gremlins is told to exclude all the others.
+# e.g. MUTATE_FILES="observation.go usage.go").
 MUTATE_FILES ?=
-MUTATE_SOURCES = $(patsubst $(MUTATE_TARGET)/%,%,$(filter-out %_test.go,$(wildcard $(MUTATE_TARGET)/*.go $(MUTATE_TARGET)/*/*.go)))
-MUTATE_EXCLUDE = $(if $(MUTATE_FILES),$(foreach f,$(filter-out $(MUTATE_FILES),$(MUTATE_SOURCES)),--exclude-files '^$(f)$$'))
+MUTATE_FLAGS ?=
+
 mutate:
 	@test -n "$$RENGA_TEST_DATABASE_URL" || (echo "make mutate needs RENGA_TEST_DATABASE_URL" >&2; exit 1)
 	$(GO) build -o bin/gremlins github.com/go-gremlins/gremlins/cmd/gremlins
-	MUTATE_GO="$$(command -v $(GO))" MUTATE_PACKAGES="$(MUTATE_PACKAGES)" MUTATE_RUN='$(MUTATE_RUN)' \
-		PATH="$(CURDIR)/tools/mutate:$$PATH" bin/gremlins unleash --integration \
-		--coverpkg ./$(MUTATE_TARGET)/... --workers $(MUTATE_WORKERS) \
-		--timeout-coefficient $(MUTATE_TIMEOUT_COEFFICIENT) $(MUTATE_EXCLUDE) $(MUTATE_FLAGS) \
-		--output bin/mutate-$(notdir $(MUTATE_TARGET)).json $(CURDIR)/$(MUTATE_TARGET)
+	$(GO) build -o bin/renga-mutate ./tools/mutate
+	bin/renga-mutate -target $(MUTATE_TARGET) -packages "$(MUTATE_PACKAGES)" -run '$(MUTATE_RUN)' \
+		-files "$(MUTATE_FILES)" -timeout-coefficient $(MUTATE_TIMEOUT_COEFFICIENT) $(MUTATE_FLAGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./bench/...

@@ -298,6 +298,12 @@ func TestIntakeKeyFormatAndAuthentication(t *testing.T) {
 		{"as issued", after.Key, http.StatusCreated},
 		{"wrong identifier, right secret", "renga_intake_us2_" + secret, http.StatusCreated},
 		{"missing identifier, right secret", "renga_intake_" + secret, http.StatusCreated},
+		// The identifier's shape: 1 to 16 characters. Fails when: len(id) < 1 or len(id) > 16
+		// (intake_key.go, LooksLikeIntakeKey) is made <= or >=.
+		{"one-character identifier, right secret", "renga_intake_a_" + secret, http.StatusCreated},
+		{"16-character identifier, right secret", "renga_intake_" + strings.Repeat("a", 16) + "_" + secret, http.StatusCreated},
+		{"17-character identifier, right secret", "renga_intake_" + strings.Repeat("a", 17) + "_" + secret, http.StatusUnauthorized},
+		{"empty identifier, right secret", "renga_intake__" + secret, http.StatusUnauthorized},
 		{"right identifier, wrong secret", "renga_intake_eu1_" + otherSecret, http.StatusUnauthorized},
 		{"right identifier, one character of the secret changed", "renga_intake_eu1_" + string(flipped), http.StatusUnauthorized},
 		{"pre-identifier key after the identifier is set", before.Key, http.StatusCreated},

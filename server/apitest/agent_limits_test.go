@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -231,6 +232,22 @@ func TestJobsFlow(t *testing.T) {
 	}
 	if u := usageToday(t, env, usage, s.OrgID); u.JobsCreated != 1 {
 		t.Errorf("usage jobs_created = %d, want 1", u.JobsCreated)
+	}
+	// Several pending jobs come oldest first. Fails when: PendingJobs' sort loop counts down
+	// (job.go, i++ made i--: the poll never answers, the test times out).
+	var queued []string
+	for range 3 {
+		queued = append(queued, createJob(t, env, s.Owner, s.Agent.ID, "uptime").ID)
+	}
+	rep = s.Agent.do(t, http.MethodGet, agentJobsURL, nil)
+	pending.Items = nil
+	rep.decode(t, &pending)
+	var got []string
+	for _, it := range pending.Items {
+		got = append(got, it.ID)
+	}
+	if !slices.Equal(got, queued) {
+		t.Errorf("pending jobs %v, want oldest first %v", got, queued)
 	}
 	// A job for another organization's installation is 404.
 	other := newAgentSetup(t, env)

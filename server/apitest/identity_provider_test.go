@@ -265,9 +265,18 @@ func TestIdentityProviderRefusals(t *testing.T) {
 	body := newProviderBody("local", "")
 	body["issuer"] = "http://127.0.0.1:9999"
 	createProvider(t, env, token, body)
+	// The longest display name and client ID the schema allows are accepted: the domain's own
+	// limits are the schema's, not one less. Fails when: len(DisplayName) > 100 or
+	// len(ClientID) > 255 (identity_provider.go) is made >=.
+	longName, longClient := strings.Repeat("d", 100), strings.Repeat("c", 255)
+	body = newProviderBody("longest", "")
+	body["display_name"], body["client_id"] = longName, longClient
+	if p, _ := createProvider(t, env, token, body); p.DisplayName != longName || p.ClientID != longClient {
+		t.Errorf("the longest display name and client ID: stored %q, %q", p.DisplayName, p.ClientID)
+	}
 	var n int
-	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM identity_providers`).Scan(&n); err != nil || n != 2 {
-		t.Errorf("providers stored: %d, %v; want 2", n, err)
+	if err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM identity_providers`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("providers stored: %d, %v; want 3", n, err)
 	}
 	// Scopes: providers:read cannot write.
 	reader := env.Token(t, "providers:read")

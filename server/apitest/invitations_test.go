@@ -380,6 +380,12 @@ func TestInvitationEndToEnd(t *testing.T) {
 		if rep.Status != http.StatusOK || r.State != "revoked" || r.RevokedAt == nil {
 			t.Errorf("revoke #%d: %d %s", i+1, rep.Status, rep.Body)
 		}
+		// The first revocation changed the state, the second nothing. Fails when: RevokeInvitation
+		// reports changes by err == nil or RowsAffected() != 0 (invitation.go).
+		a := expectOneAudit(t, env, rep, "revokeInvitation", "succeeded", opTok.ID, org.ID, "")
+		if want := []string{"state"}[:1-i]; !slices.Equal(a.ChangedFields, want) {
+			t.Errorf("revoke #%d audit changed_fields = %v, want %v", i+1, a.ChangedFields, want)
+		}
 	}
 	// An expired one fails with invitation_expired.
 	expired := invite(t, env, op, org.ID, "eve@acme.example")
@@ -581,4 +587,37 @@ func TestInvitationMailWithoutSMTP(t *testing.T) {
 	}
 	// And the file's secret works.
 	accept(t, env, secret, "Peter")
+}
+
+// TestInvitationByOrganizationState: an operator invites into an active or a suspended
+// organization; one pending deletion takes no invitation: 409 invalid_state, nothing stored.
+// Fails when: CreateInvitation's o.State != StateSuspended is made == (invitation.go).
+func TestInvitationByOrganizationState(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, op := scopedToken(t, env, "organizations:write")
+	for _, c := range []struct {
+		state  string
+		status int
+	}{{"active", http.StatusCreated}, {"suspended", http.StatusCreated}, {"deletion_pending", http.StatusConflict}} {
+		org := createOrg(t, env, op, strings.ReplaceAll(c.state, "_", "-"), "Org "+c.state)
+		if _, err := env.Pool.Exec(context.Background(), `UPDATE organizations SET state = $2,
+			purge_after = CASE WHEN $2 = 'deletion_pending' THEN now() + interval '1 day' END WHERE id = $1`, org.ID, c.state); err != nil {
+			t.Fatal(err)
+		}
+		rep := send(t, env, inviteReq(op, org.ID, "olivia@acme.example", newKey()))
+		if rep.Status != c.status {
+			t.Errorf("invite into a %s organization: %d %s, want %d", c.state, rep.Status, rep.Body, c.status)
+		}
+		if c.status == http.StatusConflict {
+			rep.expectProblem(t, http.StatusConflict, "invalid_state")
+		}
+		want := 0
+		if c.status == http.StatusCreated {
+			want = 1
+		}
+		if n := countRows(t, env, `SELECT count(*) FROM invitations WHERE organization_id = $1`, org.ID); n != want {
+			t.Errorf("%s organization: %d invitations stored, want %d", c.state, n, want)
+		}
+	}
 }

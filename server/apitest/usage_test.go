@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -141,6 +142,27 @@ func TestUsageCountedOnce(t *testing.T) {
 	days := orgUsage(t, env, op, o.ID, day(now), day(now))
 	if len(days) != 1 || days[0].IntakeRequests != 3 || days[0].IntakeBytes != 1507 || days[0].JobsCreated != 1 {
 		t.Errorf("usage = %+v", days)
+	}
+
+	// Many events of a day share a few counter rows (shards 0 to 7): the table grows with days,
+	// not with events. Fails when: the event's shard is its hash times the shard count instead of
+	// modulo it (usage.go, usageShard), which keeps every total right.
+	busy, err := domain.CreateOrganization(ctx, env.Pool, "initech", "Initech")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		if _, err := domain.CountUsage(ctx, env.Pool, busy.ID, fmt.Sprintf("batch-%d", i), now, delta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows, low, high int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*), min(shard), max(shard) FROM usage_counters WHERE organization_id = $1`,
+		busy.ID).Scan(&rows, &low, &high); err != nil {
+		t.Fatal(err)
+	}
+	if rows > 8 || low < 0 || high > 7 {
+		t.Errorf("64 events of one day in %d counter rows, shards %d to %d; want at most 8 rows, shards 0 to 7", rows, low, high)
 	}
 }
 
