@@ -556,3 +556,28 @@ func TestSettingsUnderLock(t *testing.T) {
 		"settings.allowed_email_domains": {[]string{}, "owner"},
 	})
 }
+
+// TestOwnersSettingsReadBack: what the owners write, with no lock on it, is what they read:
+// their allowed email domains (sorted, once each) included, and an empty list as [].
+//
+// Fails when: reading the stored settings replaces the owners' domains (the mutant
+// settings.go `AllowedEmailDomains == nil` made `!=` lived: every other test wrote domains
+// only under a lock, whose value is what a read shows).
+func TestOwnersSettingsReadBack(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, op := scopedToken(t, env, "organizations:write")
+	org := createOrg(t, env, op, "readback", "Read back")
+	owner := addOwner(t, env, op, org.ID, "olivia@readback.example", "Olivia")
+	send(t, env, settingsReq(owner.APIKey, `"1"`, map[string]any{"require_sso": true, "session_max_age_hours": 8,
+		"allowed_email_domains": []string{"b.example", "a.example", "b.example"}})).expectProblemOrOK(t, http.StatusOK)
+	s, etag := getSettings(t, env, owner.APIKey)
+	if !s.RequireSSO || s.SessionMaxAgeHours != 8 || !slices.Equal(s.AllowedEmailDomains, []string{"a.example", "b.example"}) || etag != `"2"` {
+		t.Fatalf("settings read back = %+v (ETag %s), want require_sso, 8 h, a.example and b.example", s, etag)
+	}
+	send(t, env, settingsReq(owner.APIKey, `"2"`, map[string]any{"allowed_email_domains": []string{}})).expectProblemOrOK(t, http.StatusOK)
+	rep := send(t, env, req{Method: http.MethodGet, Path: settingsPath, Token: owner.APIKey})
+	if rep.Status != http.StatusOK || !strings.Contains(string(rep.Body), `"allowed_email_domains":[]`) {
+		t.Errorf("an empty list read back: %d %s", rep.Status, rep.Body)
+	}
+}
