@@ -275,11 +275,14 @@ func TestProviderTestActivatesTheRevision(t *testing.T) {
 	}
 	tokenID := send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/tokens/self", Token: token})
 	var self struct {
-		ID string `json:"id"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
 	}
 	tokenID.decode(t, &self)
 	events := activationAudit(t, env, token)
+	// The actor's name snapshot too (fails when the token's name is left out of the event).
 	if len(events) != 1 || events[0].Outcome != "succeeded" || events[0].Actor.Type != "operator_token" || events[0].Actor.ID != self.ID ||
+		self.Name == "" || events[0].Actor.Name != self.Name ||
 		events[0].Targets.ProviderID == nil || *events[0].Targets.ProviderID != p.ID || strings.Join(events[0].Changed, ",") != "active_revision,pending_revision" {
 		t.Errorf("activation audit = %+v", events)
 	}
