@@ -855,3 +855,31 @@ func TestSignInPagesAreRateLimited(t *testing.T) {
 		t.Errorf("three sign-in pages at once: %v; want 200 200 429", statuses)
 	}
 }
+
+// TestSignInEmailBoundaries: a provider with no domain list signs in any verified email the
+// support source names, and an email with a one-character local part is an email.
+//
+// Fails when: a provider without allowed_email_domains refuses everyone, or an "@" at index 1
+// is taken for no local part (the mutants signin.go:275 `> 0` made `>= 0` and `< 1` made `<= 1`
+// lived: every test provider had a domain list, and every test email a longer local part).
+func TestSignInEmailBoundaries(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	op := startOP(t, env)
+	token := env.Token(t, "providers:write", "support:write")
+	p, _ := createProvider(t, env, token, map[string]any{"slug": "open", "protocol": "oidc", "issuer": op.Issuer,
+		"display_name": "Open", "client_id": op.ClientID, "client_secret": map[string]string{"value": op.ClientSecret}})
+	activateByTest(t, env, token, op, p.ID)
+	op.AddUser(oidctest.User{Username: "a", Email: "a@example.com", EmailVerified: true})
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": p.ID,
+		"allowed_emails": []string{"a@example.com", "bob@elsewhere.example"}})
+	for _, who := range []string{"a", "bob"} {
+		b := newBrowser(t, env)
+		if pg := b.through(t, op, "/signin?provider=open", who); pg.Status != http.StatusSeeOther {
+			t.Errorf("%s through a provider with no domain list: %d %s", who, pg.Status, pg.Body)
+		}
+		for _, c := range b.c.Jar.Cookies(mustURL(t, env.URL)) {
+			env.Track(c.Value)
+		}
+	}
+}
