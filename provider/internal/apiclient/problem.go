@@ -107,3 +107,17 @@ func CurrentVersion(r Response) int64 {
 	}
 	return -1
 }
+
+// AddChangedOutsideTerraform adds the diagnostic of a 412 to a write made with If-Match from
+// state: title names the object ("Policy changed outside Terraform"), what names it in the
+// sentence ("the policy"), why may say what else changes it ("" for nothing); held is the
+// version Terraform last read.
+func AddChangedOutsideTerraform(diags *diag.Diagnostics, title, action, what, why string, r Response, held int64) {
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	diags.AddError(title, fmt.Sprintf("Could not %s: %s changed outside Terraform. The server holds version %d, but Terraform last read version %d: "+
+		"someone changed it since%s. Nothing was overwritten and the write was not retried.\n\n"+
+		"Run `terraform plan` (or `terraform apply -refresh-only`) to refresh and review the change, then apply again.",
+		action, what, CurrentVersion(r), held, why))
+}

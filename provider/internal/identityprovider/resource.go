@@ -421,12 +421,8 @@ func (r *Resource) put(ctx context.Context, id string, version int64, body clien
 			return res.JSON200, diags
 		}
 	case http.StatusPreconditionFailed:
-		diags.AddError("Identity provider changed outside Terraform",
-			fmt.Sprintf("Could not %s: the provider changed outside Terraform. The server holds version %d, but Terraform last read version %d: "+
-				"someone changed it since (another write, a test that activated a revision, a disable). "+
-				"Nothing was overwritten and the write was not retried.\n\n"+
-				"Run `terraform plan` (or `terraform apply -refresh-only`) to refresh and review the change, then apply again.",
-				action, apiclient.CurrentVersion(res), version))
+		apiclient.AddChangedOutsideTerraform(&diags, "Identity provider changed outside Terraform", action, "the provider",
+			"another write, a test that activated a revision, a disable", res, version)
 		return nil, diags
 	case http.StatusConflict:
 		if p, ok := apiclient.Problem(res); ok && client.ErrorCode(p.Error) == client.ErrorCodeReadOnly {

@@ -219,11 +219,7 @@ func (r *Resource) put(ctx context.Context, orgID string, version int64, body cl
 			return res.JSON200, diags
 		}
 	case http.StatusPreconditionFailed:
-		diags.AddError("Policy changed outside Terraform",
-			fmt.Sprintf("Could not %s: the policy changed outside Terraform. The server holds version %d, but Terraform last read version %d: someone changed the policy since. "+
-				"Nothing was overwritten and the write was not retried.\n\n"+
-				"Run `terraform plan` (or `terraform apply -refresh-only`) to refresh and review the change, then apply again.",
-				action, apiclient.CurrentVersion(res), version))
+		apiclient.AddChangedOutsideTerraform(&diags, "Policy changed outside Terraform", action, "the policy", "", res, version)
 		return nil, diags
 	}
 	apiclient.AddError(&diags, action, res, nil)

@@ -249,11 +249,7 @@ func (r *Resource) put(ctx context.Context, version int64, body client.SupportSo
 			return res.JSON200, diags
 		}
 	case http.StatusPreconditionFailed:
-		diags.AddError("Support source changed outside Terraform",
-			fmt.Sprintf("Could not %s: the support source changed outside Terraform. The server holds version %d, but Terraform last read version %d: someone changed it since. "+
-				"Nothing was overwritten and the write was not retried.\n\n"+
-				"Run `terraform plan` (or `terraform apply -refresh-only`) to refresh and review the change, then run the command again.",
-				action, apiclient.CurrentVersion(res), version))
+		apiclient.AddChangedOutsideTerraform(&diags, "Support source changed outside Terraform", action, "the support source", "", res, version)
 		return nil, diags
 	}
 	apiclient.AddError(&diags, action, res, nil)
