@@ -197,15 +197,14 @@ func BenchmarkFloorIntake(b *testing.B) {
 			return
 		}
 		var in struct {
-			BatchID      string          `json:"batch_id"`
-			Observations json.RawMessage `json:"observations"`
+			BatchID string `json:"batch_id"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		fresh, err := domain.SubmitBatch(r.Context(), env.Pool, domain.IntakeBatch{OrganizationID: h.orgID, InstallationID: id,
-			BatchID: in.BatchID, Observations: in.Observations, Bytes: int64(len(body)), PublicKey: h.pub, PolicyVersion: h.version}, 1<<50, 64<<20)
+			BatchID: in.BatchID, Body: body, Bytes: int64(len(body)), PublicKey: h.pub, PolicyVersion: h.version}, 1<<50, 64<<20)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -64,12 +64,12 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if h == nil {
 		return nil, fmt.Errorf("submitObservations without an authenticated installation")
 	}
-	observations, pe := storableObservations(st.Body, req.Body.Observations)
+	body, pe := storableBatch(st.Body, req.Body.Observations)
 	if pe != nil {
 		return nil, pe
 	}
 	batch := domain.IntakeBatch{OrganizationID: h.Org.ID, InstallationID: h.Installation.ID, BatchID: req.Body.BatchId,
-		Observations: observations, Bytes: int64(len(st.Body)), PublicKey: h.Installation.PublicKey, PolicyVersion: h.PolicyVersion}
+		Body: body, Bytes: int64(len(st.Body)), PublicKey: h.Installation.PublicKey, PolicyVersion: h.PolicyVersion}
 	policy := h.Policy
 	var fresh bool
 	var err error
@@ -97,11 +97,11 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	return api.SubmitObservations202JSONResponse{Body: api.BatchAccepted{Accepted: len(req.Body.Observations), Duplicate: !fresh}}, nil
 }
 
-// storableObservations is a batch's observations as PostgreSQL's jsonb takes them: the array
-// as sent (numbers keep their digits), unless it holds \u escapes, which are re-encoded (a lone
-// surrogate becomes U+FFFD instead of an error; NUL was refused before). Timestamps PostgreSQL
-// cannot hold (years outside 1..9999) are refused.
-func storableObservations(body []byte, in []api.ObservationIn) (json.RawMessage, *problem.Error) {
+// storableBatch is a batch as PostgreSQL's jsonb takes it: the body as sent (numbers keep their
+// digits; the statement reads its observations member), unless it holds \u escapes, which are
+// re-encoded (a lone surrogate becomes U+FFFD instead of an error; NUL was refused before).
+// Timestamps PostgreSQL cannot hold (years outside 1..9999) are refused.
+func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *problem.Error) {
 	for i, o := range in {
 		if y := o.ObservedAt.Year(); y < 1 || y > 9999 {
 			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "observed_at must be an RFC 3339 time between years 1 and 9999.")
@@ -109,22 +109,16 @@ func storableObservations(body []byte, in []api.ObservationIn) (json.RawMessage,
 			return nil, pe
 		}
 	}
-	var batch struct {
-		Observations json.RawMessage `json:"observations"`
+	if !bytes.Contains(body, []byte(`\u`)) {
+		return body, nil
 	}
-	if err := json.Unmarshal(body, &batch); err != nil {
-		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
-	}
-	if !bytes.Contains(batch.Observations, []byte(`\u`)) {
-		return batch.Observations, nil
-	}
-	var observations []any
-	dec := json.NewDecoder(bytes.NewReader(batch.Observations))
+	var batch map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := dec.Decode(&observations); err != nil {
+	if err := dec.Decode(&batch); err != nil {
 		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
 	}
-	out, err := json.Marshal(observations)
+	out, err := json.Marshal(batch)
 	if err != nil {
 		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The observations cannot be stored.")
 	}

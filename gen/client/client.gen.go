@@ -915,7 +915,7 @@ type ObservationBatch struct {
 // ObservationIn defines model for ObservationIn.
 type ObservationIn struct {
 	// Data The observation itself.
-	Data map[string]interface{} `json:"data"`
+	Data json.RawMessage `json:"data"`
 
 	// Kind Example: host.facts
 	Kind       string    `json:"kind"`

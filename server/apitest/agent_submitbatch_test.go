@@ -19,9 +19,9 @@ func TestSubmitBatchChecksTheOrganizationInItsStatement(t *testing.T) {
 	env := servertest.Start(t)
 	a := newAgentSetup(t, env)
 	ctx := context.Background()
-	obs := json.RawMessage(`[{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]`)
+	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
 	batch := func(id string) domain.IntakeBatch {
-		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Observations: obs, Bytes: 100}
+		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 100}
 	}
 	const far = 1 << 40
 	if fresh, err := domain.SubmitBatch(ctx, env.Pool, batch("b1"), far, 0); err != nil || !fresh {
@@ -90,8 +90,8 @@ func TestIntakeAndStateChangesWaitForEachOther(t *testing.T) {
 	env := servertest.Start(t)
 	a := newAgentSetup(t, env)
 	ctx := context.Background()
-	obs := json.RawMessage(`[{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]`)
-	batch := domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, Observations: obs, Bytes: 100}
+	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
+	batch := domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, Body: obs, Bytes: 100}
 	waitForALockWait := func(what string, done <-chan struct{}) {
 		t.Helper()
 		for range 200 {

@@ -29,8 +29,11 @@ const ObservationBatchDedupWindow = 30 * 24 * time.Hour
 // IntakeBatch is a batch of observations an installation sends.
 type IntakeBatch struct {
 	OrganizationID, InstallationID, BatchID string
-	Observations                            json.RawMessage // a JSON array, as PostgreSQL's jsonb takes it
-	Bytes                                   int64           // what the batch counts against intake_bytes_per_day
+	// Body is the batch as a JSON object whose "observations" member is the array to store, as
+	// PostgreSQL's jsonb takes it: the request body as sent, so the server never decodes it to
+	// pass it on (PostgreSQL parses it once, as it would the array alone).
+	Body  json.RawMessage
+	Bytes int64 // what the batch counts against intake_bytes_per_day
 	// PublicKey is the key the request's signature was verified with: the statement stores the
 	// batch only if it is still the installation's, in OrganizationID (nil: the installation
 	// need only be there).
@@ -123,7 +126,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 		stored AS (
 			INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
 			SELECT $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
-			FROM batch, jsonb_array_elements($4::jsonb) o),
+			FROM batch, jsonb_array_elements($4::jsonb -> 'observations') o),
 		counted AS (
 			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
 			SELECT $1, (now() AT TIME ZONE 'UTC')::date, `+intakeShard+`, 1, $5 FROM batch
@@ -135,7 +138,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 		SELECT (SELECT state FROM org), coalesce((SELECT moving FROM org), false), EXISTS (SELECT 1 FROM within),
 			(SELECT count(*) FROM batch), EXISTS (SELECT 1 FROM ins),
 			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
-		b.OrganizationID, b.InstallationID, b.BatchID, b.Observations, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
+		b.OrganizationID, b.InstallationID, b.BatchID, b.Body, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
 		Scan(&state, &moving, &ok, &inserted, &installed, &version, &policy)
 	switch {
 	case err != nil:
