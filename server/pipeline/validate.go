@@ -82,17 +82,19 @@ func duplicateKey(body []byte) (string, bool) {
 		return "", false
 	}
 	type frame struct {
-		object  bool
-		keys    [][]byte
-		lastKey []byte // in an object: the key whose value is being read
-		index   int    // in an array: the element being read
+		object   bool
+		keyStart int    // in an object: where its keys start in keys
+		lastKey  []byte // in an object: the key whose value is being read
+		index    int    // in an array: the element being read
 	}
 	stack := make([]frame, 0, 8)
+	keys := make([][]byte, 0, 64) // the keys of the open objects, outermost first
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '{', '[':
-			stack = append(stack, frame{object: body[i] == '{'})
+			stack = append(stack, frame{object: body[i] == '{', keyStart: len(keys)})
 		case '}', ']':
+			keys = keys[:stack[len(stack)-1].keyStart]
 			stack = stack[:len(stack)-1]
 		case ',':
 			if top := &stack[len(stack)-1]; !top.object {
@@ -123,7 +125,7 @@ func duplicateKey(body []byte) (string, bool) {
 				key = []byte(k)
 			}
 			top := &stack[len(stack)-1]
-			for _, seen := range top.keys {
+			for _, seen := range keys[top.keyStart:] {
 				if bytes.Equal(seen, key) {
 					var path []string
 					for _, f := range stack[:len(stack)-1] {
@@ -136,7 +138,7 @@ func duplicateKey(body []byte) (string, bool) {
 					return strings.Join(append(path, string(key)), "."), true
 				}
 			}
-			top.keys = append(top.keys, key)
+			keys = append(keys, key)
 			top.lastKey = key
 		}
 	}

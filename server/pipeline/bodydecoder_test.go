@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+
+	"renga.dev/renga/gen/api"
+)
+
+// TestBodyDecoderJudgesAsTheFullDecode: for every JSON request body of the spec, the example and
+// variants of it (each property replaced by values of every JSON type, objects nested in
+// free-form data, unknown properties, malformed JSON, trailing data), validating what
+// decodeJSONBody makes of the body gives exactly the field errors validating kin-openapi's full
+// decode gives.
+func TestBodyDecoderJudgesAsTheFullDecode(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the decoder is for: an observation's data is not decoded to be validated.
+	if data := spec.Components.Schemas["ObservationIn"].Value.Properties["data"].Value; !freeForm(data) {
+		t.Errorf("an observation's data is not a free-form object to the decoder: %+v", data)
+	}
+	if freeForm(spec.Components.Schemas["ObservationIn"].Value) {
+		t.Error("an observation itself is taken for a free-form object")
+	}
+	replacements := []string{`{}`, `[]`, `""`, `"x"`, `1`, `1.5`, `-3`, `true`, `null`,
+		`{"a":{"b":[1,{"c":null}]},"d":"e"}`, `[{"kind":"k"}]`, `{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"x":[1]}}`}
+	checked, fast := 0, 0
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if mt == nil || mt.Schema == nil {
+				continue
+			}
+			var bodies []string
+			for _, ex := range []any{mt.Example, mt.Schema.Value.Example} {
+				if ex == nil {
+					continue
+				}
+				b, err := json.Marshal(ex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies = append(bodies, string(b))
+				var obj map[string]json.RawMessage
+				if json.Unmarshal(b, &obj) != nil {
+					continue
+				}
+				keys := append([]string{"unknown_property"}, sortedKeys(obj)...)
+				for _, k := range keys {
+					for _, r := range replacements {
+						v := map[string]json.RawMessage{}
+						for k2, v2 := range obj {
+							v[k2] = v2
+						}
+						v[k] = json.RawMessage(r)
+						b, _ := json.Marshal(v)
+						bodies = append(bodies, string(b))
+						// Inside arrays of objects (a batch's observations): each field of the first element too.
+						var arr []map[string]json.RawMessage
+						if json.Unmarshal(obj[k], &arr) == nil && len(arr) > 0 {
+							for ik := range arr[0] {
+								el := map[string]json.RawMessage{}
+								for k3, v3 := range arr[0] {
+									el[k3] = v3
+								}
+								el[ik] = json.RawMessage(r)
+								eb, _ := json.Marshal([]any{el})
+								v[k] = eb
+								b, _ := json.Marshal(v)
+								bodies = append(bodies, string(b))
+							}
+						}
+					}
+				}
+			}
+			bodies = append(bodies, `{}`, `[]`, `null`, `"s"`, `{"a":`, `{} {}`, `{}]`, ` {"batch_id":"b"} `, `{"batch_id":"b","observations":[{"data":{"x":}}]}`)
+			for _, body := range bodies {
+				want := verdict(t, mt.Schema, body, openapi3filter.JSONBodyDecoder)
+				got := verdict(t, mt.Schema, body, decodeJSONBody)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s %s, body %s:\n got  %v\n want %v", method, path, body, got, want)
+				}
+				if _, ok := decodeFor([]byte(body), mt.Schema); ok {
+					fast++
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 500 || fast < checked/2 {
+		t.Errorf("checked %d bodies, %d on the fast path: too few to mean anything", checked, fast)
+	}
+	t.Logf("%d bodies judged alike, %d of them decoded on the fast path", checked, fast)
+}
+
+// verdict is what the pipeline would report of body: the sorted field errors, or the parse
+// failure.
+func verdict(t *testing.T, schema *openapi3.SchemaRef, body string, decode openapi3filter.BodyDecoder) []string {
+	t.Helper()
+	v, err := decode(bytes.NewReader([]byte(body)), http.Header{}, schema, nil)
+	if err != nil {
+		return []string{"parse error"}
+	}
+	var out []string
+	for _, fe := range fieldErrors(schema.Value.VisitJSON(v, openapi3.MultiErrors()), "body") {
+		out = append(out, fmt.Sprintf("%s: %s", fe.Field, fe.Message))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
