@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
@@ -170,5 +174,59 @@ func TestIntakeAndStateChangesWaitForEachOther(t *testing.T) {
 	b.BatchID = "after-freeze"
 	if _, err := domain.SubmitBatch(ctx, env.Pool, b, 1<<40, 0); !errors.Is(err, domain.ErrMoving) {
 		t.Fatalf("a batch after a freeze: err %v, want moving", err)
+	}
+}
+
+// TestIntakeShardsStayWithinThePool: intake counts each batch on its connection's shard, and a
+// shard is the connection's slot in the pool, not its backend: a pool that replaces its
+// connections all day (here every few milliseconds) still adds to at most as many counter rows
+// per organization and day as it holds connections at once, so each batch's sum of today's
+// total reads a bounded number of rows. With shards by backend PID, each replaced connection
+// added a row.
+func TestIntakeShardsStayWithinThePool(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	a := newAgentSetup(t, env)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(env.DBURL, "?") {
+		sep = "&"
+	}
+	pool, err := db.Open(ctx, env.DBURL+sep+"pool_max_conn_lifetime=20ms&pool_max_conn_lifetime_jitter=0s&pool_health_check_period=10ms", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	pids := map[uint32]bool{}
+	for i := range 40 {
+		var wg sync.WaitGroup
+		for j := range 2 {
+			wg.Go(func() {
+				b := domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: fmt.Sprintf("b-%d-%d", i, j), Bytes: 100,
+					Body: json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)}
+				if _, err := domain.SubmitBatch(ctx, pool, b, 1<<40, 0); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[c.Conn().PgConn().PID()] = true
+		c.Release()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(pids) < 4 {
+		t.Fatalf("the pool replaced too few connections to mean anything: %d backends", len(pids))
+	}
+	var rows, requests int64
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*), sum(intake_requests) FROM usage_counters WHERE organization_id = $1 AND intake_requests > 0`, a.OrgID).
+		Scan(&rows, &requests); err != nil {
+		t.Fatal(err)
+	}
+	if requests != 80 || rows > 2 {
+		t.Errorf("80 batches through %d backends: %d requests counted on %d rows, want 80 on at most 2", len(pids), requests, rows)
 	}
 }

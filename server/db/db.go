@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,6 +46,7 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	numberConnections(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
@@ -147,4 +150,63 @@ func Unavailable(err error) bool {
 	return errors.As(err, &netErr) || pgconn.Timeout(err) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, puddle.ErrClosedPool) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// SlotSetting is the session setting that numbers a pool's connection: among the pool's open
+// connections, no two share a slot, and a closed connection's slot is the next new one's. Rows
+// sharded per connection (usage_counters, by intake) are sharded by slot: an organization's day
+// has at most as many such rows as a pool had connections open at once (per server start), where
+// a shard per backend PID grew a row for each connection the pool ever replaced (it replaces each
+// one hourly) and every intake statement summed them all.
+const SlotSetting = "renga.slot"
+
+// slotRange bounds slots; each pool starts at a random offset in it, so that two servers' pools
+// seldom share shards.
+const slotRange = 1024
+
+func numberConnections(cfg *pgxpool.Config) {
+	var (
+		mu   sync.Mutex
+		used = map[int]bool{}
+		of   = map[*pgx.Conn]int{}
+	)
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	base := int(binary.BigEndian.Uint16(b[:])) % slotRange
+	release := func(c *pgx.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n, ok := of[c]; ok {
+			delete(used, n)
+			delete(of, c)
+		}
+	}
+	after, before := cfg.AfterConnect, cfg.BeforeClose
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		mu.Lock()
+		n := 0
+		for used[n] && n < slotRange-1 {
+			n++
+		}
+		used[n], of[c] = true, n
+		mu.Unlock()
+		slot := strconv.Itoa((base + n) % slotRange)
+		if _, err := c.Exec(ctx, "SELECT set_config('"+SlotSetting+"', $1, false)", slot); err != nil {
+			release(c)
+			return err
+		}
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				release(c)
+				return err
+			}
+		}
+		return nil
+	}
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		release(c)
+		if before != nil {
+			before(c)
+		}
+	}
 }

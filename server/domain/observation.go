@@ -165,12 +165,15 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 }
 
 // intakeShard is the usage counter row an intake statement adds to: one per database
-// connection. A connection runs one transaction at a time, so concurrent batches of one
+// connection, its slot (db.SlotSetting; a connection opened elsewhere than db.Open falls back to
+// its backend PID). A connection runs one transaction at a time, so concurrent batches of one
 // organization add to different rows and never wait for each other's commit on a counter (with
 // a shard per batch, they did: two batches on one shard serialize through the row lock until the
 // first's commit is on disk). The total stays exact: each batch adds once, in the statement that
-// stores it. A day has at most as many rows per organization as connections that served it.
-const intakeShard = `(pg_backend_pid() % 1024)::smallint`
+// stores it. A day has at most as many rows per organization as slots that served it: a pool's
+// size per server start, where shards by PID grew by one for every connection the pool replaced,
+// and each batch sums them.
+const intakeShard = `coalesce(nullif(current_setting('` + db.SlotSetting + `', true), '')::smallint, (pg_backend_pid() % 1024)::smallint)`
 
 // BatchSeen reports whether a batch was accepted before.
 func BatchSeen(ctx context.Context, q db.DBTX, installationID, batchID string) (bool, error) {
