@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -41,10 +42,14 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 // except that a value its schema accepts whatever object it is comes back as an empty object.
 // ok is false when raw is not one JSON value.
 func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	if !json.Valid(raw) {
 		return nil, false
 	}
+	return decodeValid(bytes.TrimSpace(raw), ref), true
+}
+
+// decodeValid is decodeFor of a valid JSON value without surrounding space.
+func decodeValid(raw []byte, ref *openapi3.SchemaRef) any {
 	var s *openapi3.Schema
 	if ref != nil {
 		s = ref.Value
@@ -55,62 +60,55 @@ func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
 			return decodeAll(raw)
 		}
 		if freeForm(s) {
-			if !json.Valid(raw) {
-				return nil, false
-			}
-			return map[string]any{}, true
+			return map[string]any{}
 		}
 		var fields map[string]json.RawMessage
-		if json.Unmarshal(raw, &fields) != nil {
-			return nil, false
-		}
+		_ = json.Unmarshal(raw, &fields) // valid JSON: it decodes
 		out := make(map[string]any, len(fields))
 		for k, v := range fields {
 			child := s.Properties[k]
 			if child == nil {
 				child = s.AdditionalProperties.Schema // nil: decoded whole below
 			}
-			d, ok := decodeFor(v, child)
-			if !ok {
-				return nil, false
-			}
-			out[k] = d
+			out[k] = decodeValid(v, child)
 		}
-		return out, true
+		return out
 	case '[':
 		if s == nil || composed(s) || s.Items == nil {
 			return decodeAll(raw)
 		}
 		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil, false
-		}
+		_ = json.Unmarshal(raw, &items)
 		out := make([]any, len(items))
 		for i, v := range items {
-			d, ok := decodeFor(v, s.Items)
-			if !ok {
-				return nil, false
-			}
-			out[i] = d
+			out[i] = decodeValid(v, s.Items)
 		}
-		return out, true
+		return out
+	case '"':
+		if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+			return string(in) // no escapes: the text itself
+		}
+		var v string
+		_ = json.Unmarshal(raw, &v)
+		return v
+	case 't':
+		return true
+	case 'f':
+		return false
+	case 'n':
+		return nil
 	default:
-		return decodeAll(raw)
+		return json.Number(raw)
 	}
 }
 
-// decodeAll decodes raw whole, as kin-openapi's decoder does.
-func decodeAll(raw []byte) (any, bool) {
+// decodeAll decodes the valid JSON value raw whole, as kin-openapi's decoder does.
+func decodeAll(raw []byte) any {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if dec.Decode(&v) != nil || dec.More() {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, false
-	}
-	return v, true
+	_ = dec.Decode(&v)
+	return v
 }
 
 // composed reports whether s combines other schemas, which the fast path leaves to the validator
