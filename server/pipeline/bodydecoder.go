@@ -124,7 +124,8 @@ var freeForms sync.Map // *openapi3.Schema -> bool
 // (what only documents the value is ignored).
 func freeForm(s *openapi3.Schema) bool {
 	if v, ok := freeForms.Load(s); ok {
-		return v.(bool)
+		free, _ := v.(bool)
+		return free
 	}
 	c := *s
 	c.Extensions, c.Origin, c.Title, c.Description, c.Example, c.Examples, c.ExternalDocs = nil, nil, "", "", nil, nil, nil
