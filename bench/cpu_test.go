@@ -35,6 +35,13 @@ type cpuMeter struct {
 const clockTick = 10 * time.Millisecond
 
 func startCPU(b testing.TB, pool *pgxpool.Pool) *cpuMeter {
+	// Every measured run starts right after a checkpoint, as each pgbench run in bench/run.sh
+	// does: the first change of a page after a checkpoint writes the whole page to the WAL, so
+	// a run that a checkpoint happened to precede by seconds or by minutes would cost the
+	// database more or less per request for that reason alone.
+	if _, err := pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
+		b.Fatal(err)
+	}
 	m := &cpuMeter{pool: pool}
 	var err error
 	if m.backends, err = backendCPU(pool); err != nil {

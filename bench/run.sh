@@ -31,6 +31,7 @@ sample_backends() { # output-file: appends "pid ticks" lines until killed
 }
 run_pgbench() { # name pgbench-arguments...: output in $out/name, backend CPU samples in $out/name.cpu
   local name=$1; shift
+  psql -qc CHECKPOINT "$pg/renga_baseline" # as the Go benchmarks do (startCPU in bench/cpu_test.go)
   sample_backends "$out/$name.cpu" & local sampler=$!
   { time -p pgbench -n -M prepared "$@" "$pg/renga_baseline" >"$out/$name" 2>&1; } 2>"$out/$name.time"
   kill "$sampler"; wait "$sampler" 2>/dev/null || true
