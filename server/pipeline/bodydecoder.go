@@ -3,14 +3,15 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The validator's JSON body decoder. kin-openapi's own decodes the whole body into maps and
@@ -40,75 +41,100 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 
 // decodeFor decodes the JSON value raw as kin-openapi's decoder does (numbers as json.Number),
 // except that a value its schema accepts whatever object it is comes back as an empty object.
-// ok is false when raw is not one JSON value.
+// It reads raw once, token by token (jsontext); a name twice is taken as encoding/json takes it
+// (the last wins; the pipeline refused such a body before, duplicateKey). ok is false when raw is
+// not one JSON value, or holds what jsontext refuses and encoding/json takes (invalid UTF-8, a
+// lone surrogate escape): the caller then decodes it the validator's own way.
 func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
-	if !json.Valid(raw) {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	v, err := decodeValue(dec, ref)
+	if err != nil {
 		return nil, false
 	}
-	return decodeValid(bytes.TrimSpace(raw), ref), true
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, false // more than one value
+	}
+	return v, true
 }
 
-// decodeValid is decodeFor of a valid JSON value without surrounding space.
-func decodeValid(raw []byte, ref *openapi3.SchemaRef) any {
+func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
 	var s *openapi3.Schema
 	if ref != nil {
 		s = ref.Value
 	}
-	switch raw[0] {
+	switch dec.PeekKind() {
 	case '{':
 		if s == nil || composed(s) {
-			return decodeAll(raw)
+			return decodeAll(dec)
 		}
 		if freeForm(s) {
-			return map[string]any{}
+			return map[string]any{}, dec.SkipValue()
 		}
-		var fields map[string]json.RawMessage
-		_ = json.Unmarshal(raw, &fields) // valid JSON: it decodes
-		out := make(map[string]any, len(fields))
-		for k, v := range fields {
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		out := map[string]any{}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			k := name.String()
 			child := s.Properties[k]
 			if child == nil {
-				child = s.AdditionalProperties.Schema // nil: decoded whole below
+				child = s.AdditionalProperties.Schema // nil: decoded whole
 			}
-			out[k] = decodeValid(v, child)
+			if out[k], err = decodeValue(dec, child); err != nil {
+				return nil, err
+			}
 		}
-		return out
+		_, err := dec.ReadToken()
+		return out, err
 	case '[':
 		if s == nil || composed(s) || s.Items == nil {
-			return decodeAll(raw)
+			return decodeAll(dec)
 		}
-		var items []json.RawMessage
-		_ = json.Unmarshal(raw, &items)
-		out := make([]any, len(items))
-		for i, v := range items {
-			out[i] = decodeValid(v, s.Items)
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
 		}
-		return out
-	case '"':
-		if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
-			return string(in) // no escapes: the text itself
+		out := []any{}
+		for dec.PeekKind() != ']' {
+			v, err := decodeValue(dec, s.Items)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
 		}
-		var v string
-		_ = json.Unmarshal(raw, &v)
-		return v
-	case 't':
-		return true
-	case 'f':
-		return false
-	case 'n':
-		return nil
-	default:
-		return json.Number(raw)
+		_, err := dec.ReadToken()
+		return out, err
 	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case '"':
+		return tok.String(), nil
+	case 't', 'f':
+		return tok.Bool(), nil
+	case 'n':
+		return nil, nil
+	case '0':
+		return json.Number(tok.String()), nil
+	}
+	return nil, fmt.Errorf("unexpected %v", tok.Kind())
 }
 
-// decodeAll decodes the valid JSON value raw whole, as kin-openapi's decoder does.
-func decodeAll(raw []byte) any {
+// decodeAll decodes the next value whole, as kin-openapi's decoder does.
+func decodeAll(dec *jsontext.Decoder) (any, error) {
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
 	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	_ = dec.Decode(&v)
-	return v
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return v, d.Decode(&v)
 }
 
 // composed reports whether s combines other schemas, which the fast path leaves to the validator
