@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -19,12 +20,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/policydoc"
+	"renga.dev/renga/provider/internal/tfstate"
 	"renga.dev/renga/server/domain/policyfield"
 )
 
@@ -179,7 +182,7 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 		case same:
 			// Already what the configuration says (for instance written by an earlier apply
 			// whose response was lost): adopt it without a write.
-			resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, stored)...)
+			resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan.document().Kept, plan.OverwriteExisting.ValueBool(), stored)...)
 			return
 		case !plan.OverwriteExisting.ValueBool():
 			resp.Diagnostics.AddError("Organization already has a policy",
@@ -195,7 +198,7 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, *p)...)
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan.document().Kept, plan.OverwriteExisting.ValueBool(), *p)...)
 }
 
 // put replaces the document, sending version as If-Match once. A 412 is an error for the user to
@@ -245,34 +248,37 @@ func sameWrite(a, b any) (bool, error) {
 	return reflect.DeepEqual(x, y), nil
 }
 
-// setState writes what the server holds, keeping prior's choice between null and an empty
-// object for each part.
-func (r *Resource) setState(ctx context.Context, st interface {
-	Set(context.Context, any) diag.Diagnostics
-}, prior resourceModel, p client.Policy) diag.Diagnostics {
-	doc, diags := policydoc.FromAPI(p, prior.document().Kept)
-	overwrite := prior.OverwriteExisting
-	if overwrite.IsNull() || overwrite.IsUnknown() {
-		overwrite = types.BoolValue(false)
+// setState writes what the server holds. keep says which parts the state or plan it replaces
+// had as an object rather than null (policydoc.FromAPI), overwrite is overwrite_existing's value.
+func (r *Resource) setState(ctx context.Context, st *tfsdk.State, keep func(policyfield.Section) bool, overwrite bool, p client.Policy) diag.Diagnostics {
+	doc, diags := policydoc.FromAPI(p, keep)
+	attrs := map[string]attr.Value{
+		"id":                 types.StringValue(p.OrganizationId),
+		"organization_id":    types.StringValue(p.OrganizationId),
+		"overwrite_existing": types.BoolValue(overwrite),
+		"version":            types.Int64Value(p.Version),
 	}
-	m := resourceModel{
-		ID:                types.StringValue(p.OrganizationId),
-		OrganizationID:    types.StringValue(p.OrganizationId),
-		OverwriteExisting: overwrite,
-		Version:           types.Int64Value(p.Version),
+	for _, sec := range policyfield.Sections {
+		attrs[string(sec.Name)] = doc.Section(sec.Name)
 	}
-	m.setDocument(doc)
-	diags.Append(st.Set(ctx, &m)...)
+	diags.Append(tfstate.Set(ctx, st, attrs)...)
 	return diags
 }
 
 func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state resourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	attrs, diags := tfstate.Attributes(req.State)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	orgID := state.OrganizationID.ValueString()
+	orgID, diags := tfstate.String(attrs, "organization_id")
+	resp.Diagnostics.Append(diags...)
+	overwrite, diags := tfstate.Bool(attrs, "overwrite_existing")
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	kept := func(s policyfield.Section) bool { return tfstate.Known(attrs, string(s)) }
 	res, err := r.client.API.GetPolicyWithResponse(ctx, orgID)
 	if err != nil {
 		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, res, err)
@@ -280,7 +286,7 @@ func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *res
 	}
 	switch {
 	case res.StatusCode() == http.StatusOK && res.JSON200 != nil:
-		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, *res.JSON200)...)
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, kept, overwrite, *res.JSON200)...)
 	case res.StatusCode() == http.StatusNotFound:
 		resp.State.RemoveResource(ctx)
 	default:
@@ -314,7 +320,7 @@ func (r *Resource) Update(ctx context.Context, req resource.UpdateRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, *p)...)
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan.document().Kept, plan.OverwriteExisting.ValueBool(), *p)...)
 }
 
 func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
