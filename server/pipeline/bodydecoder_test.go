@@ -172,11 +172,11 @@ func BenchmarkBodyDecoder(b *testing.B) {
 		b.Fatal(err)
 	}
 	schema := spec.Components.Schemas["ObservationBatch"]
-	var facts = map[string]any{"hostname": "web-1", "uptime_seconds": 86400, "kernel": "6.1.0-28-amd64",
+	facts := map[string]any{"hostname": "web-1", "uptime_seconds": 86400, "kernel": "6.1.0-28-amd64",
 		"cpus": 2, "memory_bytes": 25769803776, "disks": []any{map[string]any{"device": "/dev/vda1", "size_bytes": 107374182400, "used_bytes": 33285996544}},
 		"interfaces": []any{map[string]any{"name": "eth0", "mtu": 1500, "addresses": []any{"10.0.0.12/24", "fe80::1/64"}}},
-		"packages": map[string]any{"openssl": "3.0.15-1", "postgresql-15": "15.20-0", "nginx": "1.22.1-9", "curl": "7.88.1-10"},
-		"load": []any{0.12, 0.33, 0.41}, "labels": map[string]any{"env": "production", "team": "platform", "region": "eu1"}}
+		"packages":   map[string]any{"openssl": "3.0.15-1", "postgresql-15": "15.20-0", "nginx": "1.22.1-9", "curl": "7.88.1-10"},
+		"load":       []any{0.12, 0.33, 0.41}, "labels": map[string]any{"env": "production", "team": "platform", "region": "eu1"}}
 	body, _ := json.Marshal(map[string]any{"batch_id": "b-1", "observations": []any{
 		map[string]any{"observed_at": "2026-12-01T00:00:00Z", "kind": "host.facts", "data": facts}}})
 	for _, d := range []struct {
