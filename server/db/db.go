@@ -184,6 +184,14 @@ func numberConnections(cfg *pgxpool.Config) {
 	after, before := cfg.AfterConnect, cfg.BeforeClose
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		mu.Lock()
+		// A connection taken out of the pool (Hijack: River's listener) is closed by its taker,
+		// and BeforeClose never runs for it: its slot is free once it is closed.
+		for other, n := range of {
+			if other.IsClosed() {
+				delete(used, n)
+				delete(of, other)
+			}
+		}
 		n := 0
 		for used[n] && n < slotRange-1 {
 			n++

@@ -138,11 +138,16 @@ func decodeAll(dec *jsontext.Decoder) (any, error) {
 	return v, d.Decode(&v)
 }
 
-// composed reports whether s combines other schemas, which the fast path leaves to the validator
-// whole.
+// composed reports whether s combines other schemas, or compares or matches whole values
+// (uniqueItems, enum, const, and OpenAPI 3.1's keywords over properties and items), which an
+// emptied free-form part inside could change: the fast path leaves such a value to the
+// validator whole.
 func composed(s *openapi3.Schema) bool {
 	return len(s.OneOf) > 0 || len(s.AnyOf) > 0 || len(s.AllOf) > 0 || s.Not != nil || s.If != nil ||
-		s.Discriminator != nil
+		s.Discriminator != nil || s.UniqueItems || len(s.Enum) > 0 || s.Const != nil ||
+		len(s.PatternProperties) > 0 || len(s.DependentSchemas) > 0 || len(s.PrefixItems) > 0 ||
+		s.Contains != nil || s.PropertyNames != nil || s.UnevaluatedItems != (openapi3.BoolSchema{}) ||
+		s.UnevaluatedProperties != (openapi3.BoolSchema{})
 }
 
 var freeForms sync.Map // *openapi3.Schema -> bool
@@ -157,6 +162,9 @@ func freeForm(s *openapi3.Schema) bool {
 	c := *s
 	c.Extensions, c.Origin, c.Title, c.Description, c.Example, c.Examples, c.ExternalDocs = nil, nil, "", "", nil, nil, nil
 	c.Deprecated, c.Nullable = false, false
+	if len(c.Properties) == 0 {
+		c.Properties = nil // no properties, however written
+	}
 	free := reflect.DeepEqual(c, openapi3.Schema{Type: &openapi3.Types{openapi3.TypeObject}})
 	freeForms.Store(s, free)
 	return free

@@ -194,3 +194,32 @@ func BenchmarkBodyDecoder(b *testing.B) {
 		})
 	}
 }
+
+// TestBodyDecoderKeepsWholeValuesWhereTheyAreCompared: uniqueItems, enum and const compare
+// whole values, free-form parts included; the fast path must not empty those parts.
+func TestBodyDecoderKeepsWholeValuesWhereTheyAreCompared(t *testing.T) {
+	free := openapi3.NewObjectSchema() // no properties: any object
+	unique := openapi3.NewArraySchema().WithItems(free).WithUniqueItems(true)
+	enum := openapi3.NewObjectSchema().WithProperty("d", free)
+	enum.Enum = []any{map[string]any{"d": map[string]any{"a": json.Number("1")}}}
+	withConst := openapi3.NewObjectSchema().WithProperty("d", free)
+	withConst.Const = map[string]any{"d": map[string]any{"a": json.Number("1")}}
+	for _, c := range []struct {
+		schema *openapi3.Schema
+		bodies []string
+	}{
+		{unique, []string{`[{"a":1},{"a":2}]`, `[{"a":1},{"a":1}]`}},
+		{enum, []string{`{"d":{"a":1}}`, `{"d":{"a":2}}`}},
+		{withConst, []string{`{"d":{"a":1}}`, `{"d":{"a":2}}`}},
+	} {
+		if !freeForm(free) {
+			t.Fatal("an object schema without properties is not free-form to the decoder")
+		}
+		for _, body := range c.bodies {
+			want := verdict(t, c.schema.NewRef(), body, openapi3filter.JSONBodyDecoder)
+			if got := verdict(t, c.schema.NewRef(), body, decodeJSONBody); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s:\n got  %v\n want %v", body, got, want)
+			}
+		}
+	}
+}
