@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/domain/policyfield"
@@ -91,6 +94,12 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 		s.installations.Forget(h.Installation.ID)
 		return nil, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
 			"Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature).")
+	case isPgCode(err, pgerrcode.NumericValueOutOfRange):
+		// JSON numbers have no range; jsonb's numeric has one. Nothing was stored.
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest,
+			"A number in the observations is beyond what can be stored (at most 131072 digits before the decimal point and 16383 after).")
+		pe.Errors = []problem.FieldError{{Field: "observations", Message: "a number out of range"}}
+		return nil, pe
 	case err != nil:
 		return nil, err
 	}
@@ -130,4 +139,10 @@ func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *probl
 // least 64) could add to the total read at the start of a batch's transaction.
 func (s *Server) intakeExactMargin() int64 {
 	return int64(max(64, s.pool.Config().MaxConns)) * pipeline.MaxBodyBytes
+}
+
+// isPgCode reports whether err is a PostgreSQL error with SQLSTATE code.
+func isPgCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
 }

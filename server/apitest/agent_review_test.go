@@ -90,6 +90,15 @@ func TestObservationsAreStoredFaithfully(t *testing.T) {
 	a.submit(t, obs("nul", "2026-11-30T00:00:00Z", `{"s":"a\u0000b"}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
 	a.submit(t, obs("escaped", "2026-11-30T00:00:00Z", `{"s":"a\\u0000b"}`)).accepted(t) // a backslash, then text
 	a.submit(t, obs("year0", "0000-01-01T00:00:00Z", `{}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
+	// JSON numbers have no range, jsonb's have: beyond it is the client's 400, not a 500; within
+	// it (past float64's range too) the number is stored as written.
+	a.submit(t, obs("huge", "2026-11-30T00:00:00Z", `{"n":1e131072}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
+	a.submit(t, obs("tiny", "2026-11-30T00:00:00Z", `{"n":1e-20000}`)).expectProblem(t, http.StatusBadRequest, "invalid_request")
+	a.submit(t, obs("big", "2026-11-30T00:00:02Z", `{"n":1e400}`)).accepted(t)
+	send(t, env, req{Method: http.MethodGet, Path: "/api/v1/org/agents/" + a.ID + "/observations", Token: owner}).decode(t, &list)
+	if len(list.Items) != 4 || !strings.Contains(string(list.Items[0].Data), "1"+strings.Repeat("0", 400)) {
+		t.Errorf("1e400 not stored exactly, or a refused batch stored: %d observations, newest %s", len(list.Items), list.Items[0].Data)
+	}
 }
 
 func nowish() time.Time { return time.Now() }
