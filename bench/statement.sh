@@ -4,6 +4,9 @@
 # 16 installations. It tells what PostgreSQL's share of intake costs apart from the server.
 #
 #   bench/statement.sh [seconds-per-run] [rounds]   (needs PostgreSQL at 127.0.0.1:5432, user postgres)
+#
+# VARIANTS="a.sql b.sql" adds pgbench scripts run on the same database in each round, interleaved
+# (a variant of the statement without one of its parts tells what that part costs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}; rounds=${2:-3}
@@ -37,5 +40,6 @@ run() { # database script: one line of TPS and CPU per transaction
 for _ in $(seq "$rounds"); do
   run renga_statement_a "$baselines/A_intake.sql"
   run renga_statement bench/sql/intake_statement.sql
+  for f in ${VARIANTS:-}; do run renga_statement "$f"; done
 done
 psql -q "$pg/postgres" -c "DROP DATABASE renga_statement" -c "DROP DATABASE renga_statement_a"

@@ -1,6 +1,7 @@
 -- Intake's statement (domain.acceptBatch) as pgbench runs it: a 1 KB observation from one of 16
 -- installations of one organization, far from its daily limit, one statement in an implicit
--- transaction. bench/statement.sh runs it beside pgbench A on the project's schema.
+-- transaction. bench/statement.sh runs it beside pgbench A on the project's schema. Each pgbench
+-- client adds to its own counter row, as each connection of the server's pool does (its slot).
 \set inst random(1, 16)
 \set seq random(1, 9000000000000000000)
 WITH org AS (
@@ -25,7 +26,7 @@ stored AS (
   SELECT 'org_1', 'ins_' || :inst, 'b-' || :seq, now(), 'host.facts', :payload::jsonb FROM batch),
 counted AS (
   INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
-  SELECT 'org_1', (now() AT TIME ZONE 'UTC')::date, coalesce(nullif(current_setting('renga.slot', true), '')::smallint, (pg_backend_pid() % 1024)::smallint), 1, 1100 FROM batch
+  SELECT 'org_1', (now() AT TIME ZONE 'UTC')::date, :client_id::smallint, 1, 1100 FROM batch
   ON CONFLICT (organization_id, day, shard) DO UPDATE SET
     intake_requests = c.intake_requests + 1, intake_bytes = c.intake_bytes + excluded.intake_bytes),
 seen AS (
