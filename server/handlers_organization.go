@@ -46,11 +46,21 @@ func (s *Server) ListOrganizations(ctx context.Context, req api.ListOrganization
 
 // CreateOrganization creates an organization.
 func (s *Server) CreateOrganization(ctx context.Context, req api.CreateOrganizationRequestObject) (api.CreateOrganizationResponseObject, error) {
-	o, err := domain.CreateOrganization(ctx, s.q(ctx), req.Body.Slug, req.Body.DisplayName)
-	if err != nil {
-		return nil, err
-	}
 	st := pipeline.From(ctx)
+	var o domain.Organization
+	if st.TxNow.IsZero() {
+		var err error
+		if o, err = domain.CreateOrganization(ctx, s.q(ctx), req.Body.Slug, req.Body.DisplayName); err != nil {
+			return nil, err
+		}
+	} else {
+		// The row is known in full: it is created in the write's last round trip, with the
+		// stored result and the audit (a taken slug fails that round trip: a 409, nothing kept).
+		var sql string
+		var args []any
+		o, sql, args = domain.DeferredOrganizationCreate(req.Body.Slug, req.Body.DisplayName, st.TxNow)
+		st.Defer(sql, args, domain.SlugTakenError)
+	}
 	st.Audit.Target(o, []string{"slug", "display_name"})
 	loc := "/api/v1/operator/organizations/" + o.ID
 	return api.CreateOrganization201JSONResponse{Body: orgJSON(o),

@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -62,4 +63,39 @@ func TestOrganizationLifecycle(t *testing.T) {
 		t.Fatalf("audit events = %d, want 3: %s", n, events.Body)
 	}
 	t.Logf("%s", events.Body)
+}
+
+// TestCreateAnswersWhatItStored: a create sent in the write's last round trip answers the row
+// it built before sending it; that answer (and its replay) is exactly what a read returns, its
+// times the transaction's, and its policy and settings rows exist.
+func TestCreateAnswersWhatItStored(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, "organizations:write")
+	key := newKey()
+	created := send(t, env, createReq(token, key, jsonBody(map[string]string{"slug": "answered", "display_name": "Answered"})))
+	if created.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", created.Status, created.Body)
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	created.decode(t, &o)
+	read := send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/organizations/" + o.ID, Token: token})
+	if read.Status != http.StatusOK || !bytes.Equal(bytes.TrimSpace(read.Body), bytes.TrimSpace(created.Body)) {
+		t.Errorf("create answered %s\nread returns %s", created.Body, read.Body)
+	}
+	if created.Header.Get("ETag") != read.Header.Get("ETag") || created.Header.Get("Location") != "/api/v1/operator/organizations/"+o.ID {
+		t.Errorf("create's ETag %q and Location %q; read's ETag %q", created.Header.Get("ETag"), created.Header.Get("Location"), read.Header.Get("ETag"))
+	}
+	replay := send(t, env, createReq(token, key, jsonBody(map[string]string{"slug": "answered", "display_name": "Answered"})))
+	if !bytes.Equal(replay.Body, created.Body) {
+		t.Errorf("replay %s, want %s", replay.Body, created.Body)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM organizations o JOIN organization_policies p ON p.organization_id = o.id
+		JOIN organization_settings s ON s.organization_id = o.id
+		JOIN audit_events a ON a.organization_id = o.id AND a.time >= o.created_at
+		WHERE o.id = $1 AND o.created_at = o.updated_at`, o.ID); n != 1 {
+		t.Errorf("the organization with its policy, settings and audit: %d rows, want 1", n)
+	}
 }

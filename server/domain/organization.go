@@ -5,7 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"renga.dev/renga/server/db"
 )
 
@@ -51,6 +54,31 @@ func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string
 		return Organization{}, ErrSlugTaken
 	}
 	return o, db.Translate(err)
+}
+
+// DeferredOrganizationCreate is CreateOrganization for a write that knows its transaction's
+// now(): the organization it will create (what CreateOrganization would return), and the
+// statement that creates it with its policy and settings, to send in the write's last round
+// trip. A taken slug fails that statement; SlugTakenError makes ErrSlugTaken of it.
+func DeferredOrganizationCreate(slug, displayName string, now time.Time) (Organization, string, []any) {
+	o := Organization{ID: db.NewID("org"), Slug: slug, DisplayName: displayName, State: StateActive, Version: 1,
+		CreatedAt: now, UpdatedAt: now}
+	return o, `WITH o AS (
+			INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id),
+		p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o)
+		INSERT INTO organization_settings (organization_id) SELECT id FROM o`,
+		[]any{o.ID, o.Slug, o.DisplayName, o.State, o.Version, now}
+}
+
+// SlugTakenError is ErrSlugTaken when err is the organizations' slug constraint refusing a row;
+// otherwise err.
+func SlugTakenError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "organizations_slug_key" {
+		return ErrSlugTaken
+	}
+	return err
 }
 
 // GetOrganization reads one organization.

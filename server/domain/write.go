@@ -49,6 +49,9 @@ type WriteStart struct {
 	// Stored is the result stored under the request's key, if any: the caller replays it (same
 	// digest) or refuses the request (another digest), and changes nothing.
 	Stored *StoredResult
+	// Now is the transaction's now() (what a column's DEFAULT now() stores), read with an
+	// operator token's re-check; zero for other writers.
+	Now time.Time
 }
 
 // BeginWrite opens a write in tx, in one round trip. It re-checks the caller's credential and
@@ -75,7 +78,8 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }()
-	if err := readWriterCheck(br, w); err != nil {
+	var err error
+	if start.Now, err = readWriterCheck(br, w); err != nil {
 		return start, err
 	}
 	if k == nil {
@@ -86,7 +90,7 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 	}
 	var s StoredResult
 	var headers []byte
-	err := br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
+	err = br.QueryRow().Scan(&s.Digest, &s.Status, &headers, &s.Body, &s.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return start, br.Close()
 	}
@@ -114,7 +118,7 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 			lock = `SELECT pg_advisory_xact_lock($1)`
 		}
 		batch.Queue(lock, TokenLockKey(w.CredentialID))
-		batch.Queue(`SELECT count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
+		batch.Queue(`SELECT count(*), now() FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
 			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
 	case ActorUser, ActorIntakeKey, ActorInstallation:
 		// A member's or agent's write needs the organization active until commit: holding its
@@ -139,18 +143,27 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 
 // readWriterCheck says why the write cannot go on: ErrCredentialGone first, then the
 // organization's state.
-func readWriterCheck(br pgx.BatchResults, w Writer) error {
+func readWriterCheck(br pgx.BatchResults, w Writer) (time.Time, error) {
 	var closed error
 	switch w.ActorType {
 	case ActorOperatorToken:
 		if _, err := br.Exec(); err != nil { // the token's advisory lock
-			return err
+			return time.Time{}, err
 		}
+		var n int
+		var now time.Time
+		if err := br.QueryRow().Scan(&n, &now); err != nil {
+			return time.Time{}, err
+		}
+		if n == 0 {
+			return time.Time{}, ErrCredentialGone
+		}
+		return now, nil
 	case ActorUser, ActorIntakeKey, ActorInstallation:
 		var state string
 		var moving bool
 		if err := br.QueryRow().Scan(&state, &moving); err != nil {
-			return db.Translate(err)
+			return time.Time{}, db.Translate(err)
 		}
 		closed = OrganizationWritable(state)
 		if w.ActorType != ActorUser {
@@ -158,19 +171,19 @@ func readWriterCheck(br pgx.BatchResults, w Writer) error {
 			closed = agentWritable(state, moving)
 		}
 		if w.ActorType == ActorInstallation {
-			return closed // an installation's identity cannot be revoked
+			return time.Time{}, closed // an installation's identity cannot be revoked
 		}
 	default:
-		return nil // the local operator, or an unauthenticated operation: nothing to check
+		return time.Time{}, nil // the local operator, or an unauthenticated operation: nothing to check
 	}
 	var n int
 	if err := br.QueryRow().Scan(&n); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if n == 0 {
-		return ErrCredentialGone
+		return time.Time{}, ErrCredentialGone
 	}
-	return closed
+	return time.Time{}, closed
 }
 
 // lockKey is the key's advisory lock: a hash of the namespace and the key's hash.

@@ -329,7 +329,7 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 			stored = start.Stored
 			return nil, errReplay
 		}
-		st.Tx = tx
+		st.Tx, st.TxNow = tx, start.Now
 		defer func() { st.Tx = nil }()
 		if !st.Op.StreamedBody {
 			r.Body = io.NopCloser(bytes.NewReader(st.Body))
@@ -349,8 +349,20 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 			result.Expires = expires
 		}
 		last := &pgx.Batch{}
+		for _, d := range st.deferred {
+			last.Queue(d.sql, d.args...)
+		}
 		return last, domain.FinishWrite(last, k, result, succeeded(st, status))
 	})
+	if err != nil && len(st.deferred) > 0 && !errors.Is(err, errReplay) && !errors.Is(err, errHandlerFailed) {
+		for _, d := range st.deferred {
+			if t := d.translate(err); t != err { //nolint:errorlint // a translation returns a new error
+				err = t
+				st.Audit = AuditNote{} // what the statement would have made does not exist
+				break
+			}
+		}
+	}
 	switch {
 	case err == nil:
 		rec.flush(w)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,6 +35,10 @@ type State struct {
 	Tx      pgx.Tx // the one transaction of the write
 	IfMatch int64  // the version If-Match names; -1 when the tag can never match
 	Audit   AuditNote
+	// TxNow is the write's transaction's now(), when the write's first round trip read it (an
+	// operator token's write); zero otherwise.
+	TxNow    time.Time
+	deferred []deferredStatement
 
 	// Problem is the problem the response carries, once one was written: the audit records its
 	// code.
@@ -154,3 +159,20 @@ func challenge(op *Operation) string {
 func NewInvocationID() string { return db.NewID("inv") }
 
 func newRequestID() string { return db.NewID("req") }
+
+// A deferredStatement travels in the write's last round trip, before its stored result, audit
+// event and COMMIT.
+type deferredStatement struct {
+	sql       string
+	args      []any
+	translate func(error) error
+}
+
+// Defer sends sql in the write's last round trip instead of now: a handler whose answer does
+// not depend on the statement's result (a create whose row it knows in full, TxNow included)
+// saves a round trip. If the last round trip fails, translate turns the error into the domain's
+// (or returns it unchanged when it is not the statement's), the response the handler wrote is
+// dropped, and the write is a failed attempt with no target: nothing was created.
+func (st *State) Defer(sql string, args []any, translate func(error) error) {
+	st.deferred = append(st.deferred, deferredStatement{sql, args, translate})
+}
