@@ -33,20 +33,31 @@ func Attributes(st tfsdk.State) (map[string]tftypes.Value, diag.Diagnostics) {
 
 // String is the string attribute name of attrs: "" when it is null or unknown.
 func String(attrs map[string]tftypes.Value, name string) (string, diag.Diagnostics) {
+	return value[string](attrs, name)
+}
+
+// Bool is the bool attribute name of attrs: false when it is null or unknown.
+func Bool(attrs map[string]tftypes.Value, name string) (bool, diag.Diagnostics) {
+	return value[bool](attrs, name)
+}
+
+// value is attribute name of attrs as a T (a string or a bool): T's zero value when it is null
+// or unknown.
+func value[T string | bool](attrs map[string]tftypes.Value, name string) (T, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	var s string
+	var out T
 	v, ok := attrs[name]
 	if !ok {
 		diags.AddError("Cannot read the resource's state", fmt.Sprintf("The state has no attribute %q. This is a bug in the provider.", name))
-		return "", diags
+		return out, diags
 	}
 	if !v.IsKnown() || v.IsNull() {
-		return "", diags
+		return out, diags
 	}
-	if err := v.As(&s); err != nil {
+	if err := v.As(&out); err != nil {
 		diags.AddError("Cannot read the resource's state", fmt.Sprintf("Attribute %q: %v. This is a bug in the provider.", name, err))
 	}
-	return s, diags
+	return out, diags
 }
 
 // Set makes st an object of attrs, one value for each attribute of the resource's schema. It is
@@ -72,24 +83,6 @@ func Set(ctx context.Context, st *tfsdk.State, attrs map[string]attr.Value) diag
 	}
 	st.Raw = tftypes.NewValue(typ, vals)
 	return diags
-}
-
-// Bool is the bool attribute name of attrs: false when it is null or unknown.
-func Bool(attrs map[string]tftypes.Value, name string) (bool, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	var b bool
-	v, ok := attrs[name]
-	if !ok {
-		diags.AddError("Cannot read the resource's state", fmt.Sprintf("The state has no attribute %q. This is a bug in the provider.", name))
-		return false, diags
-	}
-	if !v.IsKnown() || v.IsNull() {
-		return false, diags
-	}
-	if err := v.As(&b); err != nil {
-		diags.AddError("Cannot read the resource's state", fmt.Sprintf("Attribute %q: %v. This is a bug in the provider.", name, err))
-	}
-	return b, diags
 }
 
 // Known says whether attribute name of attrs is neither null nor unknown.
