@@ -46,6 +46,12 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	return OpenConfig(ctx, cfg)
+}
+
+// OpenConfig connects a pool configured by cfg (a test's, with a tracer) and checks the
+// connection.
+func OpenConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	numberConnections(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

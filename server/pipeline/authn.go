@@ -42,7 +42,7 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 		switch auth {
 		case AuthOperator:
 			actor, err = p.operatorToken(ctx, r, st)
-			detail = "Send a valid operator token: Authorization: Bearer renga_operator_..."
+			detail = operatorTokenDetail
 		case AuthUser:
 			actor, err = p.userKey(ctx, r)
 			detail = "Send a valid personal API key: Authorization: Bearer renga_user_..."
@@ -59,7 +59,21 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 			detail = "Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature)."
 		}
 	}
-	if err != nil && !errors.Is(err, errBadCredential) {
+	if err != nil {
+		return p.authFailure(r, st, err, detail)
+	}
+	st.Actor = actor
+	if !p.limits.allow(actor.CredentialID) {
+		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
+		pe.RetryAfter = p.limits.retryAfter()
+		return pe
+	}
+	return nil
+}
+
+// authFailure is the answer to a request whose credential did not authenticate (err).
+func (p *Pipeline) authFailure(r *http.Request, st *State, err error, detail string) *problem.Error {
+	if !errors.Is(err, errBadCredential) {
 		// Not an authentication failure: the credential could not be checked. Never a 401 (a
 		// client would conclude its credential is bad), and not counted against the address.
 		pe := problem.FromError(err)
@@ -69,21 +83,12 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 		}
 		return pe
 	}
-	if err != nil {
-		// A request that fails authentication is an unauthenticated request: limited per
-		// source address, so guessing credentials is slow.
-		if pe := p.anonymousLimit(st); pe != nil {
-			return pe
-		}
-		return problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail)
-	}
-	st.Actor = actor
-	if !p.limits.allow(actor.CredentialID) {
-		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
-		pe.RetryAfter = p.limits.retryAfter()
+	// A request that fails authentication is an unauthenticated request: limited per source
+	// address, so guessing credentials is slow.
+	if pe := p.anonymousLimit(st); pe != nil {
 		return pe
 	}
-	return nil
+	return problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated, detail)
 }
 
 func (p *Pipeline) anonymousLimit(st *State) *problem.Error {
@@ -123,14 +128,41 @@ func lookupFailed(err error) error {
 }
 
 // operatorToken checks the bearer token: hash, expiry, revocation and source address, on every
-// request, against the database (no cache can let a revoked token through). A read with a
-// Prefetch sends its read in the same round trip; its result is kept for the handler.
+// request. A read checks against the database, and a read with a Prefetch sends its read in the
+// same round trip; its result is kept for the handler. A write may take the token from the cache
+// (tokenCache): its transaction re-checks it before anything else, and a request the pipeline
+// answers before its transaction confirms its cached token first (confirmToken), so a revoked
+// token is answered 401 as the lookup would have.
 func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State) (Actor, error) {
 	token, ok := bearer(r, domain.LooksLikeToken)
 	if !ok {
 		return Actor{}, errBadCredential
 	}
 	hash := domain.HashSecret(token)
+	now := time.Now()
+	if st.Op != nil && st.Op.Mutation {
+		if t, ok := p.tokens.get(hash, now); ok && t.Usable(now, st.Source) {
+			st.cachedToken = hash
+			return tokenActor(t), nil
+		}
+	}
+	t, err := p.lookupToken(ctx, st, hash, now)
+	if err != nil {
+		return Actor{}, err
+	}
+	p.tokens.put(hash, t, now)
+	return tokenActor(t), nil
+}
+
+const operatorTokenDetail = "Send a valid operator token: Authorization: Bearer renga_operator_..."
+
+func tokenActor(t domain.Token) Actor {
+	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}
+}
+
+// lookupToken reads the token whose secret hashes to hash, with the request's Prefetch if it has
+// one, and returns it if it is usable now from the request's source.
+func (p *Pipeline) lookupToken(ctx context.Context, st *State, hash []byte, now time.Time) (domain.Token, error) {
 	batch := &pgx.Batch{}
 	readToken := domain.QueueTokenForAuth(batch, hash)
 	var readPrefetch func(pgx.BatchResults) (any, error)
@@ -151,12 +183,39 @@ func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State
 		err = cerr
 	}
 	if err != nil {
-		return Actor{}, lookupFailed(err)
+		return domain.Token{}, lookupFailed(err)
 	}
-	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(time.Now(), st.Source) {
-		return Actor{}, errBadCredential
+	if subtle.ConstantTimeCompare(storedHash, hash) != 1 || !t.Usable(now, st.Source) {
+		return domain.Token{}, errBadCredential
 	}
-	return Actor{Type: domain.ActorOperatorToken, ID: t.ID, Name: t.Name, Scopes: t.Scopes, CredentialID: t.ID}, nil
+	return t, nil
+}
+
+// confirmToken checks, against the database, a token the request took from the cache, before
+// the pipeline answers the request without its transaction (a refused scope, body, key or
+// If-Match): it returns the answer to give instead when the token is no longer usable (401, as
+// the lookup would have answered), or when it could not be checked (503).
+func (p *Pipeline) confirmToken(r *http.Request, st *State) *problem.Error {
+	if st.cachedToken == nil {
+		return nil
+	}
+	if _, err := p.lookupToken(r.Context(), st, st.cachedToken, time.Now()); err != nil {
+		return p.refuseCachedToken(r, st, err)
+	}
+	st.cachedToken = nil
+	return nil
+}
+
+// refuseCachedToken answers a request whose token, taken from the cache, the database refused
+// (err: errBadCredential, or why it could not be checked). A refused token leaves the cache, and
+// the request is an unauthenticated one: no actor, no audit.
+func (p *Pipeline) refuseCachedToken(r *http.Request, st *State, err error) *problem.Error {
+	if errors.Is(err, errBadCredential) {
+		p.tokens.forget(st.cachedToken)
+		st.Actor = Actor{}
+	}
+	st.cachedToken = nil
+	return p.authFailure(r, st, err, operatorTokenDetail)
 }
 
 // userKey checks a personal API key: one query for the key, the membership, the user and the

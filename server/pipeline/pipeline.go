@@ -62,6 +62,7 @@ type Pipeline struct {
 	metrics *metrics
 	slots   chan struct{}         // in-flight API requests, when bounded
 	ops     map[string]*Operation // by ServeMux pattern
+	tokens  *tokenCache           // operator tokens, for writes
 	mux     *http.ServeMux
 	errs    []error
 }
@@ -80,7 +81,7 @@ func New(opts Options, pool *pgxpool.Pool, log *slog.Logger) (*Pipeline, error) 
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), metrics: newMetrics(),
+	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), metrics: newMetrics(), tokens: newTokenCache(),
 		limits: newLimiters(opts.RateLimitAuthenticated, opts.RateLimitAuthenticatedBurst),
 		anon:   newLimiters(opts.RateLimitAnonymous, opts.RateLimitAnonymousBurst)}
 	if opts.MaxInFlight > 0 {
@@ -146,7 +147,10 @@ func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
 //     when none frees in time), and the request's deadline, which its statements share.
 //  1. HTTPS, outside development (403 https_required).
 //  2. Authentication by the operation's credential path, then the per-credential rate limit
-//     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited.
+//     (401 unauthenticated, 429 rate_limited). From here on, a write's failure is audited. An
+//     operator's write may take its token from the cache (tokenCache): the write's transaction
+//     re-checks it first, and a request refused before that is answered only once the database
+//     confirms the token (a revoked one is a 401, unaudited, as if it had been looked up).
 //  3. Scope (403 insufficient_scope).
 //  4. For members' writes and agents: the organization is active (403 suspended, 410 moved).
 //  5. Body: size and media type (413, 415, 400); a streamed body (application/octet-stream)
@@ -195,6 +199,10 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		}
 		key, pe := p.admit(r, st, pathParams)
 		if pe != nil {
+			if refused := p.confirmToken(r, st); refused != nil {
+				Fail(w, r, refused)
+				return
+			}
 			if op.Mutation || op.AuditedRead {
 				p.auditFailure(r.Context(), st, pathParams, pe)
 			}
@@ -319,12 +327,14 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 	st := From(ctx)
 	rec := newRecorder()
 	var stored *domain.StoredResult
+	confirmed := false // the credential, re-checked in the transaction
 	err := db.WithWriteTx(ctx, p.pool, func(tx *db.WriteTx) (*pgx.Batch, error) {
 		start, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
 			OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}, k)
 		if err != nil {
 			return nil, err
 		}
+		confirmed = true
 		if start.Stored != nil {
 			stored = start.Stored
 			return nil, errReplay
@@ -361,6 +371,23 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 				st.Audit = AuditNote{} // what the statement would have made does not exist
 				break
 			}
+		}
+	}
+	if st.cachedToken != nil {
+		// A token taken from the cache: the transaction's first round trip confirmed it, found it
+		// revoked or expired (answered as its lookup would have answered), or never ran.
+		var refused *problem.Error
+		switch {
+		case confirmed:
+			st.cachedToken = nil
+		case errors.Is(err, domain.ErrCredentialGone):
+			refused = p.refuseCachedToken(r, st, errBadCredential)
+		default:
+			refused = p.confirmToken(r, st)
+		}
+		if refused != nil {
+			Fail(w, r, refused)
+			return
 		}
 	}
 	switch {

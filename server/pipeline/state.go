@@ -26,6 +26,9 @@ type State struct {
 	pathParams map[string]string
 	prefetched *prefetched // the read a Prefetch made with authentication
 	Actor      Actor       // who, once authenticated
+	// cachedToken is the hash of the operator token the request took from the cache (tokenCache),
+	// until the database confirms it.
+	cachedToken []byte
 	// For a signed agent request: the installation, its organization's policy and intake today.
 	Installation *domain.InstallationHolder
 	Body         []byte // the raw body, for handlers that need its bytes (intake)

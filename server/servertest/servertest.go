@@ -262,8 +262,21 @@ type Option func(*server.Config)
 // Start runs a development-mode server on a fresh database over real HTTP.
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	return StartTraced(t, nil, opts...)
+}
+
+// StartTraced is Start with tracer on every connection of the server's pool (nil: none), to see
+// the statements and round trips a request makes.
+func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
+	t.Helper()
 	dbURL := NewDatabase(t)
-	pool, err := db.Open(context.Background(), dbURL, 10)
+	poolConfig, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poolConfig.MaxConns = 10
+	poolConfig.ConnConfig.Tracer = tracer
+	pool, err := db.OpenConfig(context.Background(), poolConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

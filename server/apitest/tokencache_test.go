@@ -1,0 +1,195 @@
+package apitest
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// roundTrips counts what the server's pool sends: each query on its own, and each batch, is
+// one round trip.
+type roundTrips struct {
+	mu  sync.Mutex
+	sql [][]string // per round trip, its statements
+}
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	c.sql = append(c.sql, []string{d.SQL})
+	c.mu.Unlock()
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range d.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	c.mu.Lock()
+	c.sql = append(c.sql, sqls)
+	c.mu.Unlock()
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// during returns the round trips fn made the server send.
+func (c *roundTrips) during(fn func()) [][]string {
+	c.mu.Lock()
+	c.sql = nil
+	c.mu.Unlock()
+	fn()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sql
+}
+
+func readsTokenByHash(trips [][]string) bool {
+	for _, trip := range trips {
+		for _, s := range trip {
+			if strings.Contains(s, "FROM operator_tokens WHERE token_hash") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestKnownTokenWritesInTwoRoundTrips: an operator's write with a token the server has seen
+// skips the token's lookup: BEGIN with the token's re-check and the key, then the change with
+// its stored result, audit and COMMIT. The token's first request looks it up.
+// Fails when: writes look their token up on every request (three round trips).
+func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
+	t.Parallel()
+	trace := &roundTrips{}
+	env := servertest.StartTraced(t, trace)
+	token := env.Token(t, "organizations:write")
+	create := func(slug string) {
+		r := send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": slug, "display_name": slug})))
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", slug, r.Status, r.Body)
+		}
+	}
+	first := trace.during(func() { create("first-write") })
+	if len(first) != 3 || !readsTokenByHash(first[:1]) {
+		t.Errorf("the token's first write: %d round trips %q, want 3, the lookup first", len(first), first)
+	}
+	second := trace.during(func() { create("second-write") })
+	if len(second) != 2 || readsTokenByHash(second) {
+		t.Errorf("a known token's write: %d round trips %q, want 2 without the lookup", len(second), second)
+	}
+	if len(second) == 2 && (second[0][0] != "BEGIN" || second[1][len(second[1])-1] != "COMMIT") {
+		t.Errorf("round trips %q: want BEGIN first and COMMIT last", second)
+	}
+	// Reads still look the token up, with their read.
+	var o struct {
+		ID string `json:"id"`
+	}
+	created := send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": "read-back", "display_name": "Read back"})))
+	created.decode(t, &o)
+	readToken := env.Token(t, "organizations:read")
+	for range 2 {
+		read := trace.during(func() {
+			if r := send(t, env, req{Method: http.MethodGet, Path: orgPath(o.ID), Token: readToken}); r.Status != http.StatusOK {
+				t.Fatalf("read: %d %s", r.Status, r.Body)
+			}
+		})
+		if len(read) != 1 || !readsTokenByHash(read) {
+			t.Errorf("a read: %d round trips %q, want 1 with the token's lookup", len(read), read)
+		}
+	}
+}
+
+// TestRevokedKnownTokenIsRefusedLikeAnUnknownOne: a token the server has seen, then revoked or
+// expired elsewhere (another server, a release command), is refused on its next write as if it
+// had been looked up: 401 before anything else the request lacks (scope, body, key), nothing
+// changed, nothing audited, and WWW-Authenticate names the scheme.
+// Fails when: a write trusts the cache without the transaction's re-check, or a request refused
+// before its transaction is answered from the cache (400, 403 or 428 to a revoked token).
+func TestRevokedKnownTokenIsRefusedLikeAnUnknownOne(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := context.Background()
+	invalidate := map[string]func(id string){
+		"revoked": func(id string) {
+			if _, err := domain.RevokeToken(ctx, env.Pool, id); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"expired": func(id string) {
+			if _, err := env.Pool.Exec(ctx, `UPDATE operator_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for how, invalidate := range invalidate {
+		requests := map[string]func(token string) req{
+			"valid create": func(token string) req {
+				return createReq(token, newKey(), jsonBody(map[string]string{"slug": "after-" + how, "display_name": "After"}))
+			},
+			"invalid body": func(token string) req {
+				return createReq(token, newKey(), jsonBody(map[string]any{"slug": 7}))
+			},
+			"missing key": func(token string) req {
+				return createReq(token, "", jsonBody(map[string]string{"slug": "no-key-" + how, "display_name": "No key"}))
+			},
+			"missing scope": func(token string) req {
+				return req{Method: http.MethodPut, Path: policyPath("org_00000000000000000000000000"), Token: token,
+					Body: jsonBody(map[string]any{}), Header: headers("Idempotency-Key", newKey(), "If-Match", `"1"`)}
+			},
+		}
+		for name, request := range requests {
+			tokenID, token := scopedToken(t, env, "organizations:write")
+			createOrg(t, env, token, newSlug(), "Known") // the server has seen the token
+			audited := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1`, tokenID)
+			orgs := countRows(t, env, `SELECT count(*) FROM organizations`)
+			invalidate(tokenID)
+			for range 2 { // refused, then refused again once out of the cache
+				r := send(t, env, request(token))
+				r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+				if r.Header.Get("WWW-Authenticate") == "" {
+					t.Errorf("%s token, %s: 401 without WWW-Authenticate", how, name)
+				}
+			}
+			if n := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1`, tokenID); n != audited {
+				t.Errorf("%s token, %s: %d audit events, want %d (a refused credential is not an actor)", how, name, n, audited)
+			}
+			if n := countRows(t, env, `SELECT count(*) FROM organizations`); n != orgs {
+				t.Errorf("%s token, %s: %d organizations, want %d", how, name, n, orgs)
+			}
+		}
+	}
+}
+
+// TestKnownTokenFromAnotherAddressIsLookedUp: a token the server has seen from an allowed
+// address is refused from another one, as its lookup would refuse it.
+func TestKnownTokenFromAnotherAddressIsLookedUp(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, trustProxies("127.0.0.0/8", "::1/128"))
+	_, token, err := domain.CreateToken(context.Background(), env.Pool, domain.NewToken{Name: "sourced",
+		Scopes: []string{"organizations:write"}, AllowedSources: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Track(token)
+	from := func(addr string) req {
+		r := createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Sourced"}))
+		r.Header.Set("X-Forwarded-For", addr)
+		return r
+	}
+	if r := send(t, env, from("198.51.100.7")); r.Status != http.StatusCreated {
+		t.Fatalf("from an allowed address: %d %s", r.Status, r.Body)
+	}
+	send(t, env, from("203.0.113.9")).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+	if r := send(t, env, from("198.51.100.8")); r.Status != http.StatusCreated {
+		t.Fatalf("from an allowed address again: %d %s", r.Status, r.Body)
+	}
+}
