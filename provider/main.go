@@ -2,12 +2,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 	"os"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"renga.dev/renga/provider/internal/provider"
 )
@@ -23,10 +22,12 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "run the provider for a debugger (prints TF_REATTACH_PROVIDERS)")
 	flag.Parse()
 	quietSDKLogs()
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
-		Address: Address,
-		Debug:   debug,
-	})
+	// providerserver.Serve with the provider's own server (the framework's, wrapped).
+	var opts []tf6server.ServeOpt
+	if debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	err := tf6server.Serve(Address, provider.Server(version), opts...)
 	if err != nil {
 		log.Fatal(err)
 	}
