@@ -165,16 +165,23 @@ func baseType(t attr.Type) bool {
 var unmarshalOpts = tfprotov6.UnmarshalOpts{ValueFromJSONOpts: tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true}}
 
 // UpgradeResourceState of a state stored with the schema's current version is the framework's
-// passthrough: the stored JSON read as the schema's type, sent back as msgpack. Anything else
-// (an older version, a flatmap state, a state that does not read) is the framework's.
+// passthrough: the stored JSON read as the schema's type (by valueFromJSON, else by tftypes as
+// the framework does), sent back as msgpack. Anything else (an older version, a flatmap state,
+// a state that does not read) is the framework's.
 func (s *server) UpgradeResourceState(ctx context.Context, req *tfprotov6.UpgradeResourceStateRequest) (*tfprotov6.UpgradeResourceStateResponse, error) {
 	t := s.fast(ctx, req.TypeName)
 	if t == nil || req.RawState == nil || req.Version != t.schema.Version {
 		return s.frameworkServer.UpgradeResourceState(ctx, req)
 	}
-	v, err := req.RawState.UnmarshalWithOpts(t.typ, unmarshalOpts)
-	if err != nil {
-		return s.frameworkServer.UpgradeResourceState(ctx, req)
+	v, ok := tftypes.Value{}, false
+	if req.RawState.JSON != nil {
+		v, ok = valueFromJSON(req.RawState.JSON, t.typ)
+	}
+	if !ok {
+		var err error
+		if v, err = req.RawState.UnmarshalWithOpts(t.typ, unmarshalOpts); err != nil {
+			return s.frameworkServer.UpgradeResourceState(ctx, req)
+		}
 	}
 	dv, err := tfprotov6.NewDynamicValue(t.typ, v)
 	if err != nil {
