@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -35,5 +36,28 @@ func TestQuietSDKLogs(t *testing.T) {
 				t.Errorf("%s=DEBUG: %s=%q, want it left unset", asked, v, got)
 			}
 		}
+	}
+}
+
+// TestOneProcessor: without GOMAXPROCS the provider runs on one processor; GOMAXPROCS keeps its
+// say.
+//
+// Fails when: oneProcessor leaves the default (a processor per core), or overrides GOMAXPROCS.
+func TestOneProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	t.Setenv("GOMAXPROCS", "") // restored after the test
+	if err := os.Unsetenv("GOMAXPROCS"); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GOMAXPROCS(3)
+	oneProcessor()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS unset: %d processors, want 1", n)
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	runtime.GOMAXPROCS(3)
+	oneProcessor()
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("GOMAXPROCS=3: %d processors, want 3", n)
 	}
 }

@@ -1,0 +1,9 @@
+package refresh_test
+
+import (
+	"testing"
+
+	"renga.dev/renga/provider/internal/acctest"
+)
+
+func TestMain(m *testing.M) { acctest.Main(m) }
