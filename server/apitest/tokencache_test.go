@@ -2,14 +2,18 @@ package apitest
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
@@ -116,7 +120,8 @@ func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
 // before its transaction is answered from the cache (400, 403 or 428 to a revoked token).
 func TestRevokedKnownTokenIsRefusedLikeAnUnknownOne(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t)
+	trace := &roundTrips{}
+	env := servertest.StartTraced(t, trace)
 	ctx := context.Background()
 	invalidate := map[string]func(id string){
 		"revoked": func(id string) {
@@ -152,12 +157,20 @@ func TestRevokedKnownTokenIsRefusedLikeAnUnknownOne(t *testing.T) {
 			audited := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1`, tokenID)
 			orgs := countRows(t, env, `SELECT count(*) FROM organizations`)
 			invalidate(tokenID)
-			for range 2 { // refused, then refused again once out of the cache
-				r := send(t, env, request(token))
-				r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
-				if r.Header.Get("WWW-Authenticate") == "" {
-					t.Errorf("%s token, %s: 401 without WWW-Authenticate", how, name)
+			for i := range 2 { // refused, then refused again once out of the cache: looked up
+				trips := trace.during(func() {
+					r := send(t, env, request(token))
+					r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+					if r.Header.Get("WWW-Authenticate") == "" {
+						t.Errorf("%s token, %s: 401 without WWW-Authenticate", how, name)
+					}
+				})
+				if i == 1 && (!readsTokenByHash(trips) || begins(trips)) {
+					t.Errorf("%s token, %s, once refused: round trips %q, want its lookup and no transaction", how, name, trips)
 				}
+			}
+			if n := loggedWithActor(t, env, tokenID, http.StatusUnauthorized); n != 0 {
+				t.Errorf("%s token, %s: %d access log lines of a 401 name the token as the actor", how, name, n)
 			}
 			if n := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1`, tokenID); n != audited {
 				t.Errorf("%s token, %s: %d audit events, want %d (a refused credential is not an actor)", how, name, n, audited)
@@ -191,5 +204,117 @@ func TestKnownTokenFromAnotherAddressIsLookedUp(t *testing.T) {
 	send(t, env, from("203.0.113.9")).expectProblem(t, http.StatusUnauthorized, "unauthenticated")
 	if r := send(t, env, from("198.51.100.8")); r.Status != http.StatusCreated {
 		t.Fatalf("from an allowed address again: %d %s", r.Status, r.Body)
+	}
+}
+
+func begins(trips [][]string) bool {
+	for _, trip := range trips {
+		if len(trip) > 0 && trip[0] == "BEGIN" {
+			return true
+		}
+	}
+	return false
+}
+
+// loggedWithActor counts the access log's lines with status that name actor.
+func loggedWithActor(t *testing.T, env *servertest.Env, actor string, status int) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(env.Logs.String(), "\n") {
+		var l struct {
+			Msg    string `json:"msg"`
+			Status int    `json:"status"`
+			Actor  string `json:"actor"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "request" && l.Status == status && l.Actor == actor {
+			n++
+		}
+	}
+	return n
+}
+
+// TestKnownTokenOverItsRateLimitIsRefusedWhenRevoked: a revoked token still in the cache, over
+// its rate limit, is told 401, not 429 (which would say it was once valid).
+func TestKnownTokenOverItsRateLimitIsRefusedWhenRevoked(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAuthenticated, c.RateLimitAuthenticatedBurst = 0.001, 1 })
+	tokenID, token := scopedToken(t, env, "organizations:write")
+	createOrg(t, env, token, newSlug(), "Known") // the burst, and the server has seen the token
+	over := send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Over"})))
+	over.expectProblem(t, http.StatusTooManyRequests, "rate_limited") // still valid: 429
+	if _, err := domain.RevokeToken(context.Background(), env.Pool, tokenID); err != nil {
+		t.Fatal(err)
+	}
+	send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Revoked"}))).
+		expectProblem(t, http.StatusUnauthorized, "unauthenticated")
+}
+
+// TestKnownTokenDuringAnOutageIs503: with the database unreachable, a request with a cached
+// token that the pipeline would refuse before its transaction is a 503 with Retry-After (its
+// token cannot be confirmed), not the 400 its body deserves.
+func TestKnownTokenDuringAnOutageIs503(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, "organizations:write")
+	createOrg(t, env, token, newSlug(), "Known")
+	ctx := context.Background()
+	u, err := url.Parse(env.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	name := pgx.Identifier{dbName}.Sanitize()
+	u.Path = "/postgres" // the cluster's maintenance database: a database cannot refuse its own connections
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	t.Cleanup(func() {
+		if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS true`); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1`, dbName); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []req{
+		createReq(token, newKey(), jsonBody(map[string]any{"slug": 7})),
+		createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "During"})),
+	} {
+		got := send(t, env, r)
+		got.expectProblem(t, http.StatusServiceUnavailable, "unavailable")
+		if got.Header.Get("Retry-After") == "" {
+			t.Errorf("503 without Retry-After: %s", got.Body)
+		}
+	}
+}
+
+// TestKnownTokenWriteThatTimesOutIsAudited: a write whose deadline passes while its token's lock
+// is held (a revocation in progress that does not commit) is a 503, audited as the attempt of
+// its actor, as it is when its token was looked up.
+func TestKnownTokenWriteThatTimesOutIsAudited(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, func(c *server.Config) { c.RequestTimeout = 500 * time.Millisecond })
+	tokenID, token := scopedToken(t, env, "organizations:write")
+	createOrg(t, env, token, newSlug(), "Known")
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, domain.TokenLockKey(tokenID)); err != nil {
+		t.Fatal(err)
+	}
+	r := send(t, env, createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Late"})))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.expectProblem(t, http.StatusServiceUnavailable, "unavailable")
+	if n := countRows(t, env, `SELECT count(*) FROM audit_events WHERE actor_id = $1 AND status = 503`, tokenID); n != 1 {
+		t.Errorf("audit events of the timed-out write: %d, want 1", n)
 	}
 }

@@ -52,6 +52,9 @@ type WriteStart struct {
 	// Now is the transaction's now() (what a column's DEFAULT now() stores), read with an
 	// operator token's re-check; zero for other writers.
 	Now time.Time
+	// CredentialChecked: the re-check found the credential usable, even when a later step of the
+	// first round trip failed (the key's lock past the request's deadline).
+	CredentialChecked bool
 }
 
 // BeginWrite opens a write in tx, in one round trip. It re-checks the caller's credential and
@@ -82,6 +85,7 @@ func BeginWrite(ctx context.Context, tx pgx.Tx, w Writer, k *IdempotencyKey) (Wr
 	if start.Now, err = readWriterCheck(br, w); err != nil {
 		return start, err
 	}
+	start.CredentialChecked = true
 	if k == nil {
 		return start, br.Close()
 	}

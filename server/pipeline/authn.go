@@ -64,6 +64,9 @@ func (p *Pipeline) authenticate(r *http.Request, st *State, auth string) *proble
 	}
 	st.Actor = actor
 	if !p.limits.allow(actor.CredentialID) {
+		if refused := p.confirmToken(r, st); refused != nil {
+			return refused // a revoked token is told 401, not that it was once allowed more
+		}
 		pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "This credential sends more requests than the deployment allows; slow down.")
 		pe.RetryAfter = p.limits.retryAfter()
 		return pe
@@ -140,7 +143,8 @@ func (p *Pipeline) operatorToken(ctx context.Context, r *http.Request, st *State
 	}
 	hash := domain.HashSecret(token)
 	now := time.Now()
-	if st.Op != nil && st.Op.Mutation {
+	// Not for a streamed upload: its deadlines are lifted before its transaction starts.
+	if st.Op != nil && st.Op.Mutation && !st.Op.StreamedBody {
 		if t, ok := p.tokens.get(hash, now); ok && t.Usable(now, st.Source) {
 			st.cachedToken = hash
 			return tokenActor(t), nil
@@ -199,12 +203,19 @@ func (p *Pipeline) confirmToken(r *http.Request, st *State) *problem.Error {
 	if st.cachedToken == nil {
 		return nil
 	}
-	if _, err := p.lookupToken(r.Context(), st, st.cachedToken, time.Now()); err != nil {
+	// Its own deadline: the request's may have passed (a write that timed out is still answered
+	// and audited as its token deserves).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), confirmTimeout)
+	defer cancel()
+	if _, err := p.lookupToken(ctx, st, st.cachedToken, time.Now()); err != nil {
 		return p.refuseCachedToken(r, st, err)
 	}
 	st.cachedToken = nil
 	return nil
 }
+
+// confirmTimeout bounds confirmToken's lookup (one indexed read, which no lock holds up).
+const confirmTimeout = 5 * time.Second
 
 // refuseCachedToken answers a request whose token, taken from the cache, the database refused
 // (err: errBadCredential, or why it could not be checked). A refused token leaves the cache, and

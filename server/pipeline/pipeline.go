@@ -331,10 +331,10 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 	err := db.WithWriteTx(ctx, p.pool, func(tx *db.WriteTx) (*pgx.Batch, error) {
 		start, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
 			OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}, k)
+		confirmed = confirmed || start.CredentialChecked
 		if err != nil {
 			return nil, err
 		}
-		confirmed = true
 		if start.Stored != nil {
 			stored = start.Stored
 			return nil, errReplay
@@ -375,7 +375,11 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 	}
 	if st.cachedToken != nil {
 		// A token taken from the cache: the transaction's first round trip confirmed it, found it
-		// revoked or expired (answered as its lookup would have answered), or never ran.
+		// revoked or expired (answered as its lookup would have answered), or did not get that
+		// far (the database down, the deadline passed while the token's lock was held). A
+		// revocation that commits while the write waits for the token's lock is taken as made
+		// before the request (a 401 with no audit, as a lookup after it answers); a token that
+		// was looked up is audited in that race, as an attempt of an actor it had authenticated.
 		var refused *problem.Error
 		switch {
 		case confirmed:

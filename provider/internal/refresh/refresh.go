@@ -193,7 +193,9 @@ func (s *server) UpgradeResourceState(ctx context.Context, req *tfprotov6.Upgrad
 
 // ReadResource calls the resource's Configure and Read as the framework does, for a state
 // with no private data and no identity once the provider is configured; anything else is the
-// framework's.
+// framework's. Read gets no private state to write to and no provider meta (the framework's
+// types for them are internal): neither resource uses them, and a resource that starts to must
+// leave this path (Wrap's list), since its Private.SetKey would fail here.
 func (s *server) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
 	t := s.fast(ctx, req.TypeName)
 	if t == nil || req.CurrentState == nil || len(req.Private) > 0 || req.CurrentIdentity != nil {
