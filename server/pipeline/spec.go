@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -54,9 +55,12 @@ type Operation struct {
 	pathPatterns map[string]*regexp.Regexp
 	validation   *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
 	// pathOnly: the operation's only inputs the validator checks are path parameters, each a
-	// string with a pattern and no other constraint, so a request whose path parameters match
-	// their patterns (wellFormed) is valid, and the validator runs only to describe a bad one.
-	pathOnly bool
+	// string with a pattern and no other constraint, and optional query parameters, each a
+	// string with at most a maxLength (queryLimits). A request whose path parameters match
+	// their patterns (wellFormed) and whose query is plainly within them (plainQuery) is valid,
+	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
+	pathOnly    bool
+	queryLimits map[string]int // by name: maxLength, or -1 for none
 }
 
 // Credential paths, from an operation's security requirement.
@@ -205,17 +209,49 @@ func pathOnly(o *Operation) bool {
 	if o.spec.RequestBody != nil {
 		return false
 	}
+	limits := map[string]int{}
 	for _, ref := range append(append(openapi3.Parameters{}, o.validation.PathItem.Parameters...), o.validation.Operation.Parameters...) {
 		p := ref.Value
-		if p == nil || p.In != openapi3.ParameterInPath || o.pathPatterns[p.Name] == nil || p.Content != nil || p.Schema.Value == nil {
+		if p == nil || p.Content != nil || p.Schema == nil || p.Schema.Value == nil {
 			return false
 		}
-		c := *p.Schema.Value // what is left once the type and pattern are set aside
+		c := *p.Schema.Value // what is left once the type and the constraint checked here are set aside
 		if c.Type == nil || !c.Type.Is(openapi3.TypeString) {
 			return false
 		}
-		c.Type, c.Pattern, c.Description, c.Example, c.Title, c.Extensions = nil, "", "", nil, "", nil
+		c.Type, c.Description, c.Example, c.Title, c.Extensions = nil, "", nil, "", nil
+		switch {
+		case p.In == openapi3.ParameterInPath && o.pathPatterns[p.Name] != nil:
+			c.Pattern = ""
+		case p.In == openapi3.ParameterInQuery && !p.Required && !p.AllowEmptyValue &&
+			(p.Style == "" || p.Style == openapi3.SerializationForm) && p.Explode == nil:
+			limits[p.Name] = -1
+			if c.MaxLength != nil {
+				limits[p.Name] = int(*c.MaxLength)
+				c.MaxLength = nil
+			}
+		default:
+			return false
+		}
 		if !c.IsEmpty() {
+			return false
+		}
+	}
+	if len(limits) > 0 {
+		o.queryLimits = limits
+	}
+	return true
+}
+
+// plainQuery reports whether query is plainly valid for a pathOnly operation: each of its query
+// parameters at most once, not empty, and no longer in bytes than its maxLength (a count the
+// validator's, of characters, can only be lower). Anything else goes to the validator.
+func (o *Operation) plainQuery(query url.Values) bool {
+	for name, limit := range o.queryLimits {
+		vs := query[name]
+		switch {
+		case len(vs) == 0:
+		case len(vs) > 1 || vs[0] == "" || (limit >= 0 && len(vs[0]) > limit):
 			return false
 		}
 	}

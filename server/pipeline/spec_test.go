@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"regexp/syntax"
 	"slices"
@@ -432,7 +433,7 @@ func TestReadOperation(t *testing.T) {
 				t.Error("Spec() is not the operation read")
 			}
 			cmp := *got
-			cmp.spec, cmp.validation, cmp.pathOnly = nil, nil, false // pathOnly: TestPathOnlyAgreesWithTheValidator
+			cmp.spec, cmp.validation, cmp.pathOnly, cmp.queryLimits = nil, nil, false, nil // pathOnly: TestPathOnlyAgreesWithTheValidator
 			if !reflect.DeepEqual(cmp, tt.want) {
 				t.Errorf("operation =\n%+v\nwant\n%+v", cmp, tt.want)
 			}
@@ -688,7 +689,49 @@ func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
 		}
 	}
 	t.Logf("pathOnly: %d operations: %v", len(fast), fast)
-	for _, id := range []string{"getOrganization", "getPolicy", "getTransfer"} {
+	// A plain query (each parameter once, not empty, within its maxLength in bytes) is one the
+	// validator accepts; one that is not plain is the validator's to judge.
+	withQuery := 0
+	for _, op := range ops {
+		if !op.pathOnly || len(op.queryLimits) == 0 {
+			continue
+		}
+		withQuery++
+		params := map[string]string{}
+		for name, re := range op.pathPatterns {
+			params[name] = matching(t, re.String())
+		}
+		for name, limit := range op.queryLimits {
+			n := limit
+			if n < 0 {
+				n = 1000
+			}
+			for _, v := range []string{"a", strings.Repeat("a", n), strings.Repeat("é", n/2), "a,b", "a b", "a+b&", "🙂"[:min(4, n)]} {
+				if len(v) == 0 || len(v) > n {
+					continue
+				}
+				q := url.Values{name: {v}}
+				if !op.plainQuery(q) {
+					t.Errorf("%s: %s=%q is not plain", op.ID, name, v)
+				}
+				if err := validateWithKin(op, params, "?"+q.Encode()); err != nil {
+					t.Errorf("%s: plain %s=%q refused by the validator: %v", op.ID, name, v, err)
+				}
+			}
+			for _, q := range []url.Values{{name: {""}}, {name: {"a", "b"}}, {name: {strings.Repeat("a", n+1)}}} {
+				if limit < 0 && len(q[name]) == 1 && q[name][0] != "" {
+					continue // no limit: a long value is plain
+				}
+				if op.plainQuery(q) {
+					t.Errorf("%s: %v is plain", op.ID, q)
+				}
+			}
+		}
+	}
+	if withQuery == 0 {
+		t.Error("no pathOnly operation with query parameters (getHome has one)")
+	}
+	for _, id := range []string{"getOrganization", "getPolicy", "getTransfer", "getHome"} {
 		if !slices.Contains(fast, id) {
 			t.Errorf("%s is not pathOnly (pathOnly: %v)", id, fast)
 		}

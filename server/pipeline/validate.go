@@ -167,7 +167,7 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if pe := unstorable(query, pathParams, st.Body); pe != nil {
 		return pe
 	}
-	if st.Op.pathOnly && st.Op.wellFormed(pathParams) {
+	if st.Op.pathOnly && st.Op.wellFormed(pathParams) && st.Op.plainQuery(query) {
 		return nil // all the validator would check (see pathOnly); it runs to describe a bad one
 	}
 	// A streamed body is not the validator's: it would read it whole (its security check
