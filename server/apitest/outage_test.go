@@ -23,33 +23,7 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	env := servertest.Start(t, func(c *server.Config) { c.RateLimitAnonymous, c.RateLimitAnonymousBurst = 0.001, 2 })
 	token := env.Token(t, "organizations:write")
 	org := createOrg(t, env, token, "outage", "Outage")
-	ctx := context.Background()
-
-	u, err := url.Parse(env.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres" // the cluster's maintenance database: a database cannot refuse its own connections
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(ctx) }) // after restore (cleanups run last first)
-	restore := func() {
-		if _, err := admin.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS true`); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(restore) // before the harness's own checks, which need the database
-	for _, sql := range []string{
-		`ALTER DATABASE ` + pgx.Identifier{name}.Sanitize() + ` ALLOW_CONNECTIONS false`,
-		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '` + name + `'`,
-	} {
-		if _, err := admin.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restore := cutDatabase(t, env)
 
 	for _, r := range []req{
 		{Method: http.MethodGet, Path: orgPath(org.ID), Token: token},
@@ -85,4 +59,37 @@ func TestDatabaseOutageIs503(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// cutDatabase makes the test server's database take no connections (its backends terminated,
+// new ones refused) until the returned restore, which also runs when the test ends.
+func cutDatabase(t *testing.T, env *servertest.Env) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(env.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres" // the cluster's maintenance database: a database cannot refuse its own connections
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(ctx) }) // after restore (cleanups run last first)
+	restore = func() {
+		if _, err := admin.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS true`); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(restore) // before the harness's own checks, which need the database
+	for _, sql := range []string{
+		`ALTER DATABASE ` + pgx.Identifier{name}.Sanitize() + ` ALLOW_CONNECTIONS false`,
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '` + name + `'`,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return restore
 }

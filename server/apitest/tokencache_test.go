@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -257,30 +256,7 @@ func TestKnownTokenDuringAnOutageIs503(t *testing.T) {
 	env := servertest.Start(t)
 	token := env.Token(t, "organizations:write")
 	createOrg(t, env, token, newSlug(), "Known")
-	ctx := context.Background()
-	u, err := url.Parse(env.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbName := strings.TrimPrefix(u.Path, "/")
-	name := pgx.Identifier{dbName}.Sanitize()
-	u.Path = "/postgres" // the cluster's maintenance database: a database cannot refuse its own connections
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(ctx) })
-	t.Cleanup(func() {
-		if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS true`); err != nil {
-			t.Error(err)
-		}
-	})
-	if _, err := admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS false`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1`, dbName); err != nil {
-		t.Fatal(err)
-	}
+	cutDatabase(t, env)
 	for _, r := range []req{
 		createReq(token, newKey(), jsonBody(map[string]any{"slug": 7})),
 		createReq(token, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "During"})),
