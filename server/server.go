@@ -33,6 +33,8 @@ type Server struct {
 	installations *domain.InstallationCache
 	// routes are the mux's patterns (Routes).
 	routes []string
+	// home is GetHome's answer, encoded once.
+	home homeAnswer
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -55,6 +57,9 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		}
 	}
 	var err error
+	if s.home, err = newHomeAnswer(cfg.PublicURL); err != nil {
+		return nil, fmt.Errorf("home document: %w", err)
+	}
 	if s.jobs, err = newJobClient(pool, cfg, log); err != nil {
 		return nil, fmt.Errorf("job client: %w", err)
 	}
