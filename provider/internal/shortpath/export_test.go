@@ -1,4 +1,4 @@
-package refresh
+package shortpath
 
 import "github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
