@@ -48,8 +48,9 @@ func New(version string, opts ...Option) func() provider.Provider {
 	}
 }
 
-// Server returns the provider's protocol server: the framework's, with the shorter refresh
-// path (package shortpath) for renga_organization and renga_organization_policy.
+// Server returns the provider's protocol server: the framework's, with the shorter path
+// (package shortpath) for refreshing, planning and applying renga_organization and
+// renga_organization_policy.
 func Server(version string, opts ...Option) func() tfprotov6.ProviderServer {
 	return func() tfprotov6.ProviderServer {
 		p := &rengaProvider{version: version, opts: opts}

@@ -3,7 +3,6 @@ package shortpath
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -37,7 +36,7 @@ func (s *server) UpgradeResourceState(ctx context.Context, req *tfprotov6.Upgrad
 	if err != nil {
 		return s.frameworkServer.UpgradeResourceState(ctx, req)
 	}
-	s.answered.Add(1)
+	s.answer(callUpgrade)
 	return &tfprotov6.UpgradeResourceStateResponse{UpgradedState: &dv}, nil
 }
 
@@ -92,11 +91,7 @@ func (s *server) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRe
 	// The framework's conversion of the new state (the other half of its semantic equality
 	// pass); a Read that builds its state from the framework's values always passes it.
 	if !diags.HasError() {
-		if name, err := t.unconvertible(ctx, readResp.State.Raw); err != nil {
-			diags.AddAttributeError(path.Root(name), "State Read Error",
-				"An unexpected error was encountered trying to convert an attribute value from the state. This is always an error in the provider. Please report the following to the provider developer:\n\n"+
-					"Error: "+err.Error())
-		}
+		diags.Append(t.checkNewState(ctx, readResp.State.Raw)...)
 	}
 	resp := &tfprotov6.ReadResourceResponse{Diagnostics: protoDiagnostics(ctx, diags)}
 	if readResp.Deferred != nil {
@@ -104,35 +99,10 @@ func (s *server) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRe
 	}
 	newState, err := tfprotov6.NewDynamicValue(t.typ, readResp.State.Raw)
 	if err != nil {
-		resp.Diagnostics = append(resp.Diagnostics, &tfprotov6.Diagnostic{
-			Severity: tfprotov6.DiagnosticSeverityError,
-			Summary:  "Unable to Convert State",
-			Detail: "An unexpected error was encountered when converting the state to the protocol type. " +
-				"This is always an issue in terraform-plugin-framework used to implement the provider and should be reported to the provider developers.\n\n" +
-				"Please report this to the provider developer:\n\n" +
-				"Unable to create DynamicValue: " + err.Error(),
-		})
+		resp.Diagnostics = append(resp.Diagnostics, unconvertibleState(err))
 	} else {
 		resp.NewState = &newState
 	}
-	s.answered.Add(1)
+	s.answer(callRead)
 	return resp, nil
-}
-
-// unconvertible is the first attribute of state (by name) whose value does not convert to its
-// attribute's value type, and why.
-func (t *resourceType) unconvertible(ctx context.Context, state tftypes.Value) (string, error) {
-	if state.IsNull() {
-		return "", nil
-	}
-	var attrs map[string]tftypes.Value
-	if err := state.As(&attrs); err != nil {
-		return "", err
-	}
-	for _, name := range t.names {
-		if _, err := t.schema.Attributes[name].GetType().ValueFromTerraform(ctx, attrs[name]); err != nil {
-			return name, err
-		}
-	}
-	return "", nil
 }

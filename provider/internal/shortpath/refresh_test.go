@@ -237,6 +237,10 @@ func same(t *testing.T, what string, framework, wrapped any) {
 			diags = r.Diagnostics
 		case *tfprotov6.ReadResourceResponse:
 			diags = r.Diagnostics
+		case *tfprotov6.PlanResourceChangeResponse:
+			diags = r.Diagnostics
+		case *tfprotov6.ApplyResourceChangeResponse:
+			diags = r.Diagnostics
 		}
 		for _, d := range diags {
 			d.Detail = requestID.ReplaceAllString(d.Detail, "(request …)")

@@ -40,7 +40,10 @@ func Wrap(fw tfprotov6.ProviderServer, providerTypeName string, data func() any,
 	if !ok {
 		return fw
 	}
-	s := &server{frameworkServer: full, data: data, types: map[string]*resourceType{}}
+	s := &server{frameworkServer: full, data: data, types: map[string]*resourceType{}, answered: map[string]*atomic.Int64{}}
+	for _, call := range []string{callUpgrade, callRead, callPlan, callApply} {
+		s.answered[call] = new(atomic.Int64)
+	}
 	for _, f := range factories {
 		var md resource.MetadataResponse
 		f().Metadata(context.Background(), resource.MetadataRequest{ProviderTypeName: providerTypeName}, &md)
@@ -53,9 +56,21 @@ type server struct {
 	frameworkServer
 	data  func() any
 	types map[string]*resourceType
-	// answered counts the calls this package answered rather than the framework (for tests).
-	answered atomic.Int64
+	// answered counts, by call, the calls this package answered rather than the framework
+	// (for tests).
+	answered map[string]*atomic.Int64
 }
+
+// The calls the shorter path answers (in some cases).
+const (
+	callUpgrade = "UpgradeResourceState"
+	callRead    = "ReadResource"
+	callPlan    = "PlanResourceChange"
+	callApply   = "ApplyResourceChange"
+)
+
+// answer counts a call answered here.
+func (s *server) answer(call string) { s.answered[call].Add(1) }
 
 // resourceType is what the shorter path needs of a resource type, worked out on first use (as
 // the framework works out schemas on first use: a provider process that only validates never
@@ -67,6 +82,8 @@ type resourceType struct {
 	schema  schema.Schema
 	typ     tftypes.Type
 	names   []string // the schema's attributes, sorted
+	// plan is what planning needs of the schema; nil when the framework plans this type.
+	plan *planSchema
 }
 
 // fast is the resource type typeName when the shorter path answers for it, else nil.
@@ -84,6 +101,7 @@ func (s *server) fast(ctx context.Context, typeName string) *resourceType {
 		}
 		t.schema, t.typ, t.ok = resp.Schema, resp.Schema.Type().TerraformType(ctx), true
 		t.names = slices.Sorted(maps.Keys(resp.Schema.Attributes))
+		t.plan = newPlanSchema(resp.Schema, t.names)
 	})
 	if !t.ok {
 		return nil
@@ -140,6 +158,51 @@ func baseType(t attr.Type) bool {
 		return true
 	}
 	return false
+}
+
+// unconvertible is the first attribute of state (by name) whose value does not convert to its
+// attribute's value type, and why.
+func (t *resourceType) unconvertible(ctx context.Context, state tftypes.Value) (string, error) {
+	if state.IsNull() {
+		return "", nil
+	}
+	var attrs map[string]tftypes.Value
+	if err := state.As(&attrs); err != nil {
+		return "", err
+	}
+	for _, name := range t.names {
+		if _, err := t.schema.Attributes[name].GetType().ValueFromTerraform(ctx, attrs[name]); err != nil {
+			return name, err
+		}
+	}
+	return "", nil
+}
+
+// checkNewState is what the framework says after a resource's Read, Create or Update without
+// errors, when it converts each attribute of the new state to its value (for semantic
+// equality): an error at the first attribute that does not convert. (The framework's order is
+// the schema map's, so for two such attributes its answer varies; this takes them by name.) A
+// resource that builds its state from the framework's values always passes.
+func (t *resourceType) checkNewState(ctx context.Context, state tftypes.Value) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if name, err := t.unconvertible(ctx, state); err != nil {
+		diags.AddAttributeError(path.Root(name), "State Read Error",
+			"An unexpected error was encountered trying to convert an attribute value from the state. This is always an error in the provider. Please report the following to the provider developer:\n\n"+
+				"Error: "+err.Error())
+	}
+	return diags
+}
+
+// unconvertibleState is the framework's error for a state that does not encode.
+func unconvertibleState(err error) *tfprotov6.Diagnostic {
+	return &tfprotov6.Diagnostic{
+		Severity: tfprotov6.DiagnosticSeverityError,
+		Summary:  "Unable to Convert State",
+		Detail: "An unexpected error was encountered when converting the state to the protocol type. " +
+			"This is always an issue in terraform-plugin-framework used to implement the provider and should be reported to the provider developers.\n\n" +
+			"Please report this to the provider developer:\n\n" +
+			"Unable to create DynamicValue: " + err.Error(),
+	}
 }
 
 // protoDiagnostics is diags as the framework sends them.
