@@ -27,7 +27,7 @@ import (
 	"renga.dev/renga/provider/internal/organizations"
 	"renga.dev/renga/provider/internal/organizationusage"
 	"renga.dev/renga/provider/internal/ownerinvitation"
-	"renga.dev/renga/provider/internal/refresh"
+	"renga.dev/renga/provider/internal/shortpath"
 	"renga.dev/renga/provider/internal/supportsource"
 )
 
@@ -48,13 +48,14 @@ func New(version string, opts ...Option) func() provider.Provider {
 	}
 }
 
-// Server returns the provider's protocol server: the framework's, with the shorter refresh
-// path (package refresh) for renga_organization and renga_organization_policy.
+// Server returns the provider's protocol server: the framework's, with the shorter path
+// (package shortpath) for refreshing, planning and applying renga_organization and
+// renga_organization_policy.
 func Server(version string, opts ...Option) func() tfprotov6.ProviderServer {
 	return func() tfprotov6.ProviderServer {
 		p := &rengaProvider{version: version, opts: opts}
 		fw := providerserver.NewProtocol6(p)()
-		return refresh.Wrap(fw, "renga", p.resourceData, organization.NewResource, organizationpolicy.NewResource)
+		return shortpath.Wrap(fw, "renga", p.resourceData, organization.NewResource, organizationpolicy.NewResource)
 	}
 }
 

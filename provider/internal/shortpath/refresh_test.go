@@ -1,4 +1,4 @@
-package refresh_test
+package shortpath_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"renga.dev/renga/provider/internal/identityprovider"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/provider"
-	"renga.dev/renga/provider/internal/refresh"
+	"renga.dev/renga/provider/internal/shortpath"
 )
 
 // TestSameAnswers: for renga_organization and renga_organization_policy, the provider's server
@@ -163,7 +163,7 @@ func TestSameAnswers(t *testing.T) {
 	}
 	// Most states above read and most reads have no private state: the shorter path must have
 	// answered them.
-	if n := refresh.Answered(wrapped) + refresh.Answered(wrappedRefused); n < 50 {
+	if n := shortpath.Answered(wrapped) + shortpath.Answered(wrappedRefused); n < 50 {
 		t.Errorf("the shorter path answered %d calls; the comparison is mostly of the framework with itself", n)
 	}
 }
@@ -173,7 +173,7 @@ func TestSameAnswers(t *testing.T) {
 //
 // Fails when: simple lets it through.
 func TestOnlySimpleResources(t *testing.T) {
-	s := refresh.Wrap(providerserver.NewProtocol6(provider.New("test")())(), "renga", func() any { return nil },
+	s := shortpath.Wrap(providerserver.NewProtocol6(provider.New("test")())(), "renga", func() any { return nil },
 		identityprovider.NewResource, organization.NewResource)
 	ctx := context.Background()
 	up, err := s.UpgradeResourceState(ctx, &tfprotov6.UpgradeResourceStateRequest{TypeName: "renga_identity_provider",
@@ -181,14 +181,14 @@ func TestOnlySimpleResources(t *testing.T) {
 	if err != nil || up.UpgradedState == nil {
 		t.Fatalf("upgrade: %v %+v", err, up)
 	}
-	if n := refresh.Answered(s); n != 0 {
+	if n := shortpath.Answered(s); n != 0 {
 		t.Fatalf("answered %d calls for renga_identity_provider", n)
 	}
 	if _, err := s.UpgradeResourceState(ctx, &tfprotov6.UpgradeResourceStateRequest{TypeName: "renga_organization",
 		RawState: &tfprotov6.RawState{JSON: []byte(`{"id":"org_00000000000000000000000000"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := refresh.Answered(s); n != 1 {
+	if n := shortpath.Answered(s); n != 1 {
 		t.Fatalf("answered %d calls for renga_organization, want 1", n)
 	}
 }
@@ -236,6 +236,10 @@ func same(t *testing.T, what string, framework, wrapped any) {
 		case *tfprotov6.UpgradeResourceStateResponse:
 			diags = r.Diagnostics
 		case *tfprotov6.ReadResourceResponse:
+			diags = r.Diagnostics
+		case *tfprotov6.PlanResourceChangeResponse:
+			diags = r.Diagnostics
+		case *tfprotov6.ApplyResourceChangeResponse:
 			diags = r.Diagnostics
 		}
 		for _, d := range diags {

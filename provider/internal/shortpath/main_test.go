@@ -1,4 +1,4 @@
-package refresh_test
+package shortpath_test
 
 import (
 	"testing"
