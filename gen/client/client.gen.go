@@ -2474,7 +2474,7 @@ type ClientInterface interface {
 
 	// GetPolicy Get an organization's policy document
 	//
-	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
+	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`. A new organization's policy is empty at version 1, and every write adds one to the version (a PUT, an import), so a policy at version 1 has never been written: a PUT with `If-Match: "1"` writes the first document only if nothing else has.
 	//
 	// Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy (the `GetPolicy` operationId).
 	GetPolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3632,7 +3632,7 @@ func (c *Client) ListOrganizationOwners(ctx context.Context, organizationId Orga
 
 // GetPolicy Get an organization's policy document
 //
-// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
+// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`. A new organization's policy is empty at version 1, and every write adds one to the version (a PUT, an import), so a policy at version 1 has never been written: a PUT with `If-Match: "1"` writes the first document only if nothing else has.
 //
 // Corresponds with GET /api/v1/operator/organizations/{organization_id}/policy (the `GetPolicy` operationId).
 func (c *Client) GetPolicy(ctx context.Context, organizationId OrganizationId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8439,7 +8439,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetPolicyWithResponse Get an organization's policy document
 	//
-	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
+	// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`. A new organization's policy is empty at version 1, and every write adds one to the version (a PUT, an import), so a policy at version 1 has never been written: a PUT with `If-Match: "1"` writes the first document only if nothing else has.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -18663,7 +18663,7 @@ func (c *ClientWithResponses) ListOrganizationOwnersWithResponse(ctx context.Con
 
 // GetPolicyWithResponse Get an organization's policy document
 //
-// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`.
+// The organization's stored policy document: absent fields inherit the deployment's defaults. Its version is the `ETag` a PUT sends back in `If-Match`. A new organization's policy is empty at version 1, and every write adds one to the version (a PUT, an import), so a policy at version 1 has never been written: a PUT with `If-Match: "1"` writes the first document only if nothing else has.
 //
 // Returns a wrapper object for the known response body format(s).
 //

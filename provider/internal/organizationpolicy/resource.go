@@ -166,6 +166,19 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// A policy nothing has written is empty at version 1 (getPolicy's description in the API):
+	// the write at version 1 is then the whole create, as for an organization created in the
+	// same apply. A policy written before refuses it (412, recorded in the audit log as a
+	// refused attempt, nothing changed), and the create reads it and decides as below.
+	p, written, diags := r.putIfUnwritten(ctx, orgID, body)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if written {
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan.document().Kept, plan.OverwriteExisting.ValueBool(), *p)...)
+		return
+	}
 	cur, err := r.client.API.GetPolicyWithResponse(ctx, orgID)
 	if err != nil || cur.StatusCode() != http.StatusOK || cur.JSON200 == nil {
 		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, cur, err)
@@ -193,7 +206,7 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 			return
 		}
 	}
-	p, diags := r.put(ctx, orgID, stored.Version, body, "create")
+	p, diags = r.put(ctx, orgID, stored.Version, body, "create")
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -201,21 +214,56 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan.document().Kept, plan.OverwriteExisting.ValueBool(), *p)...)
 }
 
-// put replaces the document, sending version as If-Match once. A 412 is an error for the user to
-// resolve with a refresh, never a reason to read the new version and write again.
-func (r *Resource) put(ctx context.Context, orgID string, version int64, body client.PolicyWrite, verb string) (*client.Policy, diag.Diagnostics) {
+// unwrittenVersion is the version of a policy nothing has written: empty, as every
+// organization's policy starts (getPolicy's description in the API).
+const unwrittenVersion = 1
+
+// putIfUnwritten writes body as the policy's first version, if nothing has written the policy:
+// written is false, without diagnostics, when the server holds a policy written since (412),
+// and when the answer is a replay. The key of a write at version 1 is the same whenever the
+// same document is written to that organization's unwritten policy: a replay is this write,
+// retried after its response was lost, or a write of the same document before the policy was
+// written again and reset since (a destroy and a create within the key's retention). Only a
+// read tells the two apart, so the create reads, as for a 412.
+func (r *Resource) putIfUnwritten(ctx context.Context, orgID string, body client.PolicyWrite) (p *client.Policy, written bool, diags diag.Diagnostics) {
+	res, diags := r.send(ctx, orgID, unwrittenVersion, body, "create")
+	switch {
+	case diags.HasError():
+		return nil, false, diags
+	case res.StatusCode() == http.StatusPreconditionFailed,
+		res.StatusCode() == http.StatusOK && res.HTTPResponse.Header.Get("Idempotent-Replayed") == "true":
+		return nil, false, diags
+	case res.StatusCode() == http.StatusOK && res.JSON200 != nil:
+		return res.JSON200, true, diags
+	}
+	apiclient.AddError(&diags, "create the policy of organization "+orgID, res, nil)
+	return nil, false, diags
+}
+
+// send sends body as the policy at version (If-Match), with an Idempotency-Key made of both.
+func (r *Resource) send(ctx context.Context, orgID string, version int64, body client.PolicyWrite, verb string) (*client.PutPolicyResponse, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	key, err := apiclient.WriteKey("renga_organization_policy", "/api/v1/operator/organizations/"+orgID+"/policy", version, body)
 	if err != nil {
 		diags.AddError("Cannot build the policy request", err.Error())
 		return nil, diags
 	}
-	action := verb + " the policy of organization " + orgID
 	res, err := r.client.API.PutPolicyWithResponse(ctx, orgID, &client.PutPolicyParams{IfMatch: apiclient.IfMatch(version), IdempotencyKey: &key}, body)
 	if err != nil {
-		apiclient.AddError(&diags, action, res, err)
+		apiclient.AddError(&diags, verb+" the policy of organization "+orgID, res, err)
 		return nil, diags
 	}
+	return res, diags
+}
+
+// put replaces the document, sending version as If-Match once. A 412 is an error for the user to
+// resolve with a refresh, never a reason to read the new version and write again.
+func (r *Resource) put(ctx context.Context, orgID string, version int64, body client.PolicyWrite, verb string) (*client.Policy, diag.Diagnostics) {
+	res, diags := r.send(ctx, orgID, version, body, verb)
+	if diags.HasError() {
+		return nil, diags
+	}
+	action := verb + " the policy of organization " + orgID
 	switch res.StatusCode() {
 	case http.StatusOK:
 		if res.JSON200 != nil {

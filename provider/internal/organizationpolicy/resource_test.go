@@ -287,3 +287,46 @@ resource "renga_organization_policy" "test" {
 		},
 	})
 }
+
+// A policy destroyed and created again with the same document, within the Idempotency-Key's
+// retention, is written again: the create's first write (at version 1, the unwritten policy's)
+// repeats the first create's key, and its replayed answer is not taken for a write.
+func TestAccOrganizationPolicy_recreatedWithTheSameDocument(t *testing.T) {
+	env := acctest.Start(t)
+	slug := acctest.Name("recreate")
+	orgOnly := fmt.Sprintf(`
+resource "renga_organization" "test" {
+  slug         = %q
+  display_name = "Policy Test"
+}
+`, slug)
+	first := client.Policy{
+		Limits:         client.PolicyLimits{MaxAgents: ptr[int64](10), MaxUsers: ptr[int64](5)},
+		LockedSettings: client.LockedSettings{RequireMfa: ptr(true), AllowedEmailDomains: &[]string{"a.example", "b.example"}},
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.Factories(),
+		CheckDestroy:             checkReset(env),
+		Steps: []resource.TestStep{
+			{
+				Config: env.Config(config(slug, firstPolicy)),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("version"), knownvalue.Int64Exact(2)),
+				},
+				Check: policyIs(env, first),
+			},
+			{
+				// Destroyed: the policy is reset to empty, version 3.
+				Config: env.Config(orgOnly),
+				Check:  policyIs(env, client.Policy{Version: 3}),
+			},
+			{
+				Config: env.Config(config(slug, firstPolicy)),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("version"), knownvalue.Int64Exact(4)),
+				},
+				Check: policyIs(env, client.Policy{Version: 4, Limits: first.Limits, LockedSettings: first.LockedSettings}),
+			},
+		},
+	})
+}
