@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 // TestTerraformScale is the Terraform comparison: `terraform apply` of examples/scale (200
 // organizations and 200 policies, -parallelism=10) against a fresh server, then a refresh-only
 // plan, each beside the same graph of 400 terraform_data resources (Terraform's own floor: no
-// provider, no API), interleaved. Run with RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh
+// provider, no API), in interleaved pairs (RENGA_TF_PAIRS, 3 by default). Run with RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh
 // does).
 func TestTerraformScale(t *testing.T) {
 	if os.Getenv("RENGA_TF_BENCH") == "" {
@@ -35,13 +37,11 @@ func TestTerraformScale(t *testing.T) {
 	rc := filepath.Join(t.TempDir(), "terraformrc")
 	write(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"renga/renga\" = %q\n  }\n  direct {}\n}\n", bin))
 
-	renga, floor := t.TempDir(), t.TempDir()
 	scale, err := os.ReadFile("../examples/scale/main.tf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(renga, "main.tf"), string(scale))
-	write(t, filepath.Join(floor, "main.tf"), `resource "terraform_data" "org" {
+	const floorConfig = `resource "terraform_data" "org" {
   count = 200
   input = { slug = format("scale-%03d", count.index), display_name = format("Scale test %03d", count.index) }
 }
@@ -50,7 +50,7 @@ resource "terraform_data" "policy" {
   count = 200
   input = { organization_id = terraform_data.org[count.index].id, max_agents = 100 + count.index, max_users = 10, jobs = count.index % 2 == 0 }
 }
-`)
+`
 	// Each run's wall time, and the CPU it cost: Terraform with the provider (the process's
 	// rusage, which counts the provider processes it reaped), this process (the server) and
 	// the server's PostgreSQL backends. On two cores a run whose CPU is far below twice its
@@ -80,23 +80,52 @@ resource "terraform_data" "policy" {
 			pg += c - pg0[pid]
 		}
 		tfCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-11s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
+		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-13s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
 			name, wall.Seconds(), tfCPU.Seconds(), (selfCPU()-self0).Seconds(), pg.Seconds()))
 		return wall
 	}
 	apply := []string{"apply", "-auto-approve", "-parallelism=10", "-no-color", "-input=false"}
 	plan := []string{"plan", "-refresh-only", "-no-color", "-input=false"}
-	floorApply, rengaApply := run("floor-apply", floor, apply...), run("renga-apply", renga, apply...)
-	floorPlan, rengaPlan := run("floor-plan", floor, plan...), run("renga-plan", renga, plan...)
+	// Interleaved pairs, each in new directories with new organizations (a prefix of their
+	// own): one apply against its floor moves by a quarter from one run to the next on these
+	// shared cores; the median of the pairs is the run's figure, and every pair is printed.
+	pairs := 3
+	if n, err := strconv.Atoi(os.Getenv("RENGA_TF_PAIRS")); err == nil && n > 0 {
+		pairs = n
+	}
+	var applyRatios, planRatios []float64
+	for i := range pairs {
+		renga, floor := t.TempDir(), t.TempDir()
+		write(t, filepath.Join(renga, "main.tf"), string(scale))
+		write(t, filepath.Join(floor, "main.tf"), floorConfig)
+		prefix := []string{"-var", fmt.Sprintf("prefix=scale%d", i)}
+		floorApply := run(fmt.Sprint("floor-apply-", i+1), floor, apply...)
+		rengaApply := run(fmt.Sprint("renga-apply-", i+1), renga, append(apply, prefix...)...)
+		floorPlan := run(fmt.Sprint("floor-plan-", i+1), floor, plan...)
+		rengaPlan := run(fmt.Sprint("renga-plan-", i+1), renga, append(plan, prefix...)...)
+		applyRatios = append(applyRatios, rengaApply.Seconds()/floorApply.Seconds())
+		planRatios = append(planRatios, rengaPlan.Seconds()/floorPlan.Seconds())
+		fmt.Printf("terraform-scale pair %d: apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f\n", i+1,
+			rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
+			rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds())
+	}
 	// The provider's fixed cost: the same configuration with no resources (Terraform starts
 	// and configures the provider, reads nothing).
 	empty := t.TempDir()
 	write(t, filepath.Join(empty, "main.tf"), string(scale))
 	emptyPlan := run("empty-plan", empty, append(plan, "-var", "count_of_organizations=0")...)
-	fmt.Printf("terraform-scale apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  plan with no resources=%.2fs\n",
-		rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
-		rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(), emptyPlan.Seconds())
+	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  plan with no resources=%.2fs\n",
+		median(applyRatios), median(planRatios), pairs, emptyPlan.Seconds())
 	fmt.Println(strings.Join(cpuLines, "\n"))
+}
+
+// median is the middle of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func write(t *testing.T, path, content string) {
