@@ -32,8 +32,7 @@ func BenchmarkValidate(b *testing.B) {
 	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
 	num := func(n int64) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
 	// value is an object of typ with attrs, every other attribute null.
-	var value func(typ tftypes.Object, attrs map[string]tftypes.Value) tftypes.Value
-	value = func(typ tftypes.Object, attrs map[string]tftypes.Value) tftypes.Value {
+	value := func(typ tftypes.Object, attrs map[string]tftypes.Value) tftypes.Value {
 		vals := map[string]tftypes.Value{}
 		for name, at := range typ.AttributeTypes {
 			vals[name] = tftypes.NewValue(at, nil)
@@ -43,8 +42,15 @@ func BenchmarkValidate(b *testing.B) {
 		}
 		return tftypes.NewValue(typ, vals)
 	}
-	orgType := schemas.ResourceSchemas["renga_organization"].ValueType().(tftypes.Object)
-	polType := schemas.ResourceSchemas["renga_organization_policy"].ValueType().(tftypes.Object)
+	objectType := func(t tftypes.Type) tftypes.Object {
+		o, ok := t.(tftypes.Object)
+		if !ok {
+			b.Fatalf("%s: not an object", t)
+		}
+		return o
+	}
+	orgType := objectType(schemas.ResourceSchemas["renga_organization"].ValueType())
+	polType := objectType(schemas.ResourceSchemas["renga_organization_policy"].ValueType())
 	configs := []struct {
 		typeName string
 		typ      tftypes.Object
@@ -53,8 +59,8 @@ func BenchmarkValidate(b *testing.B) {
 		{"renga_organization", orgType, value(orgType, map[string]tftypes.Value{"slug": str("scale-042"), "display_name": str("Scale test 042")})},
 		{"renga_organization_policy", polType, value(polType, map[string]tftypes.Value{
 			"organization_id": str("org_01m8sm1vwervnh62a9mvsp28nt"),
-			"limits":          value(polType.AttributeTypes["limits"].(tftypes.Object), map[string]tftypes.Value{"max_agents": num(142), "max_users": num(10)}),
-			"entitlements":    value(polType.AttributeTypes["entitlements"].(tftypes.Object), map[string]tftypes.Value{"jobs": tftypes.NewValue(tftypes.Bool, true)}),
+			"limits":          value(objectType(polType.AttributeTypes["limits"]), map[string]tftypes.Value{"max_agents": num(142), "max_users": num(10)}),
+			"entitlements":    value(objectType(polType.AttributeTypes["entitlements"]), map[string]tftypes.Value{"jobs": tftypes.NewValue(tftypes.Bool, true)}),
 		})},
 	}
 	for _, c := range configs {

@@ -123,7 +123,7 @@ func (s *server) ValidateResourceConfig(ctx context.Context, req *tfprotov6.Vali
 // same, and more (data sources, functions); it is asked once.
 func (s *server) registered(ctx context.Context, typeName string) bool {
 	s.metadataOnce.Do(func() {
-		md, err := s.frameworkServer.GetMetadata(ctx, &tfprotov6.GetMetadataRequest{})
+		md, err := s.GetMetadata(ctx, &tfprotov6.GetMetadataRequest{}) // the framework's
 		if err != nil || md == nil || len(md.Diagnostics) > 0 {
 			return
 		}

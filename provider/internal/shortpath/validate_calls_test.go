@@ -228,9 +228,16 @@ func TestValidationCalls(t *testing.T) {
 	if err != nil || len(schemas.Diagnostics) != 1 { // fake_warned's schema warns
 		t.Fatal(err, describe(schemas.Diagnostics))
 	}
-	typ := schemas.ResourceSchemas["fake_thing"].ValueType().(tftypes.Object)
-	objType := typ.AttributeTypes["obj"].(tftypes.Object)
-	innerType := objType.AttributeTypes["inner"].(tftypes.Object)
+	objectType := func(typ tftypes.Type) tftypes.Object {
+		o, ok := typ.(tftypes.Object)
+		if !ok {
+			t.Fatalf("%s: not an object", typ)
+		}
+		return o
+	}
+	typ := objectType(schemas.ResourceSchemas["fake_thing"].ValueType())
+	objType := objectType(typ.AttributeTypes["obj"])
+	innerType := objectType(objType.AttributeTypes["inner"])
 	tags := tftypes.List{ElementType: tftypes.Number}
 	flags := tftypes.Map{ElementType: tftypes.Bool}
 	cfg := func(attrs map[string]tftypes.Value) tftypes.Value {
