@@ -1,8 +1,8 @@
 // Package shortpath serves the calls Terraform makes for each resource it refreshes
 // (UpgradeResourceState, ReadResource), plans (PlanResourceChange) and applies
-// (ApplyResourceChange), for simple resources, without the framework's generic passes over
-// their values, and leaves every other call, and every case it does not cover, to the
-// framework's server.
+// (ApplyResourceChange), and validates (ValidateResourceConfig, valid configurations only),
+// for simple resources, without the framework's generic passes over their values, and leaves
+// every other call, and every case it does not cover, to the framework's server.
 //
 // In a refresh-only plan of examples/scale (bench/terraform_load_test.go), UpgradeResourceState
 // and ReadResource were nearly all the provider did, and most of their CPU was the
@@ -24,7 +24,11 @@
 // with the same functions the framework calls. Where the framework would say anything of its
 // own (a diagnostic of Configure, a default or a plan modifier; a value that does not convert),
 // or where there is private state, identity or an unconfigured provider, the call goes to the
-// framework. TestSameAnswers and TestSamePlansAndApplies hold the two paths to the same
-// responses, byte for byte, against a real server. (The framework's trace logs of these
+// framework. Validation answers only when the framework would say nothing at all: it runs the
+// framework's checks and the attributes' validators as the framework calls them, and any
+// word from any of them sends the whole request to the framework (validate.go).
+// TestSameAnswers, TestSamePlansAndApplies and TestSameValidation hold the two paths to the
+// same responses, byte for byte, against a real server; TestValidationCalls holds validators
+// to the same calls. (The framework's trace logs of these
 // calls, TF_LOG_SDK_FRAMEWORK=trace, are not written for the calls answered here.)
 package shortpath

@@ -6,7 +6,7 @@ import "github.com/hashicorp/terraform-plugin-go/tfprotov6"
 // framework's server as it was).
 func Answered(s tfprotov6.ProviderServer) int64 {
 	var n int64
-	for _, call := range []string{callUpgrade, callRead, callPlan, callApply} {
+	for _, call := range []string{callUpgrade, callRead, callPlan, callApply, callValidate} {
 		n += AnsweredCalls(s, call)
 	}
 	return n

@@ -41,7 +41,7 @@ func Wrap(fw tfprotov6.ProviderServer, providerTypeName string, data func() any,
 		return fw
 	}
 	s := &server{frameworkServer: full, data: data, types: map[string]*resourceType{}, answered: map[string]*atomic.Int64{}}
-	for _, call := range []string{callUpgrade, callRead, callPlan, callApply} {
+	for _, call := range []string{callUpgrade, callRead, callPlan, callApply, callValidate} {
 		s.answered[call] = new(atomic.Int64)
 	}
 	for _, f := range factories {
@@ -59,6 +59,10 @@ type server struct {
 	// answered counts, by call, the calls this package answered rather than the framework
 	// (for tests).
 	answered map[string]*atomic.Int64
+	// frameworkTypes are the resource types the framework's server lists, when it lists them
+	// without a word (see registered), asked once.
+	metadataOnce   sync.Once
+	frameworkTypes map[string]bool
 }
 
 // The calls the shorter path answers (in some cases).
@@ -67,6 +71,8 @@ const (
 	callRead    = "ReadResource"
 	callPlan    = "PlanResourceChange"
 	callApply   = "ApplyResourceChange"
+	// callValidate is ValidateResourceConfig.
+	callValidate = "ValidateResourceConfig"
 )
 
 // answer counts a call answered here.
@@ -84,6 +90,9 @@ type resourceType struct {
 	names   []string // the schema's attributes, sorted
 	// plan is what planning needs of the schema; nil when the framework plans this type.
 	plan *planSchema
+	// check is the schema's attributes whose validation the shorter path runs; nil when the
+	// framework validates this type (newValidateSchema).
+	check []checkedAttribute
 }
 
 // fast is the resource type typeName when the shorter path answers for it, else nil.
@@ -102,6 +111,7 @@ func (s *server) fast(ctx context.Context, typeName string) *resourceType {
 		t.schema, t.typ, t.ok = resp.Schema, resp.Schema.Type().TerraformType(ctx), true
 		t.names = slices.Sorted(maps.Keys(resp.Schema.Attributes))
 		t.plan = newPlanSchema(resp.Schema, t.names)
+		t.check = newValidateSchema(r, resp.Schema, len(resp.Diagnostics) == 0)
 	})
 	if !t.ok {
 		return nil
