@@ -121,7 +121,8 @@ cpu_row "  floor" BenchmarkFloorCreateOrganization/clients=8 "" C8
 cpu_row "POST /organizations, 1 client" BenchmarkCreateOrganization/clients=1 "pgbench C, 1 client" C1
 cpu_row "signed batch, 16 agents" BenchmarkIntake "pgbench A" A
 cpu_row "  floor" BenchmarkFloorIntake "" A
-printf '%s (target: RSS <= 25 MiB, idle CPU about 0)\n' "$(cat "$out/agent")"
+sed 's/^ *agent_footprint_test.go:[0-9]*: //' "$out/agent"
+printf '(target, for renga-agent: RSS <= 25 MiB, idle CPU about 0; renga agent run, the CLI, has none)\n'
 sed 's/^ *transfer_load_test.go:[0-9]*: //' "$out/transfer"
 [ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(grep -v ' cpu ' "$out/tf")" && grep ' cpu ' "$out/tf"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"
