@@ -6,7 +6,10 @@
 #   bench/statement.sh [seconds-per-run] [rounds]   (needs PostgreSQL at 127.0.0.1:5432, user postgres)
 #
 # VARIANTS="a.sql b.sql" adds pgbench scripts run on the same database in each round, interleaved
-# (a variant of the statement without one of its parts tells what that part costs).
+# (a variant of the statement without one of its parts tells what that part costs). BASELINE (a
+# script of the baselines, A_intake.sql by default), STATEMENT (bench/sql/intake_statement.sql)
+# and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C:
+#   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}; rounds=${2:-3}
@@ -24,13 +27,14 @@ INSERT INTO organization_policies (organization_id) VALUES ('org_1');
 INSERT INTO organization_settings (organization_id) VALUES ('org_1');
 INSERT INTO installations (id, organization_id, public_key, hostname, os)
   SELECT 'ins_' || i, 'org_1', sha256(i::text::bytea), 'h' || i, 'linux' FROM generate_series(1, 16) i;
+INSERT INTO operator_tokens (id, name, token_hash, scopes) VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}');
 SQL
 run() { # database script: one line of TPS and CPU per transaction
   local cpu o; cpu=$(mktemp); o=$(mktemp)
   psql -qc CHECKPOINT "$pg/$1"
   ( while :; do for p in $(psql -qAt "$pg/postgres" -c "SELECT pid FROM pg_stat_activity WHERE datname = '$1'"); do
       sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk -v p="$p" '{ print p, $12 + $13 }'; done >>"$cpu" || true; sleep 0.2; done ) & local s=$!
-  { time -p pgbench -n -M prepared -D payload="$(cat "$baselines/payload.json")" -f "$2" -c 16 -j 2 -T "$secs" "$pg/$1" >"$o" 2>&1; } 2>"$o.time"
+  { time -p pgbench -n -M prepared -D payload="$(cat "$baselines/payload.json")" -f "$2" -c "${CLIENTS:-16}" -j 2 -T "$secs" "$pg/$1" >"$o" 2>&1; } 2>"$o.time"
   kill "$s"; wait "$s" 2>/dev/null || true
   local n; n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$o")
   printf '%-22s tps %6.0f   pg-us/txn %5.0f   pgbench-us/txn %4.0f\n' "$(basename "$2" .sql)" "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$o")" \
@@ -38,8 +42,8 @@ run() { # database script: one line of TPS and CPU per transaction
     "$(awk -v n="$n" '$1 == "user" || $1 == "sys" { s += $2 } END { print s * 1e6 / n }' "$o.time")"
 }
 for _ in $(seq "$rounds"); do
-  run renga_statement_a "$baselines/A_intake.sql"
-  run renga_statement bench/sql/intake_statement.sql
+  run renga_statement_a "$baselines/${BASELINE:-A_intake.sql}"
+  run renga_statement "${STATEMENT:-bench/sql/intake_statement.sql}"
   for f in ${VARIANTS:-}; do run renga_statement "$f"; done
 done
 psql -q "$pg/postgres" -c "DROP DATABASE renga_statement" -c "DROP DATABASE renga_statement_a"
