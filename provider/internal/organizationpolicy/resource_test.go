@@ -21,17 +21,22 @@ import (
 const address = "renga_organization_policy.test"
 
 func config(slug, policy string) string {
+	return orgConfig(slug) + fmt.Sprintf(`
+resource "renga_organization_policy" "test" {
+  organization_id = renga_organization.test.id
+%s
+}
+`, policy)
+}
+
+// orgConfig is the organization that config's policy belongs to, alone.
+func orgConfig(slug string) string {
 	return fmt.Sprintf(`
 resource "renga_organization" "test" {
   slug         = %q
   display_name = "Policy Test"
 }
-
-resource "renga_organization_policy" "test" {
-  organization_id = renga_organization.test.id
-%s
-}
-`, slug, policy)
+`, slug)
 }
 
 const firstPolicy = `
@@ -294,12 +299,6 @@ resource "renga_organization_policy" "test" {
 func TestAccOrganizationPolicy_recreatedWithTheSameDocument(t *testing.T) {
 	env := acctest.Start(t)
 	slug := acctest.Name("recreate")
-	orgOnly := fmt.Sprintf(`
-resource "renga_organization" "test" {
-  slug         = %q
-  display_name = "Policy Test"
-}
-`, slug)
 	first := client.Policy{
 		Limits:         client.PolicyLimits{MaxAgents: ptr[int64](10), MaxUsers: ptr[int64](5)},
 		LockedSettings: client.LockedSettings{RequireMfa: ptr(true), AllowedEmailDomains: &[]string{"a.example", "b.example"}},
@@ -317,7 +316,7 @@ resource "renga_organization" "test" {
 			},
 			{
 				// Destroyed: the policy is reset to empty, version 3.
-				Config: env.Config(orgOnly),
+				Config: env.Config(orgConfig(slug)),
 				Check:  policyIs(env, client.Policy{Version: 3}),
 			},
 			{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/attr/xattr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -219,100 +220,73 @@ func runValidators(ctx context.Context, a schema.Attribute, v attr.Value, p path
 	switch a := a.(type) {
 	case schema.StringAttribute:
 		cv, ok := v.(basetypes.StringValue)
-		if !ok {
-			return false
-		}
 		req := validator.StringRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.String) diag.Diagnostics {
 			var resp validator.StringResponse
 			val.ValidateString(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.BoolAttribute:
 		cv, ok := v.(basetypes.BoolValue)
-		if !ok {
-			return false
-		}
 		req := validator.BoolRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.Bool) diag.Diagnostics {
 			var resp validator.BoolResponse
 			val.ValidateBool(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.Int64Attribute:
 		cv, ok := v.(basetypes.Int64Value)
-		if !ok {
-			return false
-		}
 		req := validator.Int64Request{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.Int64) diag.Diagnostics {
 			var resp validator.Int64Response
 			val.ValidateInt64(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.SetAttribute:
 		cv, ok := v.(basetypes.SetValue)
-		if !ok {
-			return false
-		}
 		req := validator.SetRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.Set) diag.Diagnostics {
 			var resp validator.SetResponse
 			val.ValidateSet(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.ListAttribute:
 		cv, ok := v.(basetypes.ListValue)
-		if !ok {
-			return false
-		}
 		req := validator.ListRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.List) diag.Diagnostics {
 			var resp validator.ListResponse
 			val.ValidateList(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.MapAttribute:
 		cv, ok := v.(basetypes.MapValue)
-		if !ok {
-			return false
-		}
 		req := validator.MapRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-		for _, val := range a.Validators {
+		return ok && quiet(a.Validators, func(val validator.Map) diag.Diagnostics {
 			var resp validator.MapResponse
 			val.ValidateMap(ctx, req, &resp)
-			if len(resp.Diagnostics) > 0 {
-				return false
-			}
-		}
+			return resp.Diagnostics
+		})
 	case schema.SingleNestedAttribute:
 		return runObjectValidators(ctx, a.Validators, v, p, pe, cfg, caps)
-	default:
-		return false
 	}
-	return true
+	return false
 }
 
 func runObjectValidators(ctx context.Context, vals []validator.Object, v attr.Value, p path.Path, pe path.Expression, cfg tfsdk.Config, caps validator.ValidateSchemaClientCapabilities) bool {
 	cv, ok := v.(basetypes.ObjectValue)
-	if !ok {
-		return false
-	}
 	req := validator.ObjectRequest{ClientCapabilities: caps, Config: cfg, ConfigValue: cv, Path: p, PathExpression: pe}
-	for _, val := range vals {
+	return ok && quiet(vals, func(val validator.Object) diag.Diagnostics {
 		var resp validator.ObjectResponse
 		val.ValidateObject(ctx, req, &resp)
-		if len(resp.Diagnostics) > 0 {
+		return resp.Diagnostics
+	})
+}
+
+// quiet calls each of vals in order (call runs one) and says whether none said anything; it
+// stops at the first that does, as the whole request then goes to the framework.
+func quiet[V any](vals []V, call func(V) diag.Diagnostics) bool {
+	for _, val := range vals {
+		if len(call(val)) > 0 {
 			return false
 		}
 	}
