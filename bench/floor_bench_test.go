@@ -189,7 +189,8 @@ func floorKnownToken(ctx context.Context, pool *pgxpool.Pool, secret string) (do
 
 // BenchmarkFloorIntake: BenchmarkIntake's signed batches, served by a handler that verifies the
 // signature with the installation's public key read from memory (no round trip: the least a
-// server could do) and stores the batch with the server's one statement.
+// server could do) and stores the batch as the server does: its statement, in groups under load
+// (domain.IntakeGroups, with the server's default of 2 statements at once).
 func BenchmarkFloorIntake(b *testing.B) {
 	env := servertest.Start(b)
 	agents := registerAgents(b, env, 16)
@@ -206,6 +207,7 @@ func BenchmarkFloorIntake(b *testing.B) {
 		}
 		keys[a.id] = holder{h.Installation.PublicKey, h.Org.ID, h.PolicyVersion}
 	}
+	groups := domain.NewIntakeGroups(env.Pool, 2, 1<<20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		id, ts := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp")
@@ -222,7 +224,7 @@ func BenchmarkFloorIntake(b *testing.B) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		fresh, err := domain.SubmitBatch(r.Context(), env.Pool, domain.IntakeBatch{OrganizationID: h.orgID, InstallationID: id,
+		fresh, err := groups.Submit(r.Context(), domain.IntakeBatch{OrganizationID: h.orgID, InstallationID: id,
 			BatchID: in.BatchID, Body: body, Bytes: int64(len(body)), PublicKey: h.pub, PolicyVersion: h.version}, 1<<50, 64<<20)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

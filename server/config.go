@@ -46,6 +46,9 @@ type Config struct {
 	RateLimitAnonymous      float64
 	RateLimitAnonymousBurst int
 	DatabaseMaxConns        int32
+	// IntakeStatements is how many intake statements run at once; batches that arrive while
+	// they all run go together in the next (domain.IntakeGroups).
+	IntakeStatements int
 	// RequestTimeout bounds each API request, its database statements included (0: none).
 	RequestTimeout time.Duration
 	// MaxInFlight bounds the API requests served at once (0: no bound).
@@ -118,6 +121,7 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		PurgeInterval:               time.Minute,
 		RequestTimeout:              30 * time.Second,
 		MaxInFlight:                 256,
+		IntakeStatements:            2,
 		HTTP:                        DefaultHTTPTimeouts,
 	}
 	if mode == ModeDev {
@@ -146,6 +150,7 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 	l.duration("RENGA_PURGE_INTERVAL", &c.PurgeInterval, time.Second)
 	l.duration("RENGA_REQUEST_TIMEOUT", &c.RequestTimeout, time.Second)
 	l.integer("RENGA_MAX_IN_FLIGHT", &c.MaxInFlight)
+	l.integer("RENGA_INTAKE_STATEMENTS", &c.IntakeStatements)
 	var maxConns int
 	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
 	c.DatabaseMaxConns = int32(min(maxConns, 1000))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
@@ -78,7 +79,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	var err error
 	for attempt := 0; ; attempt++ {
 		limit := domain.Limit(policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
-		fresh, err = domain.SubmitBatch(ctx, s.pool, batch, limit, s.intakeExactMargin())
+		fresh, err = s.intake.Submit(ctx, batch, limit, s.intakeExactMargin())
 		// The policy changed since it was read (perhaps long ago, into the cache): again, with
 		// the limit the new one sets.
 		var stale *domain.StalePolicyError
@@ -135,8 +136,9 @@ func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *probl
 }
 
 // intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes:
-// what the batches this server can have in flight at once (one per database connection, at
-// least 64) could add to the total read at the start of a batch's transaction.
+// what this server's intake statements can have in flight at once (one per database
+// connection, at least 64, each carrying at most one batch's worth: domain.IntakeGroups) could
+// add to the total read at the start of a batch's statement.
 func (s *Server) intakeExactMargin() int64 {
 	return int64(max(64, s.pool.Config().MaxConns)) * pipeline.MaxBodyBytes
 }
@@ -145,4 +147,19 @@ func (s *Server) intakeExactMargin() int64 {
 func isPgCode(err error, code string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// intakeMetrics are intake's group commit's counts, for /metrics.
+func (s *Server) intakeMetrics() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "renga_intake_statements_total",
+			Help: "Intake statements sent to PostgreSQL, each its own commit."},
+			func() float64 { return float64(s.intake.Stats().Statements) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "renga_intake_batches_total",
+			Help: "Observation batches the intake statements carried (over renga_intake_statements_total: batches per commit)."},
+			func() float64 { return float64(s.intake.Stats().Batches) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "renga_intake_waiting_batches",
+			Help: "Batches waiting for an intake statement (RENGA_INTAKE_STATEMENTS run at once)."},
+			func() float64 { return float64(s.intake.Stats().Waiting) }),
+	}
 }

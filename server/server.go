@@ -31,6 +31,8 @@ type Server struct {
 	discovery *discovery
 	// installations caches installations' keys for intake (see domain.InstallationCache).
 	installations *domain.InstallationCache
+	// intake sends concurrent batches together (domain.IntakeGroups).
+	intake *domain.IntakeGroups
 	// routes are the mux's patterns (Routes).
 	routes []string
 	// home is GetHome's answer, encoded once.
@@ -48,6 +50,7 @@ func NewInvocationID() string { return pipeline.NewInvocationID() }
 // New builds the server and its HTTP handler.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, pool: pool, log: log, installations: domain.NewInstallationCache(100_000)}
+	s.intake = domain.NewIntakeGroups(pool, cfg.IntakeStatements, pipeline.MaxBodyBytes)
 	if len(cfg.IdentityProviders) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := s.providers().CheckEnvProviders(ctx, pool)
@@ -80,6 +83,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	pl.RegisterMetrics(s.intakeMetrics()...)
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
 			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read."))

@@ -74,6 +74,13 @@ type Pool interface {
 // limit. A batch over the limit that was accepted before is still a duplicate, not a 429.
 func SubmitBatch(ctx context.Context, pool Pool, b IntakeBatch, limit, margin int64) (bool, error) {
 	r, err := acceptBatch(ctx, pool, b, limit-margin)
+	return finishBatch(ctx, pool, b, limit, r, err)
+}
+
+// finishBatch is SubmitBatch after its first statement (r, err): done when that statement
+// accepted the batch or failed; otherwise (the batch near or over the limit) the serialized
+// transaction.
+func finishBatch(ctx context.Context, pool Pool, b IntakeBatch, limit int64, r accepted, err error) (bool, error) {
 	if err != nil || r.accepted {
 		return r.fresh, err
 	}
@@ -98,14 +105,7 @@ type accepted struct{ accepted, fresh bool }
 // acceptBatch stores and counts the batch in one statement if the organization is active and
 // today's total plus the batch stays within threshold. accepted is false when it is over.
 func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64) (accepted, error) {
-	var (
-		state         *string
-		moving        bool
-		ok, installed bool
-		inserted      int
-		version       *int64
-		policy        []byte
-	)
+	var r intakeAnswer
 	err := q.QueryRow(ctx, `WITH org AS (
 			SELECT state, moving_transfer_id IS NOT NULL AS moving FROM organizations WHERE id = $1 FOR SHARE),
 		ins AS (
@@ -136,32 +136,48 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 			UPDATE installations SET last_seen_at = now()
 			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
 		SELECT (SELECT state FROM org), coalesce((SELECT moving FROM org), false), EXISTS (SELECT 1 FROM within),
-			(SELECT count(*) FROM batch), EXISTS (SELECT 1 FROM ins),
+			EXISTS (SELECT 1 FROM batch), EXISTS (SELECT 1 FROM ins),
 			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
 		b.OrganizationID, b.InstallationID, b.BatchID, b.Body, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
-		Scan(&state, &moving, &ok, &inserted, &installed, &version, &policy)
-	switch {
-	case err != nil:
+		Scan(&r.state, &r.moving, &r.ok, &r.fresh, &r.installed, &r.version, &r.policy)
+	if err != nil {
 		return accepted{}, err
-	case state == nil:
+	}
+	return r.outcome()
+}
+
+// intakeAnswer is what an intake statement answers for one batch.
+type intakeAnswer struct {
+	// busy: a group's statement skipped the organization, whose row another transaction holds
+	// (a suspension, a move's freeze); the batch goes alone and waits for it.
+	busy                         bool
+	state                        *string // nil: no such organization
+	moving, ok, fresh, installed bool
+	version                      *int64
+	policy                       []byte // the current policy, when the batch's was not
+}
+
+func (r intakeAnswer) outcome() (accepted, error) {
+	switch {
+	case r.state == nil:
 		return accepted{}, ErrNotFound
-	case !installed:
+	case !r.installed:
 		return accepted{}, ErrUnknownInstallation
 	}
-	if err := agentWritable(*state, moving); err != nil {
+	if err := agentWritable(*r.state, r.moving); err != nil {
 		return accepted{}, err
 	}
-	if policy != nil {
+	if r.policy != nil {
 		stale := &StalePolicyError{}
-		if version != nil {
-			stale.Version = *version
+		if r.version != nil {
+			stale.Version = *r.version
 		}
-		if err := json.Unmarshal(policy, &stale.Document); err != nil {
+		if err := json.Unmarshal(r.policy, &stale.Document); err != nil {
 			return accepted{}, err
 		}
 		return accepted{}, stale
 	}
-	return accepted{accepted: ok, fresh: inserted == 1}, nil
+	return accepted{accepted: r.ok, fresh: r.fresh}, nil
 }
 
 // intakeShard is the usage counter row an intake statement adds to: one per database

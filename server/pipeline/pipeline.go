@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net/http"
@@ -140,6 +141,9 @@ func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.Ser
 
 // MetricsHandler serves the request metrics (Prometheus).
 func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }
+
+// RegisterMetrics adds collectors to what MetricsHandler serves.
+func (p *Pipeline) RegisterMetrics(cs ...prometheus.Collector) { p.metrics.reg.MustRegister(cs...) }
 
 // serve runs a routed request through the stages, in this order:
 //

@@ -297,6 +297,7 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 		MailFrom:                    "renga@renga.test",
 		PurgeInterval:               time.Hour,
 		Secrets:                     NewSecretBox(t),
+		IntakeStatements:            2,
 	}
 	for _, o := range opts {
 		o(&cfg)

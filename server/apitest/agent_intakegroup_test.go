@@ -1,0 +1,285 @@
+package apitest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/servertest"
+)
+
+// intakeGroupRun submits batches through g at once, after the one statement g may run is
+// taken by a batch of an organization held FOR UPDATE by a transaction of the test's: they all
+// wait, and go as one group when the test commits. It answers each batch's result, in order.
+func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch, batches []domain.IntakeBatch, limits []int64) ([]bool, []error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocked.OrganizationID); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var blockedErr error
+	wg.Go(func() { _, blockedErr = g.Submit(ctx, blocked, 1<<40, 0) })
+	waitFor(t, 5*time.Second, "the first batch to hold the statement and wait for the lock", func() bool {
+		return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
+	before := g.Stats()
+	fresh, errs := make([]bool, len(batches)), make([]error, len(batches))
+	for i, b := range batches { // one after another: the queue's order is the slice's
+		wg.Go(func() { fresh[i], errs[i] = g.Submit(ctx, b, limits[i], 0) })
+		waitFor(t, 5*time.Second, "the batch to wait for the statement", func() bool { return g.Stats().Waiting == before.Waiting+i+1 })
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if blockedErr != nil {
+		t.Fatal(blockedErr)
+	}
+	return fresh, errs
+}
+
+// TestIntakeGroupAnswersEachBatchAsAlone: batches that wait for intake's statement go together,
+// in one statement, and each gets the answer it would get alone: stored once (a duplicate in
+// the queue waits for the next group, and is a duplicate), refused for its own reason (unknown
+// installation, a key no longer the installation's, a stale policy version, a suspended or
+// missing organization), counted exactly against its organization's limit (a group checks each
+// batch against the total plus the batches before it; one over goes to the exact check alone),
+// and one whose organization another transaction holds waits for it, alone, without holding up
+// the group. Fails when the group answers from the wrong row, stores a duplicate twice,
+// undercounts the group's own batches against the limit, or waits for a held organization.
+func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := context.Background()
+	a, b, c, held, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
+	a2 := register(t, env, env, a.Key)
+	limited := newAgentSetup(t, env)
+	if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, c.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	body := func(tag string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {"tag": %q}},
+			{"observed_at": "2026-12-01T00:00:01Z", "kind": "k2", "data": {"n": 1}}]}`, tag))
+	}
+	batch := func(s agentSetup, agent *specAgent, id string, bytes int64) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: s.OrgID, InstallationID: agent.ID, BatchID: id, Body: body(id), Bytes: bytes,
+			PublicKey: agent.Pub, PolicyVersion: 1}
+	}
+	wrongKey := batch(b, b.Agent, "wrong-key", 100)
+	wrongKey.PublicKey = a.Agent.Pub
+	stale := batch(b, b.Agent, "stale", 100)
+	stale.PolicyVersion = 7
+	missing := batch(a, a.Agent, "missing-org", 100)
+	missing.OrganizationID = "org_missing"
+	const far = 1 << 40
+	batches := []domain.IntakeBatch{
+		batch(a, a.Agent, "a1", 100),             // 0: stored
+		batch(a, a2, "a1", 100),                  // 1: the same batch ID, another installation: stored
+		batch(a, a.Agent, "a1", 100),             // 2: a1 again: waits for the next group, a duplicate
+		wrongKey,                                 // 3: unknown installation
+		stale,                                    // 4: stale policy
+		batch(c, c.Agent, "c1", 100),             // 5: suspended
+		missing,                                  // 6: no such organization
+		batch(limited, limited.Agent, "l1", 400), // 7: within 1000
+		batch(limited, limited.Agent, "l2", 700), // 8: 400 + 700 over 1000: refused by the exact check
+		batch(limited, limited.Agent, "l3", 500), // 9: over in the group's sum (1600), within exactly (900): stored
+		batch(held, held.Agent, "h1", 100),       // 10: its organization held: alone, after the holder
+		batch(b, b.Agent, "b1", 100),             // 11: stored
+	}
+	limits := []int64{far, far, far, far, far, far, far, 1000, 1000, 1000, far, far}
+
+	// The held organization: its batch must not hold up the group; the test commits the holder
+	// only once the others are answered.
+	holder, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `UPDATE organizations SET display_name = display_name WHERE id = $1`, held.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	// Everything but the held organization's batch is answered while the holder holds it; then
+	// the holder commits.
+	heldAlone := make(chan bool, 1)
+	go func() {
+		ok := false
+		for range 500 {
+			var stored, waiting int
+			_ = env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM observation_batches WHERE batch_id = 'b1'),
+				(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&stored, &waiting)
+			if ok = stored == 1 && waiting > 0; ok {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		heldAlone <- ok
+		_ = holder.Commit(ctx)
+	}()
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, blocker.Agent, "blocker", 100), batches, limits)
+	if !<-heldAlone {
+		t.Error("the group waited for the held organization, or its batch did not wait alone")
+	}
+
+	want := []struct {
+		fresh bool
+		err   error
+	}{{true, nil}, {true, nil}, {false, nil}, {false, domain.ErrUnknownInstallation}, {false, &domain.StalePolicyError{}},
+		{false, domain.ErrSuspended}, {false, domain.ErrNotFound}, {true, nil}, {false, &domain.DailyLimitError{}}, {true, nil},
+		{true, nil}, {true, nil}}
+	for i, w := range want {
+		var ok bool
+		var stale *domain.StalePolicyError
+		var limited *domain.DailyLimitError
+		switch {
+		case errors.As(w.err, &stale):
+			ok = errors.As(errs[i], &stale) && stale.Version == 1
+		case errors.As(w.err, &limited):
+			ok = errors.As(errs[i], &limited) && limited.Value == 1000
+		default:
+			ok = errors.Is(errs[i], w.err)
+		}
+		if !ok || fresh[i] != w.fresh {
+			t.Errorf("batch %d (%s): fresh %v, err %v; want fresh %v, err %v", i, batches[i].BatchID, fresh[i], errs[i], w.fresh, w.err)
+		}
+		nb, no := storedBatch(t, env, batches[i].InstallationID, batches[i].BatchID)
+		if stored := w.err == nil; stored != (nb == 1 && no == 2) || nb > 1 || no > 2 {
+			t.Errorf("batch %d (%s): %d batches and %d observations stored", i, batches[i].BatchID, nb, no)
+		}
+	}
+	// Observations in their batch's order, and each with its own data.
+	var tags []string
+	rows, err := env.Pool.Query(ctx, `SELECT batch_id || ':' || kind || ':' || coalesce(data->>'tag', '') FROM observations
+		WHERE organization_id = $1 ORDER BY id`, a.OrgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		tags = append(tags, s)
+	}
+	if got := strings.Join(tags, " "); got != "a1:k:a1 a1:k2: a1:k:a1 a1:k2:" {
+		t.Errorf("organization a's observations: %s", got)
+	}
+	// Usage: exactly the stored batches, each once.
+	for _, o := range []struct {
+		org             string
+		requests, bytes int64
+	}{{a.OrgID, 2, 200}, {b.OrgID, 1, 100}, {c.OrgID, 0, 0}, {limited.OrgID, 2, 900}, {held.OrgID, 1, 100}} {
+		var requests, bytes int64
+		if err := env.Pool.QueryRow(ctx, `SELECT coalesce(sum(intake_requests), 0), coalesce(sum(intake_bytes), 0) FROM usage_counters
+			WHERE organization_id = $1`, o.org).Scan(&requests, &bytes); err != nil {
+			t.Fatal(err)
+		}
+		if requests != o.requests || bytes != o.bytes {
+			t.Errorf("organization %s: %d requests, %d bytes counted; want %d, %d", o.org, requests, bytes, o.requests, o.bytes)
+		}
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM installations WHERE id = ANY($1) AND last_seen_at IS NULL`,
+		[]string{a.Agent.ID, a2.ID, b.Agent.ID, limited.Agent.ID, held.Agent.ID}); n != 0 {
+		t.Errorf("%d installations that sent stored batches not seen", n)
+	}
+	// The blocker alone; the eleven that waited in one statement; the duplicate in the next;
+	// the held organization's batch alone. The near-limit checks are transactions of their own.
+	if s := g.Stats(); s.Statements != 4 || s.Batches != 14 || s.Waiting != 0 {
+		t.Errorf("stats %+v; want 4 statements for 14 batches, none waiting", s)
+	}
+}
+
+// TestIntakeGroupRefusedByPostgreSQL: a batch PostgreSQL refuses (a number jsonb cannot hold)
+// fails its group's statement; each batch then goes alone, so the others are stored and only
+// it is refused. Fails when one batch's error is the group's.
+func TestIntakeGroupRefusedByPostgreSQL(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	s, blocker := newAgentSetup(t, env), newAgentSetup(t, env)
+	body := func(n string) json.RawMessage {
+		return json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {"n": ` + n + `}}]}`)
+	}
+	var batches []domain.IntakeBatch
+	for i, n := range []string{"1", "1e200000", "2", "3"} {
+		batches = append(batches, domain.IntakeBatch{OrganizationID: s.OrgID, InstallationID: s.Agent.ID,
+			BatchID: fmt.Sprintf("n%d", i), Body: body(n), Bytes: 100})
+	}
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	blocked := domain.IntakeBatch{OrganizationID: blocker.OrgID, InstallationID: blocker.Agent.ID, BatchID: "blocker", Body: body("0"), Bytes: 100}
+	fresh, errs := intakeGroupRun(t, env, g, blocked, batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40})
+	for i := range batches {
+		var pgErr *pgconn.PgError
+		refused := errors.As(errs[i], &pgErr) && pgErr.Code == pgerrcode.NumericValueOutOfRange
+		if (i == 1) != refused || (i != 1 && (errs[i] != nil || !fresh[i])) {
+			t.Errorf("batch %d: fresh %v, err %v", i, fresh[i], errs[i])
+		}
+		if nb, _ := storedBatch(t, env, s.Agent.ID, batches[i].BatchID); nb != map[bool]int{true: 0, false: 1}[i == 1] {
+			t.Errorf("batch %d: %d stored", i, nb)
+		}
+	}
+	// The blocker; the group, refused; each of its four alone.
+	if st := g.Stats(); st.Statements != 6 || st.Batches != 9 {
+		t.Errorf("stats %+v; want 6 statements for 9 batches", st)
+	}
+}
+
+// TestIntakeStatementsAndMetrics: RENGA_INTAKE_STATEMENTS sets how many intake statements run
+// at once (2 unless set; a positive integer), and /metrics counts intake's statements and the
+// batches they carried (one each here: one agent sends its batches one after another).
+func TestIntakeStatementsAndMetrics(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]int{"": 2, "3": 3, "0": 0, "two": 0} {
+		cfg, err := server.LoadConfig(func(k string) string {
+			if k == "RENGA_INTAKE_STATEMENTS" {
+				return v
+			}
+			return ""
+		}, server.ModeDev)
+		if want == 0 {
+			if err == nil || !strings.Contains(err.Error(), "RENGA_INTAKE_STATEMENTS") {
+				t.Errorf("RENGA_INTAKE_STATEMENTS=%q: err %v, want one naming it", v, err)
+			}
+		} else if err != nil || cfg.IntakeStatements != want {
+			t.Errorf("RENGA_INTAKE_STATEMENTS=%q: %d, err %v; want %d", v, cfg.IntakeStatements, err, want)
+		}
+	}
+
+	env := servertest.Start(t)
+	s := newAgentSetup(t, env)
+	for i := range 3 {
+		b := batchBody(fmt.Sprintf("m%d", i), 1, 100)
+		r := send(t, env, req{Method: http.MethodPost, Path: observationsURL, Body: b, Header: s.Agent.sign(http.MethodPost, observationsURL, b, time.Now())})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("batch %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	resp, err := http.Get(env.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{"renga_intake_statements_total 3", "renga_intake_batches_total 3", "renga_intake_waiting_batches 0"} {
+		if !strings.Contains(string(body), "\n"+line+"\n") {
+			t.Errorf("/metrics has no line %q", line)
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// IntakeGroups is intake's group commit: batches that arrive while the server's intake
+// statements are all running wait, and the next statement stores them together, one statement
+// and one commit for the group. With a statement free, a batch goes alone at once, as
+// SubmitBatch sends it, so a quiet server adds no wait.
+//
+// A group keeps what one batch's statement guarantees, for each of its batches:
+//   - the same checks, from one snapshot: the organization held FOR SHARE (rows locked in ID
+//     order), its state and a move's freeze, the installation and its key, the policy version
+//     the limit came from; installations' last_seen_at locked in ID order too (SKIP LOCKED:
+//     one being written is being seen);
+//   - today's total: each batch is checked against the total plus every batch of its
+//     organization before it in the group (accepted or not: never less than what is stored);
+//   - one group carries at most maxBytes, what one batch may be (pipeline.MaxBodyBytes), so what
+//     a server's statements have in flight is still at most one batch's worth per connection:
+//     SubmitBatch's margin holds as it is;
+//   - a batch ID once: a group never carries two batches with the same (installation, batch
+//     ID); the second waits for the next group, where it is a duplicate.
+//
+// An organization whose row another transaction holds (a suspension, a move's freeze) is
+// skipped (SKIP LOCKED): its batches go alone and wait for it as a batch alone does, so no
+// organization's lock holds up another's batches. A group whose statement PostgreSQL refuses
+// (a number jsonb cannot hold, a deadlock) stores nothing; each of its batches then goes alone,
+// so one batch's error is its own. An error without PostgreSQL's answer (connection lost,
+// timeout) is every batch's.
+type IntakeGroups struct {
+	pool       Pool
+	statements int   // group statements running at once, at most
+	maxBytes   int64 // a group's bytes, at most (a group has at least one batch)
+	maxBatches int
+
+	mu      sync.Mutex
+	queue   []*intakeCall
+	running int
+	stats   IntakeStats
+}
+
+// IntakeStats counts intake's statements and the batches they carried since the server
+// started (Batches/Statements is the mean group), and the batches waiting now.
+type IntakeStats struct {
+	Statements, Batches int64
+	Waiting             int
+}
+
+// Stats is a snapshot of the counts.
+func (g *IntakeGroups) Stats() IntakeStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	s.Waiting = len(g.queue)
+	return s
+}
+
+// count adds a statement of n batches.
+func (g *IntakeGroups) count(n int) {
+	g.mu.Lock()
+	g.stats.Statements++
+	g.stats.Batches += int64(n)
+	g.mu.Unlock()
+}
+
+// NewIntakeGroups sends batches through pool, with at most statements intake statements running
+// at once, each carrying at most maxBytes (what one batch may be).
+func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
+	return &IntakeGroups{pool: pool, statements: max(1, statements), maxBytes: maxBytes, maxBatches: 64}
+}
+
+// Submit is SubmitBatch through the group commit.
+func (g *IntakeGroups) Submit(ctx context.Context, b IntakeBatch, limit, margin int64) (bool, error) {
+	r, err := g.accept(ctx, b, limit-margin)
+	return finishBatch(ctx, g.pool, b, limit, r, err)
+}
+
+type intakeCall struct {
+	ctx       context.Context
+	b         IntakeBatch
+	threshold int64
+	taken     bool // in a group (under IntakeGroups.mu)
+	done      chan struct{}
+	r         accepted
+	err       error
+}
+
+// errAlone: the group's statement failed in PostgreSQL; the batch goes alone.
+var errAlone = errors.New("intake: send the batch alone")
+
+func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int64) (accepted, error) {
+	g.mu.Lock()
+	if g.running < g.statements && len(g.queue) == 0 {
+		// A statement is free: this batch goes now, alone, on the request's own context.
+		g.running++
+		g.stats.Statements++
+		g.stats.Batches++
+		g.mu.Unlock()
+		r, err := acceptBatch(ctx, g.pool, b, threshold)
+		g.release()
+		return r, err
+	}
+	c := &intakeCall{ctx: ctx, b: b, threshold: threshold, done: make(chan struct{})}
+	g.queue = append(g.queue, c)
+	if g.running < g.statements {
+		g.running++
+		go g.run()
+	}
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if !c.taken {
+			for i, q := range g.queue {
+				if q == c {
+					g.queue = append(g.queue[:i], g.queue[i+1:]...)
+					break
+				}
+			}
+			g.mu.Unlock()
+			return accepted{}, ctx.Err()
+		}
+		g.mu.Unlock()
+		// In a statement already, which goes on for the others: the batch may be stored or
+		// not, as when a request's own statement is cancelled (sent again, it is a duplicate
+		// or new).
+		return accepted{}, ctx.Err()
+	}
+	if errors.Is(c.err, errAlone) {
+		g.count(1)
+		return acceptBatch(ctx, g.pool, b, threshold)
+	}
+	return c.r, c.err
+}
+
+// release gives back a statement: to the batches waiting, if any.
+func (g *IntakeGroups) release() {
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go g.run()
+}
+
+// run sends groups from the queue until it is empty; it holds one of the statements.
+func (g *IntakeGroups) run() {
+	for {
+		g.mu.Lock()
+		group := g.take()
+		if len(group) == 0 {
+			g.running--
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		g.send(group)
+	}
+}
+
+// take removes the next group from the queue, in arrival order: within maxBytes and
+// maxBatches, one batch per (installation, batch ID). Under g.mu.
+func (g *IntakeGroups) take() []*intakeCall {
+	var (
+		group []*intakeCall
+		bytes int64
+		keys  map[[2]string]bool
+		rest  = g.queue[:0]
+	)
+	for _, c := range g.queue {
+		key := [2]string{c.b.InstallationID, c.b.BatchID}
+		if len(group) > 0 && (len(group) == g.maxBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
+			rest = append(rest, c)
+			continue
+		}
+		if keys == nil {
+			keys = map[[2]string]bool{}
+		}
+		keys[key] = true
+		bytes += c.b.Bytes
+		c.taken = true
+		group = append(group, c)
+	}
+	if len(group) > 0 {
+		g.stats.Statements++
+		g.stats.Batches += int64(len(group))
+	}
+	clear(g.queue[len(rest):])
+	g.queue = rest
+	return group
+}
+
+// send runs one group's statement and answers each of its batches.
+func (g *IntakeGroups) send(group []*intakeCall) {
+	ctx, cancel := groupContext(group)
+	defer cancel()
+	if len(group) == 1 {
+		c := group[0]
+		c.r, c.err = acceptBatch(ctx, g.pool, c.b, c.threshold)
+		close(c.done)
+		return
+	}
+	answers, err := acceptBatches(ctx, g.pool, group)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		err = errAlone
+	}
+	for i, c := range group {
+		switch {
+		case err != nil:
+			c.err = err
+		case answers[i].busy:
+			c.err = errAlone
+		default:
+			c.r, c.err = answers[i].outcome()
+		}
+		close(c.done)
+	}
+}
+
+// groupContext is what a group's statement runs under: no one request's cancellation stops it
+// (the others are waiting for it), and it has as long as the batch with the most time left.
+func groupContext(group []*intakeCall) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range group {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(group[0].ctx))
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(group[0].ctx), last)
+}
+
+// acceptBatches is acceptBatch for a group, in one statement: one answer per batch, in order.
+func acceptBatches(ctx context.Context, q Pool, group []*intakeCall) ([]intakeAnswer, error) {
+	n := len(group)
+	var (
+		orgs, installations, batchIDs, bodies = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sizes, thresholds, versions           = make([]int64, n), make([]int64, n), make([]int64, n)
+		keys                                  = make([][]byte, n)
+	)
+	for i, c := range group {
+		orgs[i], installations[i], batchIDs[i], bodies[i] = c.b.OrganizationID, c.b.InstallationID, c.b.BatchID, string(c.b.Body)
+		sizes[i], thresholds[i], versions[i], keys[i] = c.b.Bytes, c.threshold, c.b.PolicyVersion, c.b.PublicKey
+	}
+	rows, err := q.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[])
+				WITH ORDINALITY AS i(org, inst, batch_id, body, bytes, threshold, public_key, policy_version, n)),
+		org AS (
+			SELECT id, state, moving_transfer_id IS NOT NULL AS moving FROM organizations
+			WHERE id IN (SELECT org FROM input) ORDER BY id FOR SHARE SKIP LOCKED),
+		pol AS (
+			SELECT organization_id, version, document FROM organization_policies WHERE organization_id IN (SELECT org FROM input)),
+		today AS (
+			SELECT organization_id, sum(intake_bytes)::bigint AS total FROM usage_counters
+			WHERE organization_id IN (SELECT org FROM input) AND day = (now() AT TIME ZONE 'UTC')::date GROUP BY organization_id),
+		checked AS (
+			SELECT i.n, i.org, i.inst, i.batch_id, i.body, i.bytes, o.state, coalesce(o.moving, false) AS moving, p.version,
+				o.id IS NULL AND EXISTS (SELECT 1 FROM organizations x WHERE x.id = i.org) AS busy,
+				i.policy_version = 0 OR coalesce(p.version, 0) = i.policy_version AS current, p.document,
+				EXISTS (SELECT 1 FROM installations s WHERE s.id = i.inst AND s.organization_id = i.org
+					AND (i.public_key IS NULL OR s.public_key = i.public_key)) AS installed,
+				coalesce(t.total, 0) + sum(i.bytes) OVER (PARTITION BY i.org ORDER BY i.n) <= i.threshold AS under
+			FROM input i LEFT JOIN org o ON o.id = i.org LEFT JOIN pol p ON p.organization_id = i.org
+				LEFT JOIN today t ON t.organization_id = i.org),
+		within AS (
+			SELECT * FROM checked WHERE state = 'active' AND NOT moving AND current AND installed AND under),
+		batch AS (
+			INSERT INTO observation_batches (installation_id, batch_id, organization_id)
+			SELECT inst, batch_id, org FROM within ORDER BY inst, batch_id
+			ON CONFLICT DO NOTHING RETURNING installation_id, batch_id),
+		fresh AS (
+			SELECT w.n, w.org, w.inst, w.batch_id, w.body, w.bytes FROM within w
+			JOIN batch b ON b.installation_id = w.inst AND b.batch_id = w.batch_id),
+		stored AS (
+			INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+			SELECT f.org, f.inst, f.batch_id, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
+			FROM fresh f, jsonb_array_elements(f.body::jsonb -> 'observations') WITH ORDINALITY AS e(o, k) ORDER BY f.n, e.k),
+		counted AS (
+			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
+			SELECT org, (now() AT TIME ZONE 'UTC')::date, `+intakeShard+`, count(*), sum(bytes) FROM fresh GROUP BY org
+			ON CONFLICT (organization_id, day, shard) DO UPDATE SET
+				intake_requests = c.intake_requests + excluded.intake_requests, intake_bytes = c.intake_bytes + excluded.intake_bytes),
+		touched AS (
+			SELECT id FROM installations
+			WHERE id IN (SELECT inst FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute')
+			ORDER BY id FOR NO KEY UPDATE SKIP LOCKED),
+		seen AS (
+			UPDATE installations SET last_seen_at = now() WHERE id IN (SELECT id FROM touched))
+		SELECT c.busy, c.state, c.moving, c.n IN (SELECT n FROM within), c.n IN (SELECT n FROM fresh), c.installed, c.version,
+			CASE WHEN NOT c.current THEN c.document END
+		FROM checked c ORDER BY c.n`,
+		orgs, installations, batchIDs, bodies, sizes, thresholds, keys, versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	answers := make([]intakeAnswer, 0, n)
+	for rows.Next() {
+		var r intakeAnswer
+		if err := rows.Scan(&r.busy, &r.state, &r.moving, &r.ok, &r.fresh, &r.installed, &r.version, &r.policy); err != nil {
+			return nil, err
+		}
+		answers = append(answers, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(answers) != n {
+		return nil, errors.New("intake: a group's statement answered for fewer batches than it carried")
+	}
+	return answers, nil
+}
