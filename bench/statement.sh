@@ -10,6 +10,8 @@
 # script of the baselines, A_intake.sql by default), STATEMENT (bench/sql/intake_statement.sql)
 # and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C:
 #   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
+# SETUP (an SQL file) runs on the project's database before the rounds: tables a variant needs,
+# such as a copy of one with fewer indexes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}; rounds=${2:-3}
@@ -29,6 +31,8 @@ INSERT INTO installations (id, organization_id, public_key, hostname, os)
   SELECT 'ins_' || i, 'org_1', sha256(i::text::bytea), 'h' || i, 'linux' FROM generate_series(1, 16) i;
 INSERT INTO operator_tokens (id, name, token_hash, scopes) VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}');
 SQL
+# SETUP: SQL run on the project's database after the fixtures (tables a variant needs).
+if [ -n "${SETUP:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" -f "$SETUP" >/dev/null; fi
 run() { # database script: one line of TPS and CPU per transaction
   local cpu o; cpu=$(mktemp); o=$(mktemp)
   psql -qc CHECKPOINT "$pg/$1"

@@ -62,9 +62,10 @@ func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, b
 // installation, a key no longer the installation's, a stale policy version, a suspended or
 // missing organization), counted exactly against its organization's limit (a group checks each
 // batch against the total plus the batches before it; one over goes to the exact check alone),
-// and one whose organization another transaction holds waits for it, alone, without holding up
-// the group. Fails when the group answers from the wrong row, stores a duplicate twice,
-// undercounts the group's own batches against the limit, or waits for a held organization.
+// and one whose organization another transaction is suspending waits for it, alone, without
+// holding up the group, and sees the suspension. Fails when the group answers from the wrong
+// row, stores a duplicate twice, undercounts the group's own batches against the limit, or
+// waits for a held organization.
 func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
@@ -75,7 +76,10 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 	if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, c.OrgID); err != nil {
 		t.Fatal(err)
 	}
+	n := 0
 	body := func(tag string) json.RawMessage {
+		n++
+		tag = fmt.Sprintf("%s-%d", tag, n)
 		return json.RawMessage(fmt.Sprintf(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {"tag": %q}},
 			{"observed_at": "2026-12-01T00:00:01Z", "kind": "k2", "data": {"n": 1}}]}`, tag))
 	}
@@ -101,19 +105,19 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		batch(limited, limited.Agent, "l1", 400), // 7: within 1000
 		batch(limited, limited.Agent, "l2", 700), // 8: 400 + 700 over 1000: refused by the exact check
 		batch(limited, limited.Agent, "l3", 500), // 9: over in the group's sum (1600), within exactly (900): stored
-		batch(held, held.Agent, "h1", 100),       // 10: its organization held: alone, after the holder
+		batch(held, held.Agent, "h1", 100),       // 10: its organization being suspended: alone, after the holder, suspended
 		batch(b, b.Agent, "b1", 100),             // 11: stored
 	}
 	limits := []int64{far, far, far, far, far, far, far, 1000, 1000, 1000, far, far}
 
-	// The held organization: its batch must not hold up the group; the test commits the holder
-	// only once the others are answered.
+	// The held organization, being suspended: its batch must not hold up the group; the test
+	// commits the holder only once the others are answered and the batch waits alone.
 	holder, err := env.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `UPDATE organizations SET display_name = display_name WHERE id = $1`, held.OrgID); err != nil {
+	if _, err := holder.Exec(ctx, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, held.OrgID); err != nil {
 		t.Fatal(err)
 	}
 	// Everything but the held organization's batch is answered while the holder holds it; then
@@ -121,10 +125,11 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 	heldAlone := make(chan bool, 1)
 	go func() {
 		ok := false
-		for range 500 {
+		for range 2000 {
 			var stored, waiting int
 			_ = env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM observation_batches WHERE batch_id = 'b1'),
-				(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&stored, &waiting)
+				(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+					AND query LIKE 'WITH org AS%')`).Scan(&stored, &waiting)
 			if ok = stored == 1 && waiting > 0; ok {
 				break
 			}
@@ -144,7 +149,7 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		err   error
 	}{{true, nil}, {true, nil}, {false, nil}, {false, domain.ErrUnknownInstallation}, {false, &domain.StalePolicyError{}},
 		{false, domain.ErrSuspended}, {false, domain.ErrNotFound}, {true, nil}, {false, &domain.DailyLimitError{}}, {true, nil},
-		{true, nil}, {true, nil}}
+		{false, domain.ErrSuspended}, {true, nil}}
 	for i, w := range want {
 		var ok bool
 		var stale *domain.StalePolicyError
@@ -179,14 +184,14 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		}
 		tags = append(tags, s)
 	}
-	if got := strings.Join(tags, " "); got != "a1:k:a1 a1:k2: a1:k:a1 a1:k2:" {
+	if got := strings.Join(tags, " "); got != "a1:k:a1-4 a1:k2: a1:k:a1-5 a1:k2:" {
 		t.Errorf("organization a's observations: %s", got)
 	}
 	// Usage: exactly the stored batches, each once.
 	for _, o := range []struct {
 		org             string
 		requests, bytes int64
-	}{{a.OrgID, 2, 200}, {b.OrgID, 1, 100}, {c.OrgID, 0, 0}, {limited.OrgID, 2, 900}, {held.OrgID, 1, 100}} {
+	}{{a.OrgID, 2, 200}, {b.OrgID, 1, 100}, {c.OrgID, 0, 0}, {limited.OrgID, 2, 900}, {held.OrgID, 0, 0}} {
 		var requests, bytes int64
 		if err := env.Pool.QueryRow(ctx, `SELECT coalesce(sum(intake_requests), 0), coalesce(sum(intake_bytes), 0) FROM usage_counters
 			WHERE organization_id = $1`, o.org).Scan(&requests, &bytes); err != nil {
@@ -197,47 +202,167 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		}
 	}
 	if n := countRows(t, env, `SELECT count(*) FROM installations WHERE id = ANY($1) AND last_seen_at IS NULL`,
-		[]string{a.Agent.ID, a2.ID, b.Agent.ID, limited.Agent.ID, held.Agent.ID}); n != 0 {
+		[]string{a.Agent.ID, a2.ID, b.Agent.ID, limited.Agent.ID}); n != 0 {
 		t.Errorf("%d installations that sent stored batches not seen", n)
 	}
 	// The blocker alone; the eleven that waited in one statement; the duplicate in the next;
 	// the held organization's batch alone. The near-limit checks are transactions of their own.
-	if s := g.Stats(); s.Statements != 4 || s.Batches != 14 || s.Waiting != 0 {
-		t.Errorf("stats %+v; want 4 statements for 14 batches, none waiting", s)
+	if s := g.Stats(); s.Statements != 4 || s.Batches != 13 || s.Waiting != 0 {
+		t.Errorf("stats %+v; want 4 statements for 13 batches, none waiting", s)
 	}
 }
 
 // TestIntakeGroupRefusedByPostgreSQL: a batch PostgreSQL refuses (a number jsonb cannot hold)
 // fails its group's statement; each batch then goes alone, so the others are stored and only
-// it is refused. Fails when one batch's error is the group's.
+// it is refused, also when it is a duplicate (alone, its body is parsed whether stored or not).
+// Fails when one batch's error is the group's, or the answer depends on the grouping.
 func TestIntakeGroupRefusedByPostgreSQL(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	s, blocker := newAgentSetup(t, env), newAgentSetup(t, env)
+	ctx := context.Background()
 	body := func(n string) json.RawMessage {
 		return json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {"n": ` + n + `}}]}`)
 	}
-	var batches []domain.IntakeBatch
-	for i, n := range []string{"1", "1e200000", "2", "3"} {
-		batches = append(batches, domain.IntakeBatch{OrganizationID: s.OrgID, InstallationID: s.Agent.ID,
-			BatchID: fmt.Sprintf("n%d", i), Body: body(n), Bytes: 100})
+	batch := func(id, n string) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: s.OrgID, InstallationID: s.Agent.ID, BatchID: id, Body: body(n), Bytes: 100}
+	}
+	if _, err := domain.SubmitBatch(ctx, env.Pool, batch("old", "0"), 1<<40, 0); err != nil {
+		t.Fatal(err)
 	}
 	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
-	blocked := domain.IntakeBatch{OrganizationID: blocker.OrgID, InstallationID: blocker.Agent.ID, BatchID: "blocker", Body: body("0"), Bytes: 100}
-	fresh, errs := intakeGroupRun(t, env, g, blocked, batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40})
-	for i := range batches {
+	blocked := func(id string) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: blocker.OrgID, InstallationID: blocker.Agent.ID, BatchID: id, Body: body("0"), Bytes: 100}
+	}
+	// A new batch PostgreSQL refuses, in a group; then a duplicate that it refuses, in a group
+	// with no other.
+	for round, batches := range [][]domain.IntakeBatch{
+		{batch("n0", "1"), batch("n1", "1e200000"), batch("n2", "2"), batch("n3", "3")},
+		{batch("n4", "4"), batch("old", "1e200000"), batch("n6", "6")},
+	} {
+		refusedOne := 1
+		// Alone: the answer the group must give.
 		var pgErr *pgconn.PgError
-		refused := errors.As(errs[i], &pgErr) && pgErr.Code == pgerrcode.NumericValueOutOfRange
-		if (i == 1) != refused || (i != 1 && (errs[i] != nil || !fresh[i])) {
-			t.Errorf("batch %d: fresh %v, err %v", i, fresh[i], errs[i])
+		if _, err := domain.SubmitBatch(ctx, env.Pool, batches[refusedOne], 1<<40, 0); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.NumericValueOutOfRange {
+			t.Fatalf("round %d: the batch alone: %v", round, err)
 		}
-		if nb, _ := storedBatch(t, env, s.Agent.ID, batches[i].BatchID); nb != map[bool]int{true: 0, false: 1}[i == 1] {
-			t.Errorf("batch %d: %d stored", i, nb)
+		fresh, errs := intakeGroupRun(t, env, g, blocked(fmt.Sprintf("blocker-%d", round)), batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40})
+		for i := range batches {
+			refused := errors.As(errs[i], &pgErr) && pgErr.Code == pgerrcode.NumericValueOutOfRange
+			if (i == refusedOne) != refused || (!refused && (errs[i] != nil || !fresh[i])) {
+				t.Errorf("round %d, batch %d: fresh %v, err %v", round, i, fresh[i], errs[i])
+			}
+			if nb, _ := storedBatch(t, env, s.Agent.ID, batches[i].BatchID); nb != 1 && i != refusedOne || round == 0 && i == refusedOne && nb != 0 {
+				t.Errorf("round %d, batch %d: %d stored", round, i, nb)
+			}
 		}
 	}
-	// The blocker; the group, refused; each of its four alone.
-	if st := g.Stats(); st.Statements != 6 || st.Batches != 9 {
-		t.Errorf("stats %+v; want 6 statements for 9 batches", st)
+	// Each round: the blocker; the group, refused; each of its batches alone.
+	if st := g.Stats(); st.Statements != 11 || st.Batches != 9 {
+		t.Errorf("stats %+v; want 11 statements for 9 batches", st)
+	}
+}
+
+// TestIntakeGroupCancellation: a request whose context ends while its batch waits is answered
+// at once and its batch leaves the queue, never stored; one whose batch is in a running
+// statement is answered at once too, and the statement goes on for the others (its batch is
+// stored: sent again, a duplicate). Fails when a cancelled request waits for the statement, a
+// cancelled batch stays queued, or one request's cancellation stops its group.
+func TestIntakeGroupCancellation(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
+	ctx := context.Background()
+	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
+	batch := func(a agentSetup, id string) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 100}
+	}
+	locks := func(query string) int {
+		return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+			AND query LIKE $1`, query)
+	}
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+
+	// The one statement taken by a batch waiting for its organization.
+	hold, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocker.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := g.Submit(ctx, batch(blocker, "blocker"), 1<<40, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, 20*time.Second, "the blocker to wait", func() bool { return locks("WITH org AS%") == 1 })
+
+	// Cancelled while waiting: answered at once, out of the queue.
+	queued, cancelQueued := context.WithCancel(ctx)
+	queuedErr := make(chan error, 1)
+	go func() { _, err := g.Submit(queued, batch(s, "queued"), 1<<40, 0); queuedErr <- err }()
+	waitFor(t, 20*time.Second, "the batch to wait", func() bool { return g.Stats().Waiting == 1 })
+	cancelQueued()
+	if err := <-queuedErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled while waiting: %v", err)
+	}
+	if w := g.Stats().Waiting; w != 0 {
+		t.Fatalf("%d batches waiting after the only one was cancelled", w)
+	}
+
+	// Cancelled in a running group: the group waits for a transaction that inserted one of its
+	// batch IDs, uncommitted.
+	key, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = key.Rollback(ctx) }()
+	if _, err := key.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, 'k1', $2)`,
+		other.Agent.ID, other.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	inGroup, cancelInGroup := context.WithCancel(ctx)
+	inGroupErr := make(chan error, 1)
+	var k1Fresh bool
+	wg.Go(func() {
+		var err error
+		if k1Fresh, err = g.Submit(ctx, batch(other, "k1"), 1<<40, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, 20*time.Second, "k1 to wait", func() bool { return g.Stats().Waiting == 1 })
+	go func() { _, err := g.Submit(inGroup, batch(s, "in-group"), 1<<40, 0); inGroupErr <- err }()
+	waitFor(t, 20*time.Second, "both to wait", func() bool { return g.Stats().Waiting == 2 })
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return locks("WITH input AS%") == 1 })
+	cancelInGroup()
+	select {
+	case err := <-inGroupErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled in a running group: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request cancelled in a running group waits for the group")
+	}
+	if err := key.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !k1Fresh {
+		t.Error("k1, stored by the group after the transaction that held its ID rolled back: a duplicate")
+	}
+	for id, want := range map[string]int{"queued": 0, "in-group": 1, "k1": 1} {
+		if n := countRows(t, env, `SELECT count(*) FROM observation_batches WHERE batch_id = $1`, id); n != want {
+			t.Errorf("%s: %d stored, want %d", id, n, want)
+		}
+	}
+	if st := g.Stats(); st.Statements != 2 || st.Batches != 4 || st.Waiting != 0 {
+		t.Errorf("stats %+v; want 2 statements for 4 batches, none waiting", st)
 	}
 }
 

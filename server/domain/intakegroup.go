@@ -17,22 +17,30 @@ import (
 // A group keeps what one batch's statement guarantees, for each of its batches:
 //   - the same checks, from one snapshot: the organization held FOR SHARE (rows locked in ID
 //     order), its state and a move's freeze, the installation and its key, the policy version
-//     the limit came from; installations' last_seen_at locked in ID order too (SKIP LOCKED:
-//     one being written is being seen);
+//     the limit came from;
 //   - today's total: each batch is checked against the total plus every batch of its
 //     organization before it in the group (accepted or not: never less than what is stored);
 //   - one group carries at most maxBytes, what one batch may be (pipeline.MaxBodyBytes), so what
 //     a server's statements have in flight is still at most one batch's worth per connection:
 //     SubmitBatch's margin holds as it is;
 //   - a batch ID once: a group never carries two batches with the same (installation, batch
-//     ID); the second waits for the next group, where it is a duplicate.
+//     ID); the second waits for the next group, where it is a duplicate. (Two groups running at
+//     once may each carry it, a client's retry: the second waits for the first's commit, a
+//     statement's time, and finds it a duplicate. Keys are inserted in key order, so two
+//     groups cannot wait for each other.)
+//   - every body parsed as jsonb, stored or not, so a body PostgreSQL cannot hold fails the
+//     group as it fails alone.
 //
-// An organization whose row another transaction holds (a suspension, a move's freeze) is
-// skipped (SKIP LOCKED): its batches go alone and wait for it as a batch alone does, so no
-// organization's lock holds up another's batches. A group whose statement PostgreSQL refuses
-// (a number jsonb cannot hold, a deadlock) stores nothing; each of its batches then goes alone,
-// so one batch's error is its own. An error without PostgreSQL's answer (connection lost,
-// timeout) is every batch's.
+// No intake statement waits for an installation's row (last_seen_at is written SKIP LOCKED:
+// one being written is being seen). An organization whose row another transaction holds (a
+// suspension, a move's freeze) is skipped (SKIP LOCKED): its batches go alone, outside the
+// statements' count, and wait for it as a batch alone does, so no organization's lock holds up
+// another's batches. A group whose statement PostgreSQL refuses (a number jsonb cannot hold)
+// stores nothing; its batches go back first in the queue, each to go alone, so one batch's error
+// is its own and costs a statement per batch of its group, within the statements' count. An
+// error without PostgreSQL's answer (connection lost, timeout) is every batch's. A group's
+// statement is no one request's: a request whose context ends gets its error at once, and the
+// statement goes on, until the latest of its batches' deadlines.
 type IntakeGroups struct {
 	pool       Pool
 	statements int   // group statements running at once, at most
@@ -45,8 +53,8 @@ type IntakeGroups struct {
 	stats   IntakeStats
 }
 
-// IntakeStats counts intake's statements and the batches they carried since the server
-// started (Batches/Statements is the mean group), and the batches waiting now.
+// IntakeStats counts intake's statements and the batches sent to them (each once) since the
+// server started (Batches/Statements is the mean group), and the batches waiting now.
 type IntakeStats struct {
 	Statements, Batches int64
 	Waiting             int
@@ -61,13 +69,6 @@ func (g *IntakeGroups) Stats() IntakeStats {
 	return s
 }
 
-// count adds a statement of n batches.
-func (g *IntakeGroups) count(n int) {
-	g.mu.Lock()
-	g.stats.Statements++
-	g.stats.Batches += int64(n)
-	g.mu.Unlock()
-}
 
 // NewIntakeGroups sends batches through pool, with at most statements intake statements running
 // at once, each carrying at most maxBytes (what one batch may be).
@@ -86,12 +87,14 @@ type intakeCall struct {
 	b         IntakeBatch
 	threshold int64
 	taken     bool // in a group (under IntakeGroups.mu)
+	alone     bool // goes in a group of its own (its group's statement failed)
 	done      chan struct{}
 	r         accepted
 	err       error
 }
 
-// errAlone: the group's statement failed in PostgreSQL; the batch goes alone.
+// errAlone: a group's statement skipped the batch's organization (held by another
+// transaction); the batch goes alone, and waits for it.
 var errAlone = errors.New("intake: send the batch alone")
 
 func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int64) (accepted, error) {
@@ -102,12 +105,12 @@ func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int6
 		g.stats.Statements++
 		g.stats.Batches++
 		g.mu.Unlock()
-		r, err := acceptBatch(ctx, g.pool, b, threshold)
-		g.release()
-		return r, err
+		defer g.release()
+		return acceptBatch(ctx, g.pool, b, threshold)
 	}
 	c := &intakeCall{ctx: ctx, b: b, threshold: threshold, done: make(chan struct{})}
 	g.queue = append(g.queue, c)
+	g.stats.Batches++
 	if g.running < g.statements {
 		g.running++
 		go g.run()
@@ -134,7 +137,11 @@ func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int6
 		return accepted{}, ctx.Err()
 	}
 	if errors.Is(c.err, errAlone) {
-		g.count(1)
+		// Waiting for a lock, not working: outside the statements' count, as a batch alone
+		// waited before groups (and a group waits for no organization).
+		g.mu.Lock()
+		g.stats.Statements++
+		g.mu.Unlock()
 		return acceptBatch(ctx, g.pool, b, threshold)
 	}
 	return c.r, c.err
@@ -168,7 +175,8 @@ func (g *IntakeGroups) run() {
 }
 
 // take removes the next group from the queue, in arrival order: within maxBytes and
-// maxBatches, one batch per (installation, batch ID). Under g.mu.
+// maxBatches, one batch per (installation, batch ID); a batch to go alone is a group of its own.
+// Under g.mu.
 func (g *IntakeGroups) take() []*intakeCall {
 	var (
 		group []*intakeCall
@@ -178,7 +186,7 @@ func (g *IntakeGroups) take() []*intakeCall {
 	)
 	for _, c := range g.queue {
 		key := [2]string{c.b.InstallationID, c.b.BatchID}
-		if len(group) > 0 && (len(group) == g.maxBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
+		if len(group) > 0 && (group[0].alone || c.alone || len(group) == g.maxBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
 			rest = append(rest, c)
 			continue
 		}
@@ -192,7 +200,6 @@ func (g *IntakeGroups) take() []*intakeCall {
 	}
 	if len(group) > 0 {
 		g.stats.Statements++
-		g.stats.Batches += int64(len(group))
 	}
 	clear(g.queue[len(rest):])
 	g.queue = rest
@@ -212,7 +219,16 @@ func (g *IntakeGroups) send(group []*intakeCall) {
 	answers, err := acceptBatches(ctx, g.pool, group)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		err = errAlone
+		// PostgreSQL refused the group: each of its batches goes again, alone, first in the
+		// queue (and within the statements' count: a batch that fails every group it is in
+		// costs the others one statement each, not a burst).
+		g.mu.Lock()
+		for _, c := range group {
+			c.taken, c.alone = false, true
+		}
+		g.queue = append(group, g.queue...)
+		g.mu.Unlock()
+		return
 	}
 	for i, c := range group {
 		switch {
@@ -256,7 +272,8 @@ func acceptBatches(ctx context.Context, q Pool, group []*intakeCall) ([]intakeAn
 		sizes[i], thresholds[i], versions[i], keys[i] = c.b.Bytes, c.threshold, c.b.PolicyVersion, c.b.PublicKey
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[])
+			SELECT org, inst, batch_id, body::jsonb AS body, bytes, threshold, public_key, policy_version, n
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bigint[])
 				WITH ORDINALITY AS i(org, inst, batch_id, body, bytes, threshold, public_key, policy_version, n)),
 		org AS (
 			SELECT id, state, moving_transfer_id IS NOT NULL AS moving FROM organizations
@@ -287,7 +304,7 @@ func acceptBatches(ctx context.Context, q Pool, group []*intakeCall) ([]intakeAn
 		stored AS (
 			INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
 			SELECT f.org, f.inst, f.batch_id, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
-			FROM fresh f, jsonb_array_elements(f.body::jsonb -> 'observations') WITH ORDINALITY AS e(o, k) ORDER BY f.n, e.k),
+			FROM fresh f, jsonb_array_elements(f.body -> 'observations') WITH ORDINALITY AS e(o, k) ORDER BY f.n, e.k),
 		counted AS (
 			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
 			SELECT org, (now() AT TIME ZONE 'UTC')::date, `+intakeShard+`, count(*), sum(bytes) FROM fresh GROUP BY org

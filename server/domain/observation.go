@@ -132,9 +132,12 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 			SELECT $1, (now() AT TIME ZONE 'UTC')::date, `+intakeShard+`, 1, $5 FROM batch
 			ON CONFLICT (organization_id, day, shard) DO UPDATE SET
 				intake_requests = c.intake_requests + 1, intake_bytes = c.intake_bytes + excluded.intake_bytes),
+		touched AS (
+			SELECT id FROM installations
+			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute')
+			FOR NO KEY UPDATE SKIP LOCKED),
 		seen AS (
-			UPDATE installations SET last_seen_at = now()
-			WHERE id = $2 AND EXISTS (SELECT 1 FROM within) AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute'))
+			UPDATE installations SET last_seen_at = now() WHERE id IN (SELECT id FROM touched))
 		SELECT (SELECT state FROM org), coalesce((SELECT moving FROM org), false), EXISTS (SELECT 1 FROM within),
 			EXISTS (SELECT 1 FROM batch), EXISTS (SELECT 1 FROM ins),
 			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
