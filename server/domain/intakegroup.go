@@ -69,7 +69,6 @@ func (g *IntakeGroups) Stats() IntakeStats {
 	return s
 }
 
-
 // NewIntakeGroups sends batches through pool, with at most statements intake statements running
 // at once, each carrying at most maxBytes (what one batch may be).
 func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
