@@ -49,6 +49,11 @@ func NewInvocationID() string { return pipeline.NewInvocationID() }
 
 // New builds the server and its HTTP handler.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
+	// Intake's statements each hold a connection while they run: the API needs one left.
+	if n := pool.Config().MaxConns; cfg.IntakeStatements >= int(n) {
+		return nil, fmt.Errorf("RENGA_INTAKE_STATEMENTS (%d) must be below the database pool size (%d, RENGA_DATABASE_MAX_CONNS), so that the API keeps a connection while intake is busy",
+			cfg.IntakeStatements, n)
+	}
 	s := &Server{cfg: cfg, pool: pool, log: log, installations: domain.NewInstallationCache(100_000)}
 	s.intake = domain.NewIntakeGroups(pool, cfg.IntakeStatements, pipeline.MaxBodyBytes)
 	if len(cfg.IdentityProviders) > 0 {

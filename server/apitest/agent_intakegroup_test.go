@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -388,6 +389,12 @@ func TestIntakeStatementsAndMetrics(t *testing.T) {
 	}
 
 	env := servertest.Start(t)
+	// At or above the pool's size, the server refuses to start: the API would wait for intake.
+	cfg := env.Config
+	cfg.IntakeStatements = int(env.Pool.Config().MaxConns)
+	if _, err := server.New(cfg, env.Pool, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "RENGA_INTAKE_STATEMENTS") {
+		t.Errorf("RENGA_INTAKE_STATEMENTS at the pool's size: %v; want a refusal naming it", err)
+	}
 	s := newAgentSetup(t, env)
 	for i := range 3 {
 		b := batchBody(fmt.Sprintf("m%d", i), 1, 100)
