@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,83 @@ func cutDatabase(t *testing.T, env *servertest.Env) (restore func()) {
 		}
 	}
 	return restore
+}
+
+// TestIntakeDuringAnOutageIs503: agents whose keys the server has cached (one batch each
+// before) send batches at once while the database takes no connections: each is 503 with
+// Retry-After (grouped or alone), never a 401 that would tell the agent its key is bad nor a
+// 400; nothing is stored. Once the database is back, the same batches are accepted as new.
+func TestIntakeDuringAnOutageIs503(t *testing.T) {
+	env := servertest.Start(t)
+	agents := []agentSetup{newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)}
+	signed := func(a agentSetup, id string) req {
+		b := batchBody(id, 2, 200)
+		return req{Method: http.MethodPost, Path: observationsURL, Body: b, Header: a.Agent.sign(http.MethodPost, observationsURL, b, time.Now())}
+	}
+	for i, a := range agents {
+		if r := send(t, env, signed(a, "before")); r.Status != http.StatusAccepted {
+			t.Fatalf("agent %d before the outage: %d %s", i, r.Status, r.Body)
+		}
+	}
+	statementsBefore := metric(t, env, "renga_intake_statements_total")
+	restore := cutDatabase(t, env)
+	const perAgent = 8
+	reqs := make([]req, 0, len(agents)*perAgent)
+	for _, a := range agents {
+		for j := range perAgent {
+			reqs = append(reqs, signed(a, "during-"+strconv.Itoa(j)))
+		}
+	}
+	replies := make([]reply, len(reqs))
+	errs := make([]error, len(reqs))
+	parallelDo(len(reqs), func(i int) { replies[i], errs[i] = sendE(env, reqs[i]) })
+	for i, r := range replies {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		r.expectProblem(t, http.StatusServiceUnavailable, "unavailable")
+		if r.Header.Get("Retry-After") == "" {
+			t.Errorf("batch %d: 503 without Retry-After", i)
+		}
+	}
+	// An outage is every batch's: a group that meets it is not sent again batch by batch.
+	if n := metric(t, env, "renga_intake_statements_total") - statementsBefore; n > float64(len(reqs)) {
+		t.Errorf("%v intake statements for %d batches during the outage", n, len(reqs))
+	}
+	restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, a := range agents {
+		for j := range perAgent {
+			for {
+				r := send(t, env, signed(a, "during-"+strconv.Itoa(j)))
+				if r.Status == http.StatusAccepted {
+					if strings.Contains(string(r.Body), `"duplicate":true`) {
+						t.Errorf("agent %d, batch %d: a duplicate after the outage: it was stored during it", i, j)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("agent %d, batch %d after the database came back: %d %s", i, j, r.Status, r.Body)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// metric reads one unlabelled sample from the server's /metrics.
+func metric(t *testing.T, env *servertest.Env, name string) float64 {
+	t.Helper()
+	r := send(t, env, req{Method: http.MethodGet, Path: "/metrics"})
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }

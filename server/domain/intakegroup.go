@@ -35,10 +35,11 @@ import (
 // one being written is being seen). An organization whose row another transaction holds (a
 // suspension, a move's freeze) is skipped (SKIP LOCKED): its batches go alone, outside the
 // statements' count, and wait for it as a batch alone does, so no organization's lock holds up
-// another's batches. A group whose statement PostgreSQL refuses (a number jsonb cannot hold)
-// stores nothing; its batches go back first in the queue, each to go alone, so one batch's error
-// is its own and costs a statement per batch of its group, within the statements' count. An
-// error without PostgreSQL's answer (connection lost, timeout) is every batch's. A group's
+// another's batches. A group whose statement PostgreSQL refuses for what a batch holds (a
+// number jsonb cannot hold; oneBatchsFault) stores nothing; its batches go back first in the
+// queue, each to go alone, so one batch's error is its own and costs a statement per batch of
+// its group, within the statements' count. Any other error (connection lost, the database
+// refusing connections, a timeout) is every batch's: alone, each would meet it too. A group's
 // statement is no one request's: a request whose context ends gets its error at once, and the
 // statement goes on, until the latest of its batches' deadlines.
 type IntakeGroups struct {
@@ -216,8 +217,7 @@ func (g *IntakeGroups) send(group []*intakeCall) {
 		return
 	}
 	answers, err := acceptBatches(ctx, g.pool, group)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if oneBatchsFault(err) {
 		// PostgreSQL refused the group: each of its batches goes again, alone, first in the
 		// queue (and within the statements' count: a batch that fails every group it is in
 		// costs the others one statement each, not a burst).
@@ -240,6 +240,23 @@ func (g *IntakeGroups) send(group []*intakeCall) {
 		}
 		close(c.done)
 	}
+}
+
+// oneBatchsFault reports whether a group's statement failed for what one of its batches holds
+// or meets: a value PostgreSQL cannot take (class 22), a constraint (23: an installation
+// deleted meanwhile), a deadlock or serialization failure (40), a limit of PostgreSQL's (54).
+// Anything else (the connection, the server's resources or state, 08, 53, 55, 57, ...) would be
+// every batch's alone too.
+func oneBatchsFault(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "40", "54":
+		return true
+	}
+	return false
 }
 
 // groupContext is what a group's statement runs under: no one request's cancellation stops it
