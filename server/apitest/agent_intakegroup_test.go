@@ -23,8 +23,9 @@ import (
 
 // intakeGroupRun submits batches through g at once, after the one statement g may run is
 // taken by a batch of an organization held FOR UPDATE by a transaction of the test's: they all
-// wait, and go as one group when the test commits. It answers each batch's result, in order.
-func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch, batches []domain.IntakeBatch, limits []int64) ([]bool, []error) {
+// wait, and go as one group when the test commits; then during runs, if not nil. It answers
+// each batch's result, in order.
+func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch, batches []domain.IntakeBatch, limits []int64, during func()) ([]bool, []error) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := env.Pool.Begin(ctx)
@@ -49,6 +50,9 @@ func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, b
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if during != nil {
+		during()
 	}
 	wg.Wait()
 	if blockedErr != nil {
@@ -140,7 +144,7 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		_ = holder.Commit(ctx)
 	}()
 	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
-	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, blocker.Agent, "blocker", 100), batches, limits)
+	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, blocker.Agent, "blocker", 100), batches, limits, nil)
 	if !<-heldAlone {
 		t.Error("the group waited for the held organization, or its batch did not wait alone")
 	}
@@ -247,7 +251,7 @@ func TestIntakeGroupRefusedByPostgreSQL(t *testing.T) {
 		if _, err := domain.SubmitBatch(ctx, env.Pool, batches[refusedOne], 1<<40, 0); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.NumericValueOutOfRange {
 			t.Fatalf("round %d: the batch alone: %v", round, err)
 		}
-		fresh, errs := intakeGroupRun(t, env, g, blocked(fmt.Sprintf("blocker-%d", round)), batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40})
+		fresh, errs := intakeGroupRun(t, env, g, blocked(fmt.Sprintf("blocker-%d", round)), batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40}, nil)
 		for i := range batches {
 			refused := errors.As(errs[i], &pgErr) && pgErr.Code == pgerrcode.NumericValueOutOfRange
 			if (i == refusedOne) != refused || (!refused && (errs[i] != nil || !fresh[i])) {
@@ -413,5 +417,81 @@ func TestIntakeStatementsAndMetrics(t *testing.T) {
 		if !strings.Contains(string(body), "\n"+line+"\n") {
 			t.Errorf("/metrics has no line %q", line)
 		}
+	}
+}
+
+// TestIntakeGroupOutageIsEveryBatchs: a group's statement that the database's outage ends
+// (here: its backend terminated, connections refused, while the statement waits) answers that
+// error to each of its batches at once, never a client's error (not found, unknown
+// installation), and sends none of them again alone. Fails when an outage is taken for one
+// batch's fault or for an answer about the batch.
+func TestIntakeGroupOutageIsEveryBatchs(t *testing.T) {
+	env := servertest.Start(t)
+	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
+	ctx := context.Background()
+	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
+	batch := func(a agentSetup, id string) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 100}
+	}
+	// The group waits for a transaction that inserted one of its batch IDs, uncommitted.
+	key, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = key.Rollback(ctx) }()
+	if _, err := key.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, 'k1', $2)`,
+		other.Agent.ID, other.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	var restore func()
+	_, errs := intakeGroupRun(t, env, g, batch(blocker, "blocker"), []domain.IntakeBatch{batch(other, "k1"), batch(s, "x1")}, []int64{1 << 40, 1 << 40}, func() {
+		waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool {
+			return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+				AND query LIKE 'WITH input AS%'`) == 1
+		})
+		restore = cutDatabase(t, env)
+	})
+	for i, err := range errs {
+		var pgErr *pgconn.PgError
+		if err == nil || errors.Is(err, domain.ErrNotFound) || errors.Is(err, domain.ErrUnknownInstallation) ||
+			errors.As(err, &pgErr) && pgErr.Code[:2] != "57" && pgErr.Code[:2] != "08" && pgErr.Code[:2] != "55" {
+			t.Errorf("batch %d during the outage: %v", i, err)
+		}
+	}
+	if st := g.Stats(); st.Statements != 2 || st.Batches != 3 {
+		t.Errorf("stats %+v; want 2 statements (the blocker, the group) for 3 batches", st)
+	}
+	restore()
+	env.Pool.Reset() // its connections were terminated; the harness's checks need new ones
+}
+
+// TestIntakeGroupCarriesAtMostMaxBytes: a group takes waiting batches while their bytes stay
+// within its maximum (what one batch may be, so the margin for what is in flight holds): five
+// batches of 500 bytes under a maximum of 1,000 go as groups of 2, 2 and 1. Fails when a group
+// passes its maximum or stops short of it.
+func TestIntakeGroupCarriesAtMostMaxBytes(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	s, blocker := newAgentSetup(t, env), newAgentSetup(t, env)
+	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
+	batch := func(a agentSetup, id string) domain.IntakeBatch {
+		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 500}
+	}
+	var batches []domain.IntakeBatch
+	limits := make([]int64, 5)
+	for i := range 5 {
+		batches = append(batches, batch(s, fmt.Sprintf("b%d", i)))
+		limits[i] = 1 << 40
+	}
+	g := domain.NewIntakeGroups(env.Pool, 1, 1000)
+	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, "blocker"), batches, limits, nil)
+	for i := range batches {
+		if errs[i] != nil || !fresh[i] {
+			t.Errorf("batch %d: fresh %v, err %v", i, fresh[i], errs[i])
+		}
+	}
+	if st := g.Stats(); st.Statements != 4 || st.Batches != 6 {
+		t.Errorf("stats %+v; want 4 statements (the blocker; groups of 2, 2 and 1) for 6 batches", st)
 	}
 }

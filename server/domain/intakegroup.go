@@ -99,7 +99,10 @@ var errAlone = errors.New("intake: send the batch alone")
 
 func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int64) (accepted, error) {
 	g.mu.Lock()
-	if g.running < g.statements && len(g.queue) == 0 {
+	// While batches wait, every statement is running (a batch is queued only when none is
+	// free, and a statement stops only on an empty queue), so a free statement means an empty
+	// queue.
+	if g.running < g.statements {
 		// A statement is free: this batch goes now, alone, on the request's own context.
 		g.running++
 		g.stats.Statements++
@@ -111,10 +114,6 @@ func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int6
 	c := &intakeCall{ctx: ctx, b: b, threshold: threshold, done: make(chan struct{})}
 	g.queue = append(g.queue, c)
 	g.stats.Batches++
-	if g.running < g.statements {
-		g.running++
-		go g.run()
-	}
 	g.mu.Unlock()
 	select {
 	case <-c.done:
