@@ -156,7 +156,7 @@ func (s *Server) intakeMetrics() []prometheus.Collector {
 			Help: "Intake statements sent to PostgreSQL, each its own commit."},
 			func() float64 { return float64(s.intake.Stats().Statements) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "renga_intake_batches_total",
-			Help: "Observation batches the intake statements carried (over renga_intake_statements_total: batches per commit)."},
+			Help: "Observation batches sent to intake's statements, each counted once (over renga_intake_statements_total: batches per statement)."},
 			func() float64 { return float64(s.intake.Stats().Batches) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "renga_intake_waiting_batches",
 			Help: "Batches waiting for an intake statement (RENGA_INTAKE_STATEMENTS run at once)."},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"renga.dev/renga/server"
@@ -21,43 +22,90 @@ import (
 	"renga.dev/renga/server/servertest"
 )
 
-// intakeGroupRun submits batches through g at once, after the one statement g may run is
-// taken by a batch of an organization held FOR UPDATE by a transaction of the test's: they all
-// wait, and go as one group when the test commits; then during runs, if not nil. It answers
-// each batch's result, in order.
-func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch, batches []domain.IntakeBatch, limits []int64, during func()) ([]bool, []error) {
+// holdStatement takes g's one statement with blocked, a batch of an organization that a
+// transaction of the test's holds FOR UPDATE: the batch waits for it. commit ends that
+// transaction and waits for blocked's answer.
+func holdStatement(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch) (commit func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := env.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocked.OrganizationID); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var blockedErr error
-	wg.Go(func() { _, blockedErr = g.Submit(ctx, blocked, 1<<40, 0) })
-	waitFor(t, 5*time.Second, "the first batch to hold the statement and wait for the lock", func() bool {
-		return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	done := make(chan error, 1)
+	go func() { _, err := g.Submit(ctx, blocked, 1<<40, 0); done <- err }()
+	waitFor(t, 20*time.Second, "the first batch to hold the statement and wait for the lock", func() bool {
+		return lockWaits(t, env, "WITH org AS%") == 1
 	})
-	before := g.Stats()
-	fresh, errs := make([]bool, len(batches)), make([]error, len(batches))
-	for i, b := range batches { // one after another: the queue's order is the slice's
-		wg.Go(func() { fresh[i], errs[i] = g.Submit(ctx, b, limits[i], 0) })
-		waitFor(t, 5*time.Second, "the batch to wait for the statement", func() bool { return g.Stats().Waiting == before.Waiting+i+1 })
+	return func() {
+		t.Helper()
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+}
+
+// lockWaits counts the test database's statements that wait for a lock, of those whose text
+// is like query.
+func lockWaits(t *testing.T, env *servertest.Env, query string) int {
+	t.Helper()
+	return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+		AND query LIKE $1`, query)
+}
+
+// plainBatch is a batch of one observation from a's agent, counted as bytes.
+func plainBatch(a agentSetup, id string, bytes int64) domain.IntakeBatch {
+	return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Bytes: bytes,
+		Body: json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)}
+}
+
+// uncommittedBatchID inserts a's batch ID in a transaction of the test's, left open: a
+// statement storing the same ID waits for it.
+func uncommittedBatchID(t *testing.T, env *servertest.Env, a agentSetup, id string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, $2, $3)`,
+		a.Agent.ID, id, a.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// intakeGroupRun submits batches through g, one after another, while blocked holds its one
+// statement (holdStatement): they all wait, and go as one group when the test commits; then
+// during runs, if not nil. limits are the batches' daily limits (nil: far from any). It
+// answers each batch's result, in order.
+func intakeGroupRun(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch, batches []domain.IntakeBatch, limits []int64, during func()) ([]bool, []error) {
+	t.Helper()
+	commit := holdStatement(t, env, g, blocked)
+	before := g.Stats()
+	fresh, errs := make([]bool, len(batches)), make([]error, len(batches))
+	var wg sync.WaitGroup
+	for i, b := range batches { // one after another: the queue's order is the slice's
+		limit := int64(1 << 40)
+		if limits != nil {
+			limit = limits[i]
+		}
+		wg.Go(func() { fresh[i], errs[i] = g.Submit(context.Background(), b, limit, 0) })
+		waitFor(t, 20*time.Second, "the batch to wait for the statement", func() bool { return g.Stats().Waiting == before.Waiting+i+1 })
+	}
+	commit()
 	if during != nil {
 		during()
 	}
 	wg.Wait()
-	if blockedErr != nil {
-		t.Fatal(blockedErr)
-	}
 	return fresh, errs
 }
 
@@ -251,7 +299,7 @@ func TestIntakeGroupRefusedByPostgreSQL(t *testing.T) {
 		if _, err := domain.SubmitBatch(ctx, env.Pool, batches[refusedOne], 1<<40, 0); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.NumericValueOutOfRange {
 			t.Fatalf("round %d: the batch alone: %v", round, err)
 		}
-		fresh, errs := intakeGroupRun(t, env, g, blocked(fmt.Sprintf("blocker-%d", round)), batches, []int64{1 << 40, 1 << 40, 1 << 40, 1 << 40}, nil)
+		fresh, errs := intakeGroupRun(t, env, g, blocked(fmt.Sprintf("blocker-%d", round)), batches, nil, nil)
 		for i := range batches {
 			refused := errors.As(errs[i], &pgErr) && pgErr.Code == pgerrcode.NumericValueOutOfRange
 			if (i == refusedOne) != refused || (!refused && (errs[i] != nil || !fresh[i])) {
@@ -278,37 +326,13 @@ func TestIntakeGroupCancellation(t *testing.T) {
 	env := servertest.Start(t)
 	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
 	ctx := context.Background()
-	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
-	batch := func(a agentSetup, id string) domain.IntakeBatch {
-		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 100}
-	}
-	locks := func(query string) int {
-		return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-			AND query LIKE $1`, query)
-	}
 	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
-
-	// The one statement taken by a batch waiting for its organization.
-	hold, err := env.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocker.OrgID); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, err := g.Submit(ctx, batch(blocker, "blocker"), 1<<40, 0); err != nil {
-			t.Error(err)
-		}
-	})
-	waitFor(t, 20*time.Second, "the blocker to wait", func() bool { return locks("WITH org AS%") == 1 })
+	commit := holdStatement(t, env, g, plainBatch(blocker, "blocker", 100))
 
 	// Cancelled while waiting: answered at once, out of the queue.
 	queued, cancelQueued := context.WithCancel(ctx)
 	queuedErr := make(chan error, 1)
-	go func() { _, err := g.Submit(queued, batch(s, "queued"), 1<<40, 0); queuedErr <- err }()
+	go func() { _, err := g.Submit(queued, plainBatch(s, "queued", 100), 1<<40, 0); queuedErr <- err }()
 	waitFor(t, 20*time.Second, "the batch to wait", func() bool { return g.Stats().Waiting == 1 })
 	cancelQueued()
 	if err := <-queuedErr; !errors.Is(err, context.Canceled) {
@@ -320,31 +344,22 @@ func TestIntakeGroupCancellation(t *testing.T) {
 
 	// Cancelled in a running group: the group waits for a transaction that inserted one of its
 	// batch IDs, uncommitted.
-	key, err := env.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = key.Rollback(ctx) }()
-	if _, err := key.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, 'k1', $2)`,
-		other.Agent.ID, other.OrgID); err != nil {
-		t.Fatal(err)
-	}
+	key := uncommittedBatchID(t, env, other, "k1")
 	inGroup, cancelInGroup := context.WithCancel(ctx)
 	inGroupErr := make(chan error, 1)
 	var k1Fresh bool
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		var err error
-		if k1Fresh, err = g.Submit(ctx, batch(other, "k1"), 1<<40, 0); err != nil {
+		if k1Fresh, err = g.Submit(ctx, plainBatch(other, "k1", 100), 1<<40, 0); err != nil {
 			t.Error(err)
 		}
 	})
 	waitFor(t, 20*time.Second, "k1 to wait", func() bool { return g.Stats().Waiting == 1 })
-	go func() { _, err := g.Submit(inGroup, batch(s, "in-group"), 1<<40, 0); inGroupErr <- err }()
+	go func() { _, err := g.Submit(inGroup, plainBatch(s, "in-group", 100), 1<<40, 0); inGroupErr <- err }()
 	waitFor(t, 20*time.Second, "both to wait", func() bool { return g.Stats().Waiting == 2 })
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return locks("WITH input AS%") == 1 })
+	commit()
+	waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return lockWaits(t, env, "WITH input AS%") == 1 })
 	cancelInGroup()
 	select {
 	case err := <-inGroupErr:
@@ -382,7 +397,7 @@ func TestIntakeStatementsAndMetrics(t *testing.T) {
 				return v
 			}
 			return ""
-		}, server.ModeDev)
+		}, server.ModeRelease)
 		if want == 0 {
 			if err == nil || !strings.Contains(err.Error(), "RENGA_INTAKE_STATEMENTS") {
 				t.Errorf("RENGA_INTAKE_STATEMENTS=%q: err %v, want one naming it", v, err)
@@ -428,28 +443,12 @@ func TestIntakeStatementsAndMetrics(t *testing.T) {
 func TestIntakeGroupOutageIsEveryBatchs(t *testing.T) {
 	env := servertest.Start(t)
 	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
-	ctx := context.Background()
-	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
-	batch := func(a agentSetup, id string) domain.IntakeBatch {
-		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 100}
-	}
 	// The group waits for a transaction that inserted one of its batch IDs, uncommitted.
-	key, err := env.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = key.Rollback(ctx) }()
-	if _, err := key.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, 'k1', $2)`,
-		other.Agent.ID, other.OrgID); err != nil {
-		t.Fatal(err)
-	}
+	uncommittedBatchID(t, env, other, "k1")
 	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
 	var restore func()
-	_, errs := intakeGroupRun(t, env, g, batch(blocker, "blocker"), []domain.IntakeBatch{batch(other, "k1"), batch(s, "x1")}, []int64{1 << 40, 1 << 40}, func() {
-		waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool {
-			return countRows(t, env, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-				AND query LIKE 'WITH input AS%'`) == 1
-		})
+	_, errs := intakeGroupRun(t, env, g, plainBatch(blocker, "blocker", 100), []domain.IntakeBatch{plainBatch(other, "k1", 100), plainBatch(s, "x1", 100)}, nil, func() {
+		waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return lockWaits(t, env, "WITH input AS%") == 1 })
 		restore = cutDatabase(t, env)
 	})
 	for i, err := range errs {
@@ -474,18 +473,12 @@ func TestIntakeGroupCarriesAtMostMaxBytes(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
 	s, blocker := newAgentSetup(t, env), newAgentSetup(t, env)
-	obs := json.RawMessage(`{"observations": [{"observed_at": "2026-12-01T00:00:00Z", "kind": "k", "data": {}}]}`)
-	batch := func(a agentSetup, id string) domain.IntakeBatch {
-		return domain.IntakeBatch{OrganizationID: a.OrgID, InstallationID: a.Agent.ID, BatchID: id, Body: obs, Bytes: 500}
-	}
 	var batches []domain.IntakeBatch
-	limits := make([]int64, 5)
 	for i := range 5 {
-		batches = append(batches, batch(s, fmt.Sprintf("b%d", i)))
-		limits[i] = 1 << 40
+		batches = append(batches, plainBatch(s, fmt.Sprintf("b%d", i), 500))
 	}
 	g := domain.NewIntakeGroups(env.Pool, 1, 1000)
-	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, "blocker"), batches, limits, nil)
+	fresh, errs := intakeGroupRun(t, env, g, plainBatch(blocker, "blocker", 500), batches, nil, nil)
 	for i := range batches {
 		if errs[i] != nil || !fresh[i] {
 			t.Errorf("batch %d: fresh %v, err %v", i, fresh[i], errs[i])

@@ -46,7 +46,6 @@ type IntakeGroups struct {
 	pool       Pool
 	statements int   // group statements running at once, at most
 	maxBytes   int64 // a group's bytes, at most (a group has at least one batch)
-	maxBatches int
 
 	mu      sync.Mutex
 	queue   []*intakeCall
@@ -70,10 +69,13 @@ func (g *IntakeGroups) Stats() IntakeStats {
 	return s
 }
 
+// maxGroupBatches bounds a group's batches (and its statement's arrays).
+const maxGroupBatches = 64
+
 // NewIntakeGroups sends batches through pool, with at most statements intake statements running
 // at once, each carrying at most maxBytes (what one batch may be).
 func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
-	return &IntakeGroups{pool: pool, statements: max(1, statements), maxBytes: maxBytes, maxBatches: 64}
+	return &IntakeGroups{pool: pool, statements: max(1, statements), maxBytes: maxBytes}
 }
 
 // Submit is SubmitBatch through the group commit.
@@ -185,7 +187,7 @@ func (g *IntakeGroups) take() []*intakeCall {
 	)
 	for _, c := range g.queue {
 		key := [2]string{c.b.InstallationID, c.b.BatchID}
-		if len(group) > 0 && (group[0].alone || c.alone || len(group) == g.maxBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
+		if len(group) > 0 && (group[0].alone || c.alone || len(group) == maxGroupBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
 			rest = append(rest, c)
 			continue
 		}
