@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures intake's statement alone against pgbench A, interleaved: TPS and the PostgreSQL
+# Measures intake's statement alone against pgbench A, interleaved: TPS, mean latency and the PostgreSQL
 # backends' CPU per transaction, on the project's schema (migrations/) with one organization and
 # 16 installations. It tells what PostgreSQL's share of intake costs apart from the server.
 #
@@ -10,6 +10,8 @@
 # script of the baselines, A_intake.sql by default), STATEMENT (bench/sql/intake_statement.sql)
 # and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C:
 #   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
+# or the create as the server pipelines it, at one client (latency beside C's):
+#   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_pipelined.sql CLIENTS=1 bench/statement.sh
 # SETUP (an SQL file) runs on the project's database before the rounds: tables a variant needs,
 # such as a copy of one with fewer indexes.
 set -euo pipefail
@@ -41,7 +43,8 @@ run() { # database script: one line of TPS and CPU per transaction
   { time -p pgbench -n -M prepared -D payload="$(cat "$baselines/payload.json")" -f "$2" -c "${CLIENTS:-16}" -j 2 -T "$secs" "$pg/$1" >"$o" 2>&1; } 2>"$o.time"
   kill "$s"; wait "$s" 2>/dev/null || true
   local n; n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$o")
-  printf '%-22s tps %6.0f   pg-us/txn %5.0f   pgbench-us/txn %4.0f\n' "$(basename "$2" .sql)" "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$o")" \
+  printf '%-22s tps %6.0f   latency-ms %6.3f   pg-us/txn %5.0f   pgbench-us/txn %4.0f\n' "$(basename "$2" .sql)" "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$o")" \
+    "$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$o")" \
     "$(awk -v hz="$(getconf CLK_TCK)" -v n="$n" '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) s += m[p]; print s * 1e6 / hz / n }' "$cpu")" \
     "$(awk -v n="$n" '$1 == "user" || $1 == "sys" { s += $2 } END { print s * 1e6 / n }' "$o.time")"
 }

@@ -17,8 +17,10 @@ import (
 // TestTerraformScale is the Terraform comparison: `terraform apply` of examples/scale (200
 // organizations and 200 policies, -parallelism=10) against a fresh server, then a refresh-only
 // plan, each beside the same graph of 400 terraform_data resources (Terraform's own floor: no
-// provider, no API), in interleaved pairs (RENGA_TF_PAIRS, 3 by default). Run with RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh
-// does).
+// provider, no API), in interleaved pairs (RENGA_TF_PAIRS, 3 by default). Each pair also plans
+// the same state with a provider that does no I/O (provider/internal/noioprovider): what is left
+// of the plan's ratio once the API and the provider's client cost nothing. Run with
+// RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh does).
 func TestTerraformScale(t *testing.T) {
 	if os.Getenv("RENGA_TF_BENCH") == "" {
 		t.Skip("load script: set RENGA_TF_BENCH=1")
@@ -34,8 +36,15 @@ func TestTerraformScale(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-renga"), "renga.dev/renga/provider").CombinedOutput(); err != nil {
 		t.Fatalf("build the provider: %v\n%s", err, out)
 	}
-	rc := filepath.Join(t.TempDir(), "terraformrc")
-	write(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"renga/renga\" = %q\n  }\n  direct {}\n}\n", bin))
+	rc := cliConfig(t, bin)
+	// The provider with no I/O (provider/internal/noioprovider): the real resources and server,
+	// Read keeping the state, no call to the deployment. Its refresh-only plan of the same state
+	// is the least a provider could cost Terraform.
+	noIOBin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(noIOBin, "terraform-provider-renga"), "renga.dev/renga/provider/internal/noioprovider").CombinedOutput(); err != nil {
+		t.Fatalf("build the provider with no I/O: %v\n%s", err, out)
+	}
+	noIORC := cliConfig(t, noIOBin)
 
 	scale, err := os.ReadFile("../examples/scale/main.tf")
 	if err != nil {
@@ -56,7 +65,7 @@ resource "terraform_data" "policy" {
 	// the server's PostgreSQL backends. On two cores a run whose CPU is far below twice its
 	// wall time waited (on Terraform's walk, round trips), rather than computed.
 	var cpuLines []string
-	run := func(name, dir string, args ...string) time.Duration {
+	runWith := func(rc, name, dir string, args ...string) time.Duration {
 		cmd := exec.Command(tf, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
@@ -84,6 +93,7 @@ resource "terraform_data" "policy" {
 			name, wall.Seconds(), tfCPU.Seconds(), (selfCPU()-self0).Seconds(), pg.Seconds()))
 		return wall
 	}
+	run := func(name, dir string, args ...string) time.Duration { return runWith(rc, name, dir, args...) }
 	apply := []string{"apply", "-auto-approve", "-parallelism=10", "-no-color", "-input=false"}
 	plan := []string{"plan", "-refresh-only", "-no-color", "-input=false"}
 	// Interleaved pairs, each in new directories with new organizations (a prefix of their
@@ -93,7 +103,7 @@ resource "terraform_data" "policy" {
 	if n, err := strconv.Atoi(os.Getenv("RENGA_TF_PAIRS")); err == nil && n > 0 {
 		pairs = n
 	}
-	var applyRatios, planRatios []float64
+	var applyRatios, planRatios, noIORatios []float64
 	for i := range pairs {
 		renga, floor := t.TempDir(), t.TempDir()
 		write(t, filepath.Join(renga, "main.tf"), string(scale))
@@ -103,20 +113,30 @@ resource "terraform_data" "policy" {
 		rengaApply := run(fmt.Sprint("renga-apply-", i+1), renga, append(apply, prefix...)...)
 		floorPlan := run(fmt.Sprint("floor-plan-", i+1), floor, plan...)
 		rengaPlan := run(fmt.Sprint("renga-plan-", i+1), renga, append(plan, prefix...)...)
+		noIOPlan := runWith(noIORC, fmt.Sprint("noio-plan-", i+1), renga, append(plan, prefix...)...)
 		applyRatios = append(applyRatios, rengaApply.Seconds()/floorApply.Seconds())
 		planRatios = append(planRatios, rengaPlan.Seconds()/floorPlan.Seconds())
-		fmt.Printf("terraform-scale pair %d: apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f\n", i+1,
+		noIORatios = append(noIORatios, noIOPlan.Seconds()/floorPlan.Seconds())
+		fmt.Printf("terraform-scale pair %d: apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  no-I/O provider=%.2fs ratio=%.2f\n", i+1,
 			rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
-			rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds())
+			rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(),
+			noIOPlan.Seconds(), noIOPlan.Seconds()/floorPlan.Seconds())
 	}
 	// The provider's fixed cost: the same configuration with no resources (Terraform starts
 	// and configures the provider, reads nothing).
 	empty := t.TempDir()
 	write(t, filepath.Join(empty, "main.tf"), string(scale))
 	emptyPlan := run("empty-plan", empty, append(plan, "-var", "count_of_organizations=0")...)
-	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  plan with no resources=%.2fs\n",
-		median(applyRatios), median(planRatios), pairs, emptyPlan.Seconds())
+	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  plan with no resources=%.2fs  no-I/O provider plan ratio=%.2f\n",
+		median(applyRatios), median(planRatios), pairs, emptyPlan.Seconds(), median(noIORatios))
 	fmt.Println(strings.Join(cpuLines, "\n"))
+}
+
+// cliConfig writes a Terraform CLI configuration whose dev_overrides take renga/renga from dir.
+func cliConfig(t *testing.T, dir string) string {
+	rc := filepath.Join(t.TempDir(), "terraformrc")
+	write(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"renga/renga\" = %q\n  }\n  direct {}\n}\n", dir))
+	return rc
 }
 
 // median is the middle of xs (the mean of the two middle ones for an even count).

@@ -1,0 +1,41 @@
+-- The same statements as create_statements.sql in the server's two pipelined round trips (BEGIN
+-- with the credential re-check, the key's lock and the stored result's read; then the create, the
+-- stored result, the audit event and Activity with COMMIT): what PostgreSQL alone takes for a
+-- create, with no HTTP and no Go, at one client beside C's latency:
+--   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_pipelined.sql CLIENTS=1 bench/statement.sh
+\set k random(1, 9000000000000000000)
+\startpipeline
+BEGIN;
+SELECT pg_advisory_xact_lock_shared(42);
+SELECT count(*), now() FROM operator_tokens WHERE id = 'tok_1' AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now());
+SELECT pg_advisory_xact_lock(hashtextextended('idem-' || :k, 0));
+SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
+  WHERE actor_id = 'tok_1' AND method = 'POST' AND route = '/api/v1/operator/organizations'
+  AND key_hash = sha256(convert_to('idem-' || :k, 'UTF8')) AND expires_at > now();
+\endpipeline
+\startpipeline
+WITH o AS (
+    INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
+    VALUES ('org_' || :k, 's' || :k, 'New org ' || :k, 'active', 1, now(), now()) RETURNING id),
+  p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o)
+INSERT INTO organization_settings (organization_id) SELECT id FROM o;
+INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
+  VALUES ('tok_1', 'POST', '/api/v1/operator/organizations', sha256(convert_to('idem-' || :k, 'UTF8')),
+    sha256(convert_to('req-' || :k, 'UTF8')), 201, '{"Content-Type":["application/json"],"Location":["/api/v1/operator/organizations/org_1"]}',
+    convert_to('{"id":"org_' || :k || '","slug":"s' || :k || '","display_name":"New org","state":"active","version":1}', 'UTF8'),
+    now() + interval '24 hours')
+  ON CONFLICT (actor_id, method, route, key_hash) DO UPDATE SET request_digest = excluded.request_digest,
+    status = excluded.status, headers = excluded.headers, body = excluded.body,
+    created_at = now(), expires_at = excluded.expires_at;
+WITH audit AS (
+    INSERT INTO audit_events (id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
+      organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address, provider_id)
+    VALUES ('aud_' || :k, now(), 'req_' || :k, 'operator_token', 'tok_1', 'bench', NULL, 'createOrganization',
+      'org_' || :k, 'New org ' || :k, 'tok_1', 'succeeded', 201, NULL, '{slug,display_name}', '127.0.0.1', NULL))
+INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type, actor_id,
+    actor_name, invocation_id, operation, changed_fields)
+  SELECT 'act_' || :k, id, now(), 'req_' || :k, 'operator_token', 'tok_1', 'bench', NULL, 'createOrganization', '{slug,display_name}'
+  FROM organizations WHERE true AND id = 'org_' || :k;
+COMMIT;
+\endpipeline
