@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,6 +73,11 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	if pe != nil {
 		return nil, pe
 	}
+	// Refused here rather than by the statement: in a group, PostgreSQL's refusal would fail the
+	// whole group's statement and send each of its batches again alone.
+	if !domain.NumbersFitNumeric(body) {
+		return nil, numberOutOfRange()
+	}
 	batch := domain.IntakeBatch{OrganizationID: h.Org.ID, InstallationID: h.Installation.ID, BatchID: req.Body.BatchId,
 		Body: body, Bytes: int64(len(st.Body)), PublicKey: h.Installation.PublicKey, PolicyVersion: h.PolicyVersion}
 	policy := h.Policy
@@ -96,37 +102,66 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 		return nil, problem.New(http.StatusUnauthorized, api.ErrorCodeUnauthenticated,
 			"Sign the request with the installation's key (Renga-Installation, Renga-Timestamp, Renga-Signature).")
 	case isPgCode(err, pgerrcode.NumericValueOutOfRange):
-		// JSON numbers have no range; jsonb's numeric has one. Nothing was stored.
-		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest,
-			"A number in the observations is beyond what can be stored (at most 131072 digits before the decimal point and 16383 after).")
-		pe.Errors = []problem.FieldError{{Field: "observations", Message: "a number out of range"}}
-		return nil, pe
+		// What NumbersFitNumeric let through and PostgreSQL did not take: the same answer.
+		return nil, numberOutOfRange()
 	case err != nil:
 		return nil, err
 	}
 	return api.SubmitObservations202JSONResponse{Body: api.BatchAccepted{Accepted: len(req.Body.Observations), Duplicate: !fresh}}, nil
 }
 
+// numberOutOfRange is the answer to a batch holding a number jsonb cannot: JSON numbers have no
+// range; jsonb's numeric has one. Nothing is stored.
+func numberOutOfRange() *problem.Error {
+	pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest,
+		"A number in the observations is beyond what can be stored (at most 131072 digits before the decimal point and 16383 after).")
+	pe.Errors = []problem.FieldError{{Field: "observations", Message: "a number out of range"}}
+	return pe
+}
+
 // storableBatch is a batch as PostgreSQL's jsonb takes it: the body as sent (numbers keep their
 // digits; the statement reads its observations member), unless it holds \u escapes, which are
-// re-encoded (a lone surrogate becomes U+FFFD instead of an error; NUL was refused before).
-// Timestamps PostgreSQL cannot hold (years outside 1..9999) are refused.
+// re-encoded (a lone surrogate becomes U+FFFD instead of an error; NUL was refused before), or
+// an observed_at whose UTC offset PostgreSQL cannot read (RFC 3339 allows up to ±23:59,
+// timestamptz's input ±15:59), which is written in UTC instead: the same instant, which is all
+// a timestamptz keeps. Timestamps PostgreSQL cannot hold (years outside 1..9999, in UTC for those
+// written in UTC) are refused.
 func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *problem.Error) {
+	var inUTC []int // the observations whose observed_at is written in UTC
 	for i, o := range in {
-		if y := o.ObservedAt.Year(); y < 1 || y > 9999 {
+		at := o.ObservedAt
+		if _, offset := at.Zone(); offset < -maxTimestamptzOffset || offset > maxTimestamptzOffset {
+			at = at.UTC()
+			inUTC = append(inUTC, i)
+		}
+		if y := at.Year(); y < 1 || y > 9999 {
 			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "observed_at must be an RFC 3339 time between years 1 and 9999.")
 			pe.Errors = []problem.FieldError{{Field: fmt.Sprintf("observations.%d.observed_at", i), Message: "RFC 3339, years 1 to 9999"}}
 			return nil, pe
 		}
 	}
-	if !bytes.Contains(body, []byte(`\u`)) {
+	if len(inUTC) == 0 && !bytes.Contains(body, []byte(`\u`)) {
 		return body, nil
 	}
+	notABatch := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
 	var batch map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&batch); err != nil {
-		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+		return nil, notABatch
+	}
+	if len(inUTC) > 0 {
+		list, ok := batch["observations"].([]any)
+		if !ok || len(list) != len(in) {
+			return nil, notABatch
+		}
+		for _, i := range inUTC {
+			o, ok := list[i].(map[string]any)
+			if !ok {
+				return nil, notABatch
+			}
+			o["observed_at"] = in[i].ObservedAt.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	out, err := json.Marshal(batch)
 	if err != nil {
@@ -134,6 +169,9 @@ func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *probl
 	}
 	return out, nil
 }
+
+// maxTimestamptzOffset is the largest UTC offset PostgreSQL's timestamptz input reads: 15:59.
+const maxTimestamptzOffset = 15*3600 + 59*60
 
 // intakeExactMargin is how close to intake_bytes_per_day an organization's intake serializes:
 // what this server's intake statements can have in flight at once (one per database

@@ -386,6 +386,54 @@ func TestIntakeGroupCancellation(t *testing.T) {
 	}
 }
 
+// TestIntakeGroupOfEndedRequestsStops: a group's statement whose requests have all ended is
+// cancelled, rather than left to wait (here, for a transaction holding one of its batch IDs)
+// until the latest deadline; its statement is free for the next batch at once, and nothing of
+// the group is stored. Fails when the statement runs on with no one waiting for it.
+func TestIntakeGroupOfEndedRequestsStops(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
+	ctx := context.Background()
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	commit := holdStatement(t, env, g, plainBatch(blocker, "blocker", 100))
+	key := uncommittedBatchID(t, env, other, "k1")
+	var wg sync.WaitGroup
+	var cancels []context.CancelFunc
+	for i, b := range []domain.IntakeBatch{plainBatch(other, "k1", 100), plainBatch(s, "s1", 100)} {
+		rctx, cancel := context.WithTimeout(ctx, time.Hour)
+		cancels = append(cancels, cancel)
+		wg.Go(func() {
+			if _, err := g.Submit(rctx, b, 1<<40, 0); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v, want its cancellation", b.BatchID, err)
+			}
+		})
+		waitFor(t, 20*time.Second, "the batch to wait", func() bool { return g.Stats().Waiting == i+1 })
+	}
+	commit()
+	waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return lockWaits(t, env, "WITH input AS%") == 1 })
+	cancels[0]()
+	time.Sleep(200 * time.Millisecond) // one request left: the statement goes on
+	if n := lockWaits(t, env, "WITH input AS%"); n != 1 {
+		t.Fatalf("the group's statement stopped with one of its requests still waiting (%d lock waits)", n)
+	}
+	cancels[1]()
+	wg.Wait()
+	waitFor(t, 20*time.Second, "the group's statement to be cancelled", func() bool { return lockWaits(t, env, "WITH input AS%") == 0 })
+	// The statement is free: a batch goes at once, alone, while k1's transaction still holds.
+	if fresh, err := g.Submit(ctx, plainBatch(s, "next", 100), 1<<40, 0); err != nil || !fresh {
+		t.Fatalf("the next batch: fresh %v, err %v", fresh, err)
+	}
+	if err := key.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int{"k1": 0, "s1": 0, "next": 1} {
+		if n := countRows(t, env, `SELECT count(*) FROM observation_batches WHERE batch_id = $1`, id); n != want {
+			t.Errorf("%s: %d stored, want %d", id, n, want)
+		}
+	}
+}
+
 // TestIntakeStatementsAndMetrics: RENGA_INTAKE_STATEMENTS sets how many intake statements run
 // at once (2 unless set; a positive integer), and /metrics counts intake's statements and the
 // batches they carried (one each here: one agent sends its batches one after another).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,12 +37,14 @@ import (
 // suspension, a move's freeze) is skipped (SKIP LOCKED): its batches go alone, outside the
 // statements' count, and wait for it as a batch alone does, so no organization's lock holds up
 // another's batches. A group whose statement PostgreSQL refuses for what a batch holds (a
-// number jsonb cannot hold; oneBatchsFault) stores nothing; its batches go back first in the
+// number jsonb cannot hold, which the server's handler refuses before, by NumbersFitNumeric;
+// an installation deleted meanwhile; oneBatchsFault) stores nothing; its batches go back first in the
 // queue, each to go alone, so one batch's error is its own and costs a statement per batch of
 // its group, within the statements' count. Any other error (connection lost, the database
 // refusing connections, a timeout) is every batch's: alone, each would meet it too. A group's
 // statement is no one request's: a request whose context ends gets its error at once, and the
-// statement goes on, until the latest of its batches' deadlines.
+// statement goes on for the others, until the latest of its batches' deadlines, or until every
+// request of the group has ended (then it is cancelled: no one waits for it).
 type IntakeGroups struct {
 	pool       Pool
 	statements int   // group statements running at once, at most
@@ -261,19 +264,48 @@ func oneBatchsFault(err error) bool {
 }
 
 // groupContext is what a group's statement runs under: no one request's cancellation stops it
-// (the others are waiting for it), and it has as long as the batch with the most time left.
+// (the others are waiting for it), and it has as long as the batch with the most time left;
+// once every request of the group has ended, no one waits for it, and it is cancelled.
 func groupContext(group []*intakeCall) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(group[0].ctx)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if last, ok := latestDeadline(group); ok {
+		ctx, cancel = context.WithDeadline(base, last)
+	} else {
+		ctx, cancel = context.WithCancel(base)
+	}
+	var left atomic.Int64
+	left.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, c := range group {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// latestDeadline is the latest of the group's requests' deadlines; none if one has none.
+func latestDeadline(group []*intakeCall) (time.Time, bool) {
 	var last time.Time
 	for _, c := range group {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(group[0].ctx))
+			return time.Time{}, false
 		}
 		if d.After(last) {
 			last = d
 		}
 	}
-	return context.WithDeadline(context.WithoutCancel(group[0].ctx), last)
+	return last, true
 }
 
 // acceptBatches is acceptBatch for a group, in one statement: one answer per batch, in order.
