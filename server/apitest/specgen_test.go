@@ -154,7 +154,7 @@ func (g *specGen) validString(s *openapi3.Schema) string {
 	}
 	switch s.Format {
 	case "date-time":
-		return time.Now().UTC().Add(-time.Duration(g.r.IntN(1000)) * time.Hour).Format(time.RFC3339)
+		return g.dateTime()
 	case "date":
 		return time.Now().UTC().AddDate(0, 0, -g.r.IntN(60)).Format("2006-01-02")
 	case "email":
@@ -168,6 +168,33 @@ func (g *specGen) validString(s *openapi3.Schema) string {
 		}
 	}
 	return g.text(max(minLen, 1), max(maxLen, 1))
+}
+
+// dateTime is an RFC 3339 time: mostly in the last thousand hours, in UTC; sometimes with any
+// offset RFC 3339 allows (to ±23:59, where PostgreSQL's timestamptz input reads ±15:59), with
+// fractional seconds (to nanoseconds), or at either end of years 1..9999 (in its offset: an
+// instant of year 0 or 10000 in UTC).
+func (g *specGen) dateTime() string {
+	t := time.Now().UTC().Add(-time.Duration(g.r.IntN(1000)) * time.Hour)
+	switch {
+	case g.chance(0.05):
+		t = time.Date(1, 1, 1, g.r.IntN(24), g.r.IntN(60), 0, 0, time.UTC)
+	case g.chance(0.05):
+		t = time.Date(9999, 12, 31, g.r.IntN(24), g.r.IntN(60), 59, 0, time.UTC)
+	}
+	layout := time.RFC3339
+	if g.chance(0.2) {
+		t, layout = t.Add(time.Duration(g.r.IntN(1e9))), time.RFC3339Nano
+	}
+	if g.chance(0.3) {
+		offset := (g.r.IntN(24)*60 + g.r.IntN(60)) * 60
+		if g.chance(0.5) {
+			offset = -offset
+		}
+		// The same wall clock in that offset (at the ends of the years, a different instant).
+		t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.FixedZone("", offset))
+	}
+	return t.Format(layout)
 }
 
 // text is printable text, sometimes beyond ASCII.
