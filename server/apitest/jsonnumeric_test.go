@@ -45,6 +45,9 @@ func TestNumbersFitNumericAsPostgreSQL(t *testing.T) {
 		`{"n": 1.` + zeros(20000) + `e3617}`, `{"n": 1.` + zeros(20000) + `e3616}`, `{"n": 0.000e1073741822}`,
 		`{"n": 0e+1073741824}`, `{"n": 0e01073741824}`, `{"n": 1E+0131071}`, `{"n": 1e-0000016383}`,
 		`{"n": 0e-1073741823}`, `{"n": 0e-1073741824}`, `{"n": 1e1073741823}`, `{"n": 1e4294967301}`, `{"n": 0e4294967301}`,
+		`{"n": 0e10737418230}`, `{"n": 0e1073741822}`,
+		// Digits inside strings past their first character; numbers that end the document.
+		`{"s": "x1e999999"}`, `{"s": "ab 1e131072 cd"}`, `"1e131072"`, `1.5`, `-0.25`, `0`, `9`, `-9.5e-3`,
 	}
 	// PostgreSQL 15 refuses an exponent of exactly INT_MAX/2 (16 takes it on a zero):
 	// NumbersFitNumeric passes such a zero, and PostgreSQL 15 refuses it itself.
