@@ -51,7 +51,7 @@ run_pgbench C8 -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
 run_pgbench C1 -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
 # The create's own statements, in the server's two pipelined round trips, from pgbench at one
 # client beside C again: the least any server sending them can take, with no HTTP and no Go.
-CLIENTS=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_pipelined.sql bash bench/statement.sh "$secs" 1 2>/dev/null >"$out/stmt"
+PIPELINED=1 CLIENTS=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql bash bench/statement.sh "$secs" 1 2>/dev/null >"$out/stmt"
 
 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
   go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchmem -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
@@ -92,7 +92,7 @@ printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /organizations/{id} req/s (vs B tp
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "POST /organizations req/s, 8 clients (vs C)" "$c8" "$C8" "$(echo "$c8 / $C8" | bc -l)" ">=0.8"
 printf '%-46s %10.2f %12.2f %8.2f %8s\n' "POST /organizations p50 ms, 1 client (vs C)" "$p50" "$C1" "$(echo "$p50 / $C1" | bc -l)" "<=1.5"
 printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$p99"
-printf '  its statements alone, from pgbench, 1 client (bench/sql/create_pipelined.sql, beside C again):\n'
+printf '  its statements alone, from pgbench, 1 client (create_statements.sql pipelined, beside C again):\n'
 sed 's/^/    /' "$out/stmt"
 printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$health"
 printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A tps)" "$intake" "$A" "$(echo "$intake / $A" | bc -l)" ">=0.8"

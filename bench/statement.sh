@@ -10,8 +10,9 @@
 # script of the baselines, A_intake.sql by default), STATEMENT (bench/sql/intake_statement.sql)
 # and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C:
 #   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
-# or the create as the server pipelines it, at one client (latency beside C's):
-#   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_pipelined.sql CLIENTS=1 bench/statement.sh
+# PIPELINED=1 sends the statement's script in pipelined round trips, each starting at a line
+# "-- round trip" (the create as the server sends it, at one client: latency beside C's):
+#   PIPELINED=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=1 bench/statement.sh
 # SETUP (an SQL file) runs on the project's database before the rounds: tables a variant needs,
 # such as a copy of one with fewer indexes.
 set -euo pipefail
@@ -48,9 +49,16 @@ run() { # database script: one line of TPS and CPU per transaction
     "$(awk -v hz="$(getconf CLK_TCK)" -v n="$n" '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) s += m[p]; print s * 1e6 / hz / n }' "$cpu")" \
     "$(awk -v n="$n" '$1 == "user" || $1 == "sys" { s += $2 } END { print s * 1e6 / n }' "$o.time")"
 }
+statement=${STATEMENT:-bench/sql/intake_statement.sql}
+if [ -n "${PIPELINED:-}" ]; then
+  p=$(mktemp -d)/$(basename "$statement")
+  awk '/^-- round trip/ { if (open) print "\\endpipeline"; print "\\startpipeline"; open = 1; next }
+    { print } END { if (open) print "\\endpipeline" }' "$statement" >"$p"
+  statement=$p
+fi
 for _ in $(seq "$rounds"); do
   run renga_statement_a "$baselines/${BASELINE:-A_intake.sql}"
-  run renga_statement "${STATEMENT:-bench/sql/intake_statement.sql}"
+  run renga_statement "$statement"
   for f in ${VARIANTS:-}; do run renga_statement "$f"; done
 done
 psql -q "$pg/postgres" -c "DROP DATABASE renga_statement" -c "DROP DATABASE renga_statement_a"

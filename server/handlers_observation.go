@@ -143,22 +143,24 @@ func storableBatch(body []byte, in []api.ObservationIn) (json.RawMessage, *probl
 	if len(inUTC) == 0 && !bytes.Contains(body, []byte(`\u`)) {
 		return body, nil
 	}
-	notABatch := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	notABatch := func() *problem.Error {
+		return problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The body is not a batch of observations.")
+	}
 	var batch map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&batch); err != nil {
-		return nil, notABatch
+		return nil, notABatch()
 	}
 	if len(inUTC) > 0 {
 		list, ok := batch["observations"].([]any)
 		if !ok || len(list) != len(in) {
-			return nil, notABatch
+			return nil, notABatch()
 		}
 		for _, i := range inUTC {
 			o, ok := list[i].(map[string]any)
 			if !ok {
-				return nil, notABatch
+				return nil, notABatch()
 			}
 			o["observed_at"] = in[i].ObservedAt.UTC().Format(time.RFC3339Nano)
 		}

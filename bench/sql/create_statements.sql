@@ -1,9 +1,11 @@
 -- A keyed, audited createOrganization as the server sends it (domain.BeginWrite, the deferred
 -- insert of domain.DeferredOrganizationCreate, domain.FinishWrite and domain.AuditStatement), as
--- pgbench runs it: each statement its own round trip (the server sends them in two pipelined
--- batches). bench/statement.sh runs it beside pgbench C on the project's schema:
+-- pgbench runs it: each statement its own round trip; with PIPELINED=1, bench/statement.sh sends
+-- them in the server's two pipelined round trips (split at "-- round trip"). bench/statement.sh
+-- runs it beside pgbench C on the project's schema:
 --   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
 \set k random(1, 9000000000000000000)
+-- round trip: BEGIN, the credential's re-check, the key's lock and its stored result
 BEGIN;
 SELECT pg_advisory_xact_lock_shared(42);
 SELECT count(*), now() FROM operator_tokens WHERE id = 'tok_1' AND revoked_at IS NULL
@@ -12,6 +14,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('idem-' || :k, 0));
 SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
   WHERE actor_id = 'tok_1' AND method = 'POST' AND route = '/api/v1/operator/organizations'
   AND key_hash = sha256(convert_to('idem-' || :k, 'UTF8')) AND expires_at > now();
+-- round trip: the create, the stored result, the audit event, Activity, COMMIT
 WITH o AS (
     INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
     VALUES ('org_' || :k, 's' || :k, 'New org ' || :k, 'active', 1, now(), now()) RETURNING id),

@@ -28,14 +28,7 @@ import (
 func holdStatement(t *testing.T, env *servertest.Env, g *domain.IntakeGroups, blocked domain.IntakeBatch) (commit func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := env.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocked.OrganizationID); err != nil {
-		t.Fatal(err)
-	}
+	tx := openTx(t, env, `SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE`, blocked.OrganizationID)
 	done := make(chan error, 1)
 	go func() { _, err := g.Submit(ctx, blocked, 1<<40, 0); done <- err }()
 	waitFor(t, 20*time.Second, "the first batch to hold the statement and wait for the lock", func() bool {
@@ -70,14 +63,21 @@ func plainBatch(a agentSetup, id string, bytes int64) domain.IntakeBatch {
 // statement storing the same ID waits for it.
 func uncommittedBatchID(t *testing.T, env *servertest.Env, a agentSetup, id string) pgx.Tx {
 	t.Helper()
+	return openTx(t, env, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, $2, $3)`,
+		a.Agent.ID, id, a.OrgID)
+}
+
+// openTx begins a transaction of the test's, runs sql in it and leaves it open, holding what
+// sql locked until the test commits or rolls it back (rolled back at the test's end).
+func openTx(t *testing.T, env *servertest.Env, sql string, args ...any) pgx.Tx {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := env.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, `INSERT INTO observation_batches (installation_id, batch_id, organization_id) VALUES ($1, $2, $3)`,
-		a.Agent.ID, id, a.OrgID); err != nil {
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}
 	return tx
@@ -165,14 +165,7 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 
 	// The held organization, being suspended: its batch must not hold up the group; the test
 	// commits the holder only once the others are answered and the batch waits alone.
-	holder, err := env.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, held.OrgID); err != nil {
-		t.Fatal(err)
-	}
+	holder := openTx(t, env, `UPDATE organizations SET state = 'suspended' WHERE id = $1`, held.OrgID)
 	// Everything but the held organization's batch is answered while the holder holds it; then
 	// the holder commits.
 	heldAlone := make(chan bool, 1)

@@ -38,13 +38,17 @@ func main() {
 	}
 	p := &noIO{client: c}
 	server := func() tfprotov6.ProviderServer {
-		return shortpath.Wrap(providerserver.NewProtocol6(p)(), "renga", p.data,
-			func() resource.Resource { return organizationNoRead{&organization.Resource{}} },
-			func() resource.Resource { return policyNoRead{&organizationpolicy.Resource{}} })
+		return shortpath.Wrap(providerserver.NewProtocol6(p)(), "renga", p.data, resources...)
 	}
 	if err := tf6server.Serve("registry.terraform.io/renga/renga", server); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// resources are the provider's resources: examples/scale's two, reading nothing.
+var resources = []func() resource.Resource{
+	func() resource.Resource { return organizationNoRead{&organization.Resource{}} },
+	func() resource.Resource { return policyNoRead{&organizationpolicy.Resource{}} },
 }
 
 // organizationNoRead is renga_organization (every method the real one has) with a Read that
@@ -88,11 +92,6 @@ func (p *noIO) Configure(_ context.Context, _ provider.ConfigureRequest, resp *p
 	p.ready.Store(true)
 }
 
-func (p *noIO) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{
-		func() resource.Resource { return organizationNoRead{&organization.Resource{}} },
-		func() resource.Resource { return policyNoRead{&organizationpolicy.Resource{}} },
-	}
-}
+func (p *noIO) Resources(context.Context) []func() resource.Resource { return resources }
 
 func (p *noIO) DataSources(context.Context) []func() datasource.DataSource { return nil }
