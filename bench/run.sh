@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Measures the operator API beside PostgreSQL's own ceiling on the same machine, in the same run
 # (../shared/baselines): pgbench scripts A (intake), B (authenticated read) and C (keyed, audited
-# create), then the Go benchmarks against the same PostgreSQL, then the ratios.
+# create), each right before the Go benchmarks of its path against the same PostgreSQL, in
+# ROUNDS rounds (3); each ratio is the median of its rounds' ratios. The ceilings on this machine
+# move by a quarter within minutes: a ratio of two runs made minutes apart measures the machine
+# as much as the server, and one of two runs made back to back does not.
 #
 #   bench/run.sh [seconds-per-pgbench-run]      (needs PostgreSQL at 127.0.0.1:5432, user postgres)
+#   ROUNDS=3 BENCHTIME=4s                       (rounds; each Go benchmark's -benchtime)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-15}
+secs=${1:-10}
+rounds=${ROUNDS:-3}
 baselines=${BASELINES:-../shared/baselines}
 pg="postgres://postgres@127.0.0.1:5432"
 out=$(mktemp -d)
+# One test binary for every Go measurement: nothing compiles between a pgbench run and its pair.
+go test -c -o "$out/bench.test" ./bench/
+export RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable"
+gotest() { (cd bench && "$out/bench.test" "$@"); }
 
 psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS renga_baseline" -c "CREATE DATABASE renga_baseline"
 psql -q "$pg/renga_baseline" -f "$baselines/schema.sql" >/dev/null
@@ -45,78 +54,105 @@ pg_us_per_txn() { # name: the backends' CPU per transaction, in µs
   awk -v hz="$(getconf CLK_TCK)" -v n="$n" '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) s += m[p]; printf "%.0f\n", s * 1e6 / hz / n }' "$out/$1.cpu"
 }
 
-run_pgbench A -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs"
-run_pgbench B -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
-run_pgbench C8 -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
-run_pgbench C1 -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
+gobench() { # round regexp...: each regexp one run of the Go benchmarks, output appended to $out/go.round
+  local r=$1; shift
+  for re in "$@"; do
+    gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
+  done
+}
+# Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
+# turns going first: of two benchmarks run back to back, the second tends to be the slower.
+for r in $(seq "$rounds"); do
+  echo "round $r of $rounds"
+  pair() { if [ $((r % 2)) = 1 ]; then gobench "$r" "$1" "$2"; else gobench "$r" "$2" "$1"; fi; }
+  run_pgbench "A.$r" -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs"
+  pair '^BenchmarkIntake$' '^BenchmarkFloorIntake$'
+  run_pgbench "B.$r" -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
+  pair '^BenchmarkGetOrganization$' '^BenchmarkFloorGetOrganization$'
+  run_pgbench "C8.$r" -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
+  pair '^BenchmarkCreateOrganization$/^clients=8$' '^BenchmarkFloorCreateOrganization$/^clients=8$'
+  run_pgbench "C1.$r" -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
+  pair '^BenchmarkCreateOrganization$/^clients=1$' '^BenchmarkFloorCreateOrganization$/^clients=1$'
+  gobench "$r" '^Benchmark(Home|BareHandler|Healthz)$'
+done
 # The create's own statements, in the server's two pipelined round trips, from pgbench at one
 # client beside C again: the least any server sending them can take, with no HTTP and no Go.
 PIPELINED=1 CLIENTS=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql bash bench/statement.sh "$secs" 1 2>/dev/null >"$out/stmt"
 
-RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -run '^$' -bench 'Healthz|GetOrganization|CreateOrganization|Intake|Home|BareHandler' -benchmem -benchtime "${BENCHTIME:-5s}" ./bench/ | tee "$out/go"
+RENGA_LOAD=1 gotest -test.count=1 -test.run TestIntakeLoad -test.v | grep intake-load | tee "$out/load"
 
-RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -count=1 -run TestIntakeLoad -v ./bench/ | grep intake-load | tee "$out/load"
-
-RENGA_LOAD=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -count=1 -run TestAgentFootprint -v ./bench/ | grep agent-footprint | tee "$out/agent"
+RENGA_LOAD=1 gotest -test.count=1 -test.run TestAgentFootprint -test.v | grep agent-footprint | tee "$out/agent"
 
 # Terraform: examples/scale against a fresh server beside the same graph of terraform_data.
 if command -v terraform >/dev/null; then
-  RENGA_TF_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-    go test -count=1 -run TestTerraformScale -v ./bench/ | grep terraform-scale | tee "$out/tf"
+  RENGA_TF_BENCH=1 gotest -test.count=1 -test.run TestTerraformScale -test.v | grep terraform-scale | tee "$out/tf"
 fi
 
 # Transfers: export and import of 1M observations beside COPY TO / COPY FROM of the same rows,
 # with the server's peak RSS above idle during each (target: >= 0.5 of COPY, < 64 MiB).
-RENGA_TRANSFER_BENCH=1 RENGA_TEST_DATABASE_URL="$pg/postgres?sslmode=disable" \
-  go test -count=1 -timeout 30m -run TestTransferLoad -v ./bench/ | grep transfer-load | tee "$out/transfer"
+RENGA_TRANSFER_BENCH=1 gotest -test.count=1 -test.timeout 30m -test.run TestTransferLoad -test.v | grep transfer-load | tee "$out/transfer"
 
-metric() { # benchmark-name unit
-  awk -v name="$1" -v unit="$2" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go" | head -1
+metric() { # round benchmark-name unit
+  awk -v name="$2" -v unit="$3" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go.$1" | head -1
 }
-A=$(tps "$out/A"); B=$(tps "$out/B"); C8=$(tps "$out/C8"); C1=$(lat "$out/C1")
-intake=$(metric BenchmarkIntake batches/s)
-intake99=$(metric BenchmarkIntake p99-ms)
-home=$(metric BenchmarkHome req/s)
-bare=$(metric BenchmarkBareHandler req/s)
-get=$(metric BenchmarkGetOrganization req/s)
-health=$(metric BenchmarkHealthz req/s)
-c8=$(metric BenchmarkCreateOrganization/clients=8 req/s)
-allocs() { metric "$1" allocs/op; }
-p50=$(metric BenchmarkCreateOrganization/clients=1 p50-ms)
-p99=$(metric BenchmarkCreateOrganization/clients=1 p99-ms)
-printf '\n%-46s %10s %12s %8s %8s\n' measure renga ceiling ratio target
-printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /organizations/{id} req/s (vs B tps)" "$get" "$B" "$(echo "$get / $B" | bc -l)" ">=0.6"
-printf '%-46s %10.0f %12.0f %8.2f %8s\n' "POST /organizations req/s, 8 clients (vs C)" "$c8" "$C8" "$(echo "$c8 / $C8" | bc -l)" ">=0.8"
-printf '%-46s %10.2f %12.2f %8.2f %8s\n' "POST /organizations p50 ms, 1 client (vs C)" "$p50" "$C1" "$(echo "$p50 / $C1" | bc -l)" "<=1.5"
-printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$p99"
+value() { # round kind args: kind go (benchmark-name unit), tps or lat (pgbench run), pgcpu or clientcpu (pgbench run)
+  local r=$1 k=$2; shift 2
+  case $k in
+    go) metric "$r" "$@" ;;
+    tps) tps "$out/$1.$r" ;;
+    lat) lat "$out/$1.$r" ;;
+    pgcpu) pg_us_per_txn "$1.$r" ;;
+    clientcpu) client_us_per_txn "$1.$r" ;;
+  esac
+}
+median() { # numbers on stdin, one per line
+  grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+med() { # kind args: the median over the rounds of value kind args
+  for r in $(seq "$rounds"); do value "$r" "$@"; done | median
+}
+ratio_row() { # label target "numerator kind args" "denominator kind args" [width]: both medians, each round's ratio, their median
+  local label=$1 target=$2 num=$3 den=$4 rs="" n d
+  for r in $(seq "$rounds"); do
+    # shellcheck disable=SC2086
+    n=$(value "$r" $num); d=$(value "$r" $den)
+    rs="$rs $(echo "$n / $d" | bc -l)"
+  done
+  # shellcheck disable=SC2086
+  printf '%-46s %10.2f %10.2f  ' "$label" "$(med $num)" "$(med $den)"
+  for x in $rs; do printf '%6.2f' "$x"; done
+  printf '  %6.2f %7s\n' "$(echo "$rs" | tr ' ' '\n' | median)" "$target"
+}
+printf '\n%-46s %10s %10s  %-*s  %6s %7s\n' "measure (renga, ceiling: medians of the rounds)" renga ceiling $((6 * rounds)) "ratio by round" median target
+ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkGetOrganization req/s" "tps B"
+ratio_row "POST /organizations req/s, 8 clients (vs C)" ">=0.8" "go BenchmarkCreateOrganization/clients=8 req/s" "tps C8"
+ratio_row "POST /organizations p50 ms, 1 client (vs C)" "<=1.5" "go BenchmarkCreateOrganization/clients=1 p50-ms" "lat C1"
+printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$(med go BenchmarkCreateOrganization/clients=1 p99-ms)"
 printf '  its statements alone, from pgbench, 1 client (create_statements.sql pipelined, beside C again):\n'
 sed 's/^/    /' "$out/stmt"
-printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$health"
-printf '%-46s %10.0f %12.0f %8.2f %8s\n' "signed 1 KB batches/s, 16 agents (vs A tps)" "$intake" "$A" "$(echo "$intake / $A" | bc -l)" ">=0.8"
-printf '%-46s %10.2f\n' "intake p99 ms at full load" "$intake99"
+printf '%-46s %10.0f\n' "GET /healthz req/s (same server)" "$(med go BenchmarkHealthz req/s)"
+ratio_row "signed 1 KB batches/s, 16 agents (vs A tps)" ">=0.8" "go BenchmarkIntake batches/s" "tps A"
+printf '%-46s %10.2f\n' "intake p99 ms at full load" "$(med go BenchmarkIntake p99-ms)"
 printf '%s (target: p99 < 25 ms at half the maximum rate)\n' "$(cat "$out/load")"
-printf '%-46s %10.0f %12.0f %8.2f %8s\n' "GET /api/v1/agent/home req/s (vs bare net/http)" "$home" "$bare" "$(echo "$home / $bare" | bc -l)" ">=0.9"
-fget=$(metric BenchmarkFloorGetOrganization req/s)
-fc8=$(metric BenchmarkFloorCreateOrganization/clients=8 req/s)
-fp50=$(metric BenchmarkFloorCreateOrganization/clients=1 p50-ms)
-fintake=$(metric BenchmarkFloorIntake batches/s)
-printf '\nThe same requests served by the least a Go server must do (bench/floor_bench_test.go: same net/http, pool,\nstatements and round trips; no router, validation, access log or generated code):\n'
-printf '%-46s %10.0f %12.0f %8.2f\n' "GET req/s, renga vs floor" "$get" "$fget" "$(echo "$get / $fget" | bc -l)"
-printf '%-46s %10.0f %12.0f %8.2f\n' "POST req/s 8 clients, renga vs floor" "$c8" "$fc8" "$(echo "$c8 / $fc8" | bc -l)"
-printf '%-46s %10.2f %12.2f %8.2f\n' "POST p50 ms 1 client, renga vs floor" "$p50" "$fp50" "$(echo "$p50 / $fp50" | bc -l)"
-printf '%-46s %10.0f %12.0f %8.2f\n' "intake batches/s, renga vs floor (cached key)" "$intake" "$fintake" "$(echo "$intake / $fintake" | bc -l)"
-printf '%-46s %8.2f %8.2f %8.2f\n' "floor's own ratio to pgbench: GET, POST8, intake" "$(echo "$fget / $B" | bc -l)" "$(echo "$fc8 / $C8" | bc -l)" "$(echo "$fintake / $A" | bc -l)"
+ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go BenchmarkHome req/s" "go BenchmarkBareHandler req/s"
+printf '\nThe same requests served by the least a Go server must do (bench/floor_bench_test.go: same net/http, pool,\nstatements and round trips; no router, validation, access log or generated code), in the same rounds:\n'
+ratio_row "GET req/s, renga vs floor" "" "go BenchmarkGetOrganization req/s" "go BenchmarkFloorGetOrganization req/s"
+ratio_row "POST req/s 8 clients, renga vs floor" "" "go BenchmarkCreateOrganization/clients=8 req/s" "go BenchmarkFloorCreateOrganization/clients=8 req/s"
+ratio_row "POST p50 ms 1 client, renga vs floor" "" "go BenchmarkCreateOrganization/clients=1 p50-ms" "go BenchmarkFloorCreateOrganization/clients=1 p50-ms"
+ratio_row "intake batches/s, renga vs floor (cached key)" "" "go BenchmarkIntake batches/s" "go BenchmarkFloorIntake batches/s"
+ratio_row "floor GET req/s vs B" "" "go BenchmarkFloorGetOrganization req/s" "tps B"
+ratio_row "floor POST req/s 8 clients vs C" "" "go BenchmarkFloorCreateOrganization/clients=8 req/s" "tps C8"
+ratio_row "floor POST p50 ms 1 client vs C" "" "go BenchmarkFloorCreateOrganization/clients=1 p50-ms" "lat C1"
+ratio_row "floor intake batches/s vs A" "" "go BenchmarkFloorIntake batches/s" "tps A"
+allocs() { med go "$1" allocs/op; }
 printf 'allocations per request (server and load generator, in one process): GET %s, POST %s, intake %s, home %s, bare %s\n' \
   "$(allocs BenchmarkGetOrganization)" "$(allocs BenchmarkCreateOrganization/clients=8)" "$(allocs BenchmarkIntake)" \
   "$(allocs BenchmarkHome)" "$(allocs BenchmarkBareHandler)"
-printf '\nCPU per request in microseconds (PostgreSQL: its backends, /proc; Go: the benchmark process, server and\nload generator together). On two shared cores a rate is about 2 s of CPU / the CPU a request costs everyone:\n'
+printf '\nCPU per request in microseconds, medians of the rounds (PostgreSQL: its backends, /proc; Go: the benchmark\nprocess, server and load generator together). On two shared cores a rate is about 2 s of CPU / the CPU a\nrequest costs everyone:\n'
 printf '%-32s %7s %7s %7s   %-21s %7s %8s %7s\n' request pg go total baseline pg pgbench total
 cpu_row() { # label benchmark baseline-label baseline-name
-  local p g bp bc; p=$(metric "$2" pg-cpu-us/op); g=$(metric "$2" go-cpu-us/op)
-  bp=$(pg_us_per_txn "$4"); bc=$(client_us_per_txn "$4")
+  local p g bp bc; p=$(med go "$2" pg-cpu-us/op); g=$(med go "$2" go-cpu-us/op)
+  bp=$(med pgcpu "$4"); bc=$(med clientcpu "$4")
   printf '%-32s %7.0f %7.0f %7.0f   %-21s %7.0f %8.0f %7.0f\n' "$1" "$p" "$g" "$(echo "$p + $g" | bc -l)" "$3" "$bp" "$bc" "$(echo "$bp + $bc" | bc -l)"
 }
 cpu_row "GET /organizations/{id}" BenchmarkGetOrganization "pgbench B" B
