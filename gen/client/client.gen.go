@@ -72,6 +72,7 @@ const (
 	ErrorCodePayloadTooLarge           ErrorCode = "payload_too_large"
 	ErrorCodePreconditionRequired      ErrorCode = "precondition_required"
 	ErrorCodeProviderEnabled           ErrorCode = "provider_enabled"
+	ErrorCodeProviderInUse             ErrorCode = "provider_in_use"
 	ErrorCodePurgeStarted              ErrorCode = "purge_started"
 	ErrorCodeRateLimited               ErrorCode = "rate_limited"
 	ErrorCodeReadOnly                  ErrorCode = "read_only"
@@ -148,6 +149,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodePreconditionRequired:
 		return true
 	case ErrorCodeProviderEnabled:
+		return true
+	case ErrorCodeProviderInUse:
 		return true
 	case ErrorCodePurgeStarted:
 		return true
@@ -2205,7 +2208,7 @@ type ClientInterface interface {
 
 	// DeleteIdentityProvider Delete a deployment identity provider
 	//
-	// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+	// Removes the provider and its revisions. Refused with `409 provider_in_use` while the enabled support source names it (support people sign in through it; name another provider there, or disable the source, first), `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
 	//
 	// Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
 	DeleteIdentityProvider(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2558,7 +2561,10 @@ type ClientInterface interface {
 	//
 	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
-	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+	// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+	// `provider_id`, and once that provider is deleted the source can be enabled again only
+	// naming one that exists. A support person is whoever signs in at
 	// `/signin` through that provider with a verified email that is listed or in the domain;
 	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
 	// longer names on their next request; their sessions end. It never creates, extends or
@@ -2577,7 +2583,10 @@ type ClientInterface interface {
 	//
 	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
-	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+	// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+	// `provider_id`, and once that provider is deleted the source can be enabled again only
+	// naming one that exists. A support person is whoever signs in at
 	// `/signin` through that provider with a verified email that is listed or in the domain;
 	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
 	// longer names on their next request; their sessions end. It never creates, extends or
@@ -3133,7 +3142,7 @@ func (c *Client) CreateIdentityProvider(ctx context.Context, params *CreateIdent
 
 // DeleteIdentityProvider Delete a deployment identity provider
 //
-// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+// Removes the provider and its revisions. Refused with `409 provider_in_use` while the enabled support source names it (support people sign in through it; name another provider there, or disable the source, first), `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
 //
 // Corresponds with DELETE /api/v1/operator/identity-providers/{provider_id} (the `DeleteIdentityProvider` operationId).
 func (c *Client) DeleteIdentityProvider(ctx context.Context, providerId ProviderId, params *DeleteIdentityProviderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3816,7 +3825,10 @@ func (c *Client) GetSupportSource(ctx context.Context, reqEditors ...RequestEdit
 //
 // Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 // environment; else `400 invalid_request` naming `provider_id`) and at least one of
-// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+// `provider_id`, and once that provider is deleted the source can be enabled again only
+// naming one that exists. A support person is whoever signs in at
 // `/signin` through that provider with a verified email that is listed or in the domain;
 // nobody else gets a session. Disabling it (or changing it) refuses support people it no
 // longer names on their next request; their sessions end. It never creates, extends or
@@ -3845,7 +3857,10 @@ func (c *Client) PutSupportSourceWithBody(ctx context.Context, params *PutSuppor
 //
 // Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 // environment; else `400 invalid_request` naming `provider_id`) and at least one of
-// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+// `provider_id`, and once that provider is deleted the source can be enabled again only
+// naming one that exists. A support person is whoever signs in at
 // `/signin` through that provider with a verified email that is listed or in the domain;
 // nobody else gets a session. Disabling it (or changing it) refuses support people it no
 // longer names on their next request; their sessions end. It never creates, extends or
@@ -8146,7 +8161,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteIdentityProviderWithResponse Delete a deployment identity provider
 	//
-	// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+	// Removes the provider and its revisions. Refused with `409 provider_in_use` while the enabled support source names it (support people sign in through it; name another provider there, or disable the source, first), `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8535,7 +8550,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
-	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+	// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+	// `provider_id`, and once that provider is deleted the source can be enabled again only
+	// naming one that exists. A support person is whoever signs in at
 	// `/signin` through that provider with a verified email that is listed or in the domain;
 	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
 	// longer names on their next request; their sessions end. It never creates, extends or
@@ -8554,7 +8572,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 	// environment; else `400 invalid_request` naming `provider_id`) and at least one of
-	// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+	// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+	// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+	// `provider_id`, and once that provider is deleted the source can be enabled again only
+	// naming one that exists. A support person is whoever signs in at
 	// `/signin` through that provider with a verified email that is listed or in the domain;
 	// nobody else gets a session. Disabling it (or changing it) refuses support people it no
 	// longer names on their next request; their sessions end. It never creates, extends or
@@ -18232,7 +18253,7 @@ func (c *ClientWithResponses) CreateIdentityProviderWithResponse(ctx context.Con
 
 // DeleteIdentityProviderWithResponse Delete a deployment identity provider
 //
-// Removes the provider and its revisions. Refused with `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
+// Removes the provider and its revisions. Refused with `409 provider_in_use` while the enabled support source names it (support people sign in through it; name another provider there, or disable the source, first), `409 lockout` when it would leave the deployment with no usable sign-in method, and `409 read_only` for an environment provider. Deleting a deleted provider is `404`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18819,7 +18840,10 @@ func (c *ClientWithResponses) GetSupportSourceWithResponse(ctx context.Context, 
 //
 // Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 // environment; else `400 invalid_request` naming `provider_id`) and at least one of
-// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+// `provider_id`, and once that provider is deleted the source can be enabled again only
+// naming one that exists. A support person is whoever signs in at
 // `/signin` through that provider with a verified email that is listed or in the domain;
 // nobody else gets a session. Disabling it (or changing it) refuses support people it no
 // longer names on their next request; their sessions end. It never creates, extends or
@@ -18844,7 +18868,10 @@ func (c *ClientWithResponses) PutSupportSourceWithBodyWithResponse(ctx context.C
 //
 // Enabled, it needs `provider_id` naming a deployment identity provider (stored or from the
 // environment; else `400 invalid_request` naming `provider_id`) and at least one of
-// `allowed_emails` and `allowed_email_domain`. A support person is whoever signs in at
+// `allowed_emails` and `allowed_email_domain`. While the source is enabled, the provider
+// it names cannot be deleted (`409 provider_in_use`); a disabled source only remembers its
+// `provider_id`, and once that provider is deleted the source can be enabled again only
+// naming one that exists. A support person is whoever signs in at
 // `/signin` through that provider with a verified email that is listed or in the domain;
 // nobody else gets a session. Disabling it (or changing it) refuses support people it no
 // longer names on their next request; their sessions end. It never creates, extends or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,6 +130,115 @@ func TestSupportSource(t *testing.T) {
 	last := events.Items[0]
 	if last.Outcome != "succeeded" || strings.Join(last.Changed, ",") != "enabled,provider_id,allowed_emails,allowed_email_domain" {
 		t.Errorf("last event: %+v", last)
+	}
+}
+
+// TestSupportSourceProviderCannotBeDeleted: the provider the enabled support source names is
+// not deleted (409 provider_in_use, the provider and the source unchanged, the refusal
+// audited); once the source names another, or is disabled, it is (a disabled source only
+// remembers its provider_id: enabling it again naming a deleted provider is refused). A source
+// write naming a provider and the provider's delete, sent at once, never both succeed: an
+// enabled source never names a provider that is gone.
+func TestSupportSourceProviderCannotBeDeleted(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, "support:write", "providers:write", "audit:read")
+	a, _ := createProvider(t, env, token, newProviderBody("named", ""))
+	b, _ := createProvider(t, env, token, newProviderBody("other", ""))
+	del := func(id string) reply {
+		return send(t, env, req{Method: http.MethodDelete, Path: providersPath + "/" + id, Token: token,
+			Header: headers("Idempotency-Key", newKey())})
+	}
+
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": a.ID, "allowed_emails": []string{"alice@ops.example"}})
+	rep := del(a.ID)
+	if p := rep.problem(t); rep.Status != http.StatusConflict || p.Error != "provider_in_use" || p.Title != "Provider in use" ||
+		!strings.Contains(string(rep.Body), "the enabled support source names it") {
+		t.Fatalf("delete the provider the support source names: %d %s; want 409 provider_in_use", rep.Status, rep.Body)
+	}
+	if _, got := getProvider(t, env, token, a.ID); got.Status != http.StatusOK {
+		t.Fatalf("after the refused delete the provider answers %d", got.Status)
+	}
+	// Another provider goes.
+	if rep := del(b.ID); rep.Status != http.StatusNoContent {
+		t.Fatalf("delete a provider the source does not name: %d %s", rep.Status, rep.Body)
+	}
+	// So does this one once the source names another.
+	c, _ := createProvider(t, env, token, newProviderBody("next", ""))
+	putSupportSource(t, env, token, map[string]any{"enabled": true, "provider_id": c.ID, "allowed_email_domain": "ops.example"})
+	if rep := del(a.ID); rep.Status != http.StatusNoContent {
+		t.Fatalf("delete the provider the source named before: %d %s", rep.Status, rep.Body)
+	}
+	// And once the source is disabled (as renga support disable leaves it: names kept).
+	s := putSupportSource(t, env, token, map[string]any{"enabled": false, "provider_id": c.ID, "allowed_email_domain": "ops.example"})
+	if rep := del(c.ID); rep.Status != http.StatusNoContent {
+		t.Fatalf("delete the provider a disabled source names: %d %s", rep.Status, rep.Body)
+	}
+	var kept supportSource
+	send(t, env, req{Method: http.MethodGet, Path: supportSourcePath, Token: token}).decode(t, &kept)
+	if kept.ProviderID == nil || *kept.ProviderID != c.ID || kept.Enabled || kept.Version != s.Version {
+		t.Fatalf("the disabled source after its provider's delete: %+v, want it untouched (version %d)", kept, s.Version)
+	}
+	rep = send(t, env, req{Method: http.MethodPut, Path: supportSourcePath, Token: token, Header: headers("If-Match", fmt.Sprintf(`"%d"`, kept.Version)),
+		Body: jsonBody(map[string]any{"enabled": true, "provider_id": c.ID, "allowed_email_domain": "ops.example"})})
+	if rep.Status != http.StatusBadRequest || !strings.Contains(string(rep.Body), "provider_id") {
+		t.Fatalf("enable the source naming its deleted provider: %d %s; want 400 naming provider_id", rep.Status, rep.Body)
+	}
+
+	var events struct {
+		Items []struct {
+			Outcome string `json:"outcome"`
+			Error   string `json:"error"`
+		} `json:"items"`
+	}
+	send(t, env, req{Method: http.MethodGet, Path: "/api/v1/operator/audit-events?operation=deleteIdentityProvider", Token: token}).decode(t, &events)
+	inUse := 0
+	for _, e := range events.Items {
+		if e.Outcome == "failed" && e.Error == "provider_in_use" {
+			inUse++
+		}
+	}
+	if inUse != 1 {
+		t.Errorf("audit: %d failed deletes with provider_in_use, want 1: %+v", inUse, events.Items)
+	}
+
+	// The race: a source write enabling it naming a fresh provider and that provider's delete,
+	// at once. Either the write wins (the delete is refused) or the delete does (the write is
+	// refused: the provider is unknown); never both.
+	putSupportSource(t, env, token, map[string]any{})
+	for trial := range 8 {
+		p, _ := createProvider(t, env, token, newProviderBody(fmt.Sprintf("race%d", trial), ""))
+		got := send(t, env, req{Method: http.MethodGet, Path: supportSourcePath, Token: token})
+		body := jsonBody(map[string]any{"enabled": true, "provider_id": p.ID, "allowed_emails": []string{"alice@ops.example"}})
+		var put, gone reply
+		var putErr, delErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			put, putErr = sendE(env, req{Method: http.MethodPut, Path: supportSourcePath, Token: token, Body: body,
+				Header: headers("If-Match", got.Header.Get("ETag"))})
+		})
+		wg.Go(func() {
+			gone, delErr = sendE(env, req{Method: http.MethodDelete, Path: providersPath + "/" + p.ID, Token: token,
+				Header: headers("Idempotency-Key", newKey())})
+		})
+		wg.Wait()
+		if putErr != nil || delErr != nil {
+			t.Fatal(putErr, delErr)
+		}
+		switch {
+		case put.Status == http.StatusOK && gone.Status == http.StatusConflict && gone.problem(t).Error == "provider_in_use":
+			putSupportSource(t, env, token, map[string]any{}) // frees it for the next trial
+		case put.Status == http.StatusBadRequest && strings.Contains(string(put.Body), "provider_id") && gone.Status == http.StatusNoContent:
+		default:
+			t.Fatalf("trial %d: source write %d %s, delete %d %s; want one of them refused", trial, put.Status, put.Body, gone.Status, gone.Body)
+		}
+		var now supportSource
+		send(t, env, req{Method: http.MethodGet, Path: supportSourcePath, Token: token}).decode(t, &now)
+		if now.Enabled {
+			if _, rep := getProvider(t, env, token, *now.ProviderID); rep.Status != http.StatusOK {
+				t.Fatalf("trial %d: the support source names %s, which answers %d", trial, *now.ProviderID, rep.Status)
+			}
+		}
 	}
 }
 

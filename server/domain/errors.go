@@ -53,6 +53,9 @@ var (
 	ErrReadOnly = errors.New("read only")
 	// ErrLockout: the change would leave the deployment with no usable sign-in method.
 	ErrLockout = errors.New("lockout")
+	// ErrProviderInUse: the enabled support source names the provider: support people sign in
+	// through it.
+	ErrProviderInUse = errors.New("provider in use")
 	// ErrProviderEnabled: the change needs the provider disabled first.
 	ErrProviderEnabled = errors.New("provider enabled")
 	// ErrNoPendingRevision: a test needs a pending revision, and the provider has none (every

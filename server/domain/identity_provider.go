@@ -243,7 +243,9 @@ func (p Providers) CheckEnvProviders(ctx context.Context, q db.DBTX) error {
 func providerAAD(id string) string { return "identity_provider:" + id }
 
 // ProviderGuardLock is the one lock every provider change takes first (DESIGN §6: the
-// serialized guard), so that two changes never both see a usable method the other removes.
+// serialized guard), so that two changes never both see a usable method the other removes. A
+// support source write that names a provider takes it too (PutSupportSource), so a provider
+// is never deleted while a source naming it is being written.
 const ProviderGuardLock = 7_346_553_210_001
 
 func lockProviders(ctx context.Context, q db.DBTX) error {
@@ -546,6 +548,19 @@ func (p Providers) DeleteIdentityProvider(ctx context.Context, q db.DBTX, id str
 	ip, err := p.readProvider(ctx, q, id, "FOR UPDATE OF p")
 	if err != nil {
 		return ip, err
+	}
+	// Support people sign in through the provider an enabled support source names: it stays.
+	// (A disabled source's provider_id is only remembered; once its provider is gone, enabling
+	// the source again is refused until it names one that exists.) The support source has no
+	// foreign key to its provider (an environment provider has no row); it is read under the
+	// guard's lock, which PutSupportSource takes too, so a source naming this provider cannot
+	// be written between this check and the delete.
+	var inUse bool
+	if err := q.QueryRow(ctx, `SELECT coalesce(enabled AND provider_id = $1, false) FROM support_source`, id).Scan(&inUse); err != nil {
+		return IdentityProvider{}, err
+	}
+	if inUse {
+		return IdentityProvider{}, ErrProviderInUse
 	}
 	if err := p.guardRemoval(ctx, q, ip); err != nil {
 		return IdentityProvider{}, err

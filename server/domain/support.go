@@ -78,7 +78,8 @@ type SupportSourceWrite struct {
 
 // PutSupportSource replaces the support source if the stored version is expected. An enabled
 // source must name a provider that exists (stored or from the environment) and at least one
-// email or a domain.
+// email or a domain; a disabled one may name a provider, which must exist too. While an enabled
+// source names one, DeleteIdentityProvider refuses to delete that provider (ErrProviderInUse).
 func (p Providers) PutSupportSource(ctx context.Context, q db.DBTX, expected int64, w SupportSourceWrite) (SupportSource, []string, error) {
 	emails := make([]string, 0, len(w.AllowedEmails))
 	for _, e := range w.AllowedEmails {
@@ -100,6 +101,11 @@ func (p Providers) PutSupportSource(ctx context.Context, q db.DBTX, expected int
 		}
 	}
 	if w.ProviderID != nil {
+		// Under the guard's lock, as DeleteIdentityProvider checks the source: the provider
+		// cannot be deleted between this check and the commit.
+		if err := lockProviders(ctx, q); err != nil {
+			return SupportSource{}, nil, err
+		}
 		if _, err := p.GetIdentityProvider(ctx, q, *w.ProviderID); errors.Is(err, ErrNotFound) {
 			return SupportSource{}, nil, &ValidationError{Field: "provider_id", Message: "names no identity provider of this deployment"}
 		} else if err != nil {

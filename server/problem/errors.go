@@ -34,6 +34,7 @@ var sentinels = []struct {
 	{domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded, "The organization's limit is reached."},
 	{domain.ErrReadOnly, http.StatusConflict, api.ErrorCodeReadOnly, "This provider comes from the deployment's environment (RENGA_IDENTITY_PROVIDERS); change it there."},
 	{domain.ErrLockout, http.StatusConflict, api.ErrorCodeLockout, "This change would leave the deployment with no usable sign-in method; activate another provider first (or, on the server host, renga identity-provider recover-local)."},
+	{domain.ErrProviderInUse, http.StatusConflict, api.ErrorCodeProviderInUse, "Support people sign in through this provider: the enabled support source names it. Name another provider there, or disable the support source, first."},
 	{domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled, "The client secret can be cleared only while the provider is disabled."},
 	{domain.ErrNoPendingRevision, http.StatusConflict, api.ErrorCodeNoPendingRevision, "The provider has no pending revision to test: every revision written is active. Write its configuration (PUT) to make one."},
 	{domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable, "The deployment has no RENGA_SECRET_KEY, so it cannot store a secret."},

@@ -53,6 +53,7 @@ func TestFromErrorSentinels(t *testing.T) {
 		{"ErrReadOnly", domain.ErrReadOnly, http.StatusConflict, api.ErrorCodeReadOnly},
 		{"ErrLockout", domain.ErrLockout, http.StatusConflict, api.ErrorCodeLockout},
 		{"ErrProviderEnabled", domain.ErrProviderEnabled, http.StatusConflict, api.ErrorCodeProviderEnabled},
+		{"ErrProviderInUse", domain.ErrProviderInUse, http.StatusConflict, api.ErrorCodeProviderInUse},
 		{"ErrNoPendingRevision", domain.ErrNoPendingRevision, http.StatusConflict, api.ErrorCodeNoPendingRevision},
 		{"ErrNoSecretKey", domain.ErrNoSecretKey, http.StatusServiceUnavailable, api.ErrorCodeUnavailable},
 	}

@@ -68,6 +68,7 @@ var titles = map[api.ErrorCode]string{
 	api.ErrorCodeSettingLocked:             "Setting locked",
 	api.ErrorCodePurgeStarted:              "Purge started",
 	api.ErrorCodeProviderEnabled:           "Provider enabled",
+	api.ErrorCodeProviderInUse:             "Provider in use",
 	api.ErrorCodeReadOnly:                  "Read only",
 	api.ErrorCodeLockout:                   "Lockout",
 	api.ErrorCodeNoPendingRevision:         "No pending revision",

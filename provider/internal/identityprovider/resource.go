@@ -110,8 +110,10 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"**Destroying** this resource deletes the provider and its revisions; its sign-in sessions end on their next use. " +
 			"The deployment refuses (`409 lockout`) to delete its last usable sign-in method (an enabled provider with an " +
 			"active revision, when no other provider, environment provider or open local recovery (`renga identity-provider " +
-			"recover-local` on the server host) is usable): add and activate another provider first. Changing `slug`, " +
-			"`protocol` or `issuer` replaces the provider, so the same guard applies.\n\n" +
+			"recover-local` on the server host) is usable): add and activate another provider first. It also refuses " +
+			"(`409 provider_in_use`) to delete the provider an enabled support source (`renga_support_source`) names: point " +
+			"the support source elsewhere, or disable it, and apply that first. Changing `slug`, `protocol` or `issuer` replaces " +
+			"the provider (delete, then create), so the same checks apply.\n\n" +
 			"Providers from `RENGA_IDENTITY_PROVIDERS` are read-only and cannot be managed or imported.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
@@ -567,6 +569,13 @@ func (r *Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 					"Add another identity provider and activate it with a successful test (`renga identity-provider test ID`), or configure one in "+
 					"RENGA_IDENTITY_PROVIDERS, or open a local recovery on the server host (`renga identity-provider recover-local`), "+
 					"then destroy this one again.", action, state.Slug.ValueString()))
+			return
+		case client.ErrorCodeProviderInUse:
+			resp.Diagnostics.AddError("Identity provider is named by the support source",
+				fmt.Sprintf("Could not %s (%s): the deployment's enabled support source names it as the provider support people sign in "+
+					"with (409 provider_in_use). Nothing was deleted.\n\n"+
+					"Point the support source (renga_support_source) at another provider, or disable it, and apply that first; "+
+					"then destroy or replace this provider.", action, state.Slug.ValueString()))
 			return
 		case client.ErrorCodeReadOnly:
 			resp.Diagnostics.AddError("Identity provider is read-only", readOnlyDetail(action, id))

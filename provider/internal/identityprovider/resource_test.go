@@ -21,6 +21,7 @@ import (
 
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/acctest"
+	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/server/domain"
 )
 
@@ -474,6 +475,64 @@ func TestAccIdentityProvider_lockout(t *testing.T) {
 						t.Fatalf("create another provider: %v %s", err, other.Body)
 					}
 					activate(t, env, other.JSON201.Id)
+				},
+				Config: env.Config(""),
+			},
+		},
+	})
+}
+
+// Destroying the provider the support source names (here set outside Terraform) is refused with
+// a diagnostic that says what to do, and nothing is deleted; once the source names none, destroy
+// goes through. (When both are in one configuration, the source is destroyed first and releases
+// the provider: provider/internal/supportsource's tests end that way.)
+//
+// Fails when: Delete does not report the 409 (the destroy "succeeds" and Terraform forgets a
+// provider that still exists), or the diagnostic does not say the support source holds it.
+func TestAccIdentityProvider_namedBySupportSource(t *testing.T) {
+	env := acctest.Start(t)
+	slug := acctest.Name("named")
+	var id string
+	source := func(providerID *string) {
+		t.Helper()
+		cur, err := env.API.GetSupportSourceWithResponse(context.Background())
+		if err != nil || cur.JSON200 == nil {
+			t.Fatalf("get support source: %v", err)
+		}
+		enabled := providerID != nil
+		w := client.SupportSourceWrite{Enabled: &enabled, ProviderId: providerID}
+		if enabled {
+			w.AllowedEmails = &[]client.Email{"alice@ops.example"}
+		}
+		res, err := env.API.PutSupportSourceWithResponse(context.Background(),
+			&client.PutSupportSourceParams{IfMatch: apiclient.IfMatch(cur.JSON200.Version)}, w)
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("put support source: %v %s", err, res.Body)
+		}
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.Factories(),
+		CheckDestroy:             checkDeleted(env),
+		Steps: []resource.TestStep{
+			{
+				Config: env.Config(config(slug, "Named", "", 0)),
+				Check: func(s *terraform.State) error {
+					id = s.RootModule().Resources[address].Primary.ID
+					return nil
+				},
+			},
+			{
+				PreConfig:   func() { source(&id) },
+				Config:      env.Config(""),
+				ExpectError: acctest.ErrorText("Identity provider is named by the support source", "409 provider_in_use", "Nothing was deleted", "Point the support source"),
+			},
+			{
+				PreConfig: func() {
+					res, err := env.API.GetIdentityProviderWithResponse(context.Background(), id)
+					if err != nil || res.StatusCode() != http.StatusOK {
+						t.Errorf("after the refused destroy the provider answers %v %v, want it still there", res.StatusCode(), err)
+					}
+					source(nil)
 				},
 				Config: env.Config(""),
 			},
