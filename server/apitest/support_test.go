@@ -156,9 +156,7 @@ func TestSupportSourceProviderCannotBeDeleted(t *testing.T) {
 		!strings.Contains(string(rep.Body), "the enabled support source names it") {
 		t.Fatalf("delete the provider the support source names: %d %s; want 409 provider_in_use", rep.Status, rep.Body)
 	}
-	if _, got := getProvider(t, env, token, a.ID); got.Status != http.StatusOK {
-		t.Fatalf("after the refused delete the provider answers %d", got.Status)
-	}
+	getProvider(t, env, token, a.ID) // still there (it fails the test otherwise)
 	// Another provider goes.
 	if rep := del(b.ID); rep.Status != http.StatusNoContent {
 		t.Fatalf("delete a provider the source does not name: %d %s", rep.Status, rep.Body)
@@ -235,9 +233,7 @@ func TestSupportSourceProviderCannotBeDeleted(t *testing.T) {
 		var now supportSource
 		send(t, env, req{Method: http.MethodGet, Path: supportSourcePath, Token: token}).decode(t, &now)
 		if now.Enabled {
-			if _, rep := getProvider(t, env, token, *now.ProviderID); rep.Status != http.StatusOK {
-				t.Fatalf("trial %d: the support source names %s, which answers %d", trial, *now.ProviderID, rep.Status)
-			}
+			getProvider(t, env, token, *now.ProviderID) // the provider an enabled source names exists
 		}
 	}
 }
