@@ -1018,7 +1018,7 @@ type OrganizationIdentityProvider struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	DisabledAt *time.Time `json:"disabled_at"`
 
-	// DisabledReason Why the provider is disabled: `owner` (an owner disabled it) or `entitlement_withdrawn` (the operator withdrew `organization_identity_providers`); null while enabled. Clients must accept values not listed here (x-extensible-enum).
+	// DisabledReason Why the provider is disabled: `owner` (an owner disabled it), `entitlement_withdrawn` (the operator withdrew `organization_identity_providers`) or `imported` (it came with the organization from another deployment, without its client secret: add it again, after registering this deployment's redirect URI at the issuer); null while enabled. Clients must accept values not listed here (x-extensible-enum).
 	DisabledReason *string `json:"disabled_reason"`
 
 	// DisplayName Example: Acme SSO
@@ -1393,7 +1393,7 @@ type Transfer struct {
 	// CompletedAt When the move was completed (the source organization marked moved).
 	CompletedAt *time.Time `json:"completed_at"`
 
-	// Counts Rows per kind (organization, settings, policy, users, memberships, installations, observation_batches, observations, jobs), once known.
+	// Counts Rows per kind (organization, settings, policy, identity_providers, users, memberships, installations, observation_batches, observations, jobs), once known.
 	//
 	// Example: {"installations":3,"observations":10000,"organization":1,"users":2}
 	Counts    map[string]int64 `json:"counts"`
@@ -2406,8 +2406,8 @@ type ClientInterface interface {
 	//
 	// The import verifies the manifest's format version and every member's SHA-256 while it
 	// reads, and makes everything visible in one transaction that also holds the destination
-	// locked and checks it is still empty (no members, installations, intake keys or earlier
-	// import). Any failure, a server crash included, leaves the destination as it was.
+	// locked and checks it is still empty (no members, installations, intake keys, identity
+	// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
@@ -2419,7 +2419,10 @@ type ClientInterface interface {
 	// public keys, so agents continue with the same identity; intake keys are not carried
 	// (owners issue new ones). Jobs are historical: a job that had not completed at the source
 	// comes back `failed` and never runs. The organization's settings and policy documents are
-	// replaced by the archive's.
+	// replaced by the archive's. The organization's own identity providers come without their
+	// client secrets and stay disabled (`disabled_reason` `imported`, or the reason they had at
+	// the source): the owners add them again once the issuer knows this deployment's redirect
+	// URI.
 	//
 	// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
 	// key only to retry the same import.
@@ -3500,8 +3503,8 @@ func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId
 //
 // The import verifies the manifest's format version and every member's SHA-256 while it
 // reads, and makes everything visible in one transaction that also holds the destination
-// locked and checks it is still empty (no members, installations, intake keys or earlier
-// import). Any failure, a server crash included, leaves the destination as it was.
+// locked and checks it is still empty (no members, installations, intake keys, identity
+// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 // Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 // empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
@@ -3513,7 +3516,10 @@ func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId
 // public keys, so agents continue with the same identity; intake keys are not carried
 // (owners issue new ones). Jobs are historical: a job that had not completed at the source
 // comes back `failed` and never runs. The organization's settings and policy documents are
-// replaced by the archive's.
+// replaced by the archive's. The organization's own identity providers come without their
+// client secrets and stay disabled (`disabled_reason` `imported`, or the reason they had at
+// the source): the owners add them again once the issuer knows this deployment's redirect
+// URI.
 //
 // The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
 // key only to retry the same import.
@@ -8375,8 +8381,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The import verifies the manifest's format version and every member's SHA-256 while it
 	// reads, and makes everything visible in one transaction that also holds the destination
-	// locked and checks it is still empty (no members, installations, intake keys or earlier
-	// import). Any failure, a server crash included, leaves the destination as it was.
+	// locked and checks it is still empty (no members, installations, intake keys, identity
+	// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
@@ -8388,7 +8394,10 @@ type ClientWithResponsesInterface interface {
 	// public keys, so agents continue with the same identity; intake keys are not carried
 	// (owners issue new ones). Jobs are historical: a job that had not completed at the source
 	// comes back `failed` and never runs. The organization's settings and policy documents are
-	// replaced by the archive's.
+	// replaced by the archive's. The organization's own identity providers come without their
+	// client secrets and stay disabled (`disabled_reason` `imported`, or the reason they had at
+	// the source): the owners add them again once the issuer knows this deployment's redirect
+	// URI.
 	//
 	// The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
 	// key only to retry the same import.
@@ -18563,8 +18572,8 @@ func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, orga
 //
 // The import verifies the manifest's format version and every member's SHA-256 while it
 // reads, and makes everything visible in one transaction that also holds the destination
-// locked and checks it is still empty (no members, installations, intake keys or earlier
-// import). Any failure, a server crash included, leaves the destination as it was.
+// locked and checks it is still empty (no members, installations, intake keys, identity
+// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 // Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 // empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
@@ -18576,7 +18585,10 @@ func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, orga
 // public keys, so agents continue with the same identity; intake keys are not carried
 // (owners issue new ones). Jobs are historical: a job that had not completed at the source
 // comes back `failed` and never runs. The organization's settings and policy documents are
-// replaced by the archive's.
+// replaced by the archive's. The organization's own identity providers come without their
+// client secrets and stay disabled (`disabled_reason` `imported`, or the reason they had at
+// the source): the owners add them again once the issuer knows this deployment's redirect
+// URI.
 //
 // The Idempotency-Key's request digest covers the path, not the streamed body: reuse a
 // key only to retry the same import.

@@ -14,11 +14,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/pipeline"
@@ -183,7 +186,19 @@ func newSourceOrganization(t testing.TB, env *servertest.Env, token string, obse
 	}
 	owner := s.Owners[0].APIKey
 	send(t, env, settingsReq(owner, `"1"`, map[string]any{"require_mfa": true, "session_max_age_hours": 8})).expectProblemOrOK(t, http.StatusOK)
-	setPolicy(t, env, token, o.ID, map[string]any{"limits": map[string]any{"max_agents": 50, "observation_retention_days": 3650}})
+	setPolicy(t, env, token, o.ID, map[string]any{"limits": map[string]any{"max_agents": 50, "observation_retention_days": 3650},
+		"entitlements": map[string]any{"organization_identity_providers": true}})
+	// Identity providers of the organization's own: one enabled, with a client secret that must
+	// not travel, and one its owners disabled.
+	providerSecret := "org-provider-secret-" + random(12)
+	env.Track(providerSecret)
+	s.Secrets = append(s.Secrets, providerSecret)
+	send(t, env, createOrgProvider(owner, "corp-sso", providerSecret)).expectProblemOrOK(t, http.StatusCreated)
+	var old orgProviderJSON
+	r := send(t, env, createOrgProvider(owner, "old-sso", ""))
+	r.expectProblemOrOK(t, http.StatusCreated)
+	r.decode(t, &old)
+	send(t, env, req{Method: http.MethodPost, Path: orgProvidersPath + "/" + old.ID + "/disable", Token: owner}).expectProblemOrOK(t, http.StatusOK)
 	key := createIntakeKey(t, env, env, owner, "k").Key
 	trackKey(env, key)
 	s.Secrets = append(s.Secrets, key, keySecretPart(key))
@@ -274,6 +289,60 @@ func writeArchive(t testing.TB, members []member) []byte {
 	return buf.Bytes()
 }
 
+// editMember replaces old with new in the members whose names start with prefix, and their
+// manifest entries' checksums and sizes with the edited ones: an archive that passes the
+// checksums and holds rows the importer must refuse.
+func editMember(t testing.TB, members []member, prefix, old, new string) []byte {
+	t.Helper()
+	c := slices.Clone(members)
+	sums := map[string]string{}
+	for i := range c[:len(c)-1] {
+		if strings.HasPrefix(c[i].Name, prefix) {
+			if !bytes.Contains(c[i].Data, []byte(old)) {
+				t.Fatalf("%s has no %s", c[i].Name, old)
+			}
+			c[i].Data = bytes.ReplaceAll(c[i].Data, []byte(old), []byte(new))
+			sum := sha256.Sum256(c[i].Data)
+			sums[c[i].Name] = hex.EncodeToString(sum[:])
+		}
+	}
+	if len(sums) == 0 {
+		t.Fatalf("no member %s*", prefix)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(c[len(c)-1].Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := m["members"].([]any)
+	for _, e := range ms {
+		e, _ := e.(map[string]any)
+		if name, _ := e["name"].(string); sums[name] != "" {
+			e["sha256"] = sums[name]
+			for _, x := range c {
+				if x.Name == name {
+					e["bytes"] = len(x.Data)
+				}
+			}
+		}
+	}
+	c[len(c)-1] = member{Name: c[len(c)-1].Name, Data: jsonBody(m)}
+	return writeArchive(t, c)
+}
+
+// providerIDs are an organization's identity providers' IDs.
+func providerIDs(t testing.TB, env *servertest.Env, orgID string) []string {
+	t.Helper()
+	rows, err := env.Pool.Query(context.Background(), `SELECT id FROM organization_identity_providers WHERE organization_id = $1`, orgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // editManifest rewrites an archive's manifest with edit.
 func editManifest(t testing.TB, archive []byte, edit func(m map[string]any)) []byte {
 	t.Helper()
@@ -304,6 +373,9 @@ func inventoryDigest(t testing.TB, env *servertest.Env, orgID string) map[string
 			'k', kind, 'd', data)::text, E'\n' ORDER BY id)) || ' ' || count(*) FROM observations WHERE organization_id = $1`,
 		"completed jobs": `SELECT string_agg(json_build_object('id', id, 'i', installation_id, 'c', command, 's', state, 'cr', created_at,
 			'd', delivered_at, 'co', completed_at, 'r', result)::text, E'\n' ORDER BY id) FROM jobs WHERE organization_id = $1 AND state IN ('succeeded', 'failed')`,
+		// Their configuration (IDs, state and secret differ at the destination: checked apart).
+		"identity providers": `SELECT string_agg(json_build_object('s', slug, 'p', protocol, 'i', issuer, 'n', display_name, 'c', client_id,
+			'sc', scopes, 'd', allowed_email_domains, 'cr', created_at)::text, E'\n' ORDER BY slug) FROM organization_identity_providers WHERE organization_id = $1`,
 	}
 	out := map[string]string{}
 	for kind, q := range queries {
@@ -321,7 +393,8 @@ func inventoryDigest(t testing.TB, env *servertest.Env, orgID string) map[string
 // emptyOrganization fails unless the organization holds nothing an import brings.
 func expectEmpty(t testing.TB, env *servertest.Env, orgID string) {
 	t.Helper()
-	for _, table := range []string{"installations", "observations", "observation_batches", "jobs", "memberships", "pending_memberships", "transfers"} {
+	for _, table := range []string{"installations", "observations", "observation_batches", "jobs", "memberships", "pending_memberships",
+		"transfers", "organization_identity_providers"} {
 		if n := countRows(t, env, `SELECT count(*) FROM `+table+` WHERE organization_id = $1`, orgID); n != 0 {
 			t.Errorf("%s: %d rows in the destination, want none", table, n)
 		}
@@ -346,7 +419,7 @@ func TestTransferRoundTrip(t *testing.T) {
 	s := newSourceOrganization(t, src, srcToken, 10000)
 
 	x := exportOrg(t, src, srcToken, s.OrgID)
-	if x.Counts["installations"] != 3 || x.Counts["observations"] < 10000 || x.Counts["users"] != 2 || x.Counts["jobs"] != 2 ||
+	if x.Counts["installations"] != 3 || x.Counts["observations"] < 10000 || x.Counts["users"] != 2 || x.Counts["jobs"] != 2 || x.Counts["identity_providers"] != 2 ||
 		x.Counts["memberships"] != 2 || x.Counts["organization"] != 1 || x.Progress.Bytes != *x.SizeBytes {
 		t.Errorf("export counts %v, progress %+v", x.Counts, x.Progress)
 	}
@@ -359,7 +432,7 @@ func TestTransferRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(members[len(members)-1].Data, &manifest); err != nil || members[len(members)-1].Name != "manifest.json" {
 		t.Fatalf("last member %s: %v", members[len(members)-1].Name, err)
 	}
-	if manifest.FormatVersion != 1 || manifest.Source.DeploymentID == nil || *manifest.Source.DeploymentID != "src1" ||
+	if manifest.FormatVersion != 2 || manifest.Source.DeploymentID == nil || *manifest.Source.DeploymentID != "src1" ||
 		manifest.Source.PublicURL != src.Config.PublicURL || manifest.Organization.ID != s.OrgID || len(manifest.Members) != len(members)-1 {
 		t.Errorf("manifest %+v", manifest)
 	}
@@ -411,6 +484,30 @@ func TestTransferRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(got["completed jobs"], want["completed jobs"]) {
 		t.Errorf("the completed job did not come back as it was:\n%s\n%s", want["completed jobs"], got["completed jobs"])
+	}
+	// The organization's identity providers: the same configuration (compared above), disabled,
+	// without a secret, under IDs of the destination's; the one enabled at the source says why.
+	if want["identity providers"] == "" {
+		t.Error("the source has no identity providers to compare")
+	}
+	var arrived []string
+	rows, err := dst.Pool.Query(context.Background(), `SELECT slug || ' ' || state || ' ' || coalesce(disabled_reason, '-') || ' ' ||
+			(client_secret IS NULL) || ' ' || (disabled_at IS NOT NULL) || ' ' || starts_with(id, 'oip_') || ' ' ||
+			NOT EXISTS (SELECT 1 FROM organization_identity_providers WHERE organization_id <> $1 AND id = p.id)
+		FROM organization_identity_providers p WHERE organization_id = $1 ORDER BY slug`, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arrived, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if wantArrived := []string{"corp-sso disabled imported true true true true", "old-sso disabled owner true true true true"}; !slices.Equal(arrived, wantArrived) {
+		t.Errorf("identity providers at the destination:\n%q\nwant\n%q", arrived, wantArrived)
+	}
+	var sourceIDs int
+	if err := src.Pool.QueryRow(context.Background(), `SELECT count(*) FROM organization_identity_providers WHERE organization_id = $1
+		AND id = ANY($2)`, s.OrgID, providerIDs(t, dst, d.ID)).Scan(&sourceIDs); err != nil || sourceIDs != 0 {
+		t.Errorf("%d identity providers kept their source IDs (%v)", sourceIDs, err)
 	}
 	// An import is not cancelled or completed: those are an export's.
 	send(t, dst, req{Method: http.MethodPost, Path: transferPath(imp.ID) + "/cancel", Token: dstToken}).expectProblem(t, http.StatusConflict, "invalid_transfer_state")
@@ -654,7 +751,13 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 			}
 			return writeArchive(t, c)
 		}(), "archive_checksum_mismatch"},
-		{"an unknown version", editManifest(t, archive, func(m map[string]any) { m["format_version"] = 2 }), "archive_version_unsupported"},
+		{"an unknown version", editManifest(t, archive, func(m map[string]any) { m["format_version"] = 3 }), "archive_version_unsupported"},
+		{"version 0", editManifest(t, archive, func(m map[string]any) { m["format_version"] = 0 }), "archive_version_unsupported"},
+		// Version 1 had no identity providers.
+		{"identity providers in a version 1 archive", editManifest(t, archive, func(m map[string]any) { m["format_version"] = 1 }), "archive_corrupt"},
+		{"an identity provider that is not OIDC", editMember(t, members, "identity_providers/", `"oidc"`, `"saml"`), "archive_corrupt"},
+		{"an identity provider with a plain-http issuer", editMember(t, members, "identity_providers/", `"https://`, `"http://`), "archive_corrupt"},
+		{"an identity provider enabled with a reason", editMember(t, members, "identity_providers/", `"disabled"`, `"enabled"`), "archive_corrupt"},
 		{"no manifest", writeArchive(t, members[:len(members)-1]), "archive_corrupt"},
 		{"an unknown member", writeArchive(t, append([]member{{"secrets/000001.jsonl", []byte("{}\n")}}, members...)), "archive_corrupt"},
 	}
@@ -666,6 +769,36 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 		}
 		expectEmpty(t, dst, d.ID)
 	}
+	// An archive of format version 1 (one without identity providers, as servers before version
+	// 2 wrote them) is still read.
+	var v1 []member
+	for _, m := range members {
+		if !strings.HasPrefix(m.Name, "identity_providers/") {
+			v1 = append(v1, m)
+		}
+	}
+	v1Archive := editManifest(t, writeArchive(t, v1), func(m map[string]any) {
+		m["format_version"] = 1
+		counts, _ := m["counts"].(map[string]any)
+		delete(counts, "identity_providers")
+		ms, _ := m["members"].([]any)
+		m["members"] = slices.DeleteFunc(ms, func(e any) bool {
+			e1, _ := e.(map[string]any)
+			name, _ := e1["name"].(string)
+			return strings.HasPrefix(name, "identity_providers/")
+		})
+	})
+	// (Into another deployment: the archive's installations come into this one below.)
+	old := servertest.Start(t)
+	oldToken := old.Token(t, servertest.AllScopes()...)
+	d1 := createOrg(t, old, oldToken, newSlug(), "From version 1")
+	if rep := send(t, old, importReq(oldToken, d1.ID, v1Archive)); rep.Status != http.StatusCreated {
+		t.Errorf("version 1 archive: %d %s", rep.Status, rep.Body)
+	}
+	if n := countRows(t, old, `SELECT count(*) FROM installations WHERE organization_id = $1`, d1.ID); n != 3 || len(providerIDs(t, old, d1.ID)) != 0 {
+		t.Errorf("version 1 archive: %d installations, %d identity providers", n, len(providerIDs(t, old, d1.ID)))
+	}
+
 	// Media type and scope.
 	r := send(t, dst, req{Method: http.MethodPost, Path: orgPath(d.ID) + "/imports", Token: dstToken, Body: archive,
 		Header: headers("Idempotency-Key", newKey(), "Content-Type", "application/json")})
@@ -715,6 +848,17 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 	addOwner(t, dst, dstToken, e.ID, "someone-"+random(4)+"@example.com", "Someone")
 	send(t, dst, importReq(dstToken, e.ID, archive)).expectProblem(t, http.StatusConflict, "destination_not_empty")
 	if n := countRows(t, dst, `SELECT count(*) FROM installations WHERE organization_id = $1`, e.ID); n != 0 {
+		t.Errorf("%d installations in a refused destination", n)
+	}
+	// Nor is one with an identity provider of its own (and no member left).
+	f := createOrg(t, dst, dstToken, newSlug(), "Has a provider")
+	setPolicy(t, dst, dstToken, f.ID, map[string]any{"entitlements": map[string]any{"organization_identity_providers": true}})
+	if _, err := domain.CreateOrganizationProvider(context.Background(), dst.Pool, nil, f.ID, domain.NewProvider{Slug: "own", Protocol: "oidc",
+		Issuer: "https://login.example.com", ProviderConfig: domain.ProviderConfig{DisplayName: "Own", ClientID: "c"}}, domain.BuiltinDefaults); err != nil {
+		t.Fatal(err)
+	}
+	send(t, dst, importReq(dstToken, f.ID, archive)).expectProblem(t, http.StatusConflict, "destination_not_empty")
+	if n := countRows(t, dst, `SELECT count(*) FROM installations WHERE organization_id = $1`, f.ID); n != 0 {
 		t.Errorf("%d installations in a refused destination", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,7 @@ type OrganizationProvider struct {
 const (
 	DisabledByOwner       = "owner"
 	DisabledByEntitlement = "entitlement_withdrawn"
+	DisabledByImport      = "imported" // it came in a transfer archive, without its secret
 )
 
 const orgProviderColumns = `id, organization_id, slug, protocol, issuer, display_name, client_id, scopes,
@@ -195,4 +197,43 @@ func OrganizationProviderClientSecret(ctx context.Context, q db.DBTX, box *secre
 	}
 	plain, err := box.Open(sealed, orgProviderAAD(id))
 	return string(plain), err
+}
+
+// importedProvider checks an organization provider of a transfer archive as a creation would
+// (slug, protocol, issuer, configuration) and says why it is disabled here. Every imported
+// provider is disabled: its client secret did not travel, and the issuer knows only the source's
+// redirect URI, so it could not sign anyone in; the owners add it again (a provider is never
+// re-enabled). One enabled at the source is disabled with the reason imported; one disabled
+// there keeps its reason and time.
+func importedProvider(r providerRow) (NewProvider, string, error) {
+	in := NewProvider{Slug: r.Slug, Protocol: r.Protocol, Issuer: r.Issuer, ProviderConfig: ProviderConfig{
+		DisplayName: r.DisplayName, ClientID: r.ClientID, Scopes: r.Scopes, AllowedEmailDomains: r.AllowedEmailDomains}}
+	switch {
+	case !providerSlugPattern.MatchString(r.Slug):
+		return in, "", errors.New("slug: not a provider slug")
+	case r.Protocol != "oidc":
+		return in, "", fmt.Errorf("protocol %q", r.Protocol)
+	case len(r.Issuer) > 2048:
+		return in, "", errors.New("issuer: longer than 2048 characters")
+	case len(r.Scopes) == 0 || len(r.Scopes) > 20 || len(r.AllowedEmailDomains) > 100:
+		return in, "", errors.New("1 to 20 scopes and at most 100 email domains")
+	case r.CreatedAt.IsZero():
+		return in, "", errors.New("no created_at")
+	}
+	if err := CheckIssuer(r.Issuer); err != nil {
+		return in, "", err
+	}
+	cfg, err := in.normalized()
+	if err != nil {
+		return in, "", err
+	}
+	in.ProviderConfig = cfg
+	switch {
+	case r.State == ProviderEnabled && r.DisabledReason == nil && r.DisabledAt == nil:
+		return in, DisabledByImport, nil
+	case r.State == ProviderDisabled && r.DisabledReason != nil && r.DisabledAt != nil &&
+		slices.Contains([]string{DisabledByOwner, DisabledByEntitlement, DisabledByImport}, *r.DisabledReason):
+		return in, *r.DisabledReason, nil
+	}
+	return in, "", fmt.Errorf("state %q does not match its disabled_reason and disabled_at", r.State)
 }

@@ -21,9 +21,9 @@ import (
 	"renga.dev/renga/server/db"
 )
 
-// ArchiveFormatVersion is the archive format this server writes and reads
-// (docs/transfer-archive.md).
-const ArchiveFormatVersion = 1
+// ArchiveFormatVersion is the archive format this server writes (docs/transfer-archive.md). It
+// reads this one and every earlier one: version 1 is version 2 without identity_providers.
+const ArchiveFormatVersion = 2
 
 // ManifestName is the archive's last member: it describes every member before it.
 const ManifestName = "manifest.json"
@@ -85,6 +85,11 @@ var exportKinds = []struct{ kind, query string }{
 		FROM organization_settings WHERE organization_id = $1`},
 	{"policy", `SELECT json_build_object('document', document, 'version', version, 'updated_at', updated_at)::text
 		FROM organization_policies WHERE organization_id = $1`},
+	{"identity_providers", `SELECT json_build_object('id', id, 'slug', slug, 'protocol', protocol, 'issuer', issuer,
+		'display_name', display_name, 'client_id', client_id, 'scopes', scopes, 'allowed_email_domains', allowed_email_domains,
+		'has_client_secret', client_secret IS NOT NULL, 'state', state, 'disabled_reason', disabled_reason,
+		'disabled_at', disabled_at, 'created_at', created_at)::text
+		FROM organization_identity_providers WHERE organization_id = $1 ORDER BY id`},
 	{"users", `SELECT json_build_object('id', u.id, 'email', u.email, 'display_name', u.display_name, 'created_at', u.created_at)::text
 		FROM users u WHERE u.id IN (SELECT user_id FROM memberships WHERE organization_id = $1
 			UNION SELECT user_id FROM pending_memberships WHERE organization_id = $1) ORDER BY u.id`},

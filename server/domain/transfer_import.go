@@ -48,6 +48,7 @@ func ImportArchive(ctx context.Context, tx pgx.Tx, orgID, requestedBy string, bo
 		OR EXISTS (SELECT 1 FROM pending_memberships WHERE organization_id = $1)
 		OR EXISTS (SELECT 1 FROM installations WHERE organization_id = $1)
 		OR EXISTS (SELECT 1 FROM intake_keys WHERE organization_id = $1)
+		OR EXISTS (SELECT 1 FROM organization_identity_providers WHERE organization_id = $1)
 		OR EXISTS (SELECT 1 FROM transfers WHERE organization_id = $1 AND kind = 'import')`, orgID).Scan(&occupied); err != nil {
 		return Transfer{}, o, err
 	}
@@ -156,7 +157,7 @@ func (im *importer) read(body io.Reader) error {
 	if manifest == nil {
 		return corrupt("no manifest")
 	}
-	if manifest.FormatVersion != ArchiveFormatVersion {
+	if manifest.FormatVersion < 1 || manifest.FormatVersion > ArchiveFormatVersion {
 		return fmt.Errorf("%w: %d", ErrArchiveVersion, manifest.FormatVersion)
 	}
 	return im.verify(manifest)
@@ -190,6 +191,9 @@ func (im *importer) verify(m *Manifest) error {
 		if !listed[name] {
 			return corrupt("%s is not in the manifest", name)
 		}
+	}
+	if m.FormatVersion == 1 && im.counts["identity_providers"] > 0 {
+		return corrupt("identity_providers in an archive of format version 1")
 	}
 	for _, kind := range ArchiveKinds() {
 		if m.Counts[kind] != im.counts[kind] {
@@ -292,6 +296,24 @@ type documentRow struct {
 	Document json.RawMessage `json:"document"`
 }
 
+// providerRow is an organization identity provider as the archive holds it: without its client
+// secret (has_client_secret says whether it had one at the source).
+type providerRow struct {
+	ID                  string     `json:"id"`
+	Slug                string     `json:"slug"`
+	Protocol            string     `json:"protocol"`
+	Issuer              string     `json:"issuer"`
+	DisplayName         string     `json:"display_name"`
+	ClientID            string     `json:"client_id"`
+	Scopes              []string   `json:"scopes"`
+	AllowedEmailDomains []string   `json:"allowed_email_domains"`
+	HasClientSecret     bool       `json:"has_client_secret"`
+	State               string     `json:"state"`
+	DisabledReason      *string    `json:"disabled_reason"`
+	DisabledAt          *time.Time `json:"disabled_at"`
+	CreatedAt           time.Time  `json:"created_at"`
+}
+
 type userRow struct {
 	ID          string `json:"id"`
 	Email       string `json:"email"`
@@ -369,6 +391,20 @@ func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
 			}
 			_, err = tx.Exec(ctx, `UPDATE organization_policies SET document = $2, version = version + 1, updated_at = now()
 				WHERE organization_id = $1`, org, string(r.Document))
+			return err
+		})
+	case "identity_providers":
+		return rowsOf(dec, func(r providerRow) error {
+			in, reason, err := importedProvider(r)
+			if err != nil {
+				return bad("identity provider %q: %v", r.ID, err)
+			}
+			// Disabled, with no secret: see importedProvider.
+			_, err = tx.Exec(ctx, `INSERT INTO organization_identity_providers (id, organization_id, slug, protocol, issuer,
+					display_name, client_id, scopes, allowed_email_domains, state, disabled_reason, disabled_at, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'disabled', $10, coalesce($11, now()), $12)`,
+				db.NewID("oip"), org, in.Slug, in.Protocol, in.Issuer, in.DisplayName, in.ClientID, in.Scopes,
+				in.AllowedEmailDomains, reason, r.DisabledAt, r.CreatedAt)
 			return err
 		})
 	case "users":
