@@ -2410,7 +2410,9 @@ type ClientInterface interface {
 	// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
-	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
+	// archive whose installations this deployment already holds (in any organization: their IDs
+	// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
 	//
 	// Principal mapping: users are matched by email (an existing user at this deployment is
 	// reused, otherwise one is created without any credential). Imported memberships come back
@@ -3507,7 +3509,9 @@ func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId
 // providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 // Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
-// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
+// archive whose installations this deployment already holds (in any organization: their IDs
+// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
 //
 // Principal mapping: users are matched by email (an existing user at this deployment is
 // reused, otherwise one is created without any credential). Imported memberships come back
@@ -8385,7 +8389,9 @@ type ClientWithResponsesInterface interface {
 	// providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 	// Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
-	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
+	// archive whose installations this deployment already holds (in any organization: their IDs
+	// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
 	//
 	// Principal mapping: users are matched by email (an existing user at this deployment is
 	// reused, otherwise one is created without any credential). Imported memberships come back
@@ -18576,7 +18582,9 @@ func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, orga
 // providers or earlier import). Archives of format version 1 and 2 are read. Any failure, a server crash included, leaves the destination as it was.
 // Corrupt archives are `400` with `archive_corrupt`, `archive_checksum_mismatch`,
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
-// empty is `409 destination_not_empty`, and so is the second of two concurrent imports.
+// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
+// archive whose installations this deployment already holds (in any organization: their IDs
+// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
 //
 // Principal mapping: users are matched by email (an existing user at this deployment is
 // reused, otherwise one is created without any credential). Imported memberships come back

@@ -850,6 +850,14 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 	if n := countRows(t, dst, `SELECT count(*) FROM installations WHERE organization_id = $1`, e.ID); n != 0 {
 		t.Errorf("%d installations in a refused destination", n)
 	}
+	// The deployment that still holds the archive's installations cannot take it: the detail says
+	// why, and that a retry changes nothing.
+	back := createOrg(t, src, srcToken, newSlug(), "Back home")
+	p := send(t, src, importReq(srcToken, back.ID, archive)).expectProblem(t, http.StatusConflict, "conflict")
+	if !strings.Contains(p.Detail, "already in this deployment") || !strings.Contains(p.Detail, "Retrying changes nothing") {
+		t.Errorf("import into the source deployment: %q", p.Detail)
+	}
+	expectEmpty(t, src, back.ID)
 	// Nor is one with an identity provider of its own (and no member left).
 	f := createOrg(t, dst, dstToken, newSlug(), "Has a provider")
 	setPolicy(t, dst, dstToken, f.ID, map[string]any{"entitlements": map[string]any{"organization_identity_providers": true}})

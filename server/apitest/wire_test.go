@@ -36,6 +36,7 @@ type problemBody struct {
 	Type           string `json:"type"`
 	Title          string `json:"title"`
 	Status         int    `json:"status"`
+	Detail         string `json:"detail"`
 	Error          string `json:"error"`
 	RequestID      string `json:"request_id"`
 	RequiredScope  string `json:"required_scope"`

@@ -64,8 +64,12 @@ var (
 	// ErrNoSecretKey: the deployment has no RENGA_SECRET_KEY, so it cannot keep a secret.
 	ErrNoSecretKey = errors.New("no secret key configured")
 	// ErrDestinationNotEmpty: an import's destination already holds members, installations,
-	// intake keys or an earlier import (or another import won the race for it).
+	// intake keys, identity providers or an earlier import (or another import won the race for it).
 	ErrDestinationNotEmpty = errors.New("destination organization not empty")
+	// ErrInstallationsHere: an archive's installation is already in this deployment (in any
+	// organization): installation IDs are unique in a deployment, so the archive belongs in
+	// another one.
+	ErrInstallationsHere = errors.New("the archive's installations are in this deployment")
 	// ErrTransferState: the transfer's kind or state does not allow the action.
 	ErrTransferState = errors.New("invalid transfer state")
 	// ErrCapabilityInvalid: a download capability that is missing, unknown, used, expired, of

@@ -15,7 +15,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/klauspost/compress/gzip"
 
 	"renga.dev/renga/server/db"
@@ -444,6 +446,10 @@ func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
 			// The same identity and key: the agent continues here. No intake key comes with it.
 			_, err = tx.Exec(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os, registered_at, last_seen_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, org, key, r.Hostname, r.OS, r.RegisteredAt, r.LastSeenAt)
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "installations_pkey" {
+				return ErrInstallationsHere
+			}
 			return err
 		})
 	case "observation_batches":
