@@ -41,48 +41,49 @@ func (e AuditOutcome) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeArchiveChecksumMismatch   ErrorCode = "archive_checksum_mismatch"
-	ErrorCodeArchiveCorrupt            ErrorCode = "archive_corrupt"
-	ErrorCodeArchiveMemberMissing      ErrorCode = "archive_member_missing"
-	ErrorCodeArchiveVersionUnsupported ErrorCode = "archive_version_unsupported"
-	ErrorCodeCapabilityInvalid         ErrorCode = "capability_invalid"
-	ErrorCodeConflict                  ErrorCode = "conflict"
-	ErrorCodeDestinationNotEmpty       ErrorCode = "destination_not_empty"
-	ErrorCodeHttpsRequired             ErrorCode = "https_required"
-	ErrorCodeIdempotencyKeyRequired    ErrorCode = "idempotency_key_required"
-	ErrorCodeIdempotencyKeyReused      ErrorCode = "idempotency_key_reused"
-	ErrorCodeInstallationConflict      ErrorCode = "installation_conflict"
-	ErrorCodeInsufficientScope         ErrorCode = "insufficient_scope"
-	ErrorCodeInternal                  ErrorCode = "internal"
-	ErrorCodeInvalidPageToken          ErrorCode = "invalid_page_token"
-	ErrorCodeInvalidRequest            ErrorCode = "invalid_request"
-	ErrorCodeInvalidState              ErrorCode = "invalid_state"
-	ErrorCodeInvalidTransferState      ErrorCode = "invalid_transfer_state"
-	ErrorCodeInvitationAccepted        ErrorCode = "invitation_accepted"
-	ErrorCodeInvitationExpired         ErrorCode = "invitation_expired"
-	ErrorCodeInvitationRevoked         ErrorCode = "invitation_revoked"
-	ErrorCodeLimitExceeded             ErrorCode = "limit_exceeded"
-	ErrorCodeLockout                   ErrorCode = "lockout"
-	ErrorCodeMethodNotAllowed          ErrorCode = "method_not_allowed"
-	ErrorCodeMoved                     ErrorCode = "moved"
-	ErrorCodeMoving                    ErrorCode = "moving"
-	ErrorCodeNoPendingRevision         ErrorCode = "no_pending_revision"
-	ErrorCodeNotEntitled               ErrorCode = "not_entitled"
-	ErrorCodeNotFound                  ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge           ErrorCode = "payload_too_large"
-	ErrorCodePreconditionRequired      ErrorCode = "precondition_required"
-	ErrorCodeProviderEnabled           ErrorCode = "provider_enabled"
-	ErrorCodeProviderInUse             ErrorCode = "provider_in_use"
-	ErrorCodePurgeStarted              ErrorCode = "purge_started"
-	ErrorCodeRateLimited               ErrorCode = "rate_limited"
-	ErrorCodeReadOnly                  ErrorCode = "read_only"
-	ErrorCodeSettingLocked             ErrorCode = "setting_locked"
-	ErrorCodeSlugTaken                 ErrorCode = "slug_taken"
-	ErrorCodeSuspended                 ErrorCode = "suspended"
-	ErrorCodeUnauthenticated           ErrorCode = "unauthenticated"
-	ErrorCodeUnavailable               ErrorCode = "unavailable"
-	ErrorCodeUnsupportedMediaType      ErrorCode = "unsupported_media_type"
-	ErrorCodeVersionMismatch           ErrorCode = "version_mismatch"
+	ErrorCodeArchiveChecksumMismatch     ErrorCode = "archive_checksum_mismatch"
+	ErrorCodeArchiveCorrupt              ErrorCode = "archive_corrupt"
+	ErrorCodeArchiveInstallationsPresent ErrorCode = "archive_installations_present"
+	ErrorCodeArchiveMemberMissing        ErrorCode = "archive_member_missing"
+	ErrorCodeArchiveVersionUnsupported   ErrorCode = "archive_version_unsupported"
+	ErrorCodeCapabilityInvalid           ErrorCode = "capability_invalid"
+	ErrorCodeConflict                    ErrorCode = "conflict"
+	ErrorCodeDestinationNotEmpty         ErrorCode = "destination_not_empty"
+	ErrorCodeHttpsRequired               ErrorCode = "https_required"
+	ErrorCodeIdempotencyKeyRequired      ErrorCode = "idempotency_key_required"
+	ErrorCodeIdempotencyKeyReused        ErrorCode = "idempotency_key_reused"
+	ErrorCodeInstallationConflict        ErrorCode = "installation_conflict"
+	ErrorCodeInsufficientScope           ErrorCode = "insufficient_scope"
+	ErrorCodeInternal                    ErrorCode = "internal"
+	ErrorCodeInvalidPageToken            ErrorCode = "invalid_page_token"
+	ErrorCodeInvalidRequest              ErrorCode = "invalid_request"
+	ErrorCodeInvalidState                ErrorCode = "invalid_state"
+	ErrorCodeInvalidTransferState        ErrorCode = "invalid_transfer_state"
+	ErrorCodeInvitationAccepted          ErrorCode = "invitation_accepted"
+	ErrorCodeInvitationExpired           ErrorCode = "invitation_expired"
+	ErrorCodeInvitationRevoked           ErrorCode = "invitation_revoked"
+	ErrorCodeLimitExceeded               ErrorCode = "limit_exceeded"
+	ErrorCodeLockout                     ErrorCode = "lockout"
+	ErrorCodeMethodNotAllowed            ErrorCode = "method_not_allowed"
+	ErrorCodeMoved                       ErrorCode = "moved"
+	ErrorCodeMoving                      ErrorCode = "moving"
+	ErrorCodeNoPendingRevision           ErrorCode = "no_pending_revision"
+	ErrorCodeNotEntitled                 ErrorCode = "not_entitled"
+	ErrorCodeNotFound                    ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge             ErrorCode = "payload_too_large"
+	ErrorCodePreconditionRequired        ErrorCode = "precondition_required"
+	ErrorCodeProviderEnabled             ErrorCode = "provider_enabled"
+	ErrorCodeProviderInUse               ErrorCode = "provider_in_use"
+	ErrorCodePurgeStarted                ErrorCode = "purge_started"
+	ErrorCodeRateLimited                 ErrorCode = "rate_limited"
+	ErrorCodeReadOnly                    ErrorCode = "read_only"
+	ErrorCodeSettingLocked               ErrorCode = "setting_locked"
+	ErrorCodeSlugTaken                   ErrorCode = "slug_taken"
+	ErrorCodeSuspended                   ErrorCode = "suspended"
+	ErrorCodeUnauthenticated             ErrorCode = "unauthenticated"
+	ErrorCodeUnavailable                 ErrorCode = "unavailable"
+	ErrorCodeUnsupportedMediaType        ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionMismatch             ErrorCode = "version_mismatch"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -91,6 +92,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeArchiveChecksumMismatch:
 		return true
 	case ErrorCodeArchiveCorrupt:
+		return true
+	case ErrorCodeArchiveInstallationsPresent:
 		return true
 	case ErrorCodeArchiveMemberMissing:
 		return true
@@ -2412,7 +2415,7 @@ type ClientInterface interface {
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
 	// archive whose installations this deployment already holds (in any organization: their IDs
-	// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
+	// are unique in a deployment) is `409 archive_installations_present`; a retry changes nothing.
 	//
 	// Principal mapping: users are matched by email (an existing user at this deployment is
 	// reused, otherwise one is created without any credential). Imported memberships come back
@@ -3511,7 +3514,7 @@ func (c *Client) CreateExport(ctx context.Context, organizationId OrganizationId
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 // empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
 // archive whose installations this deployment already holds (in any organization: their IDs
-// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
+// are unique in a deployment) is `409 archive_installations_present`; a retry changes nothing.
 //
 // Principal mapping: users are matched by email (an existing user at this deployment is
 // reused, otherwise one is created without any credential). Imported memberships come back
@@ -8391,7 +8394,7 @@ type ClientWithResponsesInterface interface {
 	// `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 	// empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
 	// archive whose installations this deployment already holds (in any organization: their IDs
-	// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
+	// are unique in a deployment) is `409 archive_installations_present`; a retry changes nothing.
 	//
 	// Principal mapping: users are matched by email (an existing user at this deployment is
 	// reused, otherwise one is created without any credential). Imported memberships come back
@@ -18584,7 +18587,7 @@ func (c *ClientWithResponses) CreateExportWithResponse(ctx context.Context, orga
 // `archive_member_missing` or `archive_version_unsupported`; a destination that is not
 // empty is `409 destination_not_empty`, and so is the second of two concurrent imports. An
 // archive whose installations this deployment already holds (in any organization: their IDs
-// are unique in a deployment) is `409 conflict`, whose detail says so; a retry changes nothing.
+// are unique in a deployment) is `409 archive_installations_present`; a retry changes nothing.
 //
 // Principal mapping: users are matched by email (an existing user at this deployment is
 // reused, otherwise one is created without any credential). Imported memberships come back

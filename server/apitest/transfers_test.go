@@ -853,7 +853,7 @@ func TestImportRefusesDamagedArchives(t *testing.T) {
 	// The deployment that still holds the archive's installations cannot take it: the detail says
 	// why, and that a retry changes nothing.
 	back := createOrg(t, src, srcToken, newSlug(), "Back home")
-	p := send(t, src, importReq(srcToken, back.ID, archive)).expectProblem(t, http.StatusConflict, "conflict")
+	p := send(t, src, importReq(srcToken, back.ID, archive)).expectProblem(t, http.StatusConflict, "archive_installations_present")
 	if !strings.Contains(p.Detail, "already in this deployment") || !strings.Contains(p.Detail, "Retrying changes nothing") {
 		t.Errorf("import into the source deployment: %q", p.Detail)
 	}

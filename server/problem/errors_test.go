@@ -45,6 +45,7 @@ func TestFromErrorSentinels(t *testing.T) {
 		{"ErrArchiveChecksum", domain.ErrArchiveChecksum, http.StatusBadRequest, api.ErrorCodeArchiveChecksumMismatch},
 		{"ErrArchiveMemberMissing", domain.ErrArchiveMemberMissing, http.StatusBadRequest, api.ErrorCodeArchiveMemberMissing},
 		{"ErrArchiveVersion", domain.ErrArchiveVersion, http.StatusBadRequest, api.ErrorCodeArchiveVersionUnsupported},
+		{"ErrInstallationsHere", domain.ErrInstallationsHere, http.StatusConflict, api.ErrorCodeArchiveInstallationsPresent},
 		// Returned bare by no API path today (LimitError and DailyLimitError unwrap to it), mapped
 		// all the same: every domain error has its problem.
 		{"ErrLimitExceeded", domain.ErrLimitExceeded, http.StatusForbidden, api.ErrorCodeLimitExceeded},
