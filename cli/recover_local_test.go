@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,29 @@ func TestIdentityProviderRecoverLocal(t *testing.T) {
 	}
 	if n := count(`outcome = 'failed' AND actor_type = 'local_operator'`); n != 2 {
 		t.Errorf("failed recoverLocal events: %d; want 2 (the unnamed email, the bad email)", n)
+	}
+	// For whom, through the API (the actor is the local operator): the email, when the email
+	// given was an email address.
+	listed := run(t, remote, "-o", "json", "audit", "list", "--operation", "recoverLocal")
+	var events struct {
+		Items []struct {
+			Outcome string
+			Targets struct{ Email *string }
+		}
+	}
+	if err := json.Unmarshal([]byte(listed.stdout), &events); err != nil || listed.code != 0 {
+		t.Fatalf("audit list: %+v %v", listed, err)
+	}
+	var whom []string
+	for _, ev := range events.Items { // newest first
+		email := "<none>"
+		if ev.Targets.Email != nil {
+			email = *ev.Targets.Email
+		}
+		whom = append(whom, ev.Outcome+" "+email)
+	}
+	if want := []string{"succeeded alice@ops.example", "succeeded alice@ops.example", "failed <none>", "failed bob@ops.example"}; !slices.Equal(whom, want) {
+		t.Errorf("recoverLocal events' target emails: %q, want %q", whom, want)
 	}
 
 	// The code signs alice in over HTTP, once; the first code was revoked by the second.

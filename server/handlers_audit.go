@@ -51,7 +51,7 @@ func auditJSON(e domain.AuditEvent) api.AuditEvent {
 			InvocationId: e.InvocationID},
 		Operation: e.Operation,
 		Targets: api.AuditTargets{OrganizationId: e.OrganizationID, OrganizationNameSnapshot: e.OrganizationNameSnapshot,
-			TokenId: e.TokenID, ProviderId: e.ProviderID},
+			TokenId: e.TokenID, ProviderId: e.ProviderID, Email: e.TargetEmail},
 		Outcome:       e.Outcome,
 		Status:        e.Status,
 		Error:         e.Error,

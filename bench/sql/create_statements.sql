@@ -30,9 +30,10 @@ INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest,
     created_at = now(), expires_at = excluded.expires_at;
 WITH audit AS (
     INSERT INTO audit_events (id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
-      organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address, provider_id)
+      organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address, provider_id,
+      target_email)
     VALUES ('aud_' || :k, now(), 'req_' || :k, 'operator_token', 'tok_1', 'bench', NULL, 'createOrganization',
-      'org_' || :k, 'New org ' || :k, 'tok_1', 'succeeded', 201, NULL, '{slug,display_name}', '127.0.0.1', NULL))
+      'org_' || :k, 'New org ' || :k, 'tok_1', 'succeeded', 201, NULL, '{slug,display_name}', '127.0.0.1', NULL, NULL))
 INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type, actor_id,
     actor_name, invocation_id, operation, changed_fields)
   SELECT 'act_' || :k, id, now(), 'req_' || :k, 'operator_token', 'tok_1', 'bench', NULL, 'createOrganization', '{slug,display_name}'

@@ -394,6 +394,8 @@ type AuditOutcome string
 
 // AuditTargets defines model for AuditTargets.
 type AuditTargets struct {
+	// Email The person the operation concerns, by email, where no other target names them - the support person a local recovery (`recoverLocal`) was made for, also when it was refused (when the email given was an email address).
+	Email                    *string `json:"email,omitempty"`
 	OrganizationId           *string `json:"organization_id,omitempty"`
 	OrganizationNameSnapshot *string `json:"organization_name_snapshot,omitempty"`
 

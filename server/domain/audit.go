@@ -45,11 +45,14 @@ type AuditEvent struct {
 	OrganizationNameSnapshot *string   `db:"organization_name_snapshot"`
 	TokenID                  *string   `db:"token_id"`
 	ProviderID               *string   `db:"provider_id"`
-	Outcome                  string    `db:"outcome"`
-	Status                   int       `db:"status"`
-	Error                    *string   `db:"error"`
-	ChangedFields            []string  `db:"changed_fields"`
-	SourceAddress            string    `db:"source_address"`
+	// TargetEmail: the person the operation concerns, where no other target names them (the
+	// support person a local recovery was made for).
+	TargetEmail   *string  `db:"target_email"`
+	Outcome       string   `db:"outcome"`
+	Status        int      `db:"status"`
+	Error         *string  `db:"error"`
+	ChangedFields []string `db:"changed_fields"`
+	SourceAddress string   `db:"source_address"`
 	// Read: a support person's read, which goes to the organization's Activity though it
 	// changed nothing. Not a column.
 	Read bool `db:"-"`
@@ -57,7 +60,7 @@ type AuditEvent struct {
 
 const auditColumns = `id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
 	organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address,
-	provider_id`
+	provider_id, target_email`
 
 // RecordAudit stores e; for a successful change to an organization it also writes the
 // organization's Activity (one statement, one round trip). Call it in the mutation's transaction.
@@ -85,13 +88,13 @@ func AuditStatement(e AuditEvent) (string, []any) {
 	// The organization may be gone (a purge): Activity goes with it, the audit event stays.
 	return `WITH audit AS (
 			INSERT INTO audit_events (` + auditColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $19))
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $19, $20))
 		INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type, actor_id,
 			actor_name, invocation_id, operation, changed_fields)
 		SELECT $17, id, $2, $3, $4, $5, $6, $7, $8, $15 FROM organizations WHERE $18 AND id = $9`,
 		[]any{e.ID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation,
 			e.OrganizationID, e.OrganizationNameSnapshot, e.TokenID, e.Outcome, e.Status, e.Error,
-			e.ChangedFields, e.SourceAddress, db.NewID("act"), activity, e.ProviderID}
+			e.ChangedFields, e.SourceAddress, db.NewID("act"), activity, e.ProviderID, e.TargetEmail}
 }
 
 // AuditFilter selects a page of audit events, newest first.

@@ -66,7 +66,7 @@ func CheckRecoveryEmail(email string) (string, error) {
 // RecoverLocal makes a local recovery sign-in for email, usable once within lifetime, by the
 // release command run invocationID; it returns the recovery and its code (shown once, stored as
 // its digest). Under the providers' guard lock, and with its audit event (recoverLocal, by the
-// local operator, without the code) in the caller's transaction. The support source must name
+// local operator, for email as its target, without the code) in the caller's transaction. The support source must name
 // email now (a recovery for someone it does not name could sign nobody in). A newer recovery
 // for the same email revokes the older ones still open.
 func RecoverLocal(ctx context.Context, q db.DBTX, email string, lifetime time.Duration, invocationID string) (LocalRecovery, string, error) {
@@ -99,6 +99,7 @@ func RecoverLocal(ctx context.Context, q db.DBTX, email string, lifetime time.Du
 		return LocalRecovery{}, "", err
 	}
 	audit := ReleaseAudit(invocationID, OperationRecoverLocal, "", OutcomeSucceeded, []string{"local_recovery"})
+	audit.TargetEmail = &email
 	if err := RecordAudit(ctx, q, audit); err != nil {
 		return LocalRecovery{}, "", err
 	}
