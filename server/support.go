@@ -6,8 +6,10 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +25,13 @@ import (
 // each one's inventory read-only:
 //
 //	GET /support                                                    the organizations granted now
-//	GET /support/organizations/{id}                                 its agents
-//	GET /support/organizations/{id}/agents/{installation_id}        an agent's recent observations
-//	GET /support/organizations/{id}/jobs                            its jobs
+//	GET /support/organizations/{id}[?after=]                        its agents
+//	GET /support/organizations/{id}/agents/{installation_id}[?before=]  an agent's observations
+//	GET /support/organizations/{id}/jobs[?before=]                  its jobs
 //	GET /support/organizations/{id}/settings                        its security settings
+//
+// Lists come in pages (agents in registration order, observations and jobs newest first); a
+// full page links the next one by the cursor of its last row, so every row can be reached.
 //
 // Every page of an organization checks its grant, records the read (audit and the
 // organization's Activity: who, what, when) and reads, in one transaction: without an active
@@ -42,7 +47,7 @@ const (
 	opSupportGetSettings      = "supportGetSettings"
 )
 
-// Bounds of what one page shows (recent first).
+// What one page of each list shows; a full page links the next.
 const (
 	supportAgentsShown       = 500
 	supportObservationsShown = 50
@@ -75,12 +80,17 @@ type supportView struct {
 	Jobs         []domain.Job
 	Settings     *domain.Settings
 	Locked       []string
+	Next         string // the list's next page, when this one is full and more follow
 }
 
 var (
 	supportOrgID          = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
 	supportInstallationID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+	supportJobID          = regexp.MustCompile(`^job_[0-9a-z]{26}$`)
 )
+
+// errBadPage: a page's cursor (after, before) that no page of the console links.
+var errBadPage = errors.New("not a page of this list")
 
 func (s *Server) mountSupport(mux *routeMux, pl *pipeline.Pipeline) {
 	mux.Handle("GET "+supportPath, pl.Public(http.HandlerFunc(s.supportHome)))
@@ -193,6 +203,9 @@ func (s *Server) supportRead(operation string, read supportReader) http.Handler 
 		case errors.Is(err, errNoSuchInstallation):
 			s.supportRefuse(w, r, http.StatusNotFound, "This organization has no such agent.", nil)
 			return
+		case errors.Is(err, errBadPage):
+			s.supportRefuse(w, r, http.StatusBadRequest, "This is not a page of the list: open the list again from its first page.", nil)
+			return
 		case err != nil:
 			s.supportRefuse(w, r, 0, "", err)
 			return
@@ -204,10 +217,31 @@ func (s *Server) supportRead(operation string, read supportReader) http.Handler 
 
 var errNoSuchInstallation = errors.New("no such installation in the organization")
 
-func (s *Server) readAgents(ctx context.Context, tx pgx.Tx, _ *http.Request, o domain.GrantedOrganization, v *supportView) error {
-	agents, err := domain.ListInstallations(ctx, tx, o.ID, "", supportAgentsShown)
+func (s *Server) readAgents(ctx context.Context, tx pgx.Tx, r *http.Request, o domain.GrantedOrganization, v *supportView) error {
+	after, ok := cursor(r, "after", supportInstallationID)
+	if !ok {
+		return errBadPage
+	}
+	agents, err := domain.ListInstallations(ctx, tx, o.ID, after, supportAgentsShown+1)
+	if len(agents) > supportAgentsShown {
+		agents = agents[:supportAgentsShown]
+		v.Next = supportPath + "/organizations/" + o.ID + "?after=" + url.QueryEscape(agents[len(agents)-1].ID)
+	}
 	v.Section, v.Agents = "agents", agents
 	return err
+}
+
+// cursor is the page cursor named name of r's query: "" on a list's first page, and false when
+// it is there but not of the form pattern (or given twice).
+func cursor(r *http.Request, name string, pattern *regexp.Regexp) (string, bool) {
+	values, ok := r.URL.Query()[name]
+	switch {
+	case !ok:
+		return "", true
+	case len(values) != 1 || !pattern.MatchString(values[0]):
+		return "", false
+	}
+	return values[0], true
 }
 
 func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Request, o domain.GrantedOrganization, v *supportView) error {
@@ -215,16 +249,41 @@ func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Reques
 	if !supportInstallationID.MatchString(id) {
 		return errNoSuchInstallation
 	}
-	obs, err := domain.ListObservations(ctx, tx, o.ID, id, 0, supportObservationsShown)
+	before, ok := cursor(r, "before", supportObservationCursor)
+	if !ok {
+		return errBadPage
+	}
+	var beforeID int64
+	if before != "" {
+		var err error
+		if beforeID, err = strconv.ParseInt(before, 10, 64); err != nil || beforeID <= 0 {
+			return errBadPage
+		}
+	}
+	obs, err := domain.ListObservations(ctx, tx, o.ID, id, beforeID, supportObservationsShown+1)
 	if errors.Is(err, domain.ErrNotFound) {
 		return errNoSuchInstallation
+	}
+	if len(obs) > supportObservationsShown {
+		obs = obs[:supportObservationsShown]
+		v.Next = supportPath + "/organizations/" + o.ID + "/agents/" + url.PathEscape(id) + "?before=" + strconv.FormatInt(obs[len(obs)-1].ID, 10)
 	}
 	v.Section, v.Installation, v.Observations = "observations", id, obs
 	return err
 }
 
-func (s *Server) readJobs(ctx context.Context, tx pgx.Tx, _ *http.Request, o domain.GrantedOrganization, v *supportView) error {
-	jobs, err := domain.ListJobs(ctx, tx, o.ID, "", supportJobsShown)
+var supportObservationCursor = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+
+func (s *Server) readJobs(ctx context.Context, tx pgx.Tx, r *http.Request, o domain.GrantedOrganization, v *supportView) error {
+	before, ok := cursor(r, "before", supportJobID)
+	if !ok {
+		return errBadPage
+	}
+	jobs, err := domain.ListJobs(ctx, tx, o.ID, before, supportJobsShown+1)
+	if len(jobs) > supportJobsShown {
+		jobs = jobs[:supportJobsShown]
+		v.Next = supportPath + "/organizations/" + o.ID + "/jobs?before=" + url.QueryEscape(jobs[len(jobs)-1].ID)
+	}
 	v.Section, v.Jobs = "jobs", jobs
 	return err
 }

@@ -2,7 +2,10 @@ package apitest
 
 import (
 	"context"
+	"html"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +179,114 @@ func TestSupportConsole(t *testing.T) {
 	refused("carol after the grant expired", carol, orgPage)
 	if n := len(supportActivity(t, env, s.Owner)); n != 6 {
 		t.Errorf("support reads in the Activity after the refusals: %d; want 6 (refusals record nothing)", n)
+	}
+}
+
+// TestSupportConsolePages: the console's lists come in pages, and following each full page's
+// link reaches every row once, in the list's order (agents by registration, jobs and
+// observations newest first); each page is a read of its own in the Activity; a cursor no page
+// links is 400 and records nothing.
+//
+// Fails when: a page shows one row too many or too few, the next link is missing on a full
+// page or present on the last, or the cursor is ignored (the second page repeats the first).
+func TestSupportConsolePages(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	op := startOP(t, env)
+	signInProvider(t, env, op, "corp")
+	s := newAgentSetup(t, env)
+	ctx := context.Background()
+	// Rows past a page of each list (500 agents, 100 jobs, 50 observations), with SQL.
+	const agents, jobs, observations = 501, 101, 51
+	for _, q := range []string{
+		`INSERT INTO installations (id, organization_id, public_key, hostname, os)
+			SELECT 'ins_' || lpad(g::text, 26, '0'), $1, sha256(g::text::bytea), 'paged-' || g, 'linux' FROM generate_series(1, 500) g`,
+		`INSERT INTO jobs (id, organization_id, installation_id, command)
+			SELECT 'job_' || lpad(g::text, 26, '0'), $1, 'ins_' || lpad('1', 26, '0'), 'cmd-' || g FROM generate_series(1, 100) g`,
+		`INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+			SELECT $1, 'ins_' || lpad('1', 26, '0'), 'b', now(), 'paged', jsonb_build_object('n', g) FROM generate_series(1, 51) g`,
+	} {
+		if _, err := env.Pool.Exec(ctx, q, s.OrgID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := send(t, env, createJobReq(s.Owner, s.Agent.ID, "cmd-real")); rep.Status != http.StatusCreated {
+		t.Fatalf("job: %d %s", rep.Status, rep.Body)
+	}
+	grantSupport(t, env, s.Owner, time.Now().Add(time.Hour), "alice@example.com")
+	alice := signedInSupport(t, env, op, "alice")
+
+	orgPage := "/support/organizations/" + s.OrgID
+	next := regexp.MustCompile(`id="next" href="([^"]+)"`)
+	// walk follows a list's next links from first, and returns every row's key in page order and
+	// the size of each page.
+	walk := func(first string, row *regexp.Regexp) (keys []string, sizes []int) {
+		t.Helper()
+		for path := first; path != ""; {
+			p := alice.get(t, path)
+			if p.Status != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", path, p.Status, p.Body)
+			}
+			rows := row.FindAllStringSubmatch(p.Body, -1)
+			for _, m := range rows {
+				keys = append(keys, m[1])
+			}
+			sizes = append(sizes, len(rows))
+			path = ""
+			if m := next.FindStringSubmatch(p.Body); m != nil {
+				path = html.UnescapeString(m[1])
+			}
+			if len(sizes) > 5 {
+				t.Fatalf("more pages than rows allow from %s", first)
+			}
+		}
+		return keys, sizes
+	}
+	ordered := func(name string, keys []string, want int, desc bool) {
+		t.Helper()
+		seen := map[string]bool{}
+		for i, k := range keys {
+			if seen[k] {
+				t.Errorf("%s: %s on two pages", name, k)
+			}
+			seen[k] = true
+			if i > 0 && (keys[i-1] < k) == desc && keys[i-1] != k {
+				t.Errorf("%s out of order: %s then %s", name, keys[i-1], k)
+			}
+		}
+		if len(keys) != want {
+			t.Errorf("%s: %d rows over the pages, want %d", name, len(keys), want)
+		}
+	}
+
+	ids, sizes := walk(orgPage, regexp.MustCompile(`href="/support/organizations/org_[0-9a-z]+/agents/(ins_[0-9a-z]+)"`))
+	ordered("agents", ids, agents, false)
+	if !slices.Equal(sizes, []int{500, 1}) {
+		t.Errorf("agent pages of %v rows, want [500 1]", sizes)
+	}
+	ids, sizes = walk(orgPage+"/jobs", regexp.MustCompile(`<tr><td>(job_[0-9a-z]{26})</td>`))
+	ordered("jobs", ids, jobs, true)
+	if !slices.Equal(sizes, []int{100, 1}) {
+		t.Errorf("job pages of %v rows, want [100 1]", sizes)
+	}
+	ns, sizes := walk(orgPage+"/agents/ins_"+strings.Repeat("0", 25)+"1", regexp.MustCompile(`n&#34;: ([0-9]+)`))
+	if len(ns) != observations || ns[0] != "51" || ns[len(ns)-1] != "1" || !slices.Equal(sizes, []int{50, 1}) {
+		t.Errorf("observations over the pages: %v (pages %v)", ns, sizes)
+	}
+
+	// Each page was a read of its own; a cursor no page links is refused and records nothing.
+	reads := len(supportActivity(t, env, s.Owner))
+	if reads != 6 {
+		t.Errorf("%d support reads in the Activity, want 6 (two pages of each list)", reads)
+	}
+	for _, path := range []string{orgPage + "?after=%3Cscript%3E", orgPage + "?after=ins_1&after=ins_2", orgPage + "/jobs?before=ins_1",
+		orgPage + "/agents/" + s.Agent.ID + "?before=0", orgPage + "/agents/" + s.Agent.ID + "?before=99999999999999999999",
+		orgPage + "/agents/" + s.Agent.ID + "?before=-1"} {
+		if p := alice.get(t, path); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "not a page of the list") {
+			t.Errorf("GET %s: %d %s; want 400", path, p.Status, p.Body)
+		}
+	}
+	if n := len(supportActivity(t, env, s.Owner)); n != reads {
+		t.Errorf("refused pages were recorded: %d reads, want %d", n, reads)
 	}
 }
