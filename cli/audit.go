@@ -107,7 +107,7 @@ func auditListRun(ctx context.Context, opts *auditListOptions) error {
 	if err := check(resp, err); err != nil {
 		return err
 	}
-	headers := []string{"TIME", "ACTOR", "OPERATION", "OUTCOME", "STATUS", "ORGANIZATION", "CHANGED"}
+	headers := []string{"TIME", "ACTOR", "OPERATION", "OUTCOME", "STATUS", "TARGET", "CHANGED"}
 	return f.print(resp.Body, headers, func() [][]string {
 		var rows [][]string
 		for _, e := range resp.JSON200.Items {
@@ -122,14 +122,28 @@ func (f *Factory) auditRow(e client.AuditEvent) []string {
 	if e.Actor.InvocationId != nil {
 		actor = e.Actor.Id + " " + *e.Actor.InvocationId
 	}
-	org := deref(e.Targets.OrganizationId)
-	if n := deref(e.Targets.OrganizationNameSnapshot); n != "" {
-		org += " (" + n + ")"
-	}
 	outcome := string(e.Outcome)
 	if e.Error != nil {
 		outcome += ": " + *e.Error
 	}
-	return []string{f.timeCell(e.Time), actor, e.Operation, outcome, strconv.Itoa(e.Status), org,
+	return []string{f.timeCell(e.Time), actor, e.Operation, outcome, strconv.Itoa(e.Status), auditTarget(e.Targets),
 		strings.Join(e.ChangedFields, ",")}
+}
+
+// auditTarget is what an event concerns, each target it names: the organization (with its name
+// then), the operator token, the identity provider, the person by email.
+func auditTarget(t client.AuditTargets) string {
+	var parts []string
+	if org := deref(t.OrganizationId); org != "" {
+		if n := deref(t.OrganizationNameSnapshot); n != "" {
+			org += " (" + n + ")"
+		}
+		parts = append(parts, org)
+	}
+	for _, id := range []*string{t.TokenId, t.ProviderId, t.Email} {
+		if v := deref(id); v != "" {
+			parts = append(parts, v)
+		}
+	}
+	return strings.Join(parts, " ")
 }

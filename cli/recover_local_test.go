@@ -143,6 +143,11 @@ func TestIdentityProviderRecoverLocal(t *testing.T) {
 	if want := []string{"succeeded alice@ops.example", "succeeded alice@ops.example", "failed <none>", "failed bob@ops.example"}; !slices.Equal(whom, want) {
 		t.Errorf("recoverLocal events' target emails: %q, want %q", whom, want)
 	}
+	// The table shows it as the event's target (its TARGET column).
+	if table := run(t, remote, "audit", "list", "--operation", "recoverLocal"); table.code != 0 ||
+		strings.Count(table.stdout, "\talice@ops.example\t") != 2 || !strings.Contains(table.stdout, "\tbob@ops.example\t") {
+		t.Errorf("audit list: %+v", table)
+	}
 
 	// The code signs alice in over HTTP, once; the first code was revoked by the second.
 	signIn := func(code string) (int, string) {
