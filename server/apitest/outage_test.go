@@ -84,8 +84,13 @@ func cutDatabase(t *testing.T, env *servertest.Env) (restore func()) {
 		}
 	}
 	t.Cleanup(restore) // before the harness's own checks, which need the database
+	// Backends waiting for a lock go first, and are gone (the timeout waits for each to exit)
+	// before the rest: were the lock's holder terminated first, a waiter could take the lock and
+	// commit in the moment before its own termination, and a test of the outage would see its
+	// statement succeed.
 	for _, sql := range []string{
 		`ALTER DATABASE ` + pgx.Identifier{name}.Sanitize() + ` ALLOW_CONNECTIONS false`,
+		`SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity WHERE datname = '` + name + `' AND wait_event_type = 'Lock'`,
 		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '` + name + `'`,
 	} {
 		if _, err := admin.Exec(ctx, sql); err != nil {
