@@ -223,12 +223,20 @@ func (s *Server) readAgents(ctx context.Context, tx pgx.Tx, r *http.Request, o d
 		return errBadPage
 	}
 	agents, err := domain.ListInstallations(ctx, tx, o.ID, after, supportAgentsShown+1)
-	if len(agents) > supportAgentsShown {
-		agents = agents[:supportAgentsShown]
-		v.Next = supportPath + "/organizations/" + o.ID + "?after=" + url.QueryEscape(agents[len(agents)-1].ID)
-	}
-	v.Section, v.Agents = "agents", agents
+	v.Agents, v.Next = onePage(agents, supportAgentsShown, func(last domain.Installation) string {
+		return supportPath + "/organizations/" + o.ID + "?after=" + url.QueryEscape(last.ID)
+	})
+	v.Section = "agents"
 	return err
+}
+
+// onePage is the first size of rows, read one past a page, and the link to the next page (made
+// by next from the page's last row) when there was that one more; "" when this page is the last.
+func onePage[T any](rows []T, size int, next func(last T) string) ([]T, string) {
+	if len(rows) <= size {
+		return rows, ""
+	}
+	return rows[:size], next(rows[size-1])
 }
 
 // cursor is the page cursor named name of r's query: "" on a list's first page, and false when
@@ -264,11 +272,10 @@ func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Reques
 	if errors.Is(err, domain.ErrNotFound) {
 		return errNoSuchInstallation
 	}
-	if len(obs) > supportObservationsShown {
-		obs = obs[:supportObservationsShown]
-		v.Next = supportPath + "/organizations/" + o.ID + "/agents/" + url.PathEscape(id) + "?before=" + strconv.FormatInt(obs[len(obs)-1].ID, 10)
-	}
-	v.Section, v.Installation, v.Observations = "observations", id, obs
+	v.Observations, v.Next = onePage(obs, supportObservationsShown, func(last domain.Observation) string {
+		return supportPath + "/organizations/" + o.ID + "/agents/" + url.PathEscape(id) + "?before=" + strconv.FormatInt(last.ID, 10)
+	})
+	v.Section, v.Installation = "observations", id
 	return err
 }
 
@@ -280,11 +287,10 @@ func (s *Server) readJobs(ctx context.Context, tx pgx.Tx, r *http.Request, o dom
 		return errBadPage
 	}
 	jobs, err := domain.ListJobs(ctx, tx, o.ID, before, supportJobsShown+1)
-	if len(jobs) > supportJobsShown {
-		jobs = jobs[:supportJobsShown]
-		v.Next = supportPath + "/organizations/" + o.ID + "/jobs?before=" + url.QueryEscape(jobs[len(jobs)-1].ID)
-	}
-	v.Section, v.Jobs = "jobs", jobs
+	v.Jobs, v.Next = onePage(jobs, supportJobsShown, func(last domain.Job) string {
+		return supportPath + "/organizations/" + o.ID + "/jobs?before=" + url.QueryEscape(last.ID)
+	})
+	v.Section = "jobs"
 	return err
 }
 
