@@ -26,7 +26,7 @@ func httpClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 }
 
-func do(b *testing.B, c *http.Client, req *http.Request, want int) {
+func do(b testing.TB, c *http.Client, req *http.Request, want int) {
 	resp, err := c.Do(req)
 	if err != nil {
 		b.Fatal(err)
