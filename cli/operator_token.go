@@ -254,8 +254,12 @@ func operatorTokenRevokeRun(ctx context.Context, opts *operatorTokenRevokeOption
 	return nil
 }
 
-// auditReleaseFailure records a failed release-only command, like a failed API attempt.
-func auditReleaseFailure(ctx context.Context, pool *pgxpool.Pool, operation, tokenID string) {
+// auditReleaseFailure records a failed release-only command, like a failed API attempt; target,
+// if given, adds what else the event concerns.
+func auditReleaseFailure(ctx context.Context, pool *pgxpool.Pool, operation, tokenID string, target ...func(*domain.AuditEvent)) {
 	e := domain.ReleaseAudit(invocationID, operation, tokenID, domain.OutcomeFailed, nil)
+	for _, t := range target {
+		t(&e)
+	}
 	_ = domain.RecordAudit(context.WithoutCancel(ctx), pool, e)
 }

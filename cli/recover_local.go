@@ -79,11 +79,11 @@ func identityProviderRecoverLocalRun(ctx context.Context, opts *identityProvider
 		return err
 	})
 	if err != nil {
-		failed := domain.ReleaseAudit(invocationID, domain.OperationRecoverLocal, "", domain.OutcomeFailed, nil)
-		if email, err := domain.CheckRecoveryEmail(opts.Email); err == nil {
-			failed.TargetEmail = &email // for whom it was refused; only ever an email address
-		}
-		_ = domain.RecordAudit(context.WithoutCancel(ctx), pool, failed)
+		auditReleaseFailure(ctx, pool, domain.OperationRecoverLocal, "", func(e *domain.AuditEvent) {
+			if email, err := domain.CheckRecoveryEmail(opts.Email); err == nil {
+				e.TargetEmail = &email // for whom it was refused; only ever an email address
+			}
+		})
 		var ve *domain.ValidationError
 		switch {
 		case errors.As(err, &ve):

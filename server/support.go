@@ -264,7 +264,7 @@ func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Reques
 	var beforeID int64
 	if before != "" {
 		var err error
-		if beforeID, err = strconv.ParseInt(before, 10, 64); err != nil || beforeID <= 0 {
+		if beforeID, err = strconv.ParseInt(before, 10, 64); err != nil { // past int64
 			return errBadPage
 		}
 	}
