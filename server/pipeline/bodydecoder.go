@@ -19,12 +19,14 @@ import (
 // slices before it checks them against the schema; most of an observation batch is the
 // observations' data, a free-form object (any object is valid) that the schema never looks
 // into. This decoder follows the schema while it decodes, and where the schema accepts any
-// object it hands the validator an empty object in place of the value: the verdict is the same
-// (nothing inside a free-form object can fail it), without a map, a string and a number per
-// field of data. Keys appearing twice and text PostgreSQL cannot store are checked on the raw
-// body before (duplicateKey, unstorable), so nothing the validator never saw goes unchecked.
-// Whenever the fast path cannot decode a value (malformed JSON, trailing data), the body is
-// decoded by kin-openapi's decoder, so errors read as they did.
+// object it hands the validator, in place of the value, an object holding only the value's JSON
+// text (freeFormText): the verdict is the same (nothing inside a free-form object can fail it),
+// without a map, a string and a number per field of data. The value the validator passed is
+// then the handler's (validate, boundValue): the body is decoded once. Keys appearing twice and
+// text PostgreSQL cannot store are checked on the raw body before (duplicateKey, unstorable), so
+// nothing the validator never saw goes unchecked. Whenever the fast path cannot decode a value
+// (malformed JSON, trailing data), the body is decoded by kin-openapi's decoder, so errors read
+// as they did.
 func init() {
 	openapi3filter.RegisterBodyDecoder("application/json", decodeJSONBody)
 }
@@ -41,14 +43,15 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 }
 
 // decodeFor decodes the JSON value raw as kin-openapi's decoder does (numbers as json.Number),
-// except that a value its schema accepts whatever object it is comes back as an empty object.
+// except that a value its schema accepts whatever object it is comes back as an object holding
+// its JSON text only (freeFormText).
 // It reads raw once, token by token (jsontext); a name twice is taken as encoding/json takes it
 // (the last wins; the pipeline refused such a body before, duplicateKey). ok is false when raw is
 // not one JSON value, or holds what jsontext refuses and encoding/json takes (invalid UTF-8, a
 // lone surrogate escape): the caller then decodes it the validator's own way.
 func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
-	v, err := decodeValue(dec, ref)
+	v, err := decodeValue(dec, raw, ref)
 	if err != nil {
 		return nil, false
 	}
@@ -58,7 +61,7 @@ func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
 	return v, true
 }
 
-func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
+func decodeValue(dec *jsontext.Decoder, raw []byte, ref *openapi3.SchemaRef) (any, error) {
 	var s *openapi3.Schema
 	if ref != nil {
 		s = ref.Value
@@ -69,7 +72,13 @@ func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
 			return decodeAll(dec)
 		}
 		if freeForm(s) {
-			return map[string]any{}, dec.SkipValue()
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			// The value's own bytes in the body (v is the decoder's, valid until its next read).
+			end := dec.InputOffset()
+			return map[string]any{"": freeFormText(raw[end-int64(len(v)) : end : end])}, nil
 		}
 		if _, err := dec.ReadToken(); err != nil {
 			return nil, err
@@ -85,7 +94,7 @@ func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
 			if child == nil {
 				child = s.AdditionalProperties.Schema // nil: decoded whole
 			}
-			if out[k], err = decodeValue(dec, child); err != nil {
+			if out[k], err = decodeValue(dec, raw, child); err != nil {
 				return nil, err
 			}
 		}
@@ -100,7 +109,7 @@ func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
 		}
 		out := []any{}
 		for dec.PeekKind() != ']' {
-			v, err := decodeValue(dec, s.Items)
+			v, err := decodeValue(dec, raw, s.Items)
 			if err != nil {
 				return nil, err
 			}
@@ -124,6 +133,33 @@ func decodeValue(dec *jsontext.Decoder, ref *openapi3.SchemaRef) (any, error) {
 		return json.Number(tok.String()), nil
 	}
 	return nil, fmt.Errorf("unexpected %v", tok.Kind())
+}
+
+// freeFormText is a free-form object's JSON text, as it is in the body. The decoder hands the
+// validator the object {"": freeFormText} in the value's place, which every free-form schema
+// accepts; boundValue then puts the text back where the object was. No JSON decodes to this
+// type, so the object cannot be mistaken for one a client sent.
+type freeFormText []byte
+
+// boundValue is v, a value the validator passed, as the generated handlers bind it
+// (runtime.BindJSONBody): each free-form object the decoder left as {"": freeFormText} becomes its
+// JSON text (json.RawMessage), which binds to a json.RawMessage field as the text itself. v is
+// changed in place.
+func boundValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if t, ok := v[""].(freeFormText); ok && len(v) == 1 {
+			return json.RawMessage(t)
+		}
+		for k, member := range v {
+			v[k] = boundValue(member)
+		}
+	case []any:
+		for i, item := range v {
+			v[i] = boundValue(item)
+		}
+	}
+	return v
 }
 
 // decodeAll decodes the next value whole, as kin-openapi's decoder does.

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/oapi-codegen/runtime"
 
 	"renga.dev/renga/gen/api"
 )
@@ -32,9 +36,6 @@ func TestBodyDecoderJudgesAsTheFullDecode(t *testing.T) {
 	if freeForm(spec.Components.Schemas["ObservationIn"].Value) {
 		t.Error("an observation itself is taken for a free-form object")
 	}
-	replacements := []string{`{}`, `[]`, `""`, `"x"`, `1`, `1.5`, `-3`, `true`, `null`,
-		`{"a":{"b":[1,{"c":null}]},"d":"e"}`, `"a\"b"`, `"\u00e9t\u00e9"`, `"été"`, `"host.facts"`, `"HOST"`, `"a\nb"`,
-		`1e5`, `-0`, `12345678901234567890123`, `0.000001`, `"2026-12-01T00:00:00Z"`, `"not a time"`, `[{"kind":"k"}]`, `{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"x":[1]}}`}
 	checked, fast := 0, 0
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -45,50 +46,7 @@ func TestBodyDecoderJudgesAsTheFullDecode(t *testing.T) {
 			if mt == nil || mt.Schema == nil {
 				continue
 			}
-			var bodies []string
-			for _, ex := range []any{mt.Example, mt.Schema.Value.Example} {
-				if ex == nil {
-					continue
-				}
-				b, err := json.Marshal(ex)
-				if err != nil {
-					t.Fatal(err)
-				}
-				bodies = append(bodies, string(b))
-				var obj map[string]json.RawMessage
-				if json.Unmarshal(b, &obj) != nil {
-					continue
-				}
-				keys := append([]string{"unknown_property"}, sortedKeys(obj)...)
-				for _, k := range keys {
-					for _, r := range replacements {
-						v := map[string]json.RawMessage{}
-						for k2, v2 := range obj {
-							v[k2] = v2
-						}
-						v[k] = json.RawMessage(r)
-						b, _ := json.Marshal(v)
-						bodies = append(bodies, string(b))
-						// Inside arrays of objects (a batch's observations): each field of the first element too.
-						var arr []map[string]json.RawMessage
-						if json.Unmarshal(obj[k], &arr) == nil && len(arr) > 0 {
-							for ik := range arr[0] {
-								el := map[string]json.RawMessage{}
-								for k3, v3 := range arr[0] {
-									el[k3] = v3
-								}
-								el[ik] = json.RawMessage(r)
-								eb, _ := json.Marshal([]any{el})
-								v[k] = eb
-								b, _ := json.Marshal(v)
-								bodies = append(bodies, string(b))
-							}
-						}
-					}
-				}
-			}
-			bodies = append(bodies, `{}`, `[]`, `null`, `"s"`, `{"a":`, `{} {}`, `{}]`, ` {"batch_id":"b"} `, `{"batch_id":"b","observations":[{"data":{"x":}}]}`)
-			for _, body := range bodies {
+			for _, body := range variants(t, mt) {
 				want := verdict(t, mt.Schema, body, openapi3filter.JSONBodyDecoder)
 				got := verdict(t, mt.Schema, body, decodeJSONBody)
 				if !reflect.DeepEqual(got, want) {
@@ -105,6 +63,62 @@ func TestBodyDecoderJudgesAsTheFullDecode(t *testing.T) {
 		t.Errorf("checked %d bodies, %d on the fast path: too few to mean anything", checked, fast)
 	}
 	t.Logf("%d bodies judged alike, %d of them decoded on the fast path", checked, fast)
+}
+
+// replacements are the values variants puts in place of each property.
+var replacements = []string{`{}`, `[]`, `""`, `"x"`, `1`, `1.5`, `-3`, `true`, `null`,
+	`{"a":{"b":[1,{"c":null}]},"d":"e"}`, `"a\"b"`, `"\u00e9t\u00e9"`, `"été"`, `"host.facts"`, `"HOST"`, `"a\nb"`,
+	`1e5`, `-0`, `12345678901234567890123`, `0.000001`, `"2026-12-01T00:00:00Z"`, `"not a time"`, `[{"kind":"k"}]`, `{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"x":[1]}}`}
+
+// variants are request bodies for mt: its examples, and each with each property (and each
+// property of the first element of an array of objects) replaced by each of replacements, then
+// bodies of every JSON type, malformed and with trailing data.
+func variants(t *testing.T, mt *openapi3.MediaType) []string {
+	t.Helper()
+	var bodies []string
+	for _, ex := range []any{mt.Example, mt.Schema.Value.Example} {
+		if ex == nil {
+			continue
+		}
+		b, err := json.Marshal(ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(b))
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b, &obj) != nil {
+			continue
+		}
+		keys := append([]string{"unknown_property"}, sortedKeys(obj)...)
+		for _, k := range keys {
+			for _, r := range replacements {
+				v := map[string]json.RawMessage{}
+				for k2, v2 := range obj {
+					v[k2] = v2
+				}
+				v[k] = json.RawMessage(r)
+				b, _ := json.Marshal(v)
+				bodies = append(bodies, string(b))
+				// Inside arrays of objects (a batch's observations): each field of the first element too.
+				var arr []map[string]json.RawMessage
+				if json.Unmarshal(obj[k], &arr) == nil && len(arr) > 0 {
+					for ik := range arr[0] {
+						el := map[string]json.RawMessage{}
+						for k3, v3 := range arr[0] {
+							el[k3] = v3
+						}
+						el[ik] = json.RawMessage(r)
+						eb, _ := json.Marshal([]any{el})
+						v[k] = eb
+						b, _ := json.Marshal(v)
+						bodies = append(bodies, string(b))
+					}
+				}
+			}
+		}
+	}
+	bodies = append(bodies, `{}`, `[]`, `null`, `"s"`, `{"a":`, `{} {}`, `{}]`, ` {"batch_id":"b"} `, `{"batch_id":"b","observations":[{"data":{"x":}}]}`)
+	return bodies
 }
 
 // verdict is what the pipeline would report of body: the sorted field errors, or the parse
@@ -221,5 +235,145 @@ func TestBodyDecoderKeepsWholeValuesWhereTheyAreCompared(t *testing.T) {
 				t.Errorf("%s:\n got  %v\n want %v", body, got, want)
 			}
 		}
+	}
+}
+
+// TestValidatedValueBindsAsTheBody: for every JSON request body of the spec, each of its
+// variants (TestBodyDecoderJudgesAsTheFullDecode's) that the validator passes is handed to its handler as
+// decoding the body would: what runtime.BindJSONBody binds from the value validate leaves
+// (boundValue of the decoder's, free-form objects back as their text) is the value
+// encoding/json decodes from the body. Every such body of an observation batch binds from the
+// value, without a second decoding (the point of keeping it); a free-form object bound to a map
+// (a settings write's ignored locked) falls back to decoding, which the binder reports.
+func TestValidatedValueBindsAsTheBody(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := reflect.TypeFor[api.StrictServerInterface]()
+	bodies := []string{
+		`{"batch_id":"b-1","observations":[{"observed_at":"2026-12-01T00:00:00+02:00","kind":"host.facts","data":{"a":[1,2.50,{"b":null}],"c":"\u00e9<>&","d":12345678901234567890123}}]}`,
+		`{"batch_id":"b-2","observations":[{"observed_at":"2026-12-01T00:00:00.123456789Z","kind":"k","data":{ "spaced" : [ 1 , 2 ] }},{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{}}]}`,
+	}
+	checked, bound := 0, 0
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if mt == nil || mt.Schema == nil {
+				continue
+			}
+			m, ok := strict.MethodByName(strings.ToUpper(op.OperationID[:1]) + op.OperationID[1:])
+			if !ok {
+				t.Fatalf("%s %s: no handler for %s", method, path, op.OperationID)
+			}
+			field, ok := m.Type.In(1).FieldByName("Body")
+			if !ok || field.Type.Kind() != reflect.Pointer {
+				t.Fatalf("%s: request object without a JSON body: %v", op.OperationID, m.Type.In(1))
+			}
+			for _, body := range append(variants(t, mt), bodies...) {
+				v, ok := decodeFor([]byte(body), mt.Schema)
+				if !ok || mt.Schema.Value.VisitJSON(v, openapi3.MultiErrors()) != nil {
+					continue
+				}
+				checked++
+				value := boundValue(v)
+				r := httptest.NewRequest(method, path, nil)
+				r.Body = boundBody{ReadCloser: io.NopCloser(strings.NewReader(body)), value: value}
+				want := reflect.New(field.Type.Elem())
+				if err := json.Unmarshal([]byte(body), want.Interface()); err != nil {
+					// What the validator passes and the handler's type refuses (an email the
+					// type checks, 1e5 for an int): refused by binding too (400 invalid_request).
+					if runtime.BindJSONBody(r, reflect.New(field.Type.Elem()).Interface()) == nil {
+						t.Errorf("%s, body %s: bound, where decoding fails: %v", op.OperationID, body, err)
+					}
+					continue
+				}
+				got := reflect.New(field.Type.Elem())
+				if runtime.BindJSONValue(value, got.Interface()) == nil {
+					bound++
+				} else if op.OperationID == "submitObservations" {
+					t.Errorf("%s, body %s: not bound from the validated value", op.OperationID, body)
+				}
+				r.Body = boundBody{ReadCloser: io.NopCloser(strings.NewReader(body)), value: value}
+				got = reflect.New(field.Type.Elem())
+				if err := runtime.BindJSONBody(r, got.Interface()); err != nil {
+					t.Errorf("%s, body %s: %v", op.OperationID, body, err)
+					continue
+				}
+				if !reflect.DeepEqual(canonical(t, got.Interface()), canonical(t, want.Interface())) {
+					t.Errorf("%s, body %s:\n got  %+v\n want %+v", op.OperationID, body, got.Elem().Interface(), want.Elem().Interface())
+				}
+			}
+		}
+	}
+	if checked < 200 || bound < checked/2 {
+		t.Errorf("%d bodies checked, %d bound from the validated value: too few to mean anything", checked, bound)
+	}
+	t.Logf("%d bodies bound as decoded, %d from the validated value", checked, bound)
+}
+
+// canonical is v as JSON decodes it again (numbers as written): the bound value's free-form text
+// is the body's without its white space and with <, > and & escaped, the same JSON.
+func canonical(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRequestDefaults: the validator sets no defaults (SkipSettingDefaults), which could change
+// its verdict only where a required property has a default (setting it would satisfy the
+// requirement): no request body has one.
+func TestRequestDefaults(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*openapi3.Schema]bool{}
+	var walk func(where string, s *openapi3.SchemaRef)
+	walk = func(where string, s *openapi3.SchemaRef) {
+		if s == nil || s.Value == nil || seen[s.Value] {
+			return
+		}
+		seen[s.Value] = true
+		for _, name := range s.Value.Required {
+			if p := s.Value.Properties[name]; p != nil && p.Value != nil && p.Value.Default != nil {
+				t.Errorf("%s.%s is required and has a default", where, name)
+			}
+		}
+		for name, p := range s.Value.Properties {
+			walk(where+"."+name, p)
+		}
+		walk(where+"[]", s.Value.Items)
+		walk(where+".*", s.Value.AdditionalProperties.Schema)
+		for _, list := range []openapi3.SchemaRefs{s.Value.OneOf, s.Value.AnyOf, s.Value.AllOf} {
+			for _, c := range list {
+				walk(where, c)
+			}
+		}
+		walk(where, s.Value.Not)
+	}
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				for _, mt := range op.RequestBody.Value.Content {
+					walk(method+" "+path, mt.Schema)
+				}
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("walked %d schemas: too few to mean anything", len(seen))
 	}
 }

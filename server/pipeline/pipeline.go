@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -346,7 +345,7 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		st.Tx, st.TxNow = tx, start.Now
 		defer func() { st.Tx = nil }()
 		if !st.Op.StreamedBody {
-			r.Body = io.NopCloser(bytes.NewReader(st.Body))
+			r.Body = handlerBody(st) // again on each attempt
 		}
 		next.ServeHTTP(rec, r)
 		status := rec.code()

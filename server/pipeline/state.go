@@ -33,6 +33,7 @@ type State struct {
 	Installation *domain.InstallationHolder
 	Body         []byte // the raw body, for handlers that need its bytes (intake)
 	bodyRead     bool
+	validated    any // the body's value as the validator passed it (boundValue), for the handler to bind
 
 	// Set for a write, for its handler.
 	Tx      pgx.Tx // the one transaction of the write

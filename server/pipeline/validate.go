@@ -179,15 +179,22 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	} else {
 		r.Body = io.NopCloser(bytes.NewReader(st.Body))
 	}
+	// KeepValidatedValue: the value the validator decoded and passed is the one the handler binds
+	// (runtime.BindJSONBody), instead of a second decoding of the body. Defaults are not set: the
+	// handlers read a field left out as left out (and no required property of a request body has
+	// a default that setting it would satisfy: TestRequestDefaults).
 	err = openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: pathParams, Route: st.Op.validation,
 		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-			ExcludeRequestBody: streamed},
+			ExcludeRequestBody: streamed, SkipSettingDefaults: true, KeepValidatedValue: true},
 	})
 	if streamed {
 		r.Body = body
 	} else {
-		r.Body = io.NopCloser(bytes.NewReader(st.Body))
+		if v, ok := r.Body.(validatedValue); ok && err == nil {
+			st.validated = boundValue(v.ValidatedValue())
+		}
+		r.Body = handlerBody(st)
 	}
 	if err == nil {
 		return nil
@@ -198,6 +205,30 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 		pe.Errors = []problem.FieldError{{Field: "", Message: "invalid request"}}
 	}
 	return pe
+}
+
+// validatedValue is the body kin-openapi's validator leaves (Options.KeepValidatedValue): the
+// value it decoded and passed.
+type validatedValue interface{ ValidatedValue() any }
+
+// boundBody is the body a handler reads after validation: the bytes as sent, and the value the
+// validator passed (boundValue), which the generated handlers bind (runtime.BindJSONBody binds
+// from ValidatedValue; it decodes the bytes only when the value does not fit the handler's type).
+type boundBody struct {
+	io.ReadCloser
+	value any
+}
+
+func (b boundBody) ValidatedValue() any { return b.value }
+
+// handlerBody is the body a handler reads: the bytes as sent, and the value the validator passed
+// when it passed one (an empty body has none).
+func handlerBody(st *State) io.ReadCloser {
+	raw := io.NopCloser(bytes.NewReader(st.Body))
+	if st.validated == nil {
+		return raw
+	}
+	return boundBody{ReadCloser: raw, value: st.validated}
 }
 
 // storable reports whether text can be stored as PostgreSQL text: valid UTF-8 without NUL

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -193,6 +194,20 @@ func TestValidate(t *testing.T) {
 			// validator runs is never handled).
 			if b, err := io.ReadAll(r.Body); !tt.early && (err != nil || string(b) != tt.body) {
 				t.Errorf("body after validate = %q, %v; want %q", b, err, tt.body)
+			}
+			// What the validator passed goes to the handler with the body: its value, decoded
+			// once (runtime.BindJSONBody binds it); nothing when it did not pass.
+			vv, kept := r.Body.(validatedValue)
+			if kept != (tt.want == nil && tt.body != "") {
+				t.Errorf("validated value kept = %v", kept)
+			}
+			if kept {
+				var want any
+				dec := json.NewDecoder(strings.NewReader(tt.body))
+				dec.UseNumber()
+				if err := dec.Decode(&want); err != nil || !reflect.DeepEqual(vv.ValidatedValue(), want) {
+					t.Errorf("validated value = %#v, want %#v (%v)", vv.ValidatedValue(), want, err)
+				}
 			}
 			if tt.want == nil {
 				if pe != nil {
