@@ -2,6 +2,8 @@ package apitest
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -579,5 +581,30 @@ func TestOwnersSettingsReadBack(t *testing.T) {
 	rep := send(t, env, req{Method: http.MethodGet, Path: settingsPath, Token: owner.APIKey})
 	if rep.Status != http.StatusOK || !strings.Contains(string(rep.Body), `"allowed_email_domains":[]`) {
 		t.Errorf("an empty list read back: %d %s", rep.Status, rep.Body)
+	}
+}
+
+// TestPolicyIntegersWrittenOtherwise: an integer written with an exponent or a zero fraction
+// (1e2, 30.0, as some JSON encoders write numbers) is the integer the validator takes it for, not
+// a body that "could not be read"; a fraction is refused by the validator, naming the field.
+//
+// Fails when: the handler decodes the body's text into its integer fields again (encoding/json
+// refuses 1e2 for an int64) instead of binding the validated value with its integers written
+// plainly (pipeline.integerText).
+func TestPolicyIntegersWrittenOtherwise(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, op := scopedToken(t, env, "organizations:write", "policies:write")
+	org := createOrg(t, env, op, "acme", "Acme")
+
+	putPolicy(t, env, op, org.ID, `"1"`, json.RawMessage(`{"limits":{"max_agents":1e2,"max_users":30.0,"max_jobs_per_day":25000e-1}}`))
+	p, _ := getPolicy(t, env, op, org.ID)
+	if want := map[string]int64{"max_agents": 100, "max_users": 30, "max_jobs_per_day": 2500}; !maps.Equal(p.Limits, want) {
+		t.Errorf("limits = %v, want %v", p.Limits, want)
+	}
+	rep := send(t, env, putPolicyReq(op, org.ID, `"2"`, json.RawMessage(`{"limits":{"max_agents":1.5}}`)))
+	rep.expectProblem(t, http.StatusBadRequest, "invalid_request")
+	if !strings.Contains(string(rep.Body), "limits.max_agents") {
+		t.Errorf("the refusal does not name the field: %s", rep.Body)
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -44,7 +47,8 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 
 // decodeFor decodes the JSON value raw as kin-openapi's decoder does (numbers as json.Number),
 // except that a value its schema accepts whatever object it is comes back as an object holding
-// its JSON text only (freeFormText).
+// its JSON text only (freeFormText), and a number where it wants an integer is written as one
+// when it is one (integerText).
 // It reads raw once, token by token (jsontext); a name twice is taken as encoding/json takes it
 // (the last wins; the pipeline refused such a body before, duplicateKey). ok is false when raw is
 // not one JSON value, or holds what jsontext refuses and encoding/json takes (invalid UTF-8, a
@@ -130,9 +134,36 @@ func decodeValue(dec *jsontext.Decoder, raw []byte, ref *openapi3.SchemaRef) (an
 	case 'n':
 		return nil, nil
 	case '0':
-		return json.Number(tok.String()), nil
+		n := json.Number(tok.String())
+		if s != nil && s.Type.Is(openapi3.TypeInteger) {
+			n = integerText(n)
+		}
+		return n, nil
 	}
 	return nil, fmt.Errorf("unexpected %v", tok.Kind())
+}
+
+// integerText is n, a number where the schema wants an integer, written as an integer when it
+// is one written otherwise (1e2, 100.0, 10000e-2): the validator takes such a number for the
+// integer it is (as JSON Schema does), and the handler's integer field binds the same value,
+// where encoding/json would refuse the text. Anything else is left as written: a number with a
+// fraction, beyond int64, longer than 64 characters or with an exponent beyond ±40 (the
+// validator or the binding refuses it, as they did).
+func integerText(n json.Number) json.Number {
+	text := string(n)
+	if len(text) > 64 || !strings.ContainsAny(text, ".eE") {
+		return n
+	}
+	if _, exp, ok := strings.Cut(strings.ToLower(text), "e"); ok {
+		if e, err := strconv.Atoi(exp); err != nil || e < -40 || e > 40 {
+			return n
+		}
+	}
+	r, ok := new(big.Rat).SetString(text)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return n
+	}
+	return json.Number(strconv.FormatInt(r.Num().Int64(), 10))
 }
 
 // freeFormText is a free-form object's JSON text, as it is in the body. The decoder hands the
