@@ -13,43 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"renga.dev/renga/server/servertest"
 )
-
-// statementLog records the SQL of every statement the server's pool sends, alone or in a batch.
-type statementLog struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (l *statementLog) add(sql string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sql = append(l.sql, sql)
-}
-
-func (l *statementLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.sql
-	l.sql = nil
-	return out
-}
-
-func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	l.add(data.SQL)
-	return ctx
-}
-func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	l.add(data.SQL)
-}
-func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 var (
 	insertInto = regexp.MustCompile(`(?i)INSERT INTO (\w+)(?: AS \w+)? \(([^)]*)\)`)
@@ -83,7 +48,7 @@ func shape(statements []string) []string {
 // Fails when: a statement of the create gains or loses a column (the audit event's target_email,
 // say) or a statement, and the copy is not changed with it.
 func TestCreateStatementsFollowTheServer(t *testing.T) {
-	log := &statementLog{}
+	log := &servertest.RoundTrips{}
 	env := servertest.StartTraced(t, log)
 	token := env.Token(t, "organizations:write")
 	c := httpClient()
@@ -96,9 +61,9 @@ func TestCreateStatementsFollowTheServer(t *testing.T) {
 		do(t, c, req, http.StatusCreated)
 	}
 	create("warm-up") // the token's first read is not a create's
-	log.take()
+	log.Take()
 	create("measured")
-	server := log.take()
+	server := servertest.Statements(log.Take())
 
 	copied := copiedStatements(t, "sql/create_statements.sql")
 	if got, want := shape(copied), shape(server); !slices.Equal(got, want) {
@@ -120,7 +85,7 @@ func TestCreateStatementsFollowTheServer(t *testing.T) {
 // Fails when: an intake statement changes (a column, a table, a condition of the group's) and
 // its copy is not changed with it.
 func TestIntakeStatementsFollowTheServer(t *testing.T) {
-	log := &statementLog{}
+	log := &servertest.RoundTrips{}
 	env := servertest.StartTraced(t, log)
 	agents := registerAgents(t, env, 16)
 	c := httpClient()
@@ -140,9 +105,9 @@ func TestIntakeStatementsFollowTheServer(t *testing.T) {
 	for _, a := range agents {
 		send(a) // each installation's first batch reads its key; the next take it from the cache
 	}
-	log.take()
+	log.Take()
 	send(agents[0])
-	single := intake(log.take(), false)
+	single := intake(servertest.Statements(log.Take()), false)
 	if len(single) != 1 {
 		t.Fatalf("the server stored one batch with %d statements, want 1:\n%s", len(single), strings.Join(single, "\n---\n"))
 	}
@@ -167,7 +132,7 @@ func TestIntakeStatementsFollowTheServer(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		group = intake(log.take(), true)
+		group = intake(servertest.Statements(log.Take()), true)
 	}
 	if len(group) == 0 {
 		t.Fatal("20 rounds of 64 batches from 16 agents at once, and no group statement")

@@ -6,58 +6,17 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
 
-// roundTrips counts what the server's pool sends: each query on its own, and each batch, is
-// one round trip.
-type roundTrips struct {
-	mu  sync.Mutex
-	sql [][]string // per round trip, its statements
-}
-
-func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	c.sql = append(c.sql, []string{d.SQL})
-	c.mu.Unlock()
-	return ctx
-}
-func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	var sqls []string
-	for _, q := range d.Batch.QueuedQueries {
-		sqls = append(sqls, q.SQL)
-	}
-	c.mu.Lock()
-	c.sql = append(c.sql, sqls)
-	c.mu.Unlock()
-	return ctx
-}
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// during returns the round trips fn made the server send.
-func (c *roundTrips) during(fn func()) [][]string {
-	c.mu.Lock()
-	c.sql = nil
-	c.mu.Unlock()
-	fn()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sql
-}
-
-func readsTokenByHash(trips [][]string) bool {
+func readsTokenByHash(trips []servertest.RoundTrip) bool {
 	for _, trip := range trips {
-		for _, s := range trip {
+		for _, s := range trip.SQL {
 			if strings.Contains(s, "FROM operator_tokens WHERE token_hash") {
 				return true
 			}
@@ -72,7 +31,7 @@ func readsTokenByHash(trips [][]string) bool {
 // Fails when: writes look their token up on every request (three round trips).
 func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
 	t.Parallel()
-	trace := &roundTrips{}
+	trace := &servertest.RoundTrips{}
 	env := servertest.StartTraced(t, trace)
 	token := env.Token(t, "organizations:write")
 	create := func(slug string) {
@@ -81,15 +40,15 @@ func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
 			t.Fatalf("create %s: %d %s", slug, r.Status, r.Body)
 		}
 	}
-	first := trace.during(func() { create("first-write") })
+	first := trace.During(func() { create("first-write") })
 	if len(first) != 3 || !readsTokenByHash(first[:1]) {
 		t.Errorf("the token's first write: %d round trips %q, want 3, the lookup first", len(first), first)
 	}
-	second := trace.during(func() { create("second-write") })
+	second := trace.During(func() { create("second-write") })
 	if len(second) != 2 || readsTokenByHash(second) {
 		t.Errorf("a known token's write: %d round trips %q, want 2 without the lookup", len(second), second)
 	}
-	if len(second) == 2 && (second[0][0] != "BEGIN" || second[1][len(second[1])-1] != "COMMIT") {
+	if len(second) == 2 && (second[0].SQL[0] != "BEGIN" || second[1].SQL[len(second[1].SQL)-1] != "COMMIT") {
 		t.Errorf("round trips %q: want BEGIN first and COMMIT last", second)
 	}
 	// Reads still look the token up, with their read.
@@ -100,7 +59,7 @@ func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
 	created.decode(t, &o)
 	readToken := env.Token(t, "organizations:read")
 	for range 2 {
-		read := trace.during(func() {
+		read := trace.During(func() {
 			if r := send(t, env, req{Method: http.MethodGet, Path: orgPath(o.ID), Token: readToken}); r.Status != http.StatusOK {
 				t.Fatalf("read: %d %s", r.Status, r.Body)
 			}
@@ -119,7 +78,7 @@ func TestKnownTokenWritesInTwoRoundTrips(t *testing.T) {
 // before its transaction is answered from the cache (400, 403 or 428 to a revoked token).
 func TestRevokedKnownTokenIsRefusedLikeAnUnknownOne(t *testing.T) {
 	t.Parallel()
-	trace := &roundTrips{}
+	trace := &servertest.RoundTrips{}
 	env := servertest.StartTraced(t, trace)
 	ctx := context.Background()
 	invalidate := map[string]func(id string){
@@ -157,7 +116,7 @@ func TestRevokedKnownTokenIsRefusedLikeAnUnknownOne(t *testing.T) {
 			orgs := countRows(t, env, `SELECT count(*) FROM organizations`)
 			invalidate(tokenID)
 			for i := range 2 { // refused, then refused again once out of the cache: looked up
-				trips := trace.during(func() {
+				trips := trace.During(func() {
 					r := send(t, env, request(token))
 					r.expectProblem(t, http.StatusUnauthorized, "unauthenticated")
 					if r.Header.Get("WWW-Authenticate") == "" {
@@ -206,9 +165,9 @@ func TestKnownTokenFromAnotherAddressIsLookedUp(t *testing.T) {
 	}
 }
 
-func begins(trips [][]string) bool {
+func begins(trips []servertest.RoundTrip) bool {
 	for _, trip := range trips {
-		if len(trip) > 0 && trip[0] == "BEGIN" {
+		if len(trip.SQL) > 0 && trip.SQL[0] == "BEGIN" {
 			return true
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgerrcode"
@@ -18,47 +17,44 @@ import (
 
 func TestMain(m *testing.M) { servertest.Main(m) }
 
-// statements records every query and batch the pool sends, to count round trips.
-type statements struct {
-	mu      sync.Mutex
-	queries []string // single statements (each its own round trip)
-	batches [][]string
-}
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	s.queries = append(s.queries, strings.ToUpper(strings.TrimSpace(d.SQL)))
-	s.mu.Unlock()
-	return ctx
-}
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	var sqls []string
-	for _, q := range d.Batch.QueuedQueries {
-		sqls = append(sqls, strings.ToUpper(strings.TrimSpace(q.SQL)))
+// sentAlone and batches are trips' statements sent on their own and its batches, each
+// statement upper-cased and trimmed.
+func sentAlone(trips []servertest.RoundTrip) []string {
+	var out []string
+	for _, t := range trips {
+		if !t.Batch {
+			out = append(out, normalized(t.SQL)...)
+		}
 	}
-	s.mu.Lock()
-	s.batches = append(s.batches, sqls)
-	s.mu.Unlock()
-	return ctx
-}
-func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (s *statements) reset() {
-	s.mu.Lock()
-	s.queries, s.batches = nil, nil
-	s.mu.Unlock()
+	return out
 }
 
-func setup(t *testing.T) (*pgxpool.Pool, *statements) {
+func batches(trips []servertest.RoundTrip) [][]string {
+	var out [][]string
+	for _, t := range trips {
+		if t.Batch {
+			out = append(out, normalized(t.SQL))
+		}
+	}
+	return out
+}
+
+func normalized(sql []string) []string {
+	out := make([]string, len(sql))
+	for i, s := range sql {
+		out[i] = strings.ToUpper(strings.TrimSpace(s))
+	}
+	return out
+}
+
+func setup(t *testing.T) (*pgxpool.Pool, *servertest.RoundTrips) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(servertest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	trace := &statements{}
+	trace := &servertest.RoundTrips{}
 	cfg.ConnConfig.Tracer = trace
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -68,7 +64,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *statements) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	trace.reset()
+	trace.Take()
 	return pool, trace
 }
 
@@ -116,8 +112,9 @@ func TestWriteTxFoldsBeginAndCommit(t *testing.T) {
 	if got := ids(t, pool); len(got) != 4 {
 		t.Errorf("committed rows = %v, want 1..4", got)
 	}
+	trips := trace.Take()
 	var writeQueries []string
-	for _, q := range trace.queries {
+	for _, q := range sentAlone(trips) {
 		if !strings.HasPrefix(q, "SELECT ID FROM T") {
 			writeQueries = append(writeQueries, q)
 		}
@@ -125,8 +122,8 @@ func TestWriteTxFoldsBeginAndCommit(t *testing.T) {
 	if len(writeQueries) != 1 || writeQueries[0] != "INSERT INTO T VALUES (3)" {
 		t.Errorf("statements sent on their own: %q, want only the handler's insert (no BEGIN, no COMMIT)", writeQueries)
 	}
-	if len(trace.batches) != 2 || trace.batches[0][0] != "BEGIN" || trace.batches[1][len(trace.batches[1])-1] != "COMMIT" {
-		t.Errorf("batches = %q, want BEGIN first in the first and COMMIT last in the last", trace.batches)
+	if b := batches(trips); len(b) != 2 || b[0][0] != "BEGIN" || b[1][len(b[1])-1] != "COMMIT" {
+		t.Errorf("batches = %q, want BEGIN first in the first and COMMIT last in the last", b)
 	}
 }
 
@@ -187,7 +184,7 @@ func TestWriteTxLastBatchAloneIsAtomic(t *testing.T) {
 	if got := ids(t, pool); len(got) != 0 {
 		t.Errorf("rows after a failed batch: %v", got)
 	}
-	trace.reset()
+	trace.Take()
 	if err := db.WithWriteTx(ctx, pool, func(*db.WriteTx) (*pgx.Batch, error) {
 		return batchOf(`INSERT INTO t VALUES (31)`, `INSERT INTO t VALUES (32)`), nil
 	}); err != nil {
@@ -196,7 +193,7 @@ func TestWriteTxLastBatchAloneIsAtomic(t *testing.T) {
 	if got := ids(t, pool); len(got) != 2 {
 		t.Errorf("rows = %v", got)
 	}
-	for _, b := range trace.batches {
+	for _, b := range batches(trace.Take()) {
 		for _, q := range b {
 			if q == "BEGIN" || q == "COMMIT" {
 				t.Errorf("a lone batch was wrapped in %s", q)
