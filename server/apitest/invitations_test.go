@@ -621,3 +621,25 @@ func TestInvitationByOrganizationState(t *testing.T) {
 		}
 	}
 }
+
+// TestInvitationMalformedEmail: an address net/mail cannot read is refused by validation naming
+// the field (format: email, checked as the generated type reads it), and nothing is created.
+//
+// Fails when: format email is not checked by the validator (the generated type's own check then
+// answers "The request could not be read.", naming no field).
+func TestInvitationMalformedEmail(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	_, token := scopedToken(t, env, "organizations:write")
+	org := createOrg(t, env, token, "acme", "Acme")
+	for _, email := range []string{"not-an-email", "two@@acme.example", "olivia@"} {
+		rep := send(t, env, inviteReq(token, org.ID, email, newKey()))
+		pb := rep.expectProblem(t, http.StatusBadRequest, "invalid_request")
+		if len(pb.Errors) != 1 || pb.Errors[0].Field != "email" {
+			t.Errorf("%q: errors %+v, want one naming email", email, pb.Errors)
+		}
+	}
+	if rep := send(t, env, inviteReq(token, org.ID, "Olivia <olivia@acme.example>", newKey())); rep.Status != http.StatusCreated {
+		t.Errorf("an address with a display name: %d %s", rep.Status, rep.Body)
+	}
+}

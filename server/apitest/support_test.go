@@ -77,7 +77,7 @@ func TestSupportSource(t *testing.T) {
 		"an unknown provider": {map[string]any{"enabled": true, "provider_id": "idp_" + strings.Repeat("0", 26),
 			"allowed_emails": []string{"a@ops.example"}}, "provider_id"},
 		"enabled naming nobody": {map[string]any{"enabled": true, "provider_id": p.ID}, "allowed_emails"},
-		"a malformed email":     {map[string]any{"enabled": true, "provider_id": p.ID, "allowed_emails": []string{"not-an-email"}}, ""},
+		"a malformed email":     {map[string]any{"enabled": true, "provider_id": p.ID, "allowed_emails": []string{"not-an-email"}}, "allowed_emails.0"},
 		"a malformed domain":    {map[string]any{"enabled": true, "provider_id": p.ID, "allowed_email_domain": "Not A Domain"}, "allowed_email_domain"},
 		"an unknown member":     {map[string]any{"enabled": true, "provider_id": p.ID, "grants": []string{"org_x"}}, "grants"},
 	} {

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -283,7 +285,7 @@ func TestValidatedValueBindsAsTheBody(t *testing.T) {
 		}
 		for _, body := range append(variants(t, mt), bodies...) {
 			v, ok := decodeFor([]byte(body), mt.Schema)
-			if !ok || mt.Schema.Value.VisitJSON(v, openapi3.MultiErrors()) != nil {
+			if !ok || mt.Schema.Value.VisitJSON(v, append([]openapi3.SchemaValidationOption{openapi3.MultiErrors(), openapi3.VisitAsRequest()}, schemaOptions...)...) != nil {
 				continue
 			}
 			checked++
@@ -296,11 +298,15 @@ func TestValidatedValueBindsAsTheBody(t *testing.T) {
 				// the validator took it for: what decoding it written plainly gives.
 				plain := plainIntegers(t, body)
 				if plain == body || json.Unmarshal([]byte(plain), want.Interface()) != nil {
-					// What the validator passes and the handler's type refuses (an
-					// email the type checks): refused by binding too (400 invalid_request).
-					if runtime.BindJSONBody(r, reflect.New(field.Type.Elem()).Interface()) == nil {
-						t.Errorf("%s, body %s: bound, where decoding fails: %v", op.OperationID, body, err)
+					// What the validator passes, its handler must read: never "The request
+					// could not be read" for a valid body (a malformed email was, once). Left:
+					// an integer beyond int64 where the schema sets no bounds (a job result's
+					// exit_code): bounds would be a change of the contract to declare.
+					var ute *json.UnmarshalTypeError
+					if errors.As(err, &ute) && beyondInt64(ute.Value) {
+						continue
 					}
+					t.Errorf("%s, body %s: valid, and the handler's type refuses it: %v", op.OperationID, body, err)
 					continue
 				}
 			}
@@ -325,6 +331,13 @@ func TestValidatedValueBindsAsTheBody(t *testing.T) {
 		t.Errorf("%d bodies checked, %d bound from the validated value: too few to mean anything", checked, bound)
 	}
 	t.Logf("%d bodies bound as decoded, %d from the validated value", checked, bound)
+}
+
+// beyondInt64 reports whether what encoding/json names in a type error ("number 1e30") is an
+// integer beyond int64.
+func beyondInt64(value string) bool {
+	n, ok := new(big.Int).SetString(strings.TrimPrefix(value, "number "), 10)
+	return ok && strings.HasPrefix(value, "number ") && !n.IsInt64()
 }
 
 // plainIntegers is body with every number that is an integer written otherwise (1e5, 2.0)
