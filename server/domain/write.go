@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -209,10 +210,7 @@ func FinishWrite(batch *pgx.Batch, k *IdempotencyKey, result *StoredResult, even
 		if body == nil {
 			body = []byte{} // a bodiless response (204) is stored as an empty body, not NULL
 		}
-		headers, err := json.Marshal(result.Headers)
-		if err != nil {
-			return err
-		}
+		headers := headersJSON(result.Headers)
 		// An expired record with the same key may still be there until the retention job runs.
 		batch.Queue(`INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -243,4 +241,26 @@ func PurgeExpiredIdempotencyKeys(ctx context.Context, q db.DBTX) (int64, error) 
 			return total, nil
 		}
 	}
+}
+
+// headersJSON is a stored result's headers as a JSON object (names sorted, as encoding/json
+// writes a map), written directly: encoding/json reflects over a map's entries, a few
+// allocations each, on every keyed write.
+func headersJSON(h map[string]string) []byte {
+	names := make([]string, 0, len(h))
+	size := 2
+	for name, v := range h {
+		names = append(names, name)
+		size += len(name) + len(v) + 6
+	}
+	slices.Sort(names)
+	out := append(make([]byte, 0, size), '{')
+	for i, name := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(AppendJSONString(out, name), ':')
+		out = AppendJSONString(out, h[name])
+	}
+	return append(out, '}')
 }

@@ -462,3 +462,99 @@ func TestRequestDefaults(t *testing.T) {
 		t.Errorf("walked %d schemas: too few to mean anything", len(seen))
 	}
 }
+
+// TestCanonicalBodyIsCanonicalJSON: the idempotency digest's body written from the validated
+// value (canonicalBody) is, byte for byte, what canonicalJSON makes of the body's text, for every
+// request schema's variants and bodies of every shape: whole (a value decoded without a schema)
+// always; with the schema's value, except where the decoder wrote an integer plainly
+// (integerText), and then only in that number's spelling.
+func TestCanonicalBodyIsCanonicalJSON(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := []string{
+		`{"batch_id":"b","observations":[{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"z":1,"a":{"y":[1,{"d":2,"c":3}],"x":"<&>"}}}]}`,
+		`{"s":"\u2028\u2029 \u007f \u0000 \b\f\n\r\t \" \\ / é 😀 \ud83d\ude00"}`, "\"\xff\xfe a \xed\xa0\x80\"",
+		`[1,-0,1.50,1e5,-2E-3,12345678901234567890123]`, `{"":{"":[]}}`, `null`, `true`, `"x"`,
+	}
+	whole, withSchema, respelled := 0, 0, 0
+	for _, b := range jsonBodies(spec) {
+		for _, body := range append(variants(t, b.mt), extra...) {
+			want := canonicalJSON([]byte(body))
+			if v, ok := decodeFor([]byte(body), nil); ok {
+				whole++
+				if got := canonicalBody([]byte(body), boundValue(v)); !bytes.Equal(got, want) {
+					t.Errorf("%s: %s\n  from the value: %s\n  from the text:  %s", b.op.OperationID, body, got, want)
+				}
+			}
+			v, ok := decodeFor([]byte(body), b.mt.Schema)
+			if !ok {
+				continue
+			}
+			withSchema++
+			got := canonicalBody([]byte(body), boundValue(v))
+			if bytes.Equal(got, want) {
+				continue
+			}
+			respelled++
+			if !sameNumbers(t, got, want) {
+				t.Errorf("%s: %s\n  from the value: %s\n  from the text:  %s", b.op.OperationID, body, got, want)
+			}
+		}
+	}
+	if whole < 1000 || withSchema < 1000 || respelled == 0 {
+		t.Errorf("%d bodies compared whole, %d with their schema (%d with an integer respelled): the spec's bodies were not all read", whole, withSchema, respelled)
+	}
+}
+
+// sameNumbers reports whether two JSON texts hold the same value, numbers compared by value.
+func sameNumbers(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	decode := func(text []byte) any {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(text))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return v
+	}
+	var same func(x, y any) bool
+	same = func(x, y any) bool {
+		switch x := x.(type) {
+		case json.Number:
+			y, ok := y.(json.Number)
+			if !ok {
+				return false
+			}
+			rx, okx := new(big.Rat).SetString(string(x))
+			ry, oky := new(big.Rat).SetString(string(y))
+			return okx && oky && rx.Cmp(ry) == 0
+		case map[string]any:
+			y, ok := y.(map[string]any)
+			if !ok || len(x) != len(y) {
+				return false
+			}
+			for k, v := range x {
+				if w, ok := y[k]; !ok || !same(v, w) {
+					return false
+				}
+			}
+			return true
+		case []any:
+			y, ok := y.([]any)
+			if !ok || len(x) != len(y) {
+				return false
+			}
+			for i := range x {
+				if !same(x[i], y[i]) {
+					return false
+				}
+			}
+			return true
+		}
+		return reflect.DeepEqual(x, y)
+	}
+	return same(decode(a), decode(b))
+}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"renga.dev/renga/gen/api"
@@ -84,15 +85,20 @@ func storedKey(st *State, key string, r *http.Request, pathParams map[string]str
 	op := st.Op
 	return &domain.IdempotencyKey{ActorID: st.Actor.CredentialID, Method: op.Method, Route: op.Route,
 		KeyHash: domain.HashSecret(key),
-		Digest:  requestDigest(op, pathParams, r.URL.Query(), r.Header.Get("If-Match"), st.Body)}
+		Digest:  requestDigest(op, pathParams, r.URL.Query(), r.Header.Get("If-Match"), canonicalBody(st.Body, st.validated))}
 }
 
 // requestDigest is SHA-256 over the normalized request: method, route, path parameters (sorted
 // by name), query (sorted), If-Match, each length-prefixed so that no two requests read alike,
-// then the body re-serialized canonically (keys sorted, insignificant space dropped).
-func requestDigest(op *Operation, pathParams map[string]string, query url.Values, ifMatch string, body []byte) []byte {
+// then the body, canonical (canonicalBody).
+func requestDigest(op *Operation, pathParams map[string]string, query url.Values, ifMatch string, canonical []byte) []byte {
 	h := sha256.New()
-	part := func(s string) { fmt.Fprintf(h, "%d:%s\n", len(s), s) }
+	var buf []byte
+	part := func(s string) {
+		buf = append(strconv.AppendInt(buf[:0], int64(len(s)), 10), ':')
+		buf = append(append(buf, s...), '\n')
+		h.Write(buf)
+	}
 	part(op.Method)
 	part(op.Route)
 	names := make([]string, 0, len(pathParams))
@@ -106,8 +112,72 @@ func requestDigest(op *Operation, pathParams map[string]string, query url.Values
 	}
 	part(query.Encode())
 	part(strings.TrimSpace(ifMatch))
-	h.Write(canonicalJSON(body))
+	h.Write(canonical)
 	return h.Sum(nil)
+}
+
+// canonicalBody is a request body re-serialized canonically: keys sorted, insignificant space
+// dropped, numbers as written (where the schema wants an integer, as the integer: integerText).
+// It is written from the value the validator passed (validated) when there is one, instead of a
+// second decoding of the body; the bytes are those canonicalJSON makes of the body
+// (TestCanonicalBodyIsCanonicalJSON).
+func canonicalBody(body []byte, validated any) []byte {
+	if validated != nil {
+		if out, ok := appendCanonical(make([]byte, 0, len(body)), validated); ok {
+			return out
+		}
+	}
+	return canonicalJSON(body)
+}
+
+// appendCanonical appends v, a value the body decoder made and boundValue restored, as
+// encoding/json writes it (map keys sorted) with each free-form object's text made canonical;
+// ok is false for a value of another kind.
+func appendCanonical(dst []byte, v any) (_ []byte, ok bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		return strconv.AppendBool(dst, v), true
+	case string:
+		return domain.AppendJSONString(dst, v), true
+	case json.Number:
+		if v == "" {
+			return dst, false
+		}
+		return append(dst, v...), true
+	case json.RawMessage: // a free-form object's text
+		return append(dst, canonicalJSON(v)...), true
+	case []any:
+		dst = append(dst, '[')
+		for i, item := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = appendCanonical(dst, item); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(domain.AppendJSONString(dst, k), ':')
+			if dst, ok = appendCanonical(dst, v[k]); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	}
+	return dst, false
 }
 
 // canonicalJSON re-serializes a JSON body with sorted keys and no insignificant space (numbers

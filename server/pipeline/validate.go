@@ -187,7 +187,7 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	// a default that setting it would satisfy: TestRequestDefaults).
 	err = openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: pathParams, Route: st.Op.validation,
-		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+		Options: &openapi3filter.Options{MultiError: true,
 			ExcludeRequestBody: streamed, SkipSettingDefaults: true, KeepValidatedValue: true,
 			SchemaValidationOptions: schemaOptions},
 	})
