@@ -873,6 +873,7 @@ type JobReport struct {
 
 // JobResult Example: {"exit_code":0,"output":"up 1 day","status":"succeeded"}
 type JobResult struct {
+	// ExitCode The command's exit code as its operating system reports it, a 32-bit value (0 to 255 on Linux; Windows' codes, up to 4294967295, some tools print as negative).
 	ExitCode *int            `json:"exit_code,omitempty"`
 	Output   *string         `json:"output,omitempty"`
 	Status   JobResultStatus `json:"status"`

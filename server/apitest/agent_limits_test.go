@@ -212,6 +212,15 @@ func TestJobsFlow(t *testing.T) {
 	idle.do(t, http.MethodPost, agentResultURL(job.ID), jsonBody(map[string]any{"status": "failed"})).
 		expectProblem(t, http.StatusNotFound, "not_found")
 
+	// An exit code is a 32-bit value: outside -2147483648..4294967295 it is refused naming the
+	// field (beyond int64 it was once "The request could not be read", naming nothing).
+	for _, code := range []string{"4294967296", "-2147483649", "12345678901234567890123", "1e30"} {
+		p := s.Agent.do(t, http.MethodPost, agentResultURL(job.ID), []byte(`{"status":"failed","exit_code":`+code+`}`)).
+			expectProblem(t, http.StatusBadRequest, "invalid_request")
+		if len(p.Errors) == 0 || p.Errors[0].Field != "exit_code" {
+			t.Errorf("exit_code %s: errors %+v, want one naming exit_code", code, p.Errors)
+		}
+	}
 	result := jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up 1 day"})
 	for i := 0; i < 2; i++ { // the same result again is success
 		if r := s.Agent.do(t, http.MethodPost, agentResultURL(job.ID), result); r.Status != http.StatusOK {
