@@ -117,10 +117,10 @@ func requestDigest(op *Operation, pathParams map[string]string, query url.Values
 }
 
 // canonicalBody is a request body re-serialized canonically: keys sorted, insignificant space
-// dropped, numbers as written (where the schema wants an integer, as the integer: integerText).
-// It is written from the value the validator passed (validated) when there is one, instead of a
-// second decoding of the body; the bytes are those canonicalJSON makes of the body
-// (TestCanonicalBodyIsCanonicalJSON).
+// dropped, numbers as written. It is written from the value the validator passed (validated)
+// when there is one, instead of a second decoding of the body: the bytes canonicalJSON makes of
+// the body's text, but for a number where the schema wants an integer written otherwise (1e2),
+// which is the integer it is (integerText; TestCanonicalBodyIsCanonicalJSON).
 func canonicalBody(body []byte, validated any) []byte {
 	if validated != nil {
 		if out, ok := appendCanonical(make([]byte, 0, len(body)), validated); ok {
