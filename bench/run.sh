@@ -8,6 +8,8 @@
 #
 #   bench/run.sh [seconds-per-pgbench-run]      (needs PostgreSQL at 127.0.0.1:5432, user postgres)
 #   ROUNDS=3 BENCHTIME=4s                       (rounds; each Go benchmark's -benchtime)
+#   BENCH_GOMAXPROCS=1                          (GOMAXPROCS of the Go benchmarks' process, server,
+#                                                floor and load generator alike; Go's default if unset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -57,7 +59,7 @@ pg_us_per_txn() { # name: the backends' CPU per transaction, in µs
 gobench() { # round regexp...: each regexp one run of the Go benchmarks, output appended to $out/go.round
   local r=$1; shift
   for re in "$@"; do
-    gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
+    GOMAXPROCS=${BENCH_GOMAXPROCS:-} gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
   done
 }
 # Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
