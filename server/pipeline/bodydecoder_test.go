@@ -464,6 +464,7 @@ func TestCanonicalBodyIsCanonicalJSON(t *testing.T) {
 		`{"batch_id":"b","observations":[{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"z":1,"a":{"y":[1,{"d":2,"c":3}],"x":"<&>"}}}]}`,
 		`{"s":"\u2028\u2029 \u007f \u0000 \b\f\n\r\t \" \\ / é 😀 \ud83d\ude00"}`, "\"\xff\xfe a \xed\xa0\x80\"",
 		`[1,-0,1.50,1e5,-2E-3,12345678901234567890123]`, `{"":{"":[]}}`, `null`, `true`, `"x"`,
+		"{\n  \"b\": [ 1, 2 ],\n  \"\\u0061\": 1\n}\n", // TestRequestDigest's bodies that read alike
 	}
 	whole, withSchema, respelled := 0, 0, 0
 	for _, b := range jsonBodies(spec) {

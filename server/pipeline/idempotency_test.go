@@ -191,14 +191,8 @@ func TestRequestDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		canonical := canonicalBody([]byte(r.body), nil)
-		// The pipeline writes it from the validated value: the same bytes.
-		if v, ok := decodeFor([]byte(r.body), nil); ok {
-			if fromValue := canonicalBody([]byte(r.body), boundValue(v)); !bytes.Equal(fromValue, canonical) {
-				t.Errorf("body %s: canonical %s from its value, %s from its text", r.body, fromValue, canonical)
-			}
-		}
-		return requestDigest(r.op, r.params, q, r.ifMatch, canonical)
+		// From the text: TestCanonicalBodyIsCanonicalJSON holds the validated value's to it.
+		return requestDigest(r.op, r.params, q, r.ifMatch, canonicalBody([]byte(r.body), nil))
 	}
 
 	t.Run("exact", func(t *testing.T) {
