@@ -10,6 +10,7 @@
 #   ROUNDS=3 BENCHTIME=4s                       (rounds; each Go benchmark's -benchtime)
 #   BENCH_GOMAXPROCS=1                          (GOMAXPROCS of the Go benchmarks' process, server,
 #                                                floor and load generator alike; Go's default if unset)
+#   BENCH_GOGC=400                              (GOGC of the same process; Go's default, 100, if unset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -59,7 +60,7 @@ pg_us_per_txn() { # name: the backends' CPU per transaction, in µs
 gobench() { # round regexp...: each regexp one run of the Go benchmarks, output appended to $out/go.round
   local r=$1; shift
   for re in "$@"; do
-    GOMAXPROCS=${BENCH_GOMAXPROCS:-} gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
+    GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
   done
 }
 # Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
@@ -127,6 +128,8 @@ ratio_row() { # label target "numerator kind args" "denominator kind args" [widt
   for x in $rs; do printf '%6.2f' "$x"; done
   printf '  %6.2f %7s\n' "$(echo "$rs" | tr ' ' '\n' | median)" "$target"
 }
+printf '\nGo benchmarks: GOMAXPROCS=%s GOGC=%s; each test server logs every request to a file, as to standard error in production\n' \
+  "${BENCH_GOMAXPROCS:-default ($(nproc))}" "${BENCH_GOGC:-default (100)}"
 printf '\n%-46s %10s %10s  %-*s  %6s %7s\n' "measure (renga, ceiling: medians of the rounds)" renga ceiling $((6 * rounds)) "ratio by round" median target
 ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkGetOrganization req/s" "tps B"
 ratio_row "POST /organizations req/s, 8 clients (vs C)" ">=0.8" "go BenchmarkCreateOrganization/clients=8 req/s" "tps C8"

@@ -19,7 +19,10 @@ import (
 // plan, each beside the same graph of 400 terraform_data resources (Terraform's own floor: no
 // provider, no API), in interleaved pairs (RENGA_TF_PAIRS, 3 by default). Each pair also plans
 // the same state with a provider that does no I/O (provider/internal/noioprovider): what is left
-// of the plan's ratio once the API and the provider's client cost nothing. Run with
+// of the plan's ratio once the API and the provider's client cost nothing. Last, plans with no
+// resources, with the provider and with the floor's: their difference is what starting the
+// provider costs (Terraform starts it three times in a plan: for its schema, to validate, to
+// plan), the least any provider could add to the floor's plan. Run with
 // RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh does).
 func TestTerraformScale(t *testing.T) {
 	if os.Getenv("RENGA_TF_BENCH") == "" {
@@ -89,7 +92,7 @@ resource "terraform_data" "policy" {
 			pg += c - pg0[pid]
 		}
 		tfCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-13s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
+		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-17s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
 			name, wall.Seconds(), tfCPU.Seconds(), (selfCPU()-self0).Seconds(), pg.Seconds()))
 		return wall
 	}
@@ -103,7 +106,7 @@ resource "terraform_data" "policy" {
 	if n, err := strconv.Atoi(os.Getenv("RENGA_TF_PAIRS")); err == nil && n > 0 {
 		pairs = n
 	}
-	var applyRatios, planRatios, noIORatios []float64
+	var applyRatios, planRatios, noIORatios, floorPlans []float64
 	for i := range pairs {
 		renga, floor := t.TempDir(), t.TempDir()
 		write(t, filepath.Join(renga, "main.tf"), string(scale))
@@ -117,18 +120,36 @@ resource "terraform_data" "policy" {
 		applyRatios = append(applyRatios, rengaApply.Seconds()/floorApply.Seconds())
 		planRatios = append(planRatios, rengaPlan.Seconds()/floorPlan.Seconds())
 		noIORatios = append(noIORatios, noIOPlan.Seconds()/floorPlan.Seconds())
+		floorPlans = append(floorPlans, floorPlan.Seconds())
 		fmt.Printf("terraform-scale pair %d: apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  no-I/O provider=%.2fs ratio=%.2f\n", i+1,
 			rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
 			rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(),
 			noIOPlan.Seconds(), noIOPlan.Seconds()/floorPlan.Seconds())
 	}
 	// The provider's fixed cost: the same configuration with no resources (Terraform starts
-	// and configures the provider, reads nothing).
-	empty := t.TempDir()
+	// and configures the provider, reads nothing), beside the floor's with no resources (no
+	// provider to start). Their difference is what starting the provider costs a plan whatever
+	// it manages; Terraform's own log, in a run of its own (logging slows it), says how many
+	// times it started the provider in one plan.
+	empty, floorEmpty := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(empty, "main.tf"), string(scale))
+	write(t, filepath.Join(floorEmpty, "main.tf"), strings.ReplaceAll(floorConfig, "count = 200", "count = 0"))
 	emptyPlan := run("empty-plan", empty, append(plan, "-var", "count_of_organizations=0")...)
-	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  plan with no resources=%.2fs  no-I/O provider plan ratio=%.2f\n",
-		median(applyRatios), median(planRatios), pairs, emptyPlan.Seconds(), median(noIORatios))
+	floorEmptyPlan := run("floor-empty-plan", floorEmpty, plan...)
+	tfLog := filepath.Join(t.TempDir(), "terraform.log")
+	t.Setenv("TF_LOG", "debug")
+	t.Setenv("TF_LOG_PATH", tfLog)
+	run("empty-plan-logged", empty, append(plan, "-var", "count_of_organizations=0")...)
+	logged, err := os.ReadFile(tfLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := strings.Count(string(logged), "provider: starting plugin:")
+	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  no-I/O provider plan ratio=%.2f\n",
+		median(applyRatios), median(planRatios), pairs, median(noIORatios))
+	startCost := emptyPlan.Seconds() - floorEmptyPlan.Seconds()
+	fmt.Printf("terraform-scale plan with no resources: renga=%.2fs floor=%.2fs  (Terraform started the provider %d times in one plan)  least plan ratio of any provider=%.2f (the floor's plan and the provider's starts)\n",
+		emptyPlan.Seconds(), floorEmptyPlan.Seconds(), starts, (median(floorPlans)+startCost)/median(floorPlans))
 	fmt.Println(strings.Join(cpuLines, "\n"))
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -175,7 +176,7 @@ type Env struct {
 	Pool   *pgxpool.Pool
 	Server *server.Server
 	Config server.Config
-	Logs   *SyncBuffer // everything the server logged
+	Logs   *LogFile // everything the server logged
 	DBURL  string
 
 	mu      sync.Mutex
@@ -212,8 +213,12 @@ func (e *Env) LeakedSecrets() ([]string, error) {
 		return nil, nil
 	}
 	ctx := context.Background()
+	logs, err := e.Logs.Contents()
+	if err != nil {
+		return nil, fmt.Errorf("the server's log: %w", err)
+	}
 	var dump strings.Builder
-	dump.WriteString(e.Logs.String())
+	dump.WriteString(logs)
 	for _, table := range []string{"audit_events", "organization_activity", "river_job", "idempotency_keys", "operator_tokens",
 		"user_api_keys", "invitations", "intake_keys", "installations", "identity_providers", "identity_provider_revisions", "signin_flows", "deployment_sessions", "local_recoveries",
 		"transfers", "transfer_download_authorizations", "pending_memberships"} {
@@ -307,7 +312,7 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 	if cfg.PublicURL == OwnURL {
 		cfg.PublicURL = "http://" + ts.Listener.Addr().String()
 	}
-	logs := &SyncBuffer{}
+	logs := NewLogFile(t)
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := server.New(cfg, pool, log)
 	if err != nil {
@@ -356,9 +361,47 @@ func (e *Env) Token(t testing.TB, scopes ...string) string {
 // AllScopes is every operator scope.
 func AllScopes() []string { return append([]string(nil), domain.Scopes...) }
 
-// SyncBuffer keeps everything written to it, for concurrent writers. It grows in chunks, never
-// copying what it holds: a benchmark's millions of log lines cost the server what writing them
-// costs, not the repeated copies of one growing buffer.
+// LogFile is where a test server logs: a file, as the server's standard error is in
+// production. The server pays what a log line costs there (a write to a file descriptor), and
+// no more: a benchmark's millions of lines kept in memory would be heap that the collector never
+// has to scan, and would make it run less often than it does in production.
+type LogFile struct {
+	f *os.File
+}
+
+// NewLogFile creates an empty log file in a directory t removes.
+func NewLogFile(t testing.TB) *LogFile {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "server.log"), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return &LogFile{f: f}
+}
+
+// Write appends p whole (one write to a file opened for appending: lines written at once do
+// not interleave).
+func (l *LogFile) Write(p []byte) (int, error) { return l.f.Write(p) }
+
+// Contents returns everything written so far.
+func (l *LogFile) Contents() (string, error) {
+	b, err := os.ReadFile(l.f.Name())
+	return string(b), err
+}
+
+// String returns everything written so far; it panics if the file cannot be read (a test that
+// looks for a line, or for a secret's absence, must not be given an empty log instead).
+func (l *LogFile) String() string {
+	s, err := l.Contents()
+	if err != nil {
+		panic(fmt.Sprintf("the server's log: %v", err))
+	}
+	return s
+}
+
+// SyncBuffer keeps everything written to it, for concurrent writers (a process's output, an
+// agent's log). It grows in chunks, never copying what it holds.
 type SyncBuffer struct {
 	mu     sync.Mutex
 	chunks [][]byte

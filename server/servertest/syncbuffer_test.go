@@ -37,3 +37,36 @@ func TestSyncBufferKeepsEverythingInOrder(t *testing.T) {
 		t.Errorf("%d concurrent lines kept, want 8000", got)
 	}
 }
+
+func TestLogFileKeepsEveryLineWhole(t *testing.T) {
+	l := NewLogFile(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			line := strings.Repeat(string(rune('a'+i)), 500) + "\n"
+			for range 500 {
+				if n, err := l.Write([]byte(line)); n != len(line) || err != nil {
+					t.Errorf("Write = %d, %v", n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := l.Contents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != l.String() {
+		t.Error("String differs from Contents")
+	}
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 8*500 {
+		t.Fatalf("%d lines, want %d", len(lines), 8*500)
+	}
+	for _, line := range lines {
+		if len(line) != 500 || strings.Count(line, line[:1]) != 500 {
+			t.Fatalf("a line interleaved with another: %.40q...", line)
+		}
+	}
+}
