@@ -133,7 +133,11 @@ resource "terraform_data" "policy" {
 	// times it started the provider in one plan.
 	empty, floorEmpty := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(empty, "main.tf"), string(scale))
-	write(t, filepath.Join(floorEmpty, "main.tf"), strings.ReplaceAll(floorConfig, "count = 200", "count = 0"))
+	noFloorResources := strings.ReplaceAll(floorConfig, "count = 200", "count = 0")
+	if strings.Count(noFloorResources, "count = 0") != 2 {
+		t.Fatal("the floor's configuration no longer has two blocks of count = 200 to empty")
+	}
+	write(t, filepath.Join(floorEmpty, "main.tf"), noFloorResources)
 	emptyPlan := run("empty-plan", empty, append(plan, "-var", "count_of_organizations=0")...)
 	floorEmptyPlan := run("floor-empty-plan", floorEmpty, plan...)
 	tfLog := filepath.Join(t.TempDir(), "terraform.log")
@@ -145,6 +149,9 @@ resource "terraform_data" "policy" {
 		t.Fatal(err)
 	}
 	starts := strings.Count(string(logged), "provider: starting plugin:")
+	if starts == 0 {
+		t.Fatal("Terraform's log names no start of the provider: its wording changed")
+	}
 	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  no-I/O provider plan ratio=%.2f\n",
 		median(applyRatios), median(planRatios), pairs, median(noIORatios))
 	startCost := emptyPlan.Seconds() - floorEmptyPlan.Seconds()
