@@ -52,19 +52,25 @@ func startCPU(b testing.TB, pool *pgxpool.Pool) *cpuMeter {
 }
 
 // report adds the CPU per operation since startCPU (n operations) to the benchmark's metrics.
-// A backend that connected meanwhile counts from zero (its start-up is part of the run).
 func (m *cpuMeter) report(b *testing.B, n int) {
+	pg, self := m.since(b, n)
+	b.ReportMetric(pg, "pg-cpu-us/op")
+	b.ReportMetric(self, "go-cpu-us/op")
+}
+
+// since is the CPU per operation, in microseconds, of the database's backends and of this
+// process since startCPU (n operations). A backend that connected meanwhile counts from zero
+// (its start-up is part of the run).
+func (m *cpuMeter) since(tb testing.TB, n int) (pg, self float64) {
 	now, err := backendCPU(m.pool)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	var pg time.Duration
+	var backends time.Duration
 	for pid, t := range now {
-		pg += t - m.backends[pid]
+		backends += t - m.backends[pid]
 	}
-	self := selfCPU() - m.self
-	b.ReportMetric(float64(pg.Microseconds())/float64(n), "pg-cpu-us/op")
-	b.ReportMetric(float64(self.Microseconds())/float64(n), "go-cpu-us/op")
+	return float64(backends.Microseconds()) / float64(n), float64((selfCPU() - m.self).Microseconds()) / float64(n)
 }
 
 // backendCPU is the CPU time used so far by each PostgreSQL backend connected to the pool's

@@ -54,20 +54,9 @@ func floorToken(ctx context.Context, pool *pgxpool.Pool, r *http.Request, batch 
 	return t, br, true
 }
 
-// BenchmarkFloorGetOrganization: BenchmarkGetOrganization's request, served by a handler that
-// sends the token check and the read in one round trip and writes the organization as JSON.
-func BenchmarkFloorGetOrganization(b *testing.B) {
-	env := servertest.Start(b)
-	token := env.Token(b, "organizations:read")
-	ctx := context.Background()
-	ids := make([]string, 100)
-	for i := range ids {
-		o, err := domain.CreateOrganization(ctx, env.Pool, fmt.Sprint("floor-", i), fmt.Sprint("Floor ", i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = o.ID
-	}
+// floorGetServer serves BenchmarkGetOrganization's request with a handler that sends the token
+// check and the read in one round trip and writes the organization as JSON.
+func floorGetServer(b testing.TB, env *servertest.Env) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/api/v1/operator/organizations/")
 		batch := &pgx.Batch{}
@@ -88,6 +77,28 @@ func BenchmarkFloorGetOrganization(b *testing.B) {
 		_ = json.NewEncoder(w).Encode(o)
 	}))
 	b.Cleanup(srv.Close)
+	return srv
+}
+
+// floorOrganizations creates n organizations directly in the database and returns their IDs.
+func floorOrganizations(b testing.TB, env *servertest.Env, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		o, err := domain.CreateOrganization(context.Background(), env.Pool, fmt.Sprint("floor-", i), fmt.Sprint("Floor ", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// BenchmarkFloorGetOrganization: BenchmarkGetOrganization's request, served by floorGetServer.
+func BenchmarkFloorGetOrganization(b *testing.B) {
+	env := servertest.Start(b)
+	token := env.Token(b, "organizations:read")
+	ids := floorOrganizations(b, env, 100)
+	srv := floorGetServer(b, env)
 	c := httpClient()
 	var n atomic.Int64
 	b.SetParallelism(4)

@@ -63,6 +63,15 @@ gobench() { # round regexp...: each regexp one run of the Go benchmarks, output 
     GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
   done
 }
+# The same server seen from outside its process: wrk (C, its own process, as lean as pgbench's
+# client) against the test server, a bare net/http server with and without an access line, and
+# the floor's GET (bench/outside_load_test.go). Needs wrk (apt-get install wrk); without it the
+# outside rows are left out.
+outside() { # round: lines appended to $out/go.round
+  command -v wrk >/dev/null || return 0
+  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} \
+    gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' | tee -a "$out/go.$1"
+}
 # Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
 # turns going first: of two benchmarks run back to back, the second tends to be the slower.
 for r in $(seq "$rounds"); do
@@ -72,11 +81,12 @@ for r in $(seq "$rounds"); do
   pair '^BenchmarkIntake$' '^BenchmarkFloorIntake$'
   run_pgbench "B.$r" -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
   pair '^BenchmarkGetOrganization$' '^BenchmarkFloorGetOrganization$'
+  outside "$r"
   run_pgbench "C8.$r" -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
   pair '^BenchmarkCreateOrganization$/^clients=8$' '^BenchmarkFloorCreateOrganization$/^clients=8$'
   run_pgbench "C1.$r" -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
   pair '^BenchmarkCreateOrganization$/^clients=1$' '^BenchmarkFloorCreateOrganization$/^clients=1$'
-  gobench "$r" '^Benchmark(Home|BareHandler|Healthz)$'
+  gobench "$r" '^Benchmark(Home|BareHandler|Healthz|HomeHandler)$'
 done
 # The create's own statements, in the server's two pipelined round trips, from pgbench at one
 # client beside C again: the least any server sending them can take, with no HTTP and no Go.
@@ -144,6 +154,20 @@ ratio_row "signed 1 KB batches/s, 16 agents (vs A tps)" ">=0.8" "go BenchmarkInt
 printf '%-46s %10.2f\n' "intake p99 ms at full load" "$(med go BenchmarkIntake p99-ms)"
 printf '%s (target: p99 < 25 ms at half the maximum rate)\n' "$(cat "$out/load")"
 ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go BenchmarkHome req/s" "go BenchmarkBareHandler req/s"
+printf '  the server'"'"'s own code for it, called directly (no network, one at a time): %.1f µs, %s allocations per request\n' \
+  "$(echo "$(med go BenchmarkHomeHandler ns/op) / 1000" | bc -l)" "$(med go BenchmarkHomeHandler allocs/op)"
+if command -v wrk >/dev/null; then
+  printf '\nFrom outside the process: wrk (2 threads, 8 connections) against the test server; the process is the server alone:\n'
+  ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkOutsideGetOrganization req/s" "tps B"
+  ratio_row "  floor GET req/s (vs B tps)" "" "go BenchmarkOutsideFloorGetOrganization req/s" "tps B"
+  ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBare req/s"
+  ratio_row "  bare + one access line (vs bare net/http)" "" "go BenchmarkOutsideBareLogged req/s" "go BenchmarkOutsideBare req/s"
+  ratio_row "  home (vs bare + one access line)" "" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBareLogged req/s"
+  printf '  the server'"'"'s CPU per request, µs (medians): home %.1f, bare %.1f, bare + access line %.1f; GET %.0f (PostgreSQL %.0f), floor GET %.0f (PostgreSQL %.0f)\n' \
+    "$(med go BenchmarkOutsideHome go-cpu-us/op)" "$(med go BenchmarkOutsideBare go-cpu-us/op)" "$(med go BenchmarkOutsideBareLogged go-cpu-us/op)" \
+    "$(med go BenchmarkOutsideGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideGetOrganization pg-cpu-us/op)" \
+    "$(med go BenchmarkOutsideFloorGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideFloorGetOrganization pg-cpu-us/op)"
+fi
 printf '\nThe same requests served by the least a Go server must do (bench/floor_bench_test.go: same net/http, pool,\nstatements and round trips; no router, validation, access log or generated code), in the same rounds:\n'
 ratio_row "GET req/s, renga vs floor" "" "go BenchmarkGetOrganization req/s" "go BenchmarkFloorGetOrganization req/s"
 ratio_row "POST req/s 8 clients, renga vs floor" "" "go BenchmarkCreateOrganization/clients=8 req/s" "go BenchmarkFloorCreateOrganization/clients=8 req/s"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -119,8 +120,24 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		pipeline.Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))
 	})
 	s.routes = mux.patterns
-	s.handler = pl.AccessLog(mux)
+	s.handler = pl.AccessLog(apiFirst{api: pl, rest: mux})
 	return s, nil
+}
+
+// apiFirst hands a request under /api/ to the pipeline directly, where the mux would send it
+// after matching it against every pattern (nothing else is mounted under /api/), and any other
+// to the mux: the API's requests are routed once, by the pipeline's own mux.
+type apiFirst struct {
+	api  http.Handler
+	rest *routeMux
+}
+
+func (h apiFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		h.api.ServeHTTP(w, r)
+		return
+	}
+	h.rest.ServeHTTP(w, r)
 }
 
 // routeMux is the deployment's mux; it remembers the patterns it serves, so that a test can

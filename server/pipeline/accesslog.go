@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,15 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// byOperation holds each operation's series once looked up (operation ID → *opMetrics):
+	// the vectors' WithLabelValues hashes and checks the label values on every call.
+	byOperation sync.Map
+}
+
+// opMetrics are one operation's series: its latency, and its count by status (int → counter).
+type opMetrics struct {
+	duration prometheus.Observer
+	requests sync.Map
 }
 
 func newMetrics() *metrics {
@@ -125,8 +135,17 @@ func (m *metrics) observe(operation string, status int, d time.Duration) {
 	if operation == "" {
 		operation = "none"
 	}
-	m.requests.WithLabelValues(operation, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+	om, ok := m.byOperation.Load(operation)
+	if !ok {
+		om, _ = m.byOperation.LoadOrStore(operation, &opMetrics{duration: m.duration.WithLabelValues(operation)})
+	}
+	o := om.(*opMetrics) //nolint:forcetypeassert // byOperation holds nothing else
+	c, ok := o.requests.Load(status)
+	if !ok {
+		c, _ = o.requests.LoadOrStore(status, m.requests.WithLabelValues(operation, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc() //nolint:forcetypeassert // requests holds nothing else
+	o.duration.Observe(d.Seconds())
 }
 
 func (m *metrics) handler() http.Handler {
