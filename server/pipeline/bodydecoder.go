@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/oapi-codegen/runtime"
 )
 
 // The validator's JSON body decoder. kin-openapi's own decodes the whole body into maps and
@@ -32,6 +33,7 @@ import (
 // as they did.
 func init() {
 	openapi3filter.RegisterBodyDecoder("application/json", decodeJSONBody)
+	runtime.SetJSONCodec(bindingCodec{})
 }
 
 func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, enc openapi3filter.EncodingFn) (any, error) {
@@ -174,13 +176,13 @@ type freeFormText []byte
 
 // boundValue is v, a value the validator passed, as the generated handlers bind it
 // (runtime.BindJSONBody): each free-form object the decoder left as {"": freeFormText} becomes its
-// JSON text (json.RawMessage), which binds to a json.RawMessage field as the text itself. v is
+// JSON text (validatedJSON), which binds to a json.RawMessage field as the text itself. v is
 // changed in place.
 func boundValue(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		if t, ok := v[""].(freeFormText); ok && len(v) == 1 {
-			return json.RawMessage(t)
+			return validatedJSON(t)
 		}
 		for k, member := range v {
 			v[k] = boundValue(member)
@@ -192,6 +194,35 @@ func boundValue(v any) any {
 	}
 	return v
 }
+
+// validatedJSON is a free-form object's JSON text in the value a handler binds (boundValue): the
+// body's own bytes, which the decoder read whole as one JSON value. The binder gives a
+// json.RawMessage field its value by encoding it (runtime.JSONMarshal) and handing the result to
+// the field's UnmarshalJSON; encoding/json would scan the text again and compact it, which for an
+// observation batch cost more than the rest of its binding. bindingCodec hands the text over as it
+// is, and anything else encodes it as a json.RawMessage (MarshalJSON): the same JSON, compacted.
+type validatedJSON []byte
+
+// MarshalJSON implements json.Marshaler: the text (encoding/json checks and compacts it).
+func (v validatedJSON) MarshalJSON() ([]byte, error) { return v, nil }
+
+// bindingCodec is encoding/json, as the runtime's default codec, except that a validatedJSON
+// value (only boundValue makes them) encodes as its text, unscanned. It is the process's JSON
+// codec for the generated code (runtime.SetJSONCodec, in init): the server's handlers and the
+// generated client alike, which never see a validatedJSON.
+type bindingCodec struct{}
+
+func (bindingCodec) Marshal(v any) ([]byte, error) {
+	if t, ok := v.(validatedJSON); ok {
+		return t, nil
+	}
+	return json.Marshal(v)
+}
+func (bindingCodec) Unmarshal(data []byte, v any) error     { return json.Unmarshal(data, v) }
+func (bindingCodec) MarshalWrite(w io.Writer, v any) error  { return json.NewEncoder(w).Encode(v) }
+func (bindingCodec) UnmarshalRead(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+var _ runtime.StreamingJSONCodec = bindingCodec{}
 
 // decodeAll decodes the next value whole, as kin-openapi's decoder does.
 func decodeAll(dec *jsontext.Decoder) (any, error) {

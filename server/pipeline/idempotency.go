@@ -146,7 +146,7 @@ func appendCanonical(dst []byte, v any) (_ []byte, ok bool) {
 			return dst, false
 		}
 		return append(dst, v...), true
-	case json.RawMessage: // a free-form object's text
+	case validatedJSON: // a free-form object's text
 		return append(dst, canonicalJSON(v)...), true
 	case []any:
 		dst = append(dst, '[')
