@@ -120,6 +120,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		pipeline.Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "Nothing at %s.", r.URL.Path))
 	})
 	s.routes = mux.patterns
+	for _, pattern := range mux.patterns { // apiFirst would hide it
+		path := pattern
+		if _, p, ok := strings.Cut(pattern, " "); ok {
+			path = p
+		}
+		if pattern != "/api/" && strings.HasPrefix(path, "/api/") {
+			return nil, fmt.Errorf("%s is mounted under /api/, which only the pipeline serves", pattern)
+		}
+	}
 	s.handler = pl.AccessLog(apiFirst{api: pl, rest: mux})
 	return s, nil
 }
