@@ -30,7 +30,8 @@ import (
 // text PostgreSQL cannot store are checked on the raw body before (duplicateKey, unstorable), so
 // nothing the validator never saw goes unchecked. Whenever the fast path cannot decode a value
 // (malformed JSON, trailing data), the body is decoded by kin-openapi's decoder, so errors read
-// as they did.
+// as they did. The generated code's JSON codec is bindingCodec, so that a free-form object's
+// text reaches its handler without being scanned again (validatedJSON).
 func init() {
 	openapi3filter.RegisterBodyDecoder("application/json", decodeJSONBody)
 	runtime.SetJSONCodec(bindingCodec{})
