@@ -85,7 +85,7 @@ func (s *Server) SubmitObservations(ctx context.Context, req api.SubmitObservati
 	var err error
 	for attempt := 0; ; attempt++ {
 		limit := domain.Limit(policy, s.cfg.PolicyDefaults, policyfield.IntakeBytesPerDay)
-		fresh, err = s.intake.Submit(ctx, batch, limit, s.intakeExactMargin())
+		fresh, err = s.intake.Submit(ctx, batch, limit, s.intakeMargin)
 		// The policy changed since it was read (perhaps long ago, into the cache): again, with
 		// the limit the new one sets.
 		var stale *domain.StalePolicyError
@@ -179,8 +179,8 @@ const maxTimestamptzOffset = 15*3600 + 59*60
 // what this server's intake statements can have in flight at once (one per database
 // connection, at least 64, each carrying at most one batch's worth: domain.IntakeGroups) could
 // add to the total read at the start of a batch's statement.
-func (s *Server) intakeExactMargin() int64 {
-	return int64(max(64, s.pool.Config().MaxConns)) * pipeline.MaxBodyBytes
+func intakeExactMargin(maxConns int32) int64 {
+	return int64(max(64, maxConns)) * pipeline.MaxBodyBytes
 }
 
 // isPgCode reports whether err is a PostgreSQL error with SQLSTATE code.

@@ -38,6 +38,9 @@ type Server struct {
 	routes []string
 	// home is GetHome's answer, encoded once.
 	home homeAnswer
+	// intakeMargin is intakeExactMargin's answer, fixed with the pool's size (pgxpool's Config
+	// copies the whole configuration on each call: not a thing to do per batch).
+	intakeMargin int64
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -57,6 +60,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, pool: pool, log: log, installations: domain.NewInstallationCache(100_000)}
 	s.intake = domain.NewIntakeGroups(pool, cfg.IntakeStatements, pipeline.MaxBodyBytes)
+	s.intakeMargin = intakeExactMargin(pool.Config().MaxConns)
 	if len(cfg.IdentityProviders) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := s.providers().CheckEnvProviders(ctx, pool)

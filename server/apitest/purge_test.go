@@ -294,3 +294,121 @@ func TestPurgeCancelRace(t *testing.T) {
 	}
 	t.Logf("%d trials in %s: %v", trials, time.Since(start).Round(time.Millisecond), outcomes)
 }
+
+// TestPurgeRacingIntakeLeavesNothing: agents keep sending batches while their organization is
+// scheduled for deletion and purged. Nothing of it remains afterwards, and no observation or
+// batch anywhere names an installation that is gone (observations and batches hold no foreign
+// key to installations: migration 00016).
+func TestPurgeRacingIntakeLeavesNothing(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, noGrace)
+	ctx := context.Background()
+	_, op := scopedToken(t, env, "organizations:write")
+	a := newAgentSetup(t, env)
+	other := newAgentSetup(t, env) // another organization's intake goes on throughout
+	a.Agent.submit(t, batchBody("before", 2, 10)).accepted(t)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for w := range 4 {
+		agent := a.Agent
+		if w == 3 {
+			agent = other.Agent
+		}
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rep, err := agent.doE(http.MethodPost, observationsURL, batchBody(fmt.Sprintf("w%d-%d", w, i), 3, 50))
+				mu.Lock()
+				if err != nil {
+					statuses[-1]++
+				} else {
+					statuses[rep.Status]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	lifecycleOK(t, env, op, a.OrgID, "schedule")
+	// Intake holding the organization row makes a purge pass it over: the next run takes it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := server.PurgeDue(ctx, env.Pool, discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the organization was not purged within 30 s")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // intake of the purged organization's agent goes on a while
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for status, n := range statuses {
+		// 403 while deletion is pending (the organization is not active), 401 once it is gone.
+		if status != http.StatusAccepted && status != http.StatusForbidden && status != http.StatusUnauthorized {
+			t.Errorf("%d answers %d (-1: no answer), want 202, 403 or 401: %v", n, status, statuses)
+		}
+	}
+	if statuses[http.StatusAccepted] < 8 || statuses[http.StatusUnauthorized] == 0 {
+		t.Errorf("answers %v: want batches accepted before the purge and refused after it", statuses)
+	}
+	for _, table := range []string{"observations", "observation_batches", "installations"} {
+		if n := countRows(t, env, `SELECT count(*) FROM `+table+` WHERE organization_id = $1`, a.OrgID); n != 0 {
+			t.Errorf("%d %s rows of the purged organization remain", n, table)
+		}
+		if n := countRows(t, env, `SELECT count(*) FROM `+table+` WHERE organization_id = $1`, other.OrgID); n == 0 {
+			t.Errorf("the other organization has no %s rows", table)
+		}
+	}
+	for _, table := range []string{"observations", "observation_batches"} {
+		if n := countRows(t, env, `SELECT count(*) FROM `+table+` x
+			WHERE NOT EXISTS (SELECT 1 FROM installations i WHERE i.id = x.installation_id AND i.organization_id = x.organization_id)`); n != 0 {
+			t.Errorf("%d %s rows name no installation of their organization", n, table)
+		}
+	}
+}
+
+// TestPurgeRemovesObservationsBeyondOneBatch: the purge deletes an organization's observations
+// and batches in batches of 5000 until none is left: no cascade from installations removes what
+// a stopped loop would leave (migration 00016).
+func TestPurgeRemovesObservationsBeyondOneBatch(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t, noGrace)
+	ctx := context.Background()
+	_, op := scopedToken(t, env, "organizations:write")
+	a := newAgentSetup(t, env)
+	a.Agent.submit(t, batchBody("first", 1, 10)).accepted(t)
+	for _, sql := range []string{
+		`INSERT INTO observation_batches (installation_id, batch_id, organization_id)
+			SELECT installation_id, 'bulk-' || g, organization_id FROM observations, generate_series(1, 10000) g`,
+		`INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+			SELECT organization_id, installation_id, 'bulk-' || g, now(), 'host.facts', '{}' FROM observations, generate_series(1, 10000) g`,
+	} {
+		if _, err := env.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lifecycleOK(t, env, op, a.OrgID, "schedule")
+	if n, err := server.PurgeDue(ctx, env.Pool, discard); err != nil || n != 1 {
+		t.Fatalf("PurgeDue: %d, %v; want 1 purged", n, err)
+	}
+	for _, table := range []string{"observations", "observation_batches"} {
+		if n := countRows(t, env, `SELECT count(*) FROM `+table); n != 0 {
+			t.Errorf("%d %s rows remain after the purge of the only organization that had any", n, table)
+		}
+	}
+}

@@ -38,7 +38,7 @@ import (
 // statements' count, and wait for it as a batch alone does, so no organization's lock holds up
 // another's batches. A group whose statement PostgreSQL refuses for what a batch holds (a
 // number jsonb cannot hold, which the server's handler refuses before, by NumbersFitNumeric;
-// an installation deleted meanwhile; oneBatchsFault) stores nothing; its batches go back first in the
+// a constraint; oneBatchsFault) stores nothing; its batches go back first in the
 // queue, each to go alone, so one batch's error is its own and costs a statement per batch of
 // its group, within the statements' count. Any other error (connection lost, the database
 // refusing connections, a timeout) is every batch's: alone, each would meet it too. A group's

@@ -344,7 +344,25 @@ func readAll(r *http.Request) ([]byte, *problem.Error) {
 	if r.Body == nil || r.Body == http.NoBody { // net/http's body of a request that has none
 		return nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	src := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+	var body []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= MaxBodyBytes {
+		// Into a slice of the announced size: one allocation, where io.ReadAll grows its buffer
+		// from 512 bytes. A body longer than announced (net/http's own never is) is read on.
+		body = make([]byte, n)
+		if _, err = io.ReadFull(src, body); err == nil {
+			var one [1]byte
+			if m, rerr := src.Read(one[:]); m > 0 || rerr == nil {
+				rest, rerr := io.ReadAll(src)
+				body, err = append(append(body, one[:m]...), rest...), rerr
+			} else if rerr != io.EOF {
+				err = rerr
+			}
+		}
+	} else {
+		body, err = io.ReadAll(src)
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -337,3 +337,38 @@ func TestDuplicateKey(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAll: the body as sent whatever Content-Length announced (exactly, too little, or
+// nothing: chunked), a short one refused as unreadable, and one over MaxBodyBytes as too large,
+// announced or not.
+func TestReadAll(t *testing.T) {
+	big := strings.Repeat("x", MaxBodyBytes+1)
+	for _, tc := range []struct {
+		name      string
+		body      string
+		announced int64
+		status    int // 0: read
+	}{
+		{"exact", `{"a":1}`, 7, 0},
+		{"longer than announced", `{"a":12345}`, 3, 0},
+		{"chunked", `{"a":1}`, -1, 0},
+		{"shorter than announced", `{"a":1}`, 20, http.StatusBadRequest},
+		{"over the limit, announced", big, int64(len(big)), http.StatusRequestEntityTooLarge},
+		{"over the limit, chunked", big, -1, http.StatusRequestEntityTooLarge},
+		{"at the limit", big[1:], int64(len(big) - 1), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(strings.NewReader(tc.body)))
+			r.ContentLength = tc.announced
+			got, pe := readAll(r)
+			switch {
+			case tc.status == 0 && pe != nil:
+				t.Fatalf("refused: %d %s", pe.Status, pe.Detail)
+			case tc.status == 0 && string(got) != tc.body:
+				t.Fatalf("read %d bytes %.20q, want %d", len(got), got, len(tc.body))
+			case tc.status != 0 && (pe == nil || pe.Status != tc.status):
+				t.Fatalf("got %v, want status %d", pe, tc.status)
+			}
+		})
+	}
+}
