@@ -87,6 +87,69 @@ func BenchmarkPurge(b *testing.B) {
 	}
 }
 
+// BenchmarkPurgeObservations purges an organization with 20k observation batches (and their
+// observations) on a deployment holding 1M batches of another organization: the purge's wall
+// time, which must grow with the purged organization's rows, not with the deployment's (a
+// search of observation_batches by organization_id alone reads the whole table once per
+// purge batch of 5000 rows).
+func BenchmarkPurgeObservations(b *testing.B) {
+	env := servertest.Start(b, func(c *server.Config) { c.DeletionGracePeriod = 0 })
+	ctx := context.Background()
+	seed := func(orgID, installationID string, batches int) {
+		b.Helper()
+		if _, err := env.Pool.Exec(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os)
+			VALUES ($1, $2, sha256(convert_to($1, 'UTF8')), 'host', 'linux')`, installationID, orgID); err != nil {
+			b.Fatal(err)
+		}
+		for _, sql := range []string{
+			`INSERT INTO observation_batches (installation_id, batch_id, organization_id)
+				SELECT $1, 'b-' || g, $2 FROM generate_series(1, $3::int) g`,
+			`INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+				SELECT $2, $1, 'b-' || g, now(), 'host.facts', '{}' FROM generate_series(1, least($3::int, 20000)) g`,
+		} {
+			if _, err := env.Pool.Exec(ctx, sql, installationID, orgID, batches); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	other, err := domain.CreateOrganization(ctx, env.Pool, "other", "Other")
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed(other.ID, "ins_other", 1_000_000)
+	if _, err := env.Pool.Exec(ctx, `VACUUM ANALYZE observation_batches`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		o, err := domain.CreateOrganization(ctx, env.Pool, fmt.Sprintf("purge-%d", i), "Purge me")
+		if err != nil {
+			b.Fatal(err)
+		}
+		seed(o.ID, fmt.Sprintf("ins_purge_%d", i), 20_000)
+		if _, _, err := domain.ScheduleDeletion(ctx, env.Pool, o.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		n, err := server.PurgeDue(ctx, env.Pool, slog.New(slog.DiscardHandler))
+		elapsed := time.Since(t0)
+		b.StopTimer()
+		if err != nil || n != 1 {
+			b.Fatalf("purged %d (%v)", n, err)
+		}
+		var left, kept int
+		if err := env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM observation_batches WHERE organization_id = $1) +
+			(SELECT count(*) FROM observations WHERE organization_id = $1),
+			(SELECT count(*) FROM observation_batches WHERE organization_id = $2)`, o.ID, other.ID).Scan(&left, &kept); err != nil || left != 0 || kept != 1_000_000 {
+			b.Fatalf("%d rows of the purged organization left, %d of the other's kept (%v)", left, kept, err)
+		}
+		b.ReportMetric(elapsed.Seconds(), "purge-s")
+		b.StartTimer()
+	}
+}
+
 // BenchmarkCountUsage counts distinct events of one organization and day from parallel
 // callers, each in its own transaction: the cost per event and the contention on the counters.
 func BenchmarkCountUsage(b *testing.B) {

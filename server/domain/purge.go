@@ -54,6 +54,16 @@ func PurgingOrganizations(ctx context.Context, q db.DBTX) ([]Organization, error
 // purgeBatch bounds each deleting transaction, so a large organization never holds long locks.
 const purgeBatch = 5000
 
+// batchesOfOrganization finds up to $2 of organization $1's rows of observation_batches through
+// its installations: the table's primary key leads with installation_id and it has no index on
+// organization_id (one more index for intake to write on every batch), so a search by
+// organization_id alone would read the whole table, every deployment's batches, once per
+// purgeBatch rows. Every row names an installation of its organization (the intake statements
+// and the importer check it), and installations go only with their organization, after this.
+const batchesOfOrganization = `SELECT b.ctid FROM installations i
+	JOIN observation_batches b ON b.installation_id = i.id AND b.organization_id = i.organization_id
+	WHERE i.organization_id = $1 LIMIT $2`
+
 // PurgeOrganization removes everything a purging organization owns: Activity and usage in
 // short batches, then the organization row, whose deletion cascades to memberships, API keys,
 // invitations, pending mail, policy and settings. Users stay (they are shared). The audit log
@@ -62,9 +72,12 @@ const purgeBatch = 5000
 func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) (bool, error) {
 	for _, table := range []string{"organization_activity", "usage_counters", "usage_events", "observations",
 		"observation_batches", "jobs"} {
+		rows := `SELECT ctid FROM ` + table + ` WHERE organization_id = $1 LIMIT $2`
+		if table == "observation_batches" {
+			rows = batchesOfOrganization
+		}
 		for {
-			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(
-				SELECT ctid FROM `+table+` WHERE organization_id = $1 LIMIT $2))`, o.ID, purgeBatch)
+			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(`+rows+`))`, o.ID, purgeBatch)
 			if err != nil {
 				return false, err
 			}
