@@ -54,15 +54,41 @@ func PurgingOrganizations(ctx context.Context, q db.DBTX) ([]Organization, error
 // purgeBatch bounds each deleting transaction, so a large organization never holds long locks.
 const purgeBatch = 5000
 
-// batchesOfOrganization finds up to $2 of organization $1's rows of observation_batches through
-// its installations: the table's primary key leads with installation_id and it has no index on
-// organization_id (one more index for intake to write on every batch), so a search by
-// organization_id alone would read the whole table, every deployment's batches, once per
-// purgeBatch rows. Every row names an installation of its organization (the intake statements
-// and the importer check it), and installations go only with their organization, after this.
-const batchesOfOrganization = `SELECT b.ctid FROM installations i
-	JOIN observation_batches b ON b.installation_id = i.id AND b.organization_id = i.organization_id
-	WHERE i.organization_id = $1 LIMIT $2`
+// purgeObservationBatches removes organization orgID's rows of observation_batches, installation
+// by installation, purgeBatch rows at a time in primary-key order, each step starting after the
+// last key the previous one removed. The table's primary key leads with installation_id and no
+// index covers organization_id (one more index for intake to write on every batch), so a search
+// by organization_id reads the table from its start, every deployment's batches, and further on
+// each step, through the rows the steps before removed. Every row names an installation of its
+// organization (the intake statements and the importer check it), and installations go only with
+// their organization, after this.
+func purgeObservationBatches(ctx context.Context, pool *pgxpool.Pool, orgID string) error {
+	rows, _ := pool.Query(ctx, `SELECT id FROM installations WHERE organization_id = $1 ORDER BY id`, orgID)
+	installations, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, installation := range installations {
+		after := ""
+		for {
+			var removed int
+			var last *string
+			if err := pool.QueryRow(ctx, `WITH gone AS (
+				DELETE FROM observation_batches WHERE installation_id = $1 AND batch_id = ANY (ARRAY(
+					SELECT batch_id FROM observation_batches WHERE installation_id = $1 AND batch_id > $2
+					ORDER BY batch_id LIMIT $3))
+				RETURNING batch_id)
+				SELECT count(*), max(batch_id) FROM gone`, installation, after, purgeBatch).Scan(&removed, &last); err != nil {
+				return err
+			}
+			if removed < purgeBatch || last == nil {
+				break
+			}
+			after = *last
+		}
+	}
+	return nil
+}
 
 // PurgeOrganization removes everything a purging organization owns: Activity and usage in
 // short batches, then the organization row, whose deletion cascades to memberships, API keys,
@@ -72,12 +98,15 @@ const batchesOfOrganization = `SELECT b.ctid FROM installations i
 func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) (bool, error) {
 	for _, table := range []string{"organization_activity", "usage_counters", "usage_events", "observations",
 		"observation_batches", "jobs"} {
-		rows := `SELECT ctid FROM ` + table + ` WHERE organization_id = $1 LIMIT $2`
 		if table == "observation_batches" {
-			rows = batchesOfOrganization
+			if err := purgeObservationBatches(ctx, pool, o.ID); err != nil {
+				return false, err
+			}
+			continue
 		}
 		for {
-			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(`+rows+`))`, o.ID, purgeBatch)
+			tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid = ANY (ARRAY(
+				SELECT ctid FROM `+table+` WHERE organization_id = $1 LIMIT $2))`, o.ID, purgeBatch)
 			if err != nil {
 				return false, err
 			}
