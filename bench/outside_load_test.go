@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"renga.dev/renga/server"
+	"renga.dev/renga/server/logbuf"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -131,11 +133,13 @@ func wrkResult(out string) (int, float64, error) {
 }
 
 // newLoggedConstantServer answers body to every request and writes one access line per request
-// to a file, as the server's access log does (the same fields, log/slog's JSON handler, one
-// write per line): the least a server that logs every request does.
+// to a file, as the server's access log does (the same fields, log/slog's JSON handler, lines
+// gathered and written together as renga serve's are, server/logbuf): the least a server that
+// logs every request does.
 func newLoggedConstantServer(t testing.TB, body []byte) *httptest.Server {
 	logs := servertest.NewLogFile(t)
-	h := slog.NewJSONHandler(logs, nil)
+	lw := logbuf.New(logs, server.DefaultLogFlushInterval)
+	h := slog.NewJSONHandler(lw, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w.Header().Set("Content-Type", "application/json")

@@ -15,14 +15,19 @@ import (
 
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/logbuf"
 	"renga.dev/renga/server/pgembed"
 )
 
-func newLogger(cfg server.Config, f *Factory) *slog.Logger {
+// newLogger returns the server's logger on standard error, and what writes the lines it still
+// holds (server/logbuf: lines below Warn wait up to cfg.LogFlushInterval to be written together).
+func newLogger(cfg server.Config, f *Factory) (*slog.Logger, func() error) {
+	w := logbuf.New(f.Stderr, cfg.LogFlushInterval)
+	var h slog.Handler = slog.NewJSONHandler(w, nil)
 	if cfg.Development() {
-		return slog.New(slog.NewTextHandler(f.Stderr, nil))
+		h = slog.NewTextHandler(w, nil)
 	}
-	return slog.New(slog.NewJSONHandler(f.Stderr, nil))
+	return slog.New(logbuf.NewHandler(h, w)), w.Flush
 }
 
 type serveOptions struct {
@@ -66,7 +71,8 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused:\n%w", err)}
 	}
 	cfg.Version = Version
-	log := newLogger(cfg, f)
+	log, flush := newLogger(cfg, f)
+	defer func() { _ = flush() }() // after everything else deferred here has logged
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

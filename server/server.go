@@ -36,8 +36,9 @@ type Server struct {
 	intake *domain.IntakeGroups
 	// routes are the mux's patterns (Routes).
 	routes []string
-	// home is GetHome's answer, encoded once.
-	home homeAnswer
+	// home is GetHome's answer, encoded once (held as the interface GetHome returns: a slice
+	// converted to an interface on every request would be copied to the heap each time).
+	home api.GetHomeResponseObject
 	// intakeMargin is intakeExactMargin's answer, fixed with the pool's size (pgxpool's Config
 	// copies the whole configuration on each call: not a thing to do per batch).
 	intakeMargin int64
@@ -69,10 +70,11 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("RENGA_IDENTITY_PROVIDERS: %w", err)
 		}
 	}
-	var err error
-	if s.home, err = newHomeAnswer(cfg.PublicURL); err != nil {
+	home, err := newHomeAnswer(cfg.PublicURL)
+	if err != nil {
 		return nil, fmt.Errorf("home document: %w", err)
 	}
+	s.home = home
 	if s.jobs, err = newJobClient(pool, cfg, log); err != nil {
 		return nil, fmt.Errorf("job client: %w", err)
 	}

@@ -60,6 +60,7 @@ type process struct {
 	URL     string
 	DataDir string
 	logs    *servertest.SyncBuffer
+	stop    func() // SIGINT, then waits for the process to exit (at most 20 s); once
 }
 
 // startProcess runs `renga serve` on env's database as its own process, and waits until it
@@ -84,7 +85,7 @@ func startProcessOn(t *testing.T, dbURL string, extra ...string) *process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	p.stop = sync.OnceFunc(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -95,6 +96,7 @@ func startProcessOn(t *testing.T, dbURL string, extra ...string) *process {
 			t.Errorf("renga serve did not stop on SIGINT: %s", p.logs.String())
 		}
 	})
+	t.Cleanup(p.stop)
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get(p.URL + "/readyz")
 		if err == nil {

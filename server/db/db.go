@@ -112,13 +112,22 @@ func NewID(prefix string) string {
 	// 128 bits → 26 base32 characters (130 bits, top two zero).
 	hi := binary.BigEndian.Uint64(b[0:8])
 	lo := binary.BigEndian.Uint64(b[8:16])
-	out := make([]byte, 26)
+	// Built in one buffer on the stack, so that the ID is the one allocation (every request
+	// makes one, its request ID).
+	var buf [64]byte
+	out := buf[:0]
+	if len(prefix)+27 > len(buf) {
+		out = make([]byte, 0, len(prefix)+27)
+	}
+	out = append(append(out, prefix...), '_')
+	n := len(out)
+	out = out[:n+26]
 	for i := 25; i >= 0; i-- {
-		out[i] = crockford[lo&31]
+		out[n+i] = crockford[lo&31]
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	return prefix + "_" + string(out)
+	return string(out)
 }
 
 // SQLState returns the SQLSTATE of a PostgreSQL error, or "".

@@ -29,7 +29,7 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 		}
 		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
-		w.Header().Set("X-Request-Id", st.ID)
+		w.Header()["X-Request-Id"] = []string{st.ID} // the canonical key: Set would canonicalize it again
 		sw := &statusWriter{ResponseWriter: w}
 		if clean(r.URL.Path) {
 			next.ServeHTTP(sw, r)

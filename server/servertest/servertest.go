@@ -26,6 +26,7 @@ import (
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/logbuf"
 	"renga.dev/renga/server/pgembed"
 	"renga.dev/renga/server/secretbox"
 )
@@ -303,6 +304,7 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 		PurgeInterval:               time.Hour,
 		Secrets:                     NewSecretBox(t),
 		IntakeStatements:            2,
+		LogFlushInterval:            server.DefaultLogFlushInterval,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -313,7 +315,11 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 		cfg.PublicURL = "http://" + ts.Listener.Addr().String()
 	}
 	logs := NewLogFile(t)
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// As renga serve: lines gathered and written together (server/logbuf); reading the file
+	// writes what waits first.
+	lw := logbuf.New(logs, cfg.LogFlushInterval)
+	logs.flush = lw.Flush
+	log := slog.New(logbuf.NewHandler(slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug}), lw))
 	s, err := server.New(cfg, pool, log)
 	if err != nil {
 		ts.Close()
@@ -366,7 +372,8 @@ func AllScopes() []string { return append([]string(nil), domain.Scopes...) }
 // no more: a benchmark's millions of lines kept in memory would be heap that the collector never
 // has to scan, and would make it run less often than it does in production.
 type LogFile struct {
-	f *os.File
+	f     *os.File
+	flush func() error // writes the lines the server's logger holds (set by Start)
 }
 
 // NewLogFile creates an empty log file in a directory t removes.
@@ -384,8 +391,13 @@ func NewLogFile(t testing.TB) *LogFile {
 // not interleave).
 func (l *LogFile) Write(p []byte) (int, error) { return l.f.Write(p) }
 
-// Contents returns everything written so far.
+// Contents returns everything written so far, what the server's logger still holds included.
 func (l *LogFile) Contents() (string, error) {
+	if l.flush != nil {
+		if err := l.flush(); err != nil {
+			return "", err
+		}
+	}
 	b, err := os.ReadFile(l.f.Name())
 	return string(b), err
 }
