@@ -44,14 +44,15 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		p.metrics.observe(opID, status, time.Since(start))
+		end := time.Now()
+		p.metrics.observe(opID, status, end.Sub(start))
 		// The record goes to the handler directly: Logger.LogAttrs would record the caller's
 		// program counter (runtime.Callers, a stack walk per request) that no line shows.
 		if h := p.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-			line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 			line.AddAttrs(slog.String("request_id", st.ID),
 				slog.String("method", r.Method), slog.String("route", route), slog.String("operation", opID),
-				slog.Int("status", status), slog.Duration("duration", time.Since(start)),
+				slog.Int("status", status), slog.Duration("duration", end.Sub(start)),
 				slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st)))
 			_ = h.Handle(r.Context(), line)
 		}

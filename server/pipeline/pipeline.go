@@ -187,7 +187,10 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		}
 		st := From(r.Context())
 		st.Op = op
-		pathParams := make(map[string]string, len(op.pathParams))
+		var pathParams map[string]string // nil for an operation without any: nothing to allocate
+		if len(op.pathParams) > 0 {
+			pathParams = make(map[string]string, len(op.pathParams))
+		}
 		for _, name := range op.pathParams {
 			pathParams[name] = r.PathValue(name)
 		}
