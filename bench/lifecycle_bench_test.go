@@ -92,8 +92,8 @@ func BenchmarkPurge(b *testing.B) {
 // interleaved, as agents of many organizations sending at once lay them out in the table: the
 // purge's wall time, which must grow with the purged organization's rows, not with the
 // deployment's. (A search of observation_batches by organization_id alone, which no index
-// covers, reads the table from its start once per purge batch of 5000 rows, further each time:
-// about three whole tables here. Written one organization after the other instead, the purged
+// covers, reads the table from its start once per purge batch of 5000 rows, further each time.
+// Written one organization after the other instead, the purged
 // rows sit together and such a search finds them in the first pages it reads, which hides it.)
 func BenchmarkPurgeObservations(b *testing.B) {
 	env := servertest.Start(b, func(c *server.Config) { c.DeletionGracePeriod = 0 })

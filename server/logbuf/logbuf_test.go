@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,10 +67,18 @@ func TestConcurrentLinesArriveWholeInOrderInFewWrites(t *testing.T) {
 	}
 	next := make([]int, writers)
 	for _, line := range got {
-		var g, i int
-		var pad string
-		if _, err := fmt.Sscanf(line, "writer %d line %d %s", &g, &i, &pad); err != nil && g != 0 {
-			t.Fatalf("line %q: %v", line, err)
+		f := strings.Fields(line) // writer G line I [padding of G*10 x's]
+		if len(f) < 4 || len(f) > 5 || f[0] != "writer" || f[2] != "line" {
+			t.Fatalf("line %q: not one whole line", line)
+		}
+		g, gerr := strconv.Atoi(f[1])
+		i, ierr := strconv.Atoi(f[3])
+		if gerr != nil || ierr != nil || g < 0 || g >= writers {
+			t.Fatalf("line %q: not one whole line", line)
+		}
+		pad := ""
+		if len(f) == 5 {
+			pad = f[4]
 		}
 		if i != next[g] || len(pad) != g*10 {
 			t.Fatalf("line %q: want writer %d's line %d whole", line, g, next[g])
