@@ -129,6 +129,12 @@ func BenchmarkFloorCreateOrganization(b *testing.B) {
 func floorCreate(b *testing.B, clients int) {
 	env := servertest.Start(b)
 	token := env.Token(b, "organizations:write")
+	postOrganizations(b, floorCreateServer(b, env, token).URL, env.Pool, token, clients)
+}
+
+// floorCreateServer serves POST /api/v1/operator/organizations the floor's way for token, one
+// of env's operator tokens with organizations:write.
+func floorCreateServer(b testing.TB, env *servertest.Env, token string) *httptest.Server {
 	ctx := context.Background()
 	known, err := floorKnownToken(ctx, env.Pool, token)
 	if err != nil {
@@ -183,7 +189,7 @@ func floorCreate(b *testing.B, clients int) {
 		_, _ = w.Write(out)
 	}))
 	b.Cleanup(srv.Close)
-	postOrganizations(b, srv.URL, env.Pool, token, clients)
+	return srv
 }
 
 // floorKnownToken reads a token once, as a server that has seen it holds it in memory.

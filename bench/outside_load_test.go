@@ -36,7 +36,10 @@ import (
 //     reach at most);
 //   - BenchmarkOutsideHome: GET /api/v1/agent/home from the server;
 //   - BenchmarkOutsideGetOrganization: the authenticated read, rotating over 100 organizations;
-//   - BenchmarkOutsideFloorGetOrganization: the same request from floorGetServer.
+//   - BenchmarkOutsideFloorGetOrganization: the same request from floorGetServer;
+//   - BenchmarkOutsideCreateOrganization: keyed creates from one connection, one at a time: the
+//     latency (p50-ms, p99-ms) a lone caller sees, beside pgbench C's at one client;
+//   - BenchmarkOutsideFloorCreateOrganization: the same creates from floorCreateServer.
 //
 // RENGA_OUTSIDE_BENCH=1 runs it (wrk on PATH: apt-get install wrk); RENGA_OUTSIDE_SECONDS is each
 // measure's length (8); RENGA_OUTSIDE_ONLY, a regular expression, picks measures by name (with
@@ -79,6 +82,8 @@ func TestOutsideLoad(t *testing.T) {
 	}
 	const home = "/api/v1/agent/home?deployment=eu1"
 	auth := "Authorization: Bearer " + token
+	writer := env.Token(t, "organizations:write")
+	floorCreate := floorCreateServer(t, env, writer)
 	for _, m := range []struct {
 		name, url string
 		conns     int
@@ -89,12 +94,17 @@ func TestOutsideLoad(t *testing.T) {
 		{"Home", env.URL + home, 8, nil},
 		{"GetOrganization", env.URL, 8, []string{"-H", auth, "-s", rotate}},
 		{"FloorGetOrganization", floor.URL, 8, []string{"-H", auth, "-s", rotate}},
+		// One client, one create at a time: the latency a lone caller sees, beside pgbench C at
+		// one client. The two servers share a database: each its own slugs and keys.
+		{"CreateOrganization", env.URL, 1, []string{"-s", createScript(t, dir, "w", writer)}},
+		{"FloorCreateOrganization", floorCreate.URL, 1, []string{"-s", createScript(t, dir, "f", writer)}},
 	} {
 		if !only.MatchString(m.name) {
 			continue
 		}
 		cpu := startCPU(t, env.Pool)
-		args := append([]string{"-t2", fmt.Sprint("-c", m.conns), fmt.Sprint("-d", secs, "s")}, m.args...)
+		threads := min(2, m.conns)
+		args := append([]string{fmt.Sprint("-t", threads), fmt.Sprint("-c", m.conns), fmt.Sprint("-d", secs, "s"), "--latency"}, m.args...)
 		out, err := exec.Command(wrk, append(args, m.url)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
@@ -103,9 +113,33 @@ func TestOutsideLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
 		}
+		p50, p99, err := wrkLatency(string(out))
+		if err != nil {
+			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
+		}
 		pg, self := cpu.since(t, n)
-		fmt.Printf("BenchmarkOutside%s\t%d\t%.0f req/s\t%.1f go-cpu-us/op\t%.1f pg-cpu-us/op\n", m.name, n, rate, self, pg)
+		fmt.Printf("BenchmarkOutside%s\t%d\t%.0f req/s\t%.3f p50-ms\t%.3f p99-ms\t%.1f go-cpu-us/op\t%.1f pg-cpu-us/op\n",
+			m.name, n, rate, p50.Seconds()*1e3, p99.Seconds()*1e3, self, pg)
 	}
+}
+
+// createScript writes a wrk script that sends keyed creates of organizations, each with its own
+// slug and Idempotency-Key (prefix-1, prefix-2, ...), as the Go benchmarks' clients do.
+func createScript(t testing.TB, dir, prefix, token string) string {
+	path := filepath.Join(dir, "create-"+prefix+".lua")
+	script := fmt.Sprintf(`local i = 0
+local headers = {["Authorization"] = %q, ["Content-Type"] = "application/json"}
+request = function()
+  i = i + 1
+  headers["Idempotency-Key"] = "%s-" .. i
+  local body = '{"slug":"%s-' .. i .. '","display_name":"Organization ' .. i .. '"}'
+  return wrk.format("POST", "/api/v1/operator/organizations", headers, body)
+end
+`, "Bearer "+token, prefix, prefix)
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 var (
@@ -133,13 +167,13 @@ func wrkResult(out string) (int, float64, error) {
 }
 
 // newLoggedConstantServer answers body to every request and writes one access line per request
-// to a file, as the server's access log does (the same fields, log/slog's JSON handler, lines
+// to a file, as the server's access log does (the same fields, the server's JSON handler (logbuf.NewJSONHandler), lines
 // gathered and written together as renga serve's are, server/logbuf): the least a server that
 // logs every request does.
 func newLoggedConstantServer(t testing.TB, body []byte) *httptest.Server {
 	logs := servertest.NewLogFile(t)
 	lw := logbuf.New(logs, server.DefaultLogFlushInterval)
-	h := slog.NewJSONHandler(lw, nil)
+	h := logbuf.NewJSONHandler(lw, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w.Header().Set("Content-Type", "application/json")
@@ -153,6 +187,29 @@ func newLoggedConstantServer(t testing.TB, body []byte) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+var wrkPercentile = regexp.MustCompile(`(?m)^\s*(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+
+// wrkLatency reads the median and the 99th percentile of wrk's latency distribution (--latency).
+func wrkLatency(out string) (p50, p99 time.Duration, err error) {
+	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}
+	for _, m := range wrkPercentile.FindAllStringSubmatch(out, -1) {
+		v, perr := strconv.ParseFloat(m[2], 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("latency %q: %w", m[0], perr)
+		}
+		d := time.Duration(v * float64(unit[m[3]]))
+		if m[1] == "50" {
+			p50 = d
+		} else {
+			p99 = d
+		}
+	}
+	if p50 == 0 || p99 == 0 {
+		return 0, 0, fmt.Errorf("no latency distribution in its report")
+	}
+	return p50, p99, nil
 }
 
 // TestWrkResult reads the reports wrk writes.
@@ -169,6 +226,23 @@ func TestWrkResult(t *testing.T) {
 		"unable to connect to 127.0.0.1:1 Connection refused\n",
 	} {
 		if _, _, err := wrkResult(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// TestWrkLatency reads the latency distribution wrk writes with --latency.
+func TestWrkLatency(t *testing.T) {
+	report := "  Latency Distribution\n     50%  826.00us\n     75%    1.02ms\n     90%    1.50ms\n     99%    2.83ms\n"
+	p50, p99, err := wrkLatency(report)
+	if err != nil || p50 != 826*time.Microsecond || p99 != 2830*time.Microsecond {
+		t.Fatalf("got %v %v %v", p50, p99, err)
+	}
+	if p50, p99, err := wrkLatency(strings.ReplaceAll(report, "ms", "s")); err != nil || p50 != 826*time.Microsecond || p99 != 2830*time.Millisecond {
+		t.Fatalf("in seconds: got %v %v %v", p50, p99, err)
+	}
+	for _, bad := range []string{"", strings.Replace(report, "     99%    2.83ms\n", "", 1), strings.Replace(report, "50%", "55%", 1)} {
+		if _, _, err := wrkLatency(bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}

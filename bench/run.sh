@@ -65,11 +65,12 @@ gobench() { # round regexp...: each regexp one run of the Go benchmarks, output 
 }
 # The same server seen from outside its process: wrk (C, its own process, as lean as pgbench's
 # client) against the test server, a bare net/http server with and without an access line, and
-# the floor's GET (bench/outside_load_test.go). Needs wrk (apt-get install wrk); without it the
-# outside rows are left out.
-outside() { # round: lines appended to $out/go.round
+# the floor's GET, and one client's creates from renga and from the floor
+# (bench/outside_load_test.go). Needs wrk (apt-get install wrk); without it the outside rows are
+# left out.
+outside() { # round measures-regexp: lines appended to $out/go.round
   command -v wrk >/dev/null || return 0
-  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} \
+  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} \
     gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' | tee -a "$out/go.$1"
 }
 # Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
@@ -81,11 +82,12 @@ for r in $(seq "$rounds"); do
   pair '^BenchmarkIntake$' '^BenchmarkFloorIntake$'
   run_pgbench "B.$r" -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
   pair '^BenchmarkGetOrganization$' '^BenchmarkFloorGetOrganization$'
-  outside "$r"
+  outside "$r" '^(Bare|BareLogged|Home|GetOrganization|FloorGetOrganization)$'
   run_pgbench "C8.$r" -f "$baselines/C_keyedcreate.sql" -c 8 -j 2 -T "$secs"
   pair '^BenchmarkCreateOrganization$/^clients=8$' '^BenchmarkFloorCreateOrganization$/^clients=8$'
   run_pgbench "C1.$r" -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
   pair '^BenchmarkCreateOrganization$/^clients=1$' '^BenchmarkFloorCreateOrganization$/^clients=1$'
+  outside "$r" '^(Floor)?CreateOrganization$'
   gobench "$r" '^Benchmark(Home|BareHandler|Healthz|HomeHandler)$'
 done
 # The create's own statements, in the server's two pipelined round trips, from pgbench at one
@@ -157,16 +159,22 @@ ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go Benchmar
 printf '  the server'"'"'s own code for it, called directly (no network, one at a time): %.1f µs, %s allocations per request\n' \
   "$(echo "$(med go BenchmarkHomeHandler ns/op) / 1000" | bc -l)" "$(med go BenchmarkHomeHandler allocs/op)"
 if command -v wrk >/dev/null; then
-  printf '\nFrom outside the process: wrk (2 threads, 8 connections) against the test server; the process is the server alone:\n'
+  printf '\nFrom outside the process: wrk (2 threads, 8 connections; one for the latency of creates) against the test server; the process is the server alone:\n'
   ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkOutsideGetOrganization req/s" "tps B"
   ratio_row "  floor GET req/s (vs B tps)" "" "go BenchmarkOutsideFloorGetOrganization req/s" "tps B"
   ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBare req/s"
   ratio_row "  bare + one access line (vs bare net/http)" "" "go BenchmarkOutsideBareLogged req/s" "go BenchmarkOutsideBare req/s"
   ratio_row "  home (vs bare + one access line)" "" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBareLogged req/s"
+  ratio_row "POST /organizations p50 ms, 1 client (vs C)" "<=1.5" "go BenchmarkOutsideCreateOrganization p50-ms" "lat C1"
+  ratio_row "  floor POST p50 ms, 1 client (vs C)" "" "go BenchmarkOutsideFloorCreateOrganization p50-ms" "lat C1"
+  printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$(med go BenchmarkOutsideCreateOrganization p99-ms)"
   printf '  the server'"'"'s CPU per request, µs (medians): home %.1f, bare %.1f, bare + access line %.1f; GET %.0f (PostgreSQL %.0f), floor GET %.0f (PostgreSQL %.0f)\n' \
     "$(med go BenchmarkOutsideHome go-cpu-us/op)" "$(med go BenchmarkOutsideBare go-cpu-us/op)" "$(med go BenchmarkOutsideBareLogged go-cpu-us/op)" \
     "$(med go BenchmarkOutsideGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideGetOrganization pg-cpu-us/op)" \
     "$(med go BenchmarkOutsideFloorGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideFloorGetOrganization pg-cpu-us/op)"
+  printf '  one client'"'"'s create: %.0f µs (PostgreSQL %.0f), floor %.0f (PostgreSQL %.0f)\n' \
+    "$(med go BenchmarkOutsideCreateOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideCreateOrganization pg-cpu-us/op)" \
+    "$(med go BenchmarkOutsideFloorCreateOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideFloorCreateOrganization pg-cpu-us/op)"
 fi
 printf '\nThe same requests served by the least a Go server must do (bench/floor_bench_test.go: same net/http, pool,\nstatements and round trips; no router, validation, access log or generated code), in the same rounds:\n'
 ratio_row "GET req/s, renga vs floor" "" "go BenchmarkGetOrganization req/s" "go BenchmarkFloorGetOrganization req/s"

@@ -23,11 +23,10 @@ import (
 // holds (server/logbuf: lines below Warn wait up to cfg.LogFlushInterval to be written together).
 func newLogger(cfg server.Config, f *Factory) (*slog.Logger, func() error) {
 	w := logbuf.New(f.Stderr, cfg.LogFlushInterval)
-	var h slog.Handler = slog.NewJSONHandler(w, nil)
 	if cfg.Development() {
-		h = slog.NewTextHandler(w, nil)
+		return slog.New(logbuf.NewHandler(slog.NewTextHandler(w, nil), w)), w.Flush
 	}
-	return slog.New(logbuf.NewHandler(h, w)), w.Flush
+	return slog.New(logbuf.NewJSONHandler(w, nil)), w.Flush
 }
 
 type serveOptions struct {

@@ -120,7 +120,8 @@ func (w *Writer) timed() {
 // line before it: a warning or an error never waits, nor is lost with the process.
 type Handler struct {
 	slog.Handler
-	w *Writer
+	w    *Writer
+	fast bool // Handler is slog's JSON handler on w, encoded here where it can be (NewJSONHandler)
 }
 
 // NewHandler returns h (which writes to w) flushing w after each record at Warn or above.
@@ -128,7 +129,7 @@ func NewHandler(h slog.Handler, w *Writer) *Handler { return &Handler{Handler: h
 
 // Handle implements slog.Handler.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	err := h.Handler.Handle(ctx, r)
+	err := h.handle(ctx, r)
 	if r.Level >= slog.LevelWarn {
 		if ferr := h.w.Flush(); err == nil {
 			err = ferr

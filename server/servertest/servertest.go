@@ -319,7 +319,7 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 	// writes what waits first.
 	lw := logbuf.New(logs, cfg.LogFlushInterval)
 	logs.flush = lw.Flush
-	log := slog.New(logbuf.NewHandler(slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug}), lw))
+	log := slog.New(logbuf.NewJSONHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := server.New(cfg, pool, log)
 	if err != nil {
 		ts.Close()

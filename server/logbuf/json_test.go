@@ -1,0 +1,162 @@
+package logbuf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+)
+
+// slogLine is what slog's own JSON handler writes for r.
+func slogLine(t testing.TB, opts *slog.HandlerOptions, r slog.Record) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := slog.NewJSONHandler(&b, opts).Handle(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// fastLine is what NewJSONHandler writes for r (interval 0: each line at once).
+func fastLine(t testing.TB, opts *slog.HandlerOptions, r slog.Record) string {
+	t.Helper()
+	d := &dest{}
+	if err := NewJSONHandler(New(d, 0), opts).Handle(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// tricky are strings whose quoting differs between JSON encoders: quotes, backslashes, control
+// characters, HTML's characters, invalid UTF-8, U+2028 and U+2029, DEL, multi-byte runes.
+var tricky = []string{
+	"", "plain", `"quoted"`, `back\slash`, "line\nfeed", "cr\rtab\t", "\x00\x01\x1f\x7f",
+	"<script>&amp;</script>", "\xff\xfe invalid", "a\xc3", "sep\u2028para\u2029end", "snow ☃ 🎉",
+	"mixed \"\\\n\u2028\xff<>&", "\u2027\u202a", "\ufffd",
+}
+
+func accessRecord(at time.Time, s string) slog.Record {
+	r := slog.NewRecord(at, slog.LevelInfo, "request", 0)
+	r.AddAttrs(slog.String("request_id", "req_01m8xd6y1a0y34e276dk93y570"), slog.String("method", "GET"),
+		slog.String("route", s), slog.String("operation", "getHome"), slog.Int("status", 200),
+		slog.Duration("duration", 1234567*time.Nanosecond), slog.String("actor", ""), slog.String("source", "127.0.0.1"))
+	return r
+}
+
+func TestJSONLinesAreSlogs(t *testing.T) {
+	at := time.Date(2026, 12, 4, 5, 6, 7, 890123456, time.FixedZone("", 3600))
+	var records []slog.Record
+	for _, s := range tricky {
+		records = append(records, accessRecord(at, s))
+		r := slog.NewRecord(at, slog.LevelWarn+2, s, 0)
+		r.AddAttrs(slog.String(s+"key", s)) // an empty key is slog's (TestJSONLinesFallBackToSlog)
+		records = append(records, r)
+	}
+	r := slog.NewRecord(time.Time{}, slog.LevelDebug-1, "no time", 0) // slog leaves the key out
+	r.AddAttrs(slog.Int64("min", math.MinInt64), slog.Uint64("max", math.MaxUint64), slog.Bool("yes", true),
+		slog.Bool("no", false), slog.Duration("negative", -time.Second), slog.Time("at", at.UTC()),
+		slog.Time("local", time.Date(1, 1, 1, 0, 0, 0, 1, time.Local)))
+	records = append(records, r)
+	// A time with a monotonic reading: slog drops it (Round(0)).
+	records = append(records, accessRecord(time.Now(), "/api/v1/agent/home"))
+	for _, r := range records {
+		want := slogLine(t, nil, r)
+		if got, ok := appendJSONRecord(nil, r); !ok || string(got) != want {
+			t.Errorf("record %q: encoded %v\n got %s\nwant %s", r.Message, ok, got, want)
+		}
+		if got := fastLine(t, nil, r); got != want {
+			t.Errorf("record %q: handler wrote\n%s\nwant\n%s", r.Message, got, want)
+		}
+	}
+}
+
+// A record this encoding does not take goes to slog's handler, whole; so does every record of a
+// handler whose options it does not follow, or one derived with attributes or a group.
+func TestJSONLinesFallBackToSlog(t *testing.T) {
+	at := time.Date(2026, 12, 4, 5, 6, 7, 0, time.UTC)
+	var others []slog.Record
+	for _, a := range []slog.Attr{
+		slog.Any("error", errors.New("boom")), slog.Float64("ratio", 0.5), slog.Float64("nan", math.NaN()),
+		slog.Group("g", slog.String("k", "v")), slog.Group("", slog.String("inlined", "v")), {},
+		slog.Time("far", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), slog.Any("bytes", []byte("x")),
+		slog.String("", "no key"), slog.String("", ""),
+	} {
+		r := slog.NewRecord(at, slog.LevelInfo, "other", 0)
+		r.AddAttrs(slog.String("before", "x"), a, slog.String("after", "y"))
+		others = append(others, r)
+	}
+	others = append(others, slog.NewRecord(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), slog.LevelInfo, "year -1", 0))
+	for _, r := range others {
+		if got, ok := appendJSONRecord(nil, r); ok {
+			t.Errorf("record %q: encoded here as %s; want it left to slog", r.Message, got)
+		}
+		if got, want := fastLine(t, nil, r), slogLine(t, nil, r); got != want {
+			t.Errorf("record %q: wrote\n%s\nwant\n%s", r.Message, got, want)
+		}
+	}
+
+	r := accessRecord(at, "/x")
+	upper := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == "method" {
+			a.Value = slog.StringValue("replaced")
+		}
+		return a
+	}}
+	if got, want := fastLine(t, upper, r), slogLine(t, upper, r); got != want || !bytes.Contains([]byte(got), []byte("replaced")) {
+		t.Errorf("with ReplaceAttr: wrote\n%s\nwant\n%s", got, want)
+	}
+	source := &slog.HandlerOptions{AddSource: true}
+	if got, want := fastLine(t, source, r), slogLine(t, source, r); got != want {
+		t.Errorf("with AddSource: wrote\n%s\nwant\n%s", got, want)
+	}
+	for name, derive := range map[string]func(slog.Handler) slog.Handler{
+		"WithAttrs": func(h slog.Handler) slog.Handler { return h.WithAttrs([]slog.Attr{slog.String("server", "test")}) },
+		"WithGroup": func(h slog.Handler) slog.Handler { return h.WithGroup("g") },
+	} {
+		d, want := &dest{}, &bytes.Buffer{}
+		if err := derive(NewJSONHandler(New(d, 0), nil)).Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if err := derive(slog.NewJSONHandler(want, nil)).Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if d.String() != want.String() {
+			t.Errorf("%s: wrote\n%s\nwant\n%s", name, d.String(), want.String())
+		}
+	}
+}
+
+// A warning written by the fast path is flushed at once, as through slog's.
+func TestJSONHandlerFlushesWarnings(t *testing.T) {
+	d := &dest{}
+	w := New(d, time.Hour)
+	h := NewJSONHandler(w, nil)
+	ctx := context.Background()
+	_ = h.Handle(ctx, slog.NewRecord(time.Time{}, slog.LevelInfo, "waits", 0))
+	if d.count() != 0 {
+		t.Fatal("an info line was written before the interval")
+	}
+	_ = h.Handle(ctx, slog.NewRecord(time.Time{}, slog.LevelWarn, "at once", 0))
+	if got, want := d.String(), "{\"level\":\"INFO\",\"msg\":\"waits\"}\n{\"level\":\"WARN\",\"msg\":\"at once\"}\n"; got != want {
+		t.Fatalf("wrote %q, want %q", got, want)
+	}
+}
+
+func FuzzJSONLinesAreSlogs(f *testing.F) {
+	for i, s := range tricky {
+		f.Add(s, tricky[(i+1)%len(tricky)], int64(i)*1e9+123, int64(i-4), uint64(i), i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, msg, s string, nanos, n int64, u uint64, yes bool) {
+		at := time.Unix(0, nanos).In(time.FixedZone("", int(n%86400)))
+		r := slog.NewRecord(at, slog.Level(n%20), msg, 0)
+		r.AddAttrs(slog.String("s", s), slog.String(s+"k", msg), slog.Int64("n", n), slog.Uint64("u", u),
+			slog.Bool("yes", yes), slog.Duration("d", time.Duration(nanos)), slog.Time("t", at))
+		want := slogLine(t, nil, r)
+		if got, ok := appendJSONRecord(nil, r); !ok || string(got) != want {
+			t.Fatalf("encoded %v\n got %s\nwant %s", ok, got, want)
+		}
+	})
+}
