@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/jsonquote"
 )
 
 // Every write through the API starts with BeginWrite and ends with FinishWrite, in one
@@ -259,8 +260,8 @@ func headersJSON(h map[string]string) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(AppendJSONString(out, name), ':')
-		out = AppendJSONString(out, h[name])
+		out = append(jsonquote.Marshal(out, name), ':')
+		out = jsonquote.Marshal(out, h[name])
 	}
 	return append(out, '}')
 }

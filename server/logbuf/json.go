@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"renga.dev/renga/server/jsonquote"
 )
 
 // NewJSONHandler returns a Handler writing log/slog's JSON lines to w: the lines
@@ -61,9 +62,9 @@ func appendJSONRecord(b []byte, r slog.Record) ([]byte, bool) {
 		b = append(b, ',')
 	}
 	b = append(b, `"level":`...)
-	b = appendJSONString(b, r.Level.String())
+	b = jsonquote.Slog(b, r.Level.String())
 	b = append(b, `,"msg":`...)
-	b = appendJSONString(b, r.Message)
+	b = jsonquote.Slog(b, r.Message)
 	ok := true
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "" {
@@ -71,7 +72,7 @@ func appendJSONRecord(b []byte, r slog.Record) ([]byte, bool) {
 			return false
 		}
 		b = append(b, ',')
-		b = appendJSONString(b, a.Key)
+		b = jsonquote.Slog(b, a.Key)
 		b = append(b, ':')
 		b, ok = appendJSONValue(b, a.Value)
 		return ok
@@ -82,7 +83,7 @@ func appendJSONRecord(b []byte, r slog.Record) ([]byte, bool) {
 func appendJSONValue(b []byte, v slog.Value) ([]byte, bool) {
 	switch v.Kind() {
 	case slog.KindString:
-		return appendJSONString(b, v.String()), true
+		return jsonquote.Slog(b, v.String()), true
 	case slog.KindInt64:
 		return strconv.AppendInt(b, v.Int64(), 10), true
 	case slog.KindUint64:
@@ -106,58 +107,6 @@ func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), true
 }
-
-// appendJSONString appends s quoted as slog's JSON handler quotes it: `"` and `\` escaped, the
-// control characters as \n, \r, \t or \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 as
-// \u2028 and \u2029; `<`, `>` and `&` as they are.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, `\u202`...)
-			b = append(b, hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
 
 // handle is Handle's path for a record: the fast encoding when it applies, slog's otherwise.
 func (h *Handler) handle(ctx context.Context, r slog.Record) error {

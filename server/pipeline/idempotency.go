@@ -13,6 +13,7 @@ import (
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
+	"renga.dev/renga/server/jsonquote"
 	"renga.dev/renga/server/problem"
 )
 
@@ -140,7 +141,7 @@ func appendCanonical(dst []byte, v any) (_ []byte, ok bool) {
 	case bool:
 		return strconv.AppendBool(dst, v), true
 	case string:
-		return domain.AppendJSONString(dst, v), true
+		return jsonquote.Marshal(dst, v), true
 	case json.Number:
 		if v == "" {
 			return dst, false
@@ -170,7 +171,7 @@ func appendCanonical(dst []byte, v any) (_ []byte, ok bool) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(domain.AppendJSONString(dst, k), ':')
+			dst = append(jsonquote.Marshal(dst, k), ':')
 			if dst, ok = appendCanonical(dst, v[k]); !ok {
 				return dst, false
 			}

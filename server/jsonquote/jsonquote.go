@@ -1,0 +1,77 @@
+// Package jsonquote appends a string as a JSON string, quoted exactly as one of the standard
+// library's encoders quotes it: encoding/json's Marshal (a stored result's headers and
+// canonical bodies must be the bytes Marshal would write) or log/slog's JSON handler (the
+// server's log lines must be the bytes slog would write). The two differ in three places:
+// Marshal escapes HTML's <, > and &, and writes \b and \f short; slog writes them as they are
+// and as \u0008 and \u000c. Both write `"` and `\` escaped, \n, \r and \t short, the other
+// control characters as \u00XX, a byte that is not UTF-8 as \ufffd, and U+2028 and U+2029 as
+// \u2028 and \u2029.
+package jsonquote
+
+import "unicode/utf8"
+
+// Marshal appends s quoted as encoding/json's Marshal quotes it.
+func Marshal(dst []byte, s string) []byte { return appendQuoted(dst, s, &marshalSafe, true) }
+
+// Slog appends s quoted as log/slog's JSON handler quotes it.
+func Slog(dst []byte, s string) []byte { return appendQuoted(dst, s, &slogSafe, false) }
+
+// marshalSafe and slogSafe hold the ASCII bytes each encoder writes as they are.
+var marshalSafe, slogSafe = safeSets()
+
+func safeSets() (marshal, slog [utf8.RuneSelf]bool) {
+	for b := range utf8.RuneSelf {
+		safe := b >= 0x20 && b != '"' && b != '\\'
+		slog[b] = safe
+		marshal[b] = safe && b != '<' && b != '>' && b != '&'
+	}
+	return marshal, slog
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, short bool) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if safe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch {
+			case b == '"' || b == '\\':
+				dst = append(dst, '\\', b)
+			case b == '\n':
+				dst = append(dst, '\\', 'n')
+			case b == '\r':
+				dst = append(dst, '\\', 'r')
+			case b == '\t':
+				dst = append(dst, '\\', 't')
+			case b == '\b' && short:
+				dst = append(dst, '\\', 'b')
+			case b == '\f' && short:
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(append(dst, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(dst, s[start:]...), '"')
+}

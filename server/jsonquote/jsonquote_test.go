@@ -1,0 +1,78 @@
+package jsonquote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// inputs are every byte alone and between two letters, and the strings the encoders treat
+// apart: HTML's characters, U+2028 and U+2029, multi-byte runes, invalid UTF-8 (a lone byte, an
+// encoded surrogate, a cut rune), control characters, DEL.
+func inputs() []string {
+	in := []string{"", "plain", "<a href=\"x\">&</a>", "\u2028\u2029", "é😀", "\xff", "\xed\xa0\x80", "a\xc3",
+		"a\x00b\x1fc\x7f", "\\/", "\b\f\n\r\t", "mixed \"\\\n\u2028\xff<>&☃"}
+	for b := range 256 {
+		in = append(in, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
+	}
+	return in
+}
+
+func TestMarshalIsEncodingJSONs(t *testing.T) {
+	for _, s := range inputs() {
+		quotedAsMarshal(t, s)
+	}
+}
+
+func TestSlogIsSlogs(t *testing.T) {
+	for _, s := range inputs() {
+		quotedAsSlog(t, s)
+	}
+}
+
+func FuzzMarshalIsEncodingJSONs(f *testing.F) {
+	for _, s := range inputs()[:12] {
+		f.Add(s)
+	}
+	f.Fuzz(quotedAsMarshal)
+}
+
+func FuzzSlogIsSlogs(f *testing.F) {
+	for _, s := range inputs()[:12] {
+		f.Add(s)
+	}
+	f.Fuzz(quotedAsSlog)
+}
+
+// quotedAsMarshal fails t unless Marshal writes s as json.Marshal does.
+func quotedAsMarshal(t *testing.T, s string) {
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Marshal([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
+		t.Errorf("Marshal(%q) = %s, want x%s", s, got, want)
+	}
+}
+
+// quotedAsSlog fails t unless Slog writes s as log/slog's JSON handler writes a string value.
+func quotedAsSlog(t *testing.T, s string) {
+	var line bytes.Buffer
+	r := slog.NewRecord(time.Time{}, slog.LevelInfo, "", 0)
+	r.AddAttrs(slog.String("v", s))
+	if err := slog.NewJSONHandler(&line, nil).Handle(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	want, ok := strings.CutPrefix(line.String(), `{"level":"INFO","msg":"","v":`)
+	if !ok {
+		t.Fatalf("slog wrote %q", line.String())
+	}
+	want = strings.TrimSuffix(want, "}\n")
+	if got := Slog([]byte("x"), s); string(got) != "x"+want {
+		t.Errorf("Slog(%q) = %s, want x%s", s, got, want)
+	}
+}
