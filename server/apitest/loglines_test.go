@@ -51,7 +51,6 @@ func TestServeLogLines(t *testing.T) {
 	prompt := startProcess(t, env, "RENGA_LOG_FLUSH_INTERVAL=50ms")
 	id = home(prompt)
 	waitFor(t, 10*time.Second, "the access line of request "+id, func() bool { return accessLine(prompt, id) })
-
 }
 
 // TestLogFlushIntervalConfig: RENGA_LOG_FLUSH_INTERVAL is a duration from 0 (each line written

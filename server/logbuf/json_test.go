@@ -99,13 +99,13 @@ func TestJSONLinesFallBackToSlog(t *testing.T) {
 	}
 
 	r := accessRecord(at, "/x")
-	upper := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+	replace := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == "method" {
 			a.Value = slog.StringValue("replaced")
 		}
 		return a
 	}}
-	if got, want := fastLine(t, upper, r), slogLine(t, upper, r); got != want || !bytes.Contains([]byte(got), []byte("replaced")) {
+	if got, want := fastLine(t, replace, r), slogLine(t, replace, r); got != want || !bytes.Contains([]byte(got), []byte("replaced")) {
 		t.Errorf("with ReplaceAttr: wrote\n%s\nwant\n%s", got, want)
 	}
 	source := &slog.HandlerOptions{AddSource: true}
