@@ -73,6 +73,16 @@ outside() { # round measures-regexp: lines appended to $out/go.round
   RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} \
     gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' | tee -a "$out/go.$1"
 }
+# The same with the server's process on one processor (GOMAXPROCS=1), its measures named
+# .../procs=1: on two cores shared with PostgreSQL, what Go's idle processors cost a lone
+# client's create (each wake-up starts a thread spinning for work), and what one processor costs
+# the cheapest request's rate.
+outside_one_processor() { # round measures-regexp
+  command -v wrk >/dev/null || return 0
+  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=1 GOGC=${BENCH_GOGC:-} \
+    gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' |
+    sed 's/^\(BenchmarkOutside[A-Za-z]*\)/\1\/procs=1/' | tee -a "$out/go.$1"
+}
 # Each path's pgbench script right before its Go benchmarks. Renga and the floor (below) take
 # turns going first: of two benchmarks run back to back, the second tends to be the slower.
 for r in $(seq "$rounds"); do
@@ -88,6 +98,7 @@ for r in $(seq "$rounds"); do
   run_pgbench "C1.$r" -f "$baselines/C_keyedcreate.sql" -c 1 -j 1 -T "$secs"
   pair '^BenchmarkCreateOrganization$/^clients=1$' '^BenchmarkFloorCreateOrganization$/^clients=1$'
   outside "$r" '^(Floor)?CreateOrganization$'
+  outside_one_processor "$r" '^((Floor)?CreateOrganization|Bare|Home)$'
   gobench "$r" '^Benchmark(Home|BareHandler|Healthz|HomeHandler)$'
 done
 # The create's own statements, in the server's two pipelined round trips, from pgbench at one
@@ -168,6 +179,10 @@ if command -v wrk >/dev/null; then
   ratio_row "POST /organizations p50 ms, 1 client (vs C)" "<=1.5" "go BenchmarkOutsideCreateOrganization p50-ms" "lat C1"
   ratio_row "  floor POST p50 ms, 1 client (vs C)" "" "go BenchmarkOutsideFloorCreateOrganization p50-ms" "lat C1"
   printf '%-46s %10.2f\n' "POST /organizations p99 ms, 1 client" "$(med go BenchmarkOutsideCreateOrganization p99-ms)"
+  printf '  the server'"'"'s process on one processor (GOMAXPROCS=1):\n'
+  ratio_row "  POST p50 ms, 1 client (vs C)" "" "go BenchmarkOutsideCreateOrganization/procs=1 p50-ms" "lat C1"
+  ratio_row "  floor POST p50 ms, 1 client (vs C)" "" "go BenchmarkOutsideFloorCreateOrganization/procs=1 p50-ms" "lat C1"
+  ratio_row "  home req/s (vs bare, one processor too)" "" "go BenchmarkOutsideHome/procs=1 req/s" "go BenchmarkOutsideBare/procs=1 req/s"
   printf '  the server'"'"'s CPU per request, µs (medians): home %.1f, bare %.1f, bare + access line %.1f; GET %.0f (PostgreSQL %.0f), floor GET %.0f (PostgreSQL %.0f)\n' \
     "$(med go BenchmarkOutsideHome go-cpu-us/op)" "$(med go BenchmarkOutsideBare go-cpu-us/op)" "$(med go BenchmarkOutsideBareLogged go-cpu-us/op)" \
     "$(med go BenchmarkOutsideGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideGetOrganization pg-cpu-us/op)" \

@@ -1,7 +1,15 @@
 package bench
 
 import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +30,8 @@ import (
 // of the plan's ratio once the API and the provider's client cost nothing. Last, plans with no
 // resources, with the provider and with the floor's: their difference is what starting the
 // provider costs (Terraform starts it three times in a plan: for its schema, to validate, to
-// plan), the least any provider could add to the floor's plan. Run with
+// plan), the least any provider could add to the floor's plan; and each start apart from
+// Terraform (exec to the plugin handshake), beside a framework provider with nothing in it. Run with
 // RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh does).
 func TestTerraformScale(t *testing.T) {
 	if os.Getenv("RENGA_TF_BENCH") == "" {
@@ -152,13 +161,89 @@ resource "terraform_data" "policy" {
 	if starts == 0 {
 		t.Fatal("Terraform's log names no start of the provider: its wording changed")
 	}
+	// What a start costs apart from Terraform: the provider's binary from exec to its plugin
+	// handshake, beside a framework provider with nothing in it
+	// (provider/internal/emptyprovider), the least any framework provider's start could be.
+	emptyBin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(emptyBin, "terraform-provider-renga"), "renga.dev/renga/provider/internal/emptyprovider").CombinedOutput(); err != nil {
+		t.Fatalf("build the empty provider: %v\n%s", err, out)
+	}
+	rengaStart, emptyStart := providerStarts(t, 20, filepath.Join(bin, "terraform-provider-renga"), filepath.Join(emptyBin, "terraform-provider-renga"))
 	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  no-I/O provider plan ratio=%.2f\n",
 		median(applyRatios), median(planRatios), pairs, median(noIORatios))
 	startCost := emptyPlan.Seconds() - floorEmptyPlan.Seconds()
 	fmt.Printf("terraform-scale plan with no resources: renga=%.2fs floor=%.2fs  (Terraform started the provider %d times in one plan)  least plan ratio of any provider=%.2f (the floor's plan and the provider's starts)\n",
 		emptyPlan.Seconds(), floorEmptyPlan.Seconds(), starts, (median(floorPlans)+startCost)/median(floorPlans))
+	// The least any framework provider could add: the starts' cost less what the Renga
+	// provider's binary takes longer to start than one with nothing in it, at each start.
+	anyStartCost := startCost - float64(starts)*(rengaStart.wall-emptyStart.wall).Seconds()
+	fmt.Printf("terraform-scale provider start to handshake (medians of 20, alternating): renga %.1f ms wall, %.1f ms CPU; a framework provider with nothing in it %.1f ms wall, %.1f ms CPU  least plan ratio of any framework provider=%.2f\n",
+		ms(rengaStart.wall), ms(rengaStart.cpu), ms(emptyStart.wall), ms(emptyStart.cpu), (median(floorPlans)+anyStartCost)/median(floorPlans))
 	fmt.Println(strings.Join(cpuLines, "\n"))
 }
+
+// startCost is the median time from a provider binary's exec to its plugin handshake line, and
+// the median CPU its process used by then.
+type startCost struct{ wall, cpu time.Duration }
+
+// providerStarts starts the two binaries n times each, alternating, as Terraform starts a
+// provider: the plugin protocol's environment, with a client certificate (Terraform's automatic
+// mutual TLS, so the provider makes its own certificate as it does under Terraform); it reads the
+// handshake line, then kills the process.
+func providerStarts(t *testing.T, n int, rengaBin, emptyBin string) (renga, empty startCost) {
+	t.Helper()
+	clientCert := selfSignedCertPEM(t)
+	socketDir := t.TempDir() // the plugins' sockets, which a killed plugin leaves behind
+	var walls, cpus [2][]time.Duration
+	for range n {
+		for i, bin := range []string{rengaBin, emptyBin} {
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), "TMPDIR="+socketDir,
+				// terraform-plugin-go's handshake (tf6server): the cookie Terraform sets.
+				"TF_PLUGIN_MAGIC_COOKIE=d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
+				"PLUGIN_PROTOCOL_VERSIONS=6", "PLUGIN_CLIENT_CERT="+clientCert)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			wall := time.Since(start)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if err != nil || !strings.HasPrefix(line, "1|6|") {
+				t.Fatalf("%s: no plugin handshake (%q): %v", bin, line, err)
+			}
+			walls[i] = append(walls[i], wall)
+			cpus[i] = append(cpus[i], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+		}
+	}
+	med := func(ds []time.Duration) time.Duration { return slices.Sorted(slices.Values(ds))[len(ds)/2] }
+	return startCost{med(walls[0]), med(cpus[0])}, startCost{med(walls[1]), med(cpus[1])}
+}
+
+// selfSignedCertPEM is a client certificate as go-plugin makes one for Terraform (ECDSA P-521).
+func selfSignedCertPEM(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // cliConfig writes a Terraform CLI configuration whose dev_overrides take renga/renga from dir.
 func cliConfig(t *testing.T, dir string) string {
