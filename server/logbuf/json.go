@@ -30,13 +30,39 @@ func NewJSONHandler(w *Writer, opts *slog.HandlerOptions) *Handler {
 // handleFast writes r as slog's JSON handler would, and reports whether it could: false, with
 // nothing written, for a record it does not encode.
 func (h *Handler) handleFast(r slog.Record) (bool, error) {
+	return h.writeFast(func(b []byte) ([]byte, bool) { return appendJSONRecord(b, r) })
+}
+
+// LogAttrs writes the record of time t, level, msg and attrs as Handle writes such a record,
+// and reports whether it did: false, with nothing written, for a record Handle would give to
+// slog's handler (an attribute of another kind, options this encoding does not follow, a
+// handler derived with WithAttrs or WithGroup); the caller then makes the record and calls
+// Handle. The access log writes its line, one per request, this way: a slog.Record passed to
+// Handle (through the slog.Handler interface) is copied to the heap, and keeps attributes past
+// the fifth in a slice of its own, where attrs can stay on the caller's stack.
+func (h *Handler) LogAttrs(t time.Time, level slog.Level, msg string, attrs []slog.Attr) (bool, error) {
+	if !h.fast {
+		return false, nil
+	}
+	done, err := h.writeFast(func(b []byte) ([]byte, bool) { return appendJSONAttrs(b, t, level, msg, attrs) })
+	if done && level >= slog.LevelWarn {
+		if ferr := h.w.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	return done, err
+}
+
+// writeFast writes the line encode appends to a pooled buffer, unless encode reports it could
+// not encode it.
+func (h *Handler) writeFast(encode func([]byte) ([]byte, bool)) (bool, error) {
 	bp := linePool.Get().(*[]byte) //nolint:forcetypeassert // linePool holds nothing else
 	defer func() {
 		if cap(*bp) <= 1<<12 { // a rare long line's buffer is not kept
 			linePool.Put(bp)
 		}
 	}()
-	b, ok := appendJSONRecord((*bp)[:0], r)
+	b, ok := encode((*bp)[:0])
 	*bp = b
 	if !ok {
 		return false, nil
@@ -52,32 +78,57 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // encode: an attribute of another kind (group, any, float, LogValuer), an empty key, or a time
 // outside the years 0–9999 (slog writes an error in its place).
 func appendJSONRecord(b []byte, r slog.Record) ([]byte, bool) {
+	b, ok := appendJSONHead(b, r.Time, r.Level, r.Message)
+	if ok {
+		r.Attrs(func(a slog.Attr) bool {
+			b, ok = appendJSONAttr(b, a)
+			return ok
+		})
+	}
+	return append(b, '}', '\n'), ok
+}
+
+// appendJSONAttrs is appendJSONRecord for the record of t, level, msg and attrs.
+func appendJSONAttrs(b []byte, t time.Time, level slog.Level, msg string, attrs []slog.Attr) ([]byte, bool) {
+	b, ok := appendJSONHead(b, t, level, msg)
+	for _, a := range attrs {
+		if !ok {
+			break
+		}
+		b, ok = appendJSONAttr(b, a)
+	}
+	return append(b, '}', '\n'), ok
+}
+
+// appendJSONHead appends a line's opening: its time (none for the zero time, as slog), level
+// and message.
+func appendJSONHead(b []byte, t time.Time, level slog.Level, msg string) ([]byte, bool) {
 	b = append(b, '{')
-	if !r.Time.IsZero() {
+	if !t.IsZero() {
 		b = append(b, `"time":`...)
 		var ok bool
-		if b, ok = appendJSONTime(b, r.Time); !ok {
+		if b, ok = appendJSONTime(b, t); !ok {
 			return b, false
 		}
 		b = append(b, ',')
 	}
 	b = append(b, `"level":`...)
-	b = jsonquote.Slog(b, r.Level.String())
+	b = jsonquote.Slog(b, level.String())
 	b = append(b, `,"msg":`...)
-	b = jsonquote.Slog(b, r.Message)
-	ok := true
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "" {
-			ok = false // slog leaves out an empty attribute and inlines a group's: not here
-			return false
-		}
-		b = append(b, ',')
-		b = jsonquote.Slog(b, a.Key)
-		b = append(b, ':')
-		b, ok = appendJSONValue(b, a.Value)
-		return ok
-	})
-	return append(b, '}', '\n'), ok
+	return jsonquote.Slog(b, msg), true
+}
+
+// appendJSONAttr appends one attribute, or reports false for one slog would write otherwise
+// (an empty key: slog leaves out an empty attribute and inlines a group's) or that is not
+// encoded here.
+func appendJSONAttr(b []byte, a slog.Attr) ([]byte, bool) {
+	if a.Key == "" {
+		return b, false
+	}
+	b = append(b, ',')
+	b = jsonquote.Slog(b, a.Key)
+	b = append(b, ':')
+	return appendJSONValue(b, a.Value)
 }
 
 func appendJSONValue(b []byte, v slog.Value) ([]byte, bool) {

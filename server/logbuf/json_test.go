@@ -145,6 +145,121 @@ func TestJSONHandlerFlushesWarnings(t *testing.T) {
 	}
 }
 
+// recordAttrs is r's attributes, in order.
+func recordAttrs(r slog.Record) []slog.Attr {
+	var attrs []slog.Attr
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	return attrs
+}
+
+// logAttrsLine is what LogAttrs writes for r's time, level, message and attributes, and whether
+// it wrote it.
+func logAttrsLine(t testing.TB, h *Handler, d *dest, r slog.Record) (string, bool) {
+	t.Helper()
+	done, err := h.LogAttrs(r.Time, r.Level, r.Message, recordAttrs(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return d.String(), done
+}
+
+// TestLogAttrsWritesHandlesLines: LogAttrs writes the line Handle writes for the record of the
+// same time, level, message and attributes (slog's bytes); for a record Handle leaves to slog,
+// it writes nothing and says so, and the caller's Handle of the record then writes slog's line.
+//
+// Fails when: LogAttrs encodes what it should leave to slog (a group, a float, an empty key, a
+// handler with ReplaceAttr or derived), writes a partial line before refusing, or differs from
+// Handle by a byte.
+func TestLogAttrsWritesHandlesLines(t *testing.T) {
+	at := time.Date(2026, 12, 4, 5, 6, 7, 890123456, time.FixedZone("", 3600))
+	var records []slog.Record
+	for _, s := range tricky {
+		records = append(records, accessRecord(at, s))
+		r := slog.NewRecord(at, slog.LevelWarn+2, s, 0)
+		r.AddAttrs(slog.String(s+"key", s))
+		records = append(records, r)
+	}
+	records = append(records, slog.NewRecord(time.Time{}, slog.LevelDebug-1, "no time, no attributes", 0))
+	for _, r := range records {
+		d := &dest{}
+		got, done := logAttrsLine(t, NewJSONHandler(New(d, time.Hour), nil), d, r)
+		if want := slogLine(t, nil, r); !done || got != want {
+			t.Errorf("record %q: LogAttrs wrote (%v)\n%s\nwant\n%s", r.Message, done, got, want)
+		}
+	}
+
+	var others []slog.Record
+	for _, a := range []slog.Attr{
+		slog.Any("error", errors.New("boom")), slog.Float64("ratio", 0.5), slog.Group("g", slog.String("k", "v")),
+		slog.Time("far", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), slog.String("", "no key"),
+	} {
+		r := slog.NewRecord(at, slog.LevelInfo, "other", 0)
+		r.AddAttrs(slog.String("before", "x"), a, slog.String("after", "y"))
+		others = append(others, r)
+	}
+	others = append(others, slog.NewRecord(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), slog.LevelInfo, "year -1", 0))
+	for _, r := range others {
+		d := &dest{}
+		if got, done := logAttrsLine(t, NewJSONHandler(New(d, time.Hour), nil), d, r); done || got != "" {
+			t.Errorf("record %q: LogAttrs wrote (%v) %q; want nothing, left to Handle", r.Message, done, got)
+		}
+	}
+	replace := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return a }}
+	for name, h := range map[string]func(w *Writer) *Handler{
+		"ReplaceAttr": func(w *Writer) *Handler { return NewJSONHandler(w, replace) },
+		"AddSource":   func(w *Writer) *Handler { return NewJSONHandler(w, &slog.HandlerOptions{AddSource: true}) },
+		"WithAttrs": func(w *Writer) *Handler {
+			return NewJSONHandler(w, nil).WithAttrs([]slog.Attr{slog.String("server", "test")}).(*Handler) //nolint:forcetypeassert // a test
+		},
+		"NewHandler": func(w *Writer) *Handler { return NewHandler(slog.NewJSONHandler(w, nil), w) },
+	} {
+		d := &dest{}
+		if got, done := logAttrsLine(t, h(New(d, time.Hour)), d, accessRecord(at, "/x")); done || got != "" {
+			t.Errorf("%s: LogAttrs wrote (%v) %q; want nothing, left to Handle", name, done, got)
+		}
+	}
+}
+
+// TestLogAttrsFlushesWarnings: as Handle, LogAttrs writes a line at Warn or above at once.
+func TestLogAttrsFlushesWarnings(t *testing.T) {
+	d := &dest{}
+	h := NewJSONHandler(New(d, time.Hour), nil)
+	if done, _ := h.LogAttrs(time.Time{}, slog.LevelInfo, "waits", nil); !done || d.count() != 0 {
+		t.Fatalf("an info line: written %v, %d writes before the interval", done, d.count())
+	}
+	if done, _ := h.LogAttrs(time.Time{}, slog.LevelWarn, "at once", nil); !done {
+		t.Fatal("a warning was not written")
+	}
+	if got, want := d.String(), "{\"level\":\"INFO\",\"msg\":\"waits\"}\n{\"level\":\"WARN\",\"msg\":\"at once\"}\n"; got != want {
+		t.Fatalf("wrote %q, want %q", got, want)
+	}
+}
+
+// TestLogAttrsAllocatesNothing: the access line, eight attributes from the caller's array,
+// written by LogAttrs without an allocation (what it is for: a slog.Record's attributes past the
+// fifth take one). A count, not a time: it does not depend on the machine.
+//
+// Fails when: LogAttrs's attributes escape to the heap (an interface in the way, a closure that
+// escapes), or its line buffer is no longer pooled.
+func TestLogAttrsAllocatesNothing(t *testing.T) {
+	h := NewJSONHandler(New(&dest{}, time.Hour), nil)
+	at := time.Date(2026, 12, 4, 5, 6, 7, 0, time.UTC)
+	allocs := testing.AllocsPerRun(1000, func() {
+		attrs := [...]slog.Attr{slog.String("request_id", "req_01m8xd6y1a0y34e276dk93y570"), slog.String("method", "GET"),
+			slog.String("route", "/api/v1/agent/home"), slog.String("operation", "getHome"), slog.Int("status", 200),
+			slog.Duration("duration", time.Millisecond), slog.String("actor", ""), slog.String("source", "127.0.0.1")}
+		if done, err := h.LogAttrs(at, slog.LevelInfo, "request", attrs[:]); !done || err != nil {
+			t.Fatalf("not written: %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("LogAttrs: %v allocations per line, want 0", allocs)
+	}
+}
+
 func FuzzJSONLinesAreSlogs(f *testing.F) {
 	for i, s := range tricky {
 		f.Add(s, tricky[(i+1)%len(tricky)], int64(i)*1e9+123, int64(i-4), uint64(i), i%2 == 0)
@@ -157,6 +272,9 @@ func FuzzJSONLinesAreSlogs(f *testing.F) {
 		want := slogLine(t, nil, r)
 		if got, ok := appendJSONRecord(nil, r); !ok || string(got) != want {
 			t.Fatalf("encoded %v\n got %s\nwant %s", ok, got, want)
+		}
+		if got, ok := appendJSONAttrs(nil, r.Time, r.Level, r.Message, recordAttrs(r)); !ok || string(got) != want {
+			t.Fatalf("encoded from attributes %v\n got %s\nwant %s", ok, got, want)
 		}
 	})
 }

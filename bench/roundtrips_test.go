@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"renga.dev/renga/server/servertest"
+)
+
+// TestCreateRoundTrips: a keyed create's statements (bench/sql/create_statements.sql, the copy
+// TestCreateStatementsFollowTheServer holds to the server's) sent from Go with pgx, one client,
+// as the server sends them (two pipelined round trips: BEGIN, the credential's re-check, the
+// key's lock and stored result; then the writes and COMMIT) and all in one pipelined round trip,
+// in alternating blocks, in this process. No HTTP: what one round trip fewer would win a lone
+// client's create, Go's wake-ups included (pgbench, in C, shows none: bench/statement.sh). Run
+// with RENGA_ROUNDTRIP_BENCH=1 (RENGA_ROUNDTRIP_SECONDS per way, 10 by default); the process's
+// GOMAXPROCS applies.
+func TestCreateRoundTrips(t *testing.T) {
+	if os.Getenv("RENGA_ROUNDTRIP_BENCH") == "" {
+		t.Skip("load script: set RENGA_ROUNDTRIP_BENCH=1")
+	}
+	seconds := 10
+	if n, err := strconv.Atoi(os.Getenv("RENGA_ROUNDTRIP_SECONDS")); err == nil && n > 0 {
+		seconds = n
+	}
+	trips := createRoundTrips(t, "sql/create_statements.sql")
+	if len(trips) != 2 {
+		t.Fatalf("sql/create_statements.sql has %d round trips, want the server's 2", len(trips))
+	}
+	env := servertest.Start(t)
+	ctx := context.Background()
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO operator_tokens (id, name, token_hash, scopes)
+		VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}')`); err != nil {
+		t.Fatal(err)
+	}
+	send := func(k string, trips ...[]string) error {
+		conn, err := env.Pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		for _, trip := range trips {
+			b := &pgx.Batch{}
+			for _, s := range trip {
+				if strings.Contains(s, "$1") {
+					b.Queue(s, k)
+				} else {
+					b.Queue(s)
+				}
+			}
+			if err := conn.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ways := []struct {
+		name  string
+		trips [][]string
+	}{
+		{"two round trips (the server's)", trips},
+		{"one round trip", [][]string{slices.Concat(trips...)}},
+	}
+	lat := make([][]time.Duration, len(ways))
+	deadline := time.Now().Add(time.Duration(2*seconds) * time.Second)
+	for time.Now().Before(deadline) {
+		for i, w := range ways {
+			for range 200 {
+				k := strconv.FormatInt(rand.Int64(), 10)
+				start := time.Now()
+				if err := send(k, w.trips...); err != nil {
+					t.Fatal(err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
+		}
+	}
+	for i, w := range ways {
+		slices.Sort(lat[i])
+		l := lat[i]
+		fmt.Printf("create-round-trips %-31s p50=%.3fms p90=%.3fms n=%d\n", w.name,
+			ms(l[len(l)/2]), ms(l[len(l)*9/10]), len(l))
+	}
+}
+
+// createRoundTrips reads a pgbench script of the create (bench/sql/create_statements.sql) as
+// pgx statements, one list per round trip (each starting at a line "-- round trip"): its
+// variable :k becomes the parameter $1, comments and pgbench's meta-commands go.
+func createRoundTrips(t *testing.T, path string) [][]string {
+	t.Helper()
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trips [][]string
+	var cur strings.Builder
+	for line := range strings.SplitSeq(string(file), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "-- round trip") {
+			trips = append(trips, nil)
+			continue
+		}
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") || strings.HasPrefix(line, `\`) || len(trips) == 0 {
+			continue
+		}
+		cur.WriteString(strings.ReplaceAll(line, ":k", "$1") + "\n")
+		if strings.HasSuffix(trimmed, ";") {
+			trips[len(trips)-1] = append(trips[len(trips)-1], strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if cur.Len() > 0 {
+		t.Fatalf("%s ends inside a statement: %q", path, cur.String())
+	}
+	return trips
+}
