@@ -32,9 +32,14 @@ func TestCreateRoundTrips(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("RENGA_ROUNDTRIP_SECONDS")); err == nil && n > 0 {
 		seconds = n
 	}
-	trips := createRoundTrips(t, "sql/create_statements.sql")
+	trips := scriptRoundTrips(t, "sql/create_statements.sql")
 	if len(trips) != 2 {
 		t.Fatalf("sql/create_statements.sql has %d round trips, want the server's 2", len(trips))
+	}
+	for _, trip := range trips {
+		for i, s := range trip {
+			trip[i] = strings.ReplaceAll(s, ":k", "$1") // pgbench's variable, as pgx's parameter
+		}
 	}
 	env := servertest.Start(t)
 	ctx := context.Background()
@@ -90,36 +95,4 @@ func TestCreateRoundTrips(t *testing.T) {
 		fmt.Printf("create-round-trips %-31s p50=%.3fms p90=%.3fms n=%d\n", w.name,
 			ms(l[len(l)/2]), ms(l[len(l)*9/10]), len(l))
 	}
-}
-
-// createRoundTrips reads a pgbench script of the create (bench/sql/create_statements.sql) as
-// pgx statements, one list per round trip (each starting at a line "-- round trip"): its
-// variable :k becomes the parameter $1, comments and pgbench's meta-commands go.
-func createRoundTrips(t *testing.T, path string) [][]string {
-	t.Helper()
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var trips [][]string
-	var cur strings.Builder
-	for line := range strings.SplitSeq(string(file), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "-- round trip") {
-			trips = append(trips, nil)
-			continue
-		}
-		if trimmed == "" || strings.HasPrefix(trimmed, "--") || strings.HasPrefix(line, `\`) || len(trips) == 0 {
-			continue
-		}
-		cur.WriteString(strings.ReplaceAll(line, ":k", "$1") + "\n")
-		if strings.HasSuffix(trimmed, ";") {
-			trips[len(trips)-1] = append(trips[len(trips)-1], strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
-			cur.Reset()
-		}
-	}
-	if cur.Len() > 0 {
-		t.Fatalf("%s ends inside a statement: %q", path, cur.String())
-	}
-	return trips
 }

@@ -146,27 +146,46 @@ func TestIntakeStatementsFollowTheServer(t *testing.T) {
 	}
 }
 
-// copiedStatements are the statements of a pgbench script in bench/sql: its lines but comments
-// and meta-commands, each statement ending at a line ending in a semicolon.
+// copiedStatements are the statements of a pgbench script in bench/sql (scriptRoundTrips), in
+// order.
 func copiedStatements(t *testing.T, path string) []string {
+	t.Helper()
+	return slices.Concat(scriptRoundTrips(t, path)...)
+}
+
+// scriptRoundTrips are the statements of a pgbench script in bench/sql, one list per round trip:
+// its lines but blank ones, comments and meta-commands, each statement ending at a line ending in
+// a semicolon (left out), a new round trip at each line "-- round trip" (the whole script one
+// round trip where it has none).
+func scriptRoundTrips(t *testing.T, path string) [][]string {
 	t.Helper()
 	file, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	trips := [][]string{nil}
 	var cur strings.Builder
 	for line := range strings.SplitSeq(string(file), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "--") || strings.HasPrefix(line, `\`) {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "-- round trip"):
+			if len(trips[len(trips)-1]) > 0 {
+				trips = append(trips, nil)
+			}
+			continue
+		case trimmed == "" || strings.HasPrefix(trimmed, "--") || strings.HasPrefix(line, `\`):
 			continue
 		}
 		cur.WriteString(line + "\n")
-		if strings.HasSuffix(strings.TrimSpace(line), ";") {
-			out = append(out, cur.String())
+		if strings.HasSuffix(trimmed, ";") {
+			trips[len(trips)-1] = append(trips[len(trips)-1], strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
 			cur.Reset()
 		}
 	}
-	return out
+	if cur.Len() > 0 {
+		t.Fatalf("%s ends inside a statement: %q", path, cur.String())
+	}
+	return trips
 }
 
 var (

@@ -176,15 +176,15 @@ resource "terraform_data" "policy" {
 		emptyPlan.Seconds(), floorEmptyPlan.Seconds(), starts, (median(floorPlans)+startCost)/median(floorPlans))
 	// The least any framework provider could add: the starts' cost less what the Renga
 	// provider's binary takes longer to start than one with nothing in it, at each start.
-	anyStartCost := startCost - float64(starts)*(rengaStart.wall-emptyStart.wall).Seconds()
+	anyStartCost := startCost - float64(starts)*(rengaStart.wall-emptyStart.wall)/1000
 	fmt.Printf("terraform-scale provider start to handshake (medians of 20, alternating): renga %.1f ms wall, %.1f ms CPU; a framework provider with nothing in it %.1f ms wall, %.1f ms CPU  least plan ratio of any framework provider=%.2f\n",
-		ms(rengaStart.wall), ms(rengaStart.cpu), ms(emptyStart.wall), ms(emptyStart.cpu), (median(floorPlans)+anyStartCost)/median(floorPlans))
+		rengaStart.wall, rengaStart.cpu, emptyStart.wall, emptyStart.cpu, (median(floorPlans)+anyStartCost)/median(floorPlans))
 	fmt.Println(strings.Join(cpuLines, "\n"))
 }
 
 // startCost is the median time from a provider binary's exec to its plugin handshake line, and
-// the median CPU its process used by then.
-type startCost struct{ wall, cpu time.Duration }
+// the median CPU its process used by then, in milliseconds.
+type startCost struct{ wall, cpu float64 }
 
 // providerStarts starts the two binaries n times each, alternating, as Terraform starts a
 // provider: the plugin protocol's environment, with a client certificate (Terraform's automatic
@@ -194,7 +194,7 @@ func providerStarts(t *testing.T, n int, rengaBin, emptyBin string) (renga, empt
 	t.Helper()
 	clientCert := selfSignedCertPEM(t)
 	socketDir := t.TempDir() // the plugins' sockets, which a killed plugin leaves behind
-	var walls, cpus [2][]time.Duration
+	var walls, cpus [2][]float64
 	for range n {
 		for i, bin := range []string{rengaBin, emptyBin} {
 			cmd := exec.Command(bin)
@@ -217,12 +217,11 @@ func providerStarts(t *testing.T, n int, rengaBin, emptyBin string) (renga, empt
 			if err != nil || !strings.HasPrefix(line, "1|6|") {
 				t.Fatalf("%s: no plugin handshake (%q): %v", bin, line, err)
 			}
-			walls[i] = append(walls[i], wall)
-			cpus[i] = append(cpus[i], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+			walls[i] = append(walls[i], ms(wall))
+			cpus[i] = append(cpus[i], ms(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()))
 		}
 	}
-	med := func(ds []time.Duration) time.Duration { return slices.Sorted(slices.Values(ds))[len(ds)/2] }
-	return startCost{med(walls[0]), med(cpus[0])}, startCost{med(walls[1]), med(cpus[1])}
+	return startCost{median(walls[0]), median(cpus[0])}, startCost{median(walls[1]), median(cpus[1])}
 }
 
 // selfSignedCertPEM is a client certificate as go-plugin makes one for Terraform (ECDSA P-521).

@@ -70,6 +70,9 @@ func TestJSONLinesAreSlogs(t *testing.T) {
 		if got := fastLine(t, nil, r); got != want {
 			t.Errorf("record %q: handler wrote\n%s\nwant\n%s", r.Message, got, want)
 		}
+		if got, done := logAttrsLine(t, nil, r); !done || got != want {
+			t.Errorf("record %q: LogAttrs wrote (%v)\n%s\nwant\n%s", r.Message, done, got, want)
+		}
 	}
 }
 
@@ -96,6 +99,9 @@ func TestJSONLinesFallBackToSlog(t *testing.T) {
 		if got, want := fastLine(t, nil, r), slogLine(t, nil, r); got != want {
 			t.Errorf("record %q: wrote\n%s\nwant\n%s", r.Message, got, want)
 		}
+		if got, done := logAttrsLine(t, nil, r); done || got != "" {
+			t.Errorf("record %q: LogAttrs wrote (%v) %q; want nothing, left to Handle", r.Message, done, got)
+		}
 	}
 
 	r := accessRecord(at, "/x")
@@ -112,6 +118,11 @@ func TestJSONLinesFallBackToSlog(t *testing.T) {
 	if got, want := fastLine(t, source, r), slogLine(t, source, r); got != want {
 		t.Errorf("with AddSource: wrote\n%s\nwant\n%s", got, want)
 	}
+	for name, opts := range map[string]*slog.HandlerOptions{"ReplaceAttr": replace, "AddSource": source} {
+		if got, done := logAttrsLine(t, opts, r); done || got != "" {
+			t.Errorf("with %s: LogAttrs wrote (%v) %q; want nothing, left to Handle", name, done, got)
+		}
+	}
 	for name, derive := range map[string]func(slog.Handler) slog.Handler{
 		"WithAttrs": func(h slog.Handler) slog.Handler { return h.WithAttrs([]slog.Attr{slog.String("server", "test")}) },
 		"WithGroup": func(h slog.Handler) slog.Handler { return h.WithGroup("g") },
@@ -126,22 +137,37 @@ func TestJSONLinesFallBackToSlog(t *testing.T) {
 		if d.String() != want.String() {
 			t.Errorf("%s: wrote\n%s\nwant\n%s", name, d.String(), want.String())
 		}
+		d = &dest{}
+		derived := derive(NewJSONHandler(New(d, 0), nil)).(*Handler) //nolint:forcetypeassert // logbuf derives its own
+		if done, _ := derived.LogAttrs(r.Time, r.Level, r.Message, recordAttrs(r)); done || d.String() != "" {
+			t.Errorf("%s: LogAttrs wrote (%v) %q; want nothing, left to Handle", name, done, d.String())
+		}
 	}
 }
 
-// A warning written by the fast path is flushed at once, as through slog's.
+// A warning written by the fast path, through Handle or LogAttrs, is flushed at once, as through
+// slog's.
 func TestJSONHandlerFlushesWarnings(t *testing.T) {
-	d := &dest{}
-	w := New(d, time.Hour)
-	h := NewJSONHandler(w, nil)
-	ctx := context.Background()
-	_ = h.Handle(ctx, slog.NewRecord(time.Time{}, slog.LevelInfo, "waits", 0))
-	if d.count() != 0 {
-		t.Fatal("an info line was written before the interval")
-	}
-	_ = h.Handle(ctx, slog.NewRecord(time.Time{}, slog.LevelWarn, "at once", 0))
-	if got, want := d.String(), "{\"level\":\"INFO\",\"msg\":\"waits\"}\n{\"level\":\"WARN\",\"msg\":\"at once\"}\n"; got != want {
-		t.Fatalf("wrote %q, want %q", got, want)
+	for name, write := range map[string]func(*Handler, slog.Level, string){
+		"Handle": func(h *Handler, level slog.Level, msg string) {
+			_ = h.Handle(context.Background(), slog.NewRecord(time.Time{}, level, msg, 0))
+		},
+		"LogAttrs": func(h *Handler, level slog.Level, msg string) {
+			if done, _ := h.LogAttrs(time.Time{}, level, msg, nil); !done {
+				t.Fatalf("LogAttrs: %q not written", msg)
+			}
+		},
+	} {
+		d := &dest{}
+		h := NewJSONHandler(New(d, time.Hour), nil)
+		write(h, slog.LevelInfo, "waits")
+		if d.count() != 0 {
+			t.Fatalf("%s: an info line was written before the interval", name)
+		}
+		write(h, slog.LevelWarn, "at once")
+		if got, want := d.String(), "{\"level\":\"INFO\",\"msg\":\"waits\"}\n{\"level\":\"WARN\",\"msg\":\"at once\"}\n"; got != want {
+			t.Fatalf("%s: wrote %q, want %q", name, got, want)
+		}
 	}
 }
 
@@ -152,90 +178,16 @@ func recordAttrs(r slog.Record) []slog.Attr {
 	return attrs
 }
 
-// logAttrsLine is what LogAttrs writes for r's time, level, message and attributes, and whether
-// it wrote it.
-func logAttrsLine(t testing.TB, h *Handler, d *dest, r slog.Record) (string, bool) {
+// logAttrsLine is what LogAttrs writes, with a handler made by NewJSONHandler(opts), for r's
+// time, level, message and attributes, and whether it wrote it.
+func logAttrsLine(t testing.TB, opts *slog.HandlerOptions, r slog.Record) (string, bool) {
 	t.Helper()
-	done, err := h.LogAttrs(r.Time, r.Level, r.Message, recordAttrs(r))
+	d := &dest{}
+	done, err := NewJSONHandler(New(d, 0), opts).LogAttrs(r.Time, r.Level, r.Message, recordAttrs(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.w.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	return d.String(), done
-}
-
-// TestLogAttrsWritesHandlesLines: LogAttrs writes the line Handle writes for the record of the
-// same time, level, message and attributes (slog's bytes); for a record Handle leaves to slog,
-// it writes nothing and says so, and the caller's Handle of the record then writes slog's line.
-//
-// Fails when: LogAttrs encodes what it should leave to slog (a group, a float, an empty key, a
-// handler with ReplaceAttr or derived), writes a partial line before refusing, or differs from
-// Handle by a byte.
-func TestLogAttrsWritesHandlesLines(t *testing.T) {
-	at := time.Date(2026, 12, 4, 5, 6, 7, 890123456, time.FixedZone("", 3600))
-	var records []slog.Record
-	for _, s := range tricky {
-		records = append(records, accessRecord(at, s))
-		r := slog.NewRecord(at, slog.LevelWarn+2, s, 0)
-		r.AddAttrs(slog.String(s+"key", s))
-		records = append(records, r)
-	}
-	records = append(records, slog.NewRecord(time.Time{}, slog.LevelDebug-1, "no time, no attributes", 0))
-	for _, r := range records {
-		d := &dest{}
-		got, done := logAttrsLine(t, NewJSONHandler(New(d, time.Hour), nil), d, r)
-		if want := slogLine(t, nil, r); !done || got != want {
-			t.Errorf("record %q: LogAttrs wrote (%v)\n%s\nwant\n%s", r.Message, done, got, want)
-		}
-	}
-
-	var others []slog.Record
-	for _, a := range []slog.Attr{
-		slog.Any("error", errors.New("boom")), slog.Float64("ratio", 0.5), slog.Group("g", slog.String("k", "v")),
-		slog.Time("far", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), slog.String("", "no key"),
-	} {
-		r := slog.NewRecord(at, slog.LevelInfo, "other", 0)
-		r.AddAttrs(slog.String("before", "x"), a, slog.String("after", "y"))
-		others = append(others, r)
-	}
-	others = append(others, slog.NewRecord(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), slog.LevelInfo, "year -1", 0))
-	for _, r := range others {
-		d := &dest{}
-		if got, done := logAttrsLine(t, NewJSONHandler(New(d, time.Hour), nil), d, r); done || got != "" {
-			t.Errorf("record %q: LogAttrs wrote (%v) %q; want nothing, left to Handle", r.Message, done, got)
-		}
-	}
-	replace := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return a }}
-	for name, h := range map[string]func(w *Writer) *Handler{
-		"ReplaceAttr": func(w *Writer) *Handler { return NewJSONHandler(w, replace) },
-		"AddSource":   func(w *Writer) *Handler { return NewJSONHandler(w, &slog.HandlerOptions{AddSource: true}) },
-		"WithAttrs": func(w *Writer) *Handler {
-			return NewJSONHandler(w, nil).WithAttrs([]slog.Attr{slog.String("server", "test")}).(*Handler) //nolint:forcetypeassert // a test
-		},
-		"NewHandler": func(w *Writer) *Handler { return NewHandler(slog.NewJSONHandler(w, nil), w) },
-	} {
-		d := &dest{}
-		if got, done := logAttrsLine(t, h(New(d, time.Hour)), d, accessRecord(at, "/x")); done || got != "" {
-			t.Errorf("%s: LogAttrs wrote (%v) %q; want nothing, left to Handle", name, done, got)
-		}
-	}
-}
-
-// TestLogAttrsFlushesWarnings: as Handle, LogAttrs writes a line at Warn or above at once.
-func TestLogAttrsFlushesWarnings(t *testing.T) {
-	d := &dest{}
-	h := NewJSONHandler(New(d, time.Hour), nil)
-	if done, _ := h.LogAttrs(time.Time{}, slog.LevelInfo, "waits", nil); !done || d.count() != 0 {
-		t.Fatalf("an info line: written %v, %d writes before the interval", done, d.count())
-	}
-	if done, _ := h.LogAttrs(time.Time{}, slog.LevelWarn, "at once", nil); !done {
-		t.Fatal("a warning was not written")
-	}
-	if got, want := d.String(), "{\"level\":\"INFO\",\"msg\":\"waits\"}\n{\"level\":\"WARN\",\"msg\":\"at once\"}\n"; got != want {
-		t.Fatalf("wrote %q, want %q", got, want)
-	}
 }
 
 // TestLogAttrsAllocatesNothing: the access line, eight attributes from the caller's array,
