@@ -23,15 +23,19 @@ import (
 func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		// Only the in-process transport (LocalTransport) makes a state before this stage.
+		// The request's state, its status writer and the context carrying the state, in one
+		// allocation. Only the in-process transport (LocalTransport) makes a state before this
+		// stage.
+		rq := &requestParts{sw: statusWriter{ResponseWriter: w}}
 		st, ok := r.Context().Value(stateKey{}).(*State)
 		if !ok {
-			st = &State{}
-			r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+			st = &rq.st
+			rq.ctx = stateContext{Context: r.Context(), st: st}
+			r = r.WithContext(&rq.ctx)
 		}
+		sw := &rq.sw
 		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
 		w.Header()["X-Request-Id"] = []string{st.ID} // the canonical key: Set would canonicalize it again
-		sw := &statusWriter{ResponseWriter: w}
 		if clean(r.URL.Path) {
 			next.ServeHTTP(sw, r)
 		} else {
@@ -87,6 +91,27 @@ func (p *Pipeline) uncleanPath(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	Fail(w, r, problem.Newf(http.StatusNotFound, api.ErrorCodeNotFound, "No operation at %s (a path has no empty, \".\" or \"..\" segment).", r.URL.Path))
+}
+
+// requestParts is what the access stage makes for each request, allocated together.
+type requestParts struct {
+	st  State
+	sw  statusWriter
+	ctx stateContext
+}
+
+// stateContext is the request's context with its state: context.WithValue's, without an
+// allocation of its own.
+type stateContext struct {
+	context.Context
+	st *State
+}
+
+func (c *stateContext) Value(key any) any {
+	if key == (stateKey{}) {
+		return c.st
+	}
+	return c.Context.Value(key)
 }
 
 type statusWriter struct {

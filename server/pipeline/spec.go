@@ -258,6 +258,39 @@ func (o *Operation) plainQuery(query url.Values) bool {
 	return true
 }
 
+// maxRawQueryParts is the most parts of a query plainRawQuery decides.
+const maxRawQueryParts = 32
+
+// plainRawQuery is plainQuery judged on the query string as sent, without parsing it into
+// url.Values (a map and a slice per parameter, on every request): it decides a query whose text
+// url.ParseQuery would leave as it is (no '%' or '+' to unescape, no ';', which ParseQuery
+// refuses) and PostgreSQL can store (storable, as unstorable checks each parsed name and value),
+// of at most maxRawQueryParts parts (far below the count ParseQuery refuses, 10000 unless
+// GODEBUG urlmaxqueryparams says otherwise), and reports false for any other, which validate
+// then parses. On such a query it answers as ParseQuery, unstorable and plainQuery together
+// (FuzzPlainRawQueryIsPlainQuerys).
+func (o *Operation) plainRawQuery(raw string) bool {
+	if strings.ContainsAny(raw, "%+;") || strings.Count(raw, "&") >= maxRawQueryParts || !storable(raw) {
+		return false
+	}
+	for name, limit := range o.queryLimits {
+		seen := false
+		for rest := raw; rest != ""; {
+			var part string
+			part, rest, _ = strings.Cut(rest, "&")
+			key, value, _ := strings.Cut(part, "=")
+			if part == "" || key != name {
+				continue
+			}
+			if seen || value == "" || (limit >= 0 && len(value) > limit) {
+				return false
+			}
+			seen = true
+		}
+	}
+	return true
+}
+
 // StreamedMediaType is the request media type whose body the handler reads as a stream.
 const StreamedMediaType = "application/octet-stream"
 

@@ -650,20 +650,9 @@ func TestActorHasScope(t *testing.T) {
 // parameter does not match. Fails when pathOnly takes an operation with another constraint (a
 // query parameter, a body, a maxLength, a format).
 func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
-	spec, err := api.GetSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Servers = nil
-	ops, err := Operations(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := pathOnlyOperations(t)
 	var fast []string
 	for _, op := range ops {
-		if !op.pathOnly {
-			continue
-		}
 		fast = append(fast, op.ID)
 		for _, query := range []string{"", "?unknown=1"} {
 			params := map[string]string{}
@@ -693,7 +682,7 @@ func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
 	// validator accepts; one that is not plain is the validator's to judge.
 	withQuery := 0
 	for _, op := range ops {
-		if !op.pathOnly || len(op.queryLimits) == 0 {
+		if len(op.queryLimits) == 0 {
 			continue
 		}
 		withQuery++
@@ -741,6 +730,73 @@ func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
 			t.Errorf("%s has inputs besides its path and is pathOnly", id)
 		}
 	}
+}
+
+// FuzzPlainRawQueryIsPlainQuerys: for every pathOnly operation, each query plainRawQuery passes
+// is one validate's parsed checks pass (url.ParseQuery, unstorable, plainQuery), and on the
+// queries it decides (nothing to unescape, no ';', storable, few parts) it passes each they
+// pass: it answers as they do, without parsing.
+func FuzzPlainRawQueryIsPlainQuerys(f *testing.F) {
+	ops := pathOnlyOperations(f)
+	for _, seed := range []string{"", "deployment=eu1", "deployment=", "deployment", "deployment=eu1&deployment=eu1",
+		"&&deployment=eu1&", "x=1&deployment=eu1&y", "=x", "deployment=" + strings.Repeat("a", 300), "deployment=é",
+		"deployment=%41", "%", "%64eployment=a&deployment=b", "deployment=a+b", "deployment=a;b", "deployment=\x00", "deployment=\xff", "\xff=1",
+		strings.Repeat("&", maxRawQueryParts) + "deployment=eu1", strings.Repeat("x&", 20000)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		decides := !strings.ContainsAny(raw, "%+;") && strings.Count(raw, "&") < maxRawQueryParts && storable(raw)
+		q, err := url.ParseQuery(raw)
+		for _, op := range ops {
+			fast := op.plainRawQuery(raw)
+			slow := err == nil && unstorable(q, nil, nil) == nil && op.plainQuery(q)
+			if fast && !slow {
+				t.Errorf("%s: %q passes plainRawQuery, not the parsed checks (parse error %v, parsed %v)", op.ID, raw, err, q)
+			}
+			if decides && slow && !fast {
+				t.Errorf("%s: %q passes the parsed checks, not plainRawQuery", op.ID, raw)
+			}
+		}
+	})
+}
+
+// TestPlainRawQueryDecidesAgentsQueries: the query an agent sends for its home passes without
+// parsing, and one naming the deployment twice does not.
+func TestPlainRawQueryDecidesAgentsQueries(t *testing.T) {
+	var home *Operation
+	for _, op := range pathOnlyOperations(t) {
+		if op.ID == "getHome" {
+			home = op
+		}
+	}
+	if home == nil {
+		t.Fatal("getHome is not pathOnly")
+	}
+	for raw, want := range map[string]bool{"": true, "deployment=eu1": true, "deployment=eu1&deployment=eu1": false,
+		"deployment=": false, "deployment=%65u1": false, "other=1&deployment=eu1": true} {
+		if got := home.plainRawQuery(raw); got != want {
+			t.Errorf("plainRawQuery(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func pathOnlyOperations(t testing.TB) []*Operation {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Servers = nil
+	ops, err := Operations(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*Operation
+	for _, op := range ops {
+		if op.pathOnly {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 func validateWithKin(op *Operation, params map[string]string, query string) error {

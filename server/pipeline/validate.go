@@ -159,6 +159,12 @@ func mediaTypes(c openapi3.Content) []string {
 // validate checks the request against the spec (leaving out the headers the pipeline checks
 // itself) and lists each bad field.
 func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
+	// What the checks below would pass, decided without parsing the query (plainRawQuery); any
+	// other request takes them.
+	if st.Op.pathOnly && st.Op.wellFormed(pathParams) && st.Op.plainRawQuery(r.URL.RawQuery) &&
+		unstorable(nil, pathParams, st.Body) == nil {
+		return nil
+	}
 	// A malformed escape would otherwise drop its parameter silently (url.Values skips it).
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
