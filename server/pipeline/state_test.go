@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestPrefetched(t *testing.T) {
@@ -25,5 +26,31 @@ func TestPrefetched(t *testing.T) {
 	gone := errors.New("not found")
 	if _, ok, err := Prefetched[int](with(&prefetched{err: gone})); !ok || !errors.Is(err, gone) {
 		t.Errorf("a failed read: ok %v, err %v; want its error", ok, err)
+	}
+}
+
+// TestStateContext: the access stage's context (stateContext) carries the state to contexts
+// derived from it, passes every other key to its parent, and is cancelled with its parent.
+func TestStateContext(t *testing.T) {
+	type otherKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), otherKey{}, "parent's"))
+	rq := &requestParts{}
+	rq.ctx = stateContext{Context: parent, st: &rq.st}
+	child, stop := context.WithTimeout(&rq.ctx, time.Hour)
+	defer stop()
+	if From(child) != &rq.st {
+		t.Error("a derived context does not carry the state")
+	}
+	if got := child.Value(otherKey{}); got != "parent's" {
+		t.Errorf("another key: %v, want the parent's value", got)
+	}
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the parent did not cancel a derived context")
+	}
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Errorf("derived context's error: %v", child.Err())
 	}
 }
