@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -1046,5 +1048,87 @@ func TestImportOutlastsReadTimeout(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated || time.Since(start) < 2*time.Second {
 		t.Errorf("slow import: %d after %s: %s", resp.StatusCode, time.Since(start), body)
+	}
+}
+
+// TestExportedObservationsArePostgresJSON: the export writes each observation's line itself
+// (domain.renderObservation), and each is, byte for byte, the line PostgreSQL's row_to_json
+// writes of the same row, with every kind of text a string can hold (quotes, backslashes, each
+// control character, non-ASCII, U+2028) and every shape of time (fractions with trailing zeros
+// trimmed, whole seconds, years before 1000, BC, after 9999, infinity). The archive of such
+// rows reads back through encoding/json to the same values.
+func TestExportedObservationsArePostgresJSON(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t) // no job workers: the export's steps run here
+	token := env.Token(t, servertest.AllScopes()...)
+	ctx := context.Background()
+	o := createOrg(t, env, token, newSlug(), "Rendered")
+	ins := "ins_" + strings.Repeat("r", 26)
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os)
+		VALUES ($1, $2, $3, 'h', 'linux')`, ins, o.ID, make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	var control strings.Builder
+	for c := range 0x20 {
+		control.WriteByte(byte(c))
+	}
+	texts := []string{"plain", `quote " and backslash \ and slash /`, control.String() + "\x7f", "é ü 日本 🙂",
+		"line\u2028separator\u2029", "<html> & 'single'", "", strings.Repeat("long ", 200)}
+	times := []string{"2026-12-04 10:39:21.365473+00", "2026-01-01 00:00:00.1+00", "2026-01-01 00:00:00.12+00",
+		"2026-01-01 00:00:00+00", "2026-06-30 23:59:59.999999+02", "0099-01-01 00:00:00.000001+00",
+		"0001-01-01 00:00:00+00 BC", "0002-06-01 12:00:00.5+00 BC", "10000-01-01 00:00:00+00", "infinity", "-infinity"}
+	for i, text := range texts {
+		for j, at := range times {
+			data := fmt.Sprintf(`{"text": %q, "n": %d, "f": 1.50, "nested": {"a": [1, null, true]}}`, text, i*100+j)
+			if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+				data = `{"n": 0}` // jsonb cannot hold NUL; the text columns carry it below
+			}
+			colText := strings.ReplaceAll(text, "\x00", "") // nor can text
+			if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, received_at, kind, data)
+				VALUES ($1, $2, $3, $4::timestamptz, $4::timestamptz, $5, $6::jsonb)`, o.ID, ins, "batch "+colText, at, "kind "+colText, data); err != nil {
+				t.Fatalf("observation %q at %s: %v", text, at, err)
+			}
+		}
+	}
+	x := startExport(t, env, token, o.ID)
+	tr, _, err := domain.StartExport(ctx, env.Pool, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := domain.RunExport(ctx, env.Pool, tr, domain.ArchiveSource{PublicURL: env.Config.PublicURL}); err != nil {
+		t.Fatal(err)
+	}
+	var exported []string
+	for _, m := range readArchive(t, download(t, env, token, waitTransfer(t, env, token, x.ID))) {
+		if strings.HasPrefix(m.Name, "observations/") {
+			exported = append(exported, strings.Split(strings.TrimSuffix(string(m.Data), "\n"), "\n")...)
+		}
+	}
+	var want []string
+	if err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL TimeZone = 'UTC'`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT row_to_json(r)::text FROM observations o, LATERAL (SELECT o.installation_id,
+			o.batch_id, o.observed_at, o.received_at, o.kind, o.data) r WHERE o.organization_id = $1 ORDER BY o.id`, o.ID)
+		if err != nil {
+			return err
+		}
+		want, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != len(texts)*len(times) || len(exported) != len(want) {
+		t.Fatalf("%d lines exported, %d rows, want %d", len(exported), len(want), len(texts)*len(times))
+	}
+	for i := range want {
+		if exported[i] != want[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i+1, exported[i], want[i])
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(exported[i]), &v); err != nil || !strings.HasPrefix(fmt.Sprint(v["kind"]), "kind ") {
+			t.Errorf("line %d does not read back: %v (%v)", i+1, err, v["kind"])
+		}
 	}
 }
