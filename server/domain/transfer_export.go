@@ -160,22 +160,9 @@ func appendPGJSONString(b, s []byte) []byte {
 			continue
 		}
 		b = append(b, s[start:i]...)
-		switch c {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
+		if e := pgShortEscapes[c]; e != 0 {
+			b = append(b, '\\', e)
+		} else {
 			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
 		}
 		start = i + 1
@@ -185,6 +172,9 @@ func appendPGJSONString(b, s []byte) []byte {
 }
 
 const lowerHex = "0123456789abcdef"
+
+// pgShortEscapes are the characters escape_json writes as a backslash and a letter.
+var pgShortEscapes = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
 
 // appendPGJSONTime appends t as PostgreSQL writes a timestamptz in JSON with the TimeZone UTC:
 // "YYYY-MM-DDThh:mm:ss[.ffffff]+00:00", the fraction without its trailing zeros, a year before 1
