@@ -1055,8 +1055,8 @@ func TestImportOutlastsReadTimeout(t *testing.T) {
 // (domain.renderObservation), and each is, byte for byte, the line PostgreSQL's row_to_json
 // writes of the same row, with every kind of text a string can hold (quotes, backslashes, each
 // control character, non-ASCII, U+2028) and every shape of time (fractions with trailing zeros
-// trimmed, whole seconds, years before 1000, BC, after 9999, infinity). The archive of such
-// rows reads back through encoding/json to the same values.
+// trimmed, whole seconds, years before 1000, BC, after 9999, infinity). Each line reads back
+// through encoding/json.
 func TestExportedObservationsArePostgresJSON(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t) // no job workers: the export's steps run here

@@ -21,6 +21,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"renga.dev/renga/server/db"
+	"renga.dev/renga/server/jsonquote"
 )
 
 // ArchiveFormatVersion is the archive format this server writes (docs/transfer-archive.md). It
@@ -121,7 +122,7 @@ var exportKinds = []struct {
 // row_to_json writes (installation_id, batch_id, observed_at, received_at, kind, data), byte for
 // byte: PostgreSQL spent most of an export making these lines (json_build_object took twice the
 // time of sending the columns), while the export's own goroutine waited for them. Strings are
-// escaped as PostgreSQL escapes them (appendPGJSONString), times are written in UTC as it
+// escaped as PostgreSQL escapes them (jsonquote.Postgres), times are written in UTC as it
 // writes a timestamptz in JSON (appendPGJSONTime; the transaction's TimeZone is UTC), and data
 // is the jsonb's text as PostgreSQL gives it. TestExportedObservationsArePostgresJSON holds the
 // lines to row_to_json's.
@@ -135,46 +136,19 @@ func renderObservation(rows pgx.Rows, b []byte) ([]byte, error) {
 		return b, errors.New("a NULL column")
 	}
 	b = append(b, `{"installation_id":`...)
-	b = appendPGJSONString(b, v[0])
+	b = jsonquote.Postgres(b, v[0])
 	b = append(b, `,"batch_id":`...)
-	b = appendPGJSONString(b, v[1])
+	b = jsonquote.Postgres(b, v[1])
 	b = append(b, `,"observed_at":`...)
 	b = appendPGJSONTime(b, observed)
 	b = append(b, `,"received_at":`...)
 	b = appendPGJSONTime(b, received)
 	b = append(b, `,"kind":`...)
-	b = appendPGJSONString(b, v[4])
+	b = jsonquote.Postgres(b, v[4])
 	b = append(b, `,"data":`...)
 	b = append(b, v[5]...)
 	return append(b, '}'), nil
 }
-
-// appendPGJSONString appends s as PostgreSQL's escape_json writes a JSON string: '"', '\\' and
-// the control characters escaped (\b, \f, \n, \r, \t, any other below U+0020 as \u00xx in
-// lower case), every other byte as it is.
-func appendPGJSONString(b, s []byte) []byte {
-	b = append(b, '"')
-	start := 0
-	for i, c := range s {
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		if e := pgShortEscapes[c]; e != 0 {
-			b = append(b, '\\', e)
-		} else {
-			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const lowerHex = "0123456789abcdef"
-
-// pgShortEscapes are the characters escape_json writes as a backslash and a letter.
-var pgShortEscapes = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
 
 // appendPGJSONTime appends t as PostgreSQL writes a timestamptz in JSON with the TimeZone UTC:
 // "YYYY-MM-DDThh:mm:ss[.ffffff]+00:00", the fraction without its trailing zeros, a year before 1

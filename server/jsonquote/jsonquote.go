@@ -5,7 +5,9 @@
 // Marshal escapes HTML's <, > and &, and writes \b and \f short; slog writes them as they are
 // and as \u0008 and \u000c. Both write `"` and `\` escaped, \n, \r and \t short, the other
 // control characters as \u00XX, a byte that is not UTF-8 as \ufffd, and U+2028 and U+2029 as
-// \u2028 and \u2029.
+// \u2028 and \u2029. Postgres quotes as PostgreSQL writes a string in JSON (an export's lines
+// must be the bytes its row_to_json would write): Marshal's escapes of ASCII except HTML's, every
+// other byte as it is.
 package jsonquote
 
 import "unicode/utf8"
@@ -39,23 +41,7 @@ func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, short bool) [
 				i++
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch {
-			case b == '"' || b == '\\':
-				dst = append(dst, '\\', b)
-			case b == '\n':
-				dst = append(dst, '\\', 'n')
-			case b == '\r':
-				dst = append(dst, '\\', 'r')
-			case b == '\t':
-				dst = append(dst, '\\', 't')
-			case b == '\b' && short:
-				dst = append(dst, '\\', 'b')
-			case b == '\f' && short:
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
+			dst = appendEscaped(append(dst, s[start:i]...), b, short)
 			i++
 			start = i
 			continue
@@ -72,6 +58,44 @@ func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, short bool) [
 		}
 		i += size
 		start = i
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// appendEscaped appends the escape of the ASCII byte b: `"` and `\` after a backslash, \n, \r
+// and \t short (\b and \f too when short), any other as \u00xx.
+func appendEscaped(dst []byte, b byte, short bool) []byte {
+	switch {
+	case b == '"' || b == '\\':
+		return append(dst, '\\', b)
+	case b == '\n':
+		return append(dst, '\\', 'n')
+	case b == '\r':
+		return append(dst, '\\', 'r')
+	case b == '\t':
+		return append(dst, '\\', 't')
+	case b == '\b' && short:
+		return append(dst, '\\', 'b')
+	case b == '\f' && short:
+		return append(dst, '\\', 'f')
+	default:
+		return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+	}
+}
+
+// Postgres appends s quoted as PostgreSQL's escape_json quotes it (json's and jsonb's output,
+// row_to_json): `"` and `\` escaped, \b, \f, \n, \r and \t short, the other control
+// characters as \u00xx, and every other byte as it is, UTF-8 or not (PostgreSQL's text is valid
+// in the database's encoding already). It takes bytes: the driver's raw column values.
+func Postgres(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i, b := range s {
+		if b >= utf8.RuneSelf || slogSafe[b] {
+			continue
+		}
+		dst = appendEscaped(append(dst, s[start:i]...), b, true)
+		start = i + 1
 	}
 	return append(append(dst, s[start:]...), '"')
 }

@@ -76,3 +76,25 @@ func quotedAsSlog(t *testing.T, s string) {
 		t.Errorf("Slog(%q) = %s, want x%s", s, got, want)
 	}
 }
+
+// TestPostgresIsMarshalsButHTMLAndBeyondASCII: PostgreSQL's escape_json escapes ASCII as
+// Marshal does except HTML's <, > and &, which it writes as they are, and writes every byte
+// from 0x80 up as it is (TestExportedObservationsArePostgresJSON holds it to PostgreSQL itself).
+func TestPostgresIsMarshalsButHTMLAndBeyondASCII(t *testing.T) {
+	for _, s := range inputs() {
+		var want []byte
+		for i := range len(s) {
+			switch b := s[i]; {
+			case b >= 0x80 || b == '<' || b == '>' || b == '&':
+				want = append(want, b)
+			default:
+				q := Marshal(nil, string([]byte{b}))
+				want = append(want, q[1:len(q)-1]...)
+			}
+		}
+		want = append(append([]byte(`x"`), want...), '"')
+		if got := Postgres([]byte("x"), []byte(s)); !bytes.Equal(got, want) {
+			t.Errorf("Postgres(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

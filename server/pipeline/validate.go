@@ -170,10 +170,10 @@ func mediaTypes(c openapi3.Content) []string {
 // validate checks the request against the spec (leaving out the headers the pipeline checks
 // itself) and lists each bad field.
 func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
-	// What the checks below would pass, decided without parsing the query (plainRawQuery); any
-	// other request takes them.
-	if st.Op.pathOnly && st.Op.wellFormed(pathParams) && st.Op.plainRawQuery(r.URL.RawQuery) &&
-		unstorable(nil, pathParams, st.Body) == nil {
+	// fast: all the validator would check is the path and the query (see pathOnly); it runs
+	// to describe a bad one. A query needing no parsing is judged as sent (plainRawQuery).
+	fast := st.Op.pathOnly && st.Op.wellFormed(pathParams)
+	if fast && st.Op.plainRawQuery(r.URL.RawQuery) && unstorable(nil, pathParams, st.Body) == nil {
 		return nil
 	}
 	// A malformed escape would otherwise drop its parameter silently (url.Values skips it).
@@ -186,8 +186,8 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if pe := unstorable(query, pathParams, st.Body); pe != nil {
 		return pe
 	}
-	if st.Op.pathOnly && st.Op.wellFormed(pathParams) && st.Op.plainQuery(query) {
-		return nil // all the validator would check (see pathOnly); it runs to describe a bad one
+	if fast && st.Op.plainQuery(query) {
+		return nil
 	}
 	// A streamed body is not the validator's: it would read it whole (its security check
 	// buffers the body for authentication functions) and close it.
