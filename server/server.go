@@ -91,6 +91,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		InFlightWait:                time.Second,
 		Prefetch:                    prefetches,
 		Installations:               s.installations,
+		Direct:                      map[string]http.Handler{"getHome": home},
 	}, pool, log)
 	if err != nil {
 		return nil, err

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/servertest"
 )
@@ -118,18 +120,15 @@ func TestHomeAnswersThePublicURL(t *testing.T) {
 			}
 		}
 	}
-	// Requests outside the parameter's description (over its 256 characters, or repeated) may
-	// be refused as 400 invalid_request, but never answered with another home.
+	// Requests outside the parameter's description (over its 256 characters, or repeated) are
+	// refused as 400 invalid_request, never answered with another home.
 	for name, query := range map[string]string{
 		"257 characters": "deployment=" + strings.Repeat("a", 257),
 		"repeated":       "deployment=eu1&deployment=" + url.QueryEscape("https://evil.example"),
 	} {
 		for _, h := range hostile {
-			r := homeGet(t, direct, &query, h.host, h.header)
-			if r.Status == http.StatusOK {
-				expectHome(t, name+", "+h.name, r, public)
-			} else {
-				r.expectProblem(t, http.StatusBadRequest, "invalid_request")
+			if p := homeGet(t, direct, &query, h.host, h.header).expectProblem(t, http.StatusBadRequest, "invalid_request"); len(p.Errors) != 1 || p.Errors[0].Field != "deployment" {
+				t.Errorf("%s, %s: errors %+v, want one naming deployment", name, h.name, p.Errors)
 			}
 		}
 	}
@@ -163,4 +162,43 @@ func TestHomeIsRateLimited(t *testing.T) {
 	}
 	homeGet(t, proxied, q(""), "", client("203.0.113.1")).expectProblem(t, http.StatusTooManyRequests, "rate_limited")
 	expectHome(t, "client B behind the same proxy", homeGet(t, proxied, q(""), "", client("203.0.113.2")), proxied.Config.PublicURL)
+}
+
+// FuzzHomeDirectAnswerIsTheGenerated holds the server's home answer (pipeline.Options.Direct:
+// the pipeline's stages, then the answer encoded once, without the generated handler's binding
+// of the query) to the generated handler's: every query the server answers 200, the generated
+// handler binds and answers with the same status, Content-Type and body, so that leaving its
+// binding out lets nothing through that it would refuse.
+func FuzzHomeDirectAnswerIsTheGenerated(f *testing.F) {
+	env := servertest.Start(f, func(c *server.Config) { c.RateLimitAnonymous = 0 })
+	generated := api.Handler(api.NewStrictHandler(env.Server, nil))
+	for _, s := range []string{
+		"", "deployment=eu1", "deployment=", "deployment", "deployment=a&deployment=b", "deployment=a&Deployment=b",
+		"deployment=%zz", "deployment=%00", "deployment=%ff", "deployment=a;b", "deployment=a+b", "deployment=%2B",
+		"deployment[]=a", "deployment=eu1&home=x", "&&", "=", "deployment=" + strings.Repeat("a", 300), "%64eployment=x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		serve := func(h http.Handler) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodGet, homePath, nil)
+			r.URL.RawQuery = query
+			r.RequestURI = homePath + "?" + query
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		got := serve(env.Server.Handler())
+		if got.Code != http.StatusOK {
+			if got.Code != http.StatusBadRequest {
+				t.Fatalf("?%s: %d %s", query, got.Code, got.Body)
+			}
+			return
+		}
+		want := serve(generated)
+		if want.Code != got.Code || want.Body.String() != got.Body.String() || want.Header().Get("Content-Type") != got.Header().Get("Content-Type") {
+			t.Fatalf("?%s: the server answers %d %q %q, the generated handler %d %q %q", query,
+				got.Code, got.Header().Get("Content-Type"), got.Body, want.Code, want.Header().Get("Content-Type"), want.Body)
+		}
+	})
 }

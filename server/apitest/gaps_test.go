@@ -31,6 +31,21 @@ func TestValidationGaps(t *testing.T) {
 		}
 	})
 
+	t.Run("a parameter that takes one value, sent twice, is a 400 naming it", func(t *testing.T) {
+		for path, field := range map[string]string{
+			orgsPath + "?page_size=1&page_size=2":                               "page_size",
+			orgsPath + "?state=active&state=active":                             "state",
+			"/api/v1/operator/audit-events?outcome=success&outcome=failure":     "outcome",
+			"/api/v1/agent/home?deployment=eu1&deployment=https%3A%2F%2Fx.test": "deployment",
+			"/api/v1/agent/home?deployment=eu1&deployment=eu1":                  "deployment",
+		} {
+			rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: token})
+			if rep.Status != http.StatusBadRequest || rep.problem(t).Error != "invalid_request" || rep.problem(t).Errors[0].Field != field {
+				t.Errorf("GET %s: %d %s; want 400 naming %s", path, rep.Status, rep.Body, field)
+			}
+		}
+	})
+
 	t.Run("a Content-Encoding is a 415 and nothing is created", func(t *testing.T) {
 		slug := newSlug()
 		for _, ce := range []string{"gzip", "br", "gzip, identity"} {

@@ -35,7 +35,9 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 		}
 		sw := &rq.sw
 		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
-		w.Header()["X-Request-Id"] = []string{st.ID} // the canonical key: Set would canonicalize it again
+		st.sourceText = peerText(r.RemoteAddr, st.Source)
+		rq.id[0] = st.ID
+		w.Header()["X-Request-Id"] = rq.id[:] // the canonical key: Set would canonicalize it again
 		if clean(r.URL.Path) {
 			next.ServeHTTP(sw, r)
 		} else {
@@ -79,6 +81,11 @@ func clean(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
 	}
+	// With no "//" and no "/.", no segment is empty (but a last one, after a trailing slash) or
+	// a dot segment: nothing for Clean to change (FuzzCleanIsPathClean).
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return true
+	}
 	c := path.Clean(p)
 	return c == p || (c != "/" && c+"/" == p) // a trailing slash is the router's own business
 }
@@ -98,6 +105,7 @@ type requestParts struct {
 	st  State
 	sw  statusWriter
 	ctx stateContext
+	id  [1]string // the X-Request-Id header's value
 }
 
 // stateContext is the request's context with its state: context.WithValue's, without an

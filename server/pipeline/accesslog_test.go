@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"maps"
+	"path"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,20 @@ func TestClean(t *testing.T) {
 			t.Errorf("clean(%q) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// FuzzCleanIsPathClean holds clean's shortcut to path.Clean's judgment.
+func FuzzCleanIsPathClean(f *testing.F) {
+	for _, p := range []string{"/", "//", "/a/", "/a//", "/.", "/..", "/a/.", "/a/..", "/.a", "/a/.b/", "/a./b", "", "a", "/a/b/../c", "///"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c := path.Clean(p)
+		want := p != "" && p[0] == '/' && (c == p || (c != "/" && c+"/" == p))
+		if got := clean(p); got != want {
+			t.Fatalf("clean(%q) = %v, path.Clean says %q", p, got, c)
+		}
+	})
 }
 
 // TestMetricsCountEachOperationAndStatus: the series looked up once per operation and status

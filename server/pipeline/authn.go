@@ -95,7 +95,11 @@ func (p *Pipeline) authFailure(r *http.Request, st *State, err error, detail str
 }
 
 func (p *Pipeline) anonymousLimit(st *State) *problem.Error {
-	if p.anon.allow(sourceBucket(st.Source)) {
+	bucket := st.sourceText // an IPv4 address's bucket is its text
+	if bucket == "" {
+		bucket = sourceBucket(st.Source)
+	}
+	if p.anon.allow(bucket) {
 		return nil
 	}
 	pe := problem.New(http.StatusTooManyRequests, api.ErrorCodeRateLimited, "Too many unauthenticated requests from this address; slow down.")

@@ -49,6 +49,10 @@ type Options struct {
 	// InFlightWait for a slot, then gets a 503 with Retry-After.
 	MaxInFlight  int
 	InFlightWait time.Duration
+	// Direct, by operationId: a handler that answers the operation in place of its generated
+	// one, after the same stages. Only for an answer that reads nothing the generated handler
+	// binds (the request was validated against the spec by then): home's constant document.
+	Direct map[string]http.Handler
 }
 
 // Pipeline routes API requests (once, with a net/http ServeMux) and runs each through the stages.
@@ -64,8 +68,14 @@ type Pipeline struct {
 	ops     map[string]*Operation // by ServeMux pattern
 	tokens  *tokenCache           // operator tokens, for writes
 	mux     *http.ServeMux
-	errs    []error
+	// static holds the handlers of the operations whose path has no parameter, by method and
+	// path: what the mux would pick for such a request (staticHandler), without its walk.
+	static map[routeKey]http.Handler
+	errs   []error
 }
+
+// routeKey is an operation's method and path without parameters.
+type routeKey struct{ method, path string }
 
 var _ api.ServeMux = (*Pipeline)(nil)
 
@@ -81,7 +91,8 @@ func New(opts Options, pool *pgxpool.Pool, log *slog.Logger) (*Pipeline, error) 
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), metrics: newMetrics(), tokens: newTokenCache(),
+	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), static: map[routeKey]http.Handler{},
+		metrics: newMetrics(), tokens: newTokenCache(),
 		limits: newLimiters(opts.RateLimitAuthenticated, opts.RateLimitAuthenticatedBurst),
 		anon:   newLimiters(opts.RateLimitAnonymous, opts.RateLimitAnonymousBurst)}
 	if opts.MaxInFlight > 0 {
@@ -99,13 +110,26 @@ func (p *Pipeline) HandleFunc(pattern string, handler func(http.ResponseWriter, 
 		p.errs = append(p.errs, fmt.Errorf("no operation of the spec at %q", pattern))
 		return
 	}
-	p.mux.Handle(pattern, p.serve(op, http.HandlerFunc(handler)))
+	var h http.Handler = http.HandlerFunc(handler)
+	if d := p.opts.Direct[op.ID]; d != nil {
+		h = d
+	}
+	served := p.serve(op, h)
+	p.mux.Handle(pattern, served)
+	if method, path, _ := strings.Cut(pattern, " "); !strings.Contains(path, "{") {
+		p.static[routeKey{method, path}] = served
+	}
 }
 
 // Err reports operations mounted that the spec does not have, and operations of the spec
 // nothing was mounted for.
 func (p *Pipeline) Err() error {
 	errs := p.errs
+	for id := range p.opts.Direct {
+		if p.operation(id) == nil {
+			errs = append(errs, fmt.Errorf("direct handler for %s: no operation of the spec", id))
+		}
+	}
 	for id := range p.opts.Prefetch {
 		if op := p.operation(id); op == nil || op.Mutation || op.Auth != AuthOperator {
 			errs = append(errs, fmt.Errorf("prefetch for %s: not an operator read of the spec", id))
@@ -136,7 +160,24 @@ func probe(pattern string) *http.Request {
 }
 
 // ServeHTTP routes an API request.
-func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := p.staticHandler(r); h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	p.mux.ServeHTTP(w, r)
+}
+
+// staticHandler is the handler of the operation whose path, without parameters, is the
+// request's, with the request's method: the one the mux would route it to (a pattern of literal
+// segments is more specific than any other that matches its path), or nil. A path sent with
+// escapes (RawPath set) is left to the mux, which matches it segment by segment as sent.
+func (p *Pipeline) staticHandler(r *http.Request) http.Handler {
+	if r.URL.RawPath != "" {
+		return nil
+	}
+	return p.static[routeKey{r.Method, r.URL.Path}]
+}
 
 // MetricsHandler serves the request metrics (Prometheus).
 func (p *Pipeline) MetricsHandler() http.Handler { return p.metrics.handler() }

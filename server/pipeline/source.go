@@ -77,5 +77,24 @@ func sourceString(st *State) string {
 	if !st.Source.IsValid() {
 		return "unknown"
 	}
+	if st.sourceText != "" {
+		return st.sourceText
+	}
 	return st.Source.String()
+}
+
+// peerText is addr's text as netip writes it, taken from RemoteAddr without an allocation when
+// addr is the TCP peer's IPv4 address, or "" (then addr.String() writes it). An IPv4 address
+// parses from one text only, the one String writes (no leading zeros, no zone): the text that
+// parses back to addr is that text (FuzzPeerTextIsAddrsString).
+func peerText(remoteAddr string, addr netip.Addr) string {
+	i := strings.LastIndexByte(remoteAddr, ':')
+	if !addr.Is4() || i < 0 {
+		return ""
+	}
+	host := remoteAddr[:i]
+	if a, err := netip.ParseAddr(host); err != nil || a != addr {
+		return ""
+	}
+	return host
 }

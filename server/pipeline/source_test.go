@@ -163,3 +163,31 @@ func TestSourceString(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPeerTextIsAddrsString holds peerText to netip's text of the resolved source: empty, or
+// the text String writes; and the shortcut is taken for an IPv4 peer.
+func FuzzPeerTextIsAddrsString(f *testing.F) {
+	for _, s := range []struct{ remote, xff string }{
+		{"127.0.0.1:40000", ""}, {"203.0.113.5:1234", ""}, {"10.0.0.1:1234", "198.51.100.7"},
+		{"10.0.0.1:1234", "10.0.0.1"}, {"[::ffff:203.0.113.5]:1234", ""}, {"[::1]:80", ""},
+		{"[fe80::1%eth0]:80", ""}, {"01.2.3.4:5", ""}, {"1.2.3.4", ""}, {":80", ""}, {"", ""},
+		{"1.2.3.4:", ""}, {"[1.2.3.4]:5", ""}, {"0.0.0.0:0", ""}, {"255.255.255.255:65535", ""},
+	} {
+		f.Add(s.remote, s.xff)
+	}
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		addr := resolveSource(r, testTrusted)
+		text := peerText(remote, addr)
+		if text != "" && text != addr.String() {
+			t.Fatalf("peerText(%q, %v) = %q, want %q", remote, addr, text, addr.String())
+		}
+		if peer, err := netip.ParseAddrPort(remote); err == nil && peer.Addr().Is4() && !isTrusted(peer.Addr(), testTrusted) && text == "" {
+			t.Fatalf("peerText(%q, %v) took no shortcut for an untrusted IPv4 peer", remote, addr)
+		}
+	})
+}

@@ -61,6 +61,9 @@ type Operation struct {
 	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
 	pathOnly    bool
 	queryLimits map[string]int // by name: maxLength, or -1 for none
+	// singleQuery names the query parameters that take one value (any but an array): the
+	// validator checks the first of several, the generated handler refuses several.
+	singleQuery []string
 }
 
 // Credential paths, from an operation's security requirement.
@@ -186,6 +189,10 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 		o.pathParams = append(o.pathParams, m[1])
 	}
 	for _, ref := range append(append(openapi3.Parameters{}, item.Parameters...), op.Parameters...) {
+		if p := ref.Value; p != nil && p.In == openapi3.ParameterInQuery &&
+			(p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Type == nil || !p.Schema.Value.Type.Is(openapi3.TypeArray)) {
+			o.singleQuery = append(o.singleQuery, p.Name)
+		}
 		if p := ref.Value; p != nil && p.In == "path" && p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Pattern != "" {
 			re, err := regexp.Compile(p.Schema.Value.Pattern)
 			if err != nil {

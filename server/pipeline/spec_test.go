@@ -434,6 +434,7 @@ func TestReadOperation(t *testing.T) {
 			}
 			cmp := *got
 			cmp.spec, cmp.validation, cmp.pathOnly, cmp.queryLimits = nil, nil, false, nil // pathOnly: TestPathOnlyAgreesWithTheValidator
+			cmp.singleQuery = nil                                                          // TestSingleQuery
 			if !reflect.DeepEqual(cmp, tt.want) {
 				t.Errorf("operation =\n%+v\nwant\n%+v", cmp, tt.want)
 			}
@@ -843,4 +844,27 @@ func matching(t *testing.T, pattern string) string {
 	}
 	gen(re.Simplify())
 	return b.String()
+}
+
+// TestSingleQuery: the query parameters that take one value are every query parameter but an
+// array, the path item's included; a path or header parameter is none.
+func TestSingleQuery(t *testing.T) {
+	op := oneOperation(t, `
+  /api/v1/operator/things/{thing_id}:
+    parameters: [{name: shared, in: query, schema: {type: integer}}]
+    get:
+      operationId: getThing
+      security: [{operatorToken: []}]
+      x-renga-scope: organizations:read
+      parameters:
+        - {name: thing_id, in: path, required: true, schema: {type: string}}
+        - {name: one, in: query, schema: {type: string}}
+        - {name: many, in: query, schema: {type: array, items: {type: string}}}
+        - {name: untyped, in: query}
+        - {name: X-Thing, in: header, schema: {type: string}}
+      responses: {"200": {description: ok}}`)
+	got := slices.Sorted(slices.Values(op.singleQuery))
+	if want := []string{"one", "shared", "untyped"}; !slices.Equal(got, want) {
+		t.Errorf("singleQuery = %v, want %v", got, want)
+	}
 }

@@ -186,6 +186,15 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if pe := unstorable(query, pathParams, st.Body); pe != nil {
 		return pe
 	}
+	// The validator judges the first value of a parameter sent twice, the generated handler
+	// refuses the two: refused here, naming it.
+	for _, name := range st.Op.singleQuery {
+		if len(query[name]) > 1 {
+			pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The query repeats a parameter that takes one value.")
+			pe.Errors = []problem.FieldError{{Field: name, Message: "appears more than once"}}
+			return pe
+		}
+	}
 	if fast && st.Op.plainQuery(query) {
 		return nil
 	}
