@@ -181,8 +181,8 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		_ = holder.Commit(ctx) // before the answer: the test's cleanup rolls the holder back after it
 		heldAlone <- ok
-		_ = holder.Commit(ctx)
 	}()
 	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
 	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, blocker.Agent, "blocker", 100), batches, limits, nil)

@@ -179,6 +179,16 @@ const SlotSetting = "renga.slot"
 // seldom share shards.
 const slotRange = 1024
 
+// closed reports whether c was closed and its resources released (safe while c is in use).
+func closed(c *pgx.Conn) bool {
+	select {
+	case <-c.PgConn().CleanupDone():
+		return true
+	default:
+		return false
+	}
+}
+
 func numberConnections(cfg *pgxpool.Config) {
 	var (
 		mu   sync.Mutex
@@ -200,9 +210,11 @@ func numberConnections(cfg *pgxpool.Config) {
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		mu.Lock()
 		// A connection taken out of the pool (Hijack: River's listener) is closed by its taker,
-		// and BeforeClose never runs for it: its slot is free once it is closed.
+		// and BeforeClose never runs for it: its slot is free once it is closed. Whether it is
+		// is read from the channel its close closes: another connection may be in use, or in
+		// its own AfterConnect, meanwhile, and IsClosed reads its state without a lock.
 		for other, n := range of {
-			if other.IsClosed() {
+			if closed(other) {
 				delete(used, n)
 				delete(of, other)
 			}

@@ -14,27 +14,34 @@ const OverloadRetryAfter = 1
 
 // admitLoad takes a slot among the API requests served at once, waiting up to InFlightWait for
 // one: a flood queues briefly, then gets 503s, instead of every request waiting on the
-// database pool until its deadline. The returned function gives the slot back.
-func (p *Pipeline) admitLoad(ctx context.Context) (func(), *problem.Error) {
+// database pool until its deadline. Once admitted, the request gives its slot back with
+// releaseLoad.
+func (p *Pipeline) admitLoad(ctx context.Context) *problem.Error {
 	if p.slots == nil {
-		return func() {}, nil
+		return nil
 	}
-	release := func() { <-p.slots }
 	select {
 	case p.slots <- struct{}{}:
-		return release, nil
+		return nil
 	default:
 	}
 	t := time.NewTimer(p.opts.InFlightWait)
 	defer t.Stop()
 	select {
 	case p.slots <- struct{}{}:
-		return release, nil
+		return nil
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	pe := problem.New(http.StatusServiceUnavailable, api.ErrorCodeUnavailable,
 		"The deployment is serving as many requests as it allows at once; retry after the time in Retry-After.")
 	pe.RetryAfter = OverloadRetryAfter
-	return nil, pe
+	return pe
+}
+
+// releaseLoad gives back the slot admitLoad took.
+func (p *Pipeline) releaseLoad() {
+	if p.slots != nil {
+		<-p.slots
+	}
 }

@@ -215,16 +215,25 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			p.unrouted(w, r)
 			return
 		}
-		release, pe := p.admitLoad(r.Context())
-		if pe != nil {
+		if pe := p.admitLoad(r.Context()); pe != nil {
 			Fail(w, r, pe)
 			return
 		}
-		defer release()
+		defer p.releaseLoad()
 		if p.opts.RequestTimeout > 0 && !op.StreamedBody && !op.StreamedResponse {
-			ctx, cancel := context.WithTimeout(r.Context(), p.opts.RequestTimeout)
-			defer cancel()
-			r = r.WithContext(ctx)
+			if sc, ok := r.Context().(*stateContext); ok {
+				// The access stage's context is this request's own, and nothing else holds it yet:
+				// it takes the deadline in place, without a copy of the request to carry another
+				// context. It keeps it (cancelled) after the stages: a statement the request
+				// started may still read it (an intake group's, domain.groupContext).
+				var cancel context.CancelFunc
+				sc.Context, cancel = context.WithTimeout(sc.Context, p.opts.RequestTimeout)
+				defer cancel()
+			} else {
+				ctx, cancel := context.WithTimeout(r.Context(), p.opts.RequestTimeout)
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
 		}
 		st := From(r.Context())
 		st.Op = op

@@ -305,6 +305,9 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 		Secrets:                     NewSecretBox(t),
 		IntakeStatements:            2,
 		LogFlushInterval:            server.DefaultLogFlushInterval,
+		// As renga serve's defaults: every request has a deadline and a slot.
+		RequestTimeout: 30 * time.Second,
+		MaxInFlight:    256,
 	}
 	for _, o := range opts {
 		o(&cfg)
