@@ -1,0 +1,6 @@
+//go:build race
+
+package db
+
+// raceDetector: this test binary runs under the race detector, whose instrumentation allocates.
+const raceDetector = true
