@@ -38,7 +38,7 @@ func init() {
 }
 
 func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, enc openapi3filter.EncodingFn) (any, error) {
-	raw, err := io.ReadAll(body)
+	raw, err := readAllOf(body)
 	if err != nil {
 		return nil, &openapi3filter.ParseError{Kind: openapi3filter.KindInvalidFormat, Cause: err}
 	}
@@ -46,6 +46,18 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 		return v, nil
 	}
 	return openapi3filter.JSONBodyDecoder(bytes.NewReader(raw), h, schema, enc)
+}
+
+// readAllOf is io.ReadAll, in one allocation of the right size when r is a bytes.Reader (the
+// validator hands its decoder the body that way) instead of a buffer grown and copied.
+func readAllOf(r io.Reader) ([]byte, error) {
+	br, ok := r.(*bytes.Reader)
+	if !ok {
+		return io.ReadAll(r)
+	}
+	raw := make([]byte, br.Len())
+	_, err := io.ReadFull(br, raw)
+	return raw, err
 }
 
 // decodeFor decodes the JSON value raw as kin-openapi's decoder does (numbers as json.Number),
@@ -57,7 +69,11 @@ func decodeJSONBody(body io.Reader, h http.Header, schema *openapi3.SchemaRef, e
 // not one JSON value, or holds what jsontext refuses and encoding/json takes (invalid UTF-8, a
 // lone surrogate escape): the caller then decodes it the validator's own way.
 func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
-	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	// A bytes.Buffer is parsed in place (jsontext copies any other reader into a buffer of its
+	// own); the decoder only reads it.
+	dec := decoders.Get().(*jsontext.Decoder) //nolint:forcetypeassert // decoders holds nothing else
+	defer releaseDecoder(dec)
+	dec.Reset(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
 	v, err := decodeValue(dec, raw, ref)
 	if err != nil {
 		return nil, false
@@ -66,6 +82,18 @@ func decodeFor(raw []byte, ref *openapi3.SchemaRef) (any, bool) {
 		return nil, false // more than one value
 	}
 	return v, true
+}
+
+// decoders are decodeFor's, reused (Reset) from one body to the next.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(noBody) }}
+
+// noBody is what a decoder waiting in decoders reads: nothing (it is never read), so that it
+// does not hold on to the last body it decoded.
+var noBody = bytes.NewBuffer(nil)
+
+func releaseDecoder(dec *jsontext.Decoder) {
+	dec.Reset(noBody)
+	decoders.Put(dec)
 }
 
 func decodeValue(dec *jsontext.Decoder, raw []byte, ref *openapi3.SchemaRef) (any, error) {

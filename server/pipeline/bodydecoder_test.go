@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -638,4 +640,67 @@ func BenchmarkBindObservationBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestReadAllOfIsReadAll: what readAllOf reads is io.ReadAll's, from a bytes.Reader partly read
+// before, empty, or any other reader.
+func TestReadAllOfIsReadAll(t *testing.T) {
+	body := []byte(strings.Repeat(`{"a":1}`, 300))
+	for _, skip := range []int{0, 1, len(body) - 1, len(body)} {
+		for _, kind := range []string{"bytes.Reader", "other"} {
+			var r1, r2 io.Reader = bytes.NewReader(body), bytes.NewReader(body)
+			if kind == "other" {
+				r1, r2 = io.LimitReader(bytes.NewReader(body), 1<<30), io.LimitReader(bytes.NewReader(body), 1<<30)
+			}
+			_, _ = io.CopyN(io.Discard, r1, int64(skip))
+			_, _ = io.CopyN(io.Discard, r2, int64(skip))
+			got, err := readAllOf(r1)
+			want, werr := io.ReadAll(r2)
+			if !bytes.Equal(got, want) || (err == nil) != (werr == nil) || len(got) != len(body)-skip {
+				t.Errorf("%s after %d bytes: %d bytes (%v), want %d (%v)", kind, skip, len(got), err, len(want), werr)
+			}
+		}
+	}
+}
+
+// TestDecodeForFromManyGoroutines: decoders are reused across requests (a pool); bodies decoded
+// at once, valid and not, each get their own value (under make test's race detector too), and
+// a body, parsed in place, is left as it was.
+func TestDecodeForFromManyGoroutines(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := spec.Components.Schemas["ObservationBatch"]
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				id := fmt.Sprintf("b-%d-%d", g, i)
+				body := []byte(`{"batch_id":"` + id + `","observations":[{"observed_at":"2026-12-01T00:00:00Z","kind":"k","data":{"n":` + strconv.Itoa(i) + `}}]}`)
+				if i%3 == 0 {
+					if _, ok := decodeFor(body[:len(body)-1], schema); ok {
+						t.Errorf("a truncated body decoded")
+					}
+					continue
+				}
+				sent := bytes.Clone(body)
+				v, ok := decodeFor(body, schema)
+				if !bytes.Equal(body, sent) {
+					t.Errorf("%s: decoding changed the body: %s", id, body) // it is parsed in place
+				}
+				m, _ := v.(map[string]any)
+				obs, _ := m["observations"].([]any)
+				if !ok || m["batch_id"] != id || len(obs) != 1 {
+					t.Errorf("%s: %v %v", id, v, ok)
+					continue
+				}
+				data, _ := obs[0].(map[string]any)["data"].(map[string]any)
+				if text, _ := data[""].(freeFormText); string(text) != `{"n":`+strconv.Itoa(i)+`}` {
+					t.Errorf("%s: data %q", id, text)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
