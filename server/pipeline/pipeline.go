@@ -112,7 +112,7 @@ func (p *Pipeline) HandleFunc(pattern string, handler func(http.ResponseWriter, 
 	}
 	var h http.Handler = http.HandlerFunc(handler)
 	if d := p.opts.Direct[op.ID]; d != nil {
-		h = d
+		h, op.direct = d, true
 	}
 	served := p.serve(op, h)
 	p.mux.Handle(pattern, served)
@@ -220,7 +220,9 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			return
 		}
 		defer p.releaseLoad()
-		if p.opts.RequestTimeout > 0 && !op.StreamedBody && !op.StreamedResponse {
+		// A direct answer runs no statement: nothing for a deadline to bound (the server's write
+		// timeout bounds its write), and a deadline costs a timer and a context.
+		if p.opts.RequestTimeout > 0 && !op.StreamedBody && !op.StreamedResponse && !op.direct {
 			if sc, ok := r.Context().(*stateContext); ok {
 				// The access stage's context is this request's own, and nothing else holds it yet:
 				// it takes the deadline in place, without a copy of the request to carry another

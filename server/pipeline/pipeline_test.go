@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStaticRoutesAreTheMuxs holds the static routes (staticHandler) to the mux: every operation
@@ -62,4 +63,36 @@ func TestStaticRoutesAreTheMuxs(t *testing.T) {
 func hex2(b byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[b>>4], digits[b&15]})
+}
+
+// TestDirectAnswersHaveNoDeadline: a direct answer (Options.Direct) runs no statement and gets
+// no request deadline; the same operation through its mounted handler gets RequestTimeout's.
+func TestDirectAnswersHaveNoDeadline(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		ran, deadline := false, false
+		record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ran = true
+			_, deadline = r.Context().Deadline()
+			w.WriteHeader(http.StatusOK)
+		})
+		opts := Options{Development: true, RequestTimeout: time.Minute}
+		if direct {
+			opts.Direct = map[string]http.Handler{"getHome": record}
+		}
+		p, err := New(opts, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pattern := range p.ops {
+			p.HandleFunc(pattern, record)
+		}
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		p.AccessLog(p).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/v1/agent/home?deployment=eu1", nil))
+		if w.Code != http.StatusOK || !ran || deadline == direct {
+			t.Errorf("direct %v: %d, ran %v, with a deadline %v", direct, w.Code, ran, deadline)
+		}
+	}
 }

@@ -61,6 +61,7 @@ type Operation struct {
 	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
 	pathOnly    bool
 	queryLimits map[string]int // by name: maxLength, or -1 for none
+	direct      bool           // answered by a handler of Options.Direct (no statement, no deadline)
 	// singleQuery names the query parameters that take one value (any but an array): the
 	// validator checks the first of several, the generated handler refuses several.
 	singleQuery []string
