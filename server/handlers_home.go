@@ -43,7 +43,7 @@ var jsonContentType = []string{"application/json"}
 // ServeHTTP answers the home request in place of the generated handler (pipeline.Options.Direct),
 // after the pipeline's stages: the generated one would bind the query's deployment parameter,
 // which the answer never reads, from a query the pipeline has validated against the spec
-// (TestHomeDirectAnswerIsTheGenerated holds the two to the same answers).
+// (FuzzHomeDirectAnswerIsTheGenerated holds the two to the same answers).
 func (a homeAnswer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	_ = a.VisitGetHomeResponse(w) // a failed write is the connection's, as the generated handler's
 }

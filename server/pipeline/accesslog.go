@@ -34,8 +34,8 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 			r = r.WithContext(&rq.ctx)
 		}
 		sw := &rq.sw
-		st.ID, st.Source = newRequestID(), resolveSource(r, p.opts.TrustedProxies)
-		st.sourceText = peerText(r.RemoteAddr, st.Source)
+		st.ID = newRequestID()
+		st.Source, st.sourceText = resolveSource(r, p.opts.TrustedProxies)
 		rq.id[0] = st.ID
 		w.Header()["X-Request-Id"] = rq.id[:] // the canonical key: Set would canonicalize it again
 		if clean(r.URL.Path) {

@@ -10,28 +10,34 @@ import (
 
 // resolveSource is the caller's address: the TCP peer, unless the peer is a trusted proxy; then
 // X-Forwarded-For is walked from the right, skipping trusted proxies, to the first untrusted hop.
-func resolveSource(r *http.Request, trusted []netip.Prefix) netip.Addr {
+// text is the address's text as netip writes it when it is the peer's IPv4 address, taken from
+// RemoteAddr without writing it again (an IPv4 address parses from one text only, the one String
+// writes: no leading zeros, no zone); "" otherwise (sourceString writes it then).
+func resolveSource(r *http.Request, trusted []netip.Prefix) (addr netip.Addr, text string) {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return netip.Addr{}
+		return netip.Addr{}, ""
 	}
-	addr := peer.Addr().Unmap()
+	addr = peer.Addr().Unmap()
 	if !isTrusted(addr, trusted) {
-		return addr
+		if peer.Addr().Is4() {
+			text = r.RemoteAddr[:strings.LastIndexByte(r.RemoteAddr, ':')]
+		}
+		return addr, text
 	}
 	hops := forwardedFor(r.Header.Values("X-Forwarded-For"))
 	for i := len(hops) - 1; i >= 0; i-- {
 		hop, err := netip.ParseAddr(hops[i])
 		if err != nil {
 			// A garbled hop cannot be trusted or attributed: stop at the last trusted one.
-			return addr
+			return addr, ""
 		}
 		addr = hop.Unmap()
 		if !isTrusted(addr, trusted) {
-			return addr
+			return addr, ""
 		}
 	}
-	return addr
+	return addr, ""
 }
 
 func forwardedFor(values []string) []string {
@@ -81,20 +87,4 @@ func sourceString(st *State) string {
 		return st.sourceText
 	}
 	return st.Source.String()
-}
-
-// peerText is addr's text as netip writes it, taken from RemoteAddr without an allocation when
-// addr is the TCP peer's IPv4 address, or "" (then addr.String() writes it). An IPv4 address
-// parses from one text only, the one String writes (no leading zeros, no zone): the text that
-// parses back to addr is that text (FuzzPeerTextIsAddrsString).
-func peerText(remoteAddr string, addr netip.Addr) string {
-	i := strings.LastIndexByte(remoteAddr, ':')
-	if !addr.Is4() || i < 0 {
-		return ""
-	}
-	host := remoteAddr[:i]
-	if a, err := netip.ParseAddr(host); err != nil || a != addr {
-		return ""
-	}
-	return host
 }

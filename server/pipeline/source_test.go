@@ -52,7 +52,10 @@ func TestResolveSource(t *testing.T) {
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			got := resolveSource(r, tt.trusted)
+			got, text := resolveSource(r, tt.trusted)
+			if text != "" && text != tt.want {
+				t.Errorf("text %q, want %q or none", text, tt.want)
+			}
 			if tt.want == "" {
 				if got.IsValid() {
 					t.Errorf("source = %s, want none", got)
@@ -164,9 +167,9 @@ func TestSourceString(t *testing.T) {
 	}
 }
 
-// FuzzPeerTextIsAddrsString holds peerText to netip's text of the resolved source: empty, or
-// the text String writes; and the shortcut is taken for an IPv4 peer.
-func FuzzPeerTextIsAddrsString(f *testing.F) {
+// FuzzSourceTextIsAddrsString holds resolveSource's text to netip's text of the address it
+// resolves: empty, or the text String writes; and the text is given for an untrusted IPv4 peer.
+func FuzzSourceTextIsAddrsString(f *testing.F) {
 	for _, s := range []struct{ remote, xff string }{
 		{"127.0.0.1:40000", ""}, {"203.0.113.5:1234", ""}, {"10.0.0.1:1234", "198.51.100.7"},
 		{"10.0.0.1:1234", "10.0.0.1"}, {"[::ffff:203.0.113.5]:1234", ""}, {"[::1]:80", ""},
@@ -181,13 +184,12 @@ func FuzzPeerTextIsAddrsString(f *testing.F) {
 		if xff != "" {
 			r.Header.Set("X-Forwarded-For", xff)
 		}
-		addr := resolveSource(r, testTrusted)
-		text := peerText(remote, addr)
+		addr, text := resolveSource(r, testTrusted)
 		if text != "" && text != addr.String() {
-			t.Fatalf("peerText(%q, %v) = %q, want %q", remote, addr, text, addr.String())
+			t.Fatalf("resolveSource(%q): text %q, want %q", remote, text, addr.String())
 		}
 		if peer, err := netip.ParseAddrPort(remote); err == nil && peer.Addr().Is4() && !isTrusted(peer.Addr(), testTrusted) && text == "" {
-			t.Fatalf("peerText(%q, %v) took no shortcut for an untrusted IPv4 peer", remote, addr)
+			t.Fatalf("resolveSource(%q): no text for an untrusted IPv4 peer", remote)
 		}
 	})
 }

@@ -18,7 +18,7 @@ import (
 type State struct {
 	ID     string     // the request ID (X-Request-Id, logs, problem bodies, audit)
 	Source netip.Addr // the caller's address (source.go)
-	// sourceText is Source's text when the access stage had it without writing it (peerText).
+	// sourceText is Source's text when the access stage had it without writing it (resolveSource).
 	sourceText string
 	// Local is set for a release command's request (LocalTransport), with its invocation ID.
 	Local      bool
