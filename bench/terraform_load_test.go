@@ -31,7 +31,8 @@ import (
 // resources, with the provider and with the floor's: their difference is what starting the
 // provider costs (Terraform starts it three times in a plan: for its schema, to validate, to
 // plan), the least any provider could add to the floor's plan; and each start apart from
-// Terraform (exec to the plugin handshake), beside a framework provider with nothing in it. Run with
+// Terraform (exec to the plugin handshake), beside a framework provider with nothing in it, which
+// is also started without Terraform's client certificate (what automatic mTLS costs). Run with
 // RENGA_TF_BENCH=1 and terraform on PATH (bench/run.sh does).
 func TestTerraformScale(t *testing.T) {
 	if os.Getenv("RENGA_TF_BENCH") == "" {
@@ -168,7 +169,10 @@ resource "terraform_data" "policy" {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(emptyBin, "terraform-provider-renga"), "renga.dev/renga/provider/internal/emptyprovider").CombinedOutput(); err != nil {
 		t.Fatalf("build the empty provider: %v\n%s", err, out)
 	}
-	rengaStart, emptyStart := providerStarts(t, 20, filepath.Join(bin, "terraform-provider-renga"), filepath.Join(emptyBin, "terraform-provider-renga"))
+	emptyPath := filepath.Join(emptyBin, "terraform-provider-renga")
+	startCosts := providerStarts(t, 20, []providerStart{{filepath.Join(bin, "terraform-provider-renga"), true},
+		{emptyPath, true}, {emptyPath, false}})
+	rengaStart, emptyStart, emptyNoTLS := startCosts[0], startCosts[1], startCosts[2]
 	fmt.Printf("terraform-scale apply ratio=%.2f  plan ratio=%.2f  (medians of %d interleaved pairs)  no-I/O provider plan ratio=%.2f\n",
 		median(applyRatios), median(planRatios), pairs, median(noIORatios))
 	startCost := emptyPlan.Seconds() - floorEmptyPlan.Seconds()
@@ -179,6 +183,11 @@ resource "terraform_data" "policy" {
 	anyStartCost := startCost - float64(starts)*(rengaStart.wall-emptyStart.wall)/1000
 	fmt.Printf("terraform-scale provider start to handshake (medians of 20, alternating): renga %.1f ms wall, %.1f ms CPU; a framework provider with nothing in it %.1f ms wall, %.1f ms CPU  least plan ratio of any framework provider=%.2f\n",
 		rengaStart.wall, rengaStart.cpu, emptyStart.wall, emptyStart.cpu, (median(floorPlans)+anyStartCost)/median(floorPlans))
+	// Of a start, what go-plugin's automatic mutual TLS costs: with Terraform's client
+	// certificate in its environment, a plugin makes a P-521 key and a certificate of its own
+	// before its handshake, at every start. Without one (no TLS) the same empty provider shows it.
+	fmt.Printf("terraform-scale of the empty provider's start, Terraform's automatic mTLS (go-plugin makes a P-521 key and certificate at each start): %.1f ms wall, %.1f ms CPU (%.1f ms wall without a client certificate)\n",
+		emptyStart.wall-emptyNoTLS.wall, emptyStart.cpu-emptyNoTLS.cpu, emptyNoTLS.wall)
 	fmt.Println(strings.Join(cpuLines, "\n"))
 }
 
@@ -186,22 +195,32 @@ resource "terraform_data" "policy" {
 // the median CPU its process used by then, in milliseconds.
 type startCost struct{ wall, cpu float64 }
 
-// providerStarts starts the two binaries n times each, alternating, as Terraform starts a
-// provider: the plugin protocol's environment, with a client certificate (Terraform's automatic
-// mutual TLS, so the provider makes its own certificate as it does under Terraform); it reads the
-// handshake line, then kills the process.
-func providerStarts(t *testing.T, n int, rengaBin, emptyBin string) (renga, empty startCost) {
+// providerStart is a binary to start, with Terraform's client certificate in its environment
+// (tls) or without.
+type providerStart struct {
+	bin string
+	tls bool
+}
+
+// providerStarts starts each binary n times, alternating, as Terraform starts a provider: the
+// plugin protocol's environment, with a client certificate where tls is set (Terraform's
+// automatic mutual TLS, so the provider makes its own certificate as it does under Terraform);
+// it reads the handshake line, then kills the process. The costs are in starts' order.
+func providerStarts(t *testing.T, n int, starts []providerStart) []startCost {
 	t.Helper()
 	clientCert := selfSignedCertPEM(t)
 	socketDir := t.TempDir() // the plugins' sockets, which a killed plugin leaves behind
-	var walls, cpus [2][]float64
+	walls, cpus := make([][]float64, len(starts)), make([][]float64, len(starts))
 	for range n {
-		for i, bin := range []string{rengaBin, emptyBin} {
-			cmd := exec.Command(bin)
+		for i, s := range starts {
+			cmd := exec.Command(s.bin)
 			cmd.Env = append(os.Environ(), "TMPDIR="+socketDir,
 				// terraform-plugin-go's handshake (tf6server): the cookie Terraform sets.
 				"TF_PLUGIN_MAGIC_COOKIE=d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
-				"PLUGIN_PROTOCOL_VERSIONS=6", "PLUGIN_CLIENT_CERT="+clientCert)
+				"PLUGIN_PROTOCOL_VERSIONS=6")
+			if s.tls {
+				cmd.Env = append(cmd.Env, "PLUGIN_CLIENT_CERT="+clientCert)
+			}
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -215,13 +234,17 @@ func providerStarts(t *testing.T, n int, rengaBin, emptyBin string) (renga, empt
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			if err != nil || !strings.HasPrefix(line, "1|6|") {
-				t.Fatalf("%s: no plugin handshake (%q): %v", bin, line, err)
+				t.Fatalf("%s: no plugin handshake (%q): %v", s.bin, line, err)
 			}
 			walls[i] = append(walls[i], ms(wall))
 			cpus[i] = append(cpus[i], ms(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()))
 		}
 	}
-	return startCost{median(walls[0]), median(cpus[0])}, startCost{median(walls[1]), median(cpus[1])}
+	costs := make([]startCost, len(starts))
+	for i := range starts {
+		costs[i] = startCost{median(walls[i]), median(cpus[i])}
+	}
+	return costs
 }
 
 // selfSignedCertPEM is a client certificate as go-plugin makes one for Terraform (ECDSA P-521).
