@@ -221,5 +221,5 @@ cpu_row "  floor" BenchmarkFloorIntake "" A
 sed 's/^ *agent_footprint_test.go:[0-9]*: //' "$out/agent"
 printf '(target, for renga-agent: RSS <= 25 MiB, idle CPU about 0; renga agent run, the CLI, has none)\n'
 sed 's/^ *transfer_load_test.go:[0-9]*: //' "$out/transfer"
-[ -s "$out/tf" ] && printf '%s (target: ratio <= 1.2 each)\n' "$(grep -v ' cpu ' "$out/tf")" && grep ' cpu ' "$out/tf"
+[ -s "$out/tf" ] && grep -v ' cpu ' "$out/tf" | sed '/^terraform-scale apply ratio=/ s/$/  (target: ratio <= 1.2 each)/' && grep ' cpu ' "$out/tf"
 psql -q "$pg/postgres" -c "DROP DATABASE renga_baseline"
