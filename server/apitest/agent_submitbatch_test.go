@@ -35,7 +35,7 @@ func TestSubmitBatchChecksTheOrganizationInItsStatement(t *testing.T) {
 		t.Fatalf("the same batch again: fresh %v, err %v; want a duplicate", fresh, err)
 	}
 	for state, want := range map[string]error{"suspended": domain.ErrSuspended, "deletion_pending": domain.ErrSuspended, "moved": domain.ErrMoved} {
-		if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET state = $2, purge_after = CASE WHEN $2 = 'deletion_pending' THEN now() + interval '1 day' END WHERE id = $1`, a.OrgID, state); err != nil {
+		if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET state = $2::text, purge_after = CASE WHEN $2::text = 'deletion_pending' THEN now() + interval '1 day' END WHERE id = $1`, a.OrgID, state); err != nil {
 			t.Fatal(err)
 		}
 		for _, margin := range []int64{0, far} { // the one statement, and the near-limit transaction

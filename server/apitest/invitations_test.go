@@ -601,8 +601,8 @@ func TestInvitationByOrganizationState(t *testing.T) {
 		status int
 	}{{"active", http.StatusCreated}, {"suspended", http.StatusCreated}, {"deletion_pending", http.StatusConflict}} {
 		org := createOrg(t, env, op, strings.ReplaceAll(c.state, "_", "-"), "Org "+c.state)
-		if _, err := env.Pool.Exec(context.Background(), `UPDATE organizations SET state = $2,
-			purge_after = CASE WHEN $2 = 'deletion_pending' THEN now() + interval '1 day' END WHERE id = $1`, org.ID, c.state); err != nil {
+		if _, err := env.Pool.Exec(context.Background(), `UPDATE organizations SET state = $2::text,
+			purge_after = CASE WHEN $2::text = 'deletion_pending' THEN now() + interval '1 day' END WHERE id = $1`, org.ID, c.state); err != nil {
 			t.Fatal(err)
 		}
 		rep := send(t, env, inviteReq(op, org.ID, "olivia@acme.example", newKey()))
