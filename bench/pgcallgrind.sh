@@ -33,20 +33,10 @@ trap 'stop; [ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
 
 as_postgres "$bin/initdb -A trust -D $dir/data" >/dev/null
 as_postgres "$bin/pg_ctl -D $dir/data -o '-p $port -k $dir -c autovacuum=off' -l $dir/log start -w" >/dev/null
-psql -q "$pg/postgres" -c "CREATE DATABASE renga_statement" -c "CREATE DATABASE renga_statement_a"
-psql -q "$pg/renga_statement_a" -f "$baselines/schema.sql" >/dev/null
-for f in migrations/*.sql; do awk '/^-- \+goose Down/ { exit } { print }' "$f"; done | grep -v '^-- +goose' |
-  psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" >/dev/null
-psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" <<'SQL'
-INSERT INTO organizations (id, slug, display_name) VALUES ('org_1', 'one', 'One');
-INSERT INTO organization_policies (organization_id) VALUES ('org_1');
-INSERT INTO organization_settings (organization_id) VALUES ('org_1');
-INSERT INTO operator_tokens (id, name, token_hash, scopes) VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}');
-SQL
-if [ -n "${SETUP:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" -f "$SETUP" >/dev/null; fi
+. bench/statement_dbs.sh
+statement_dbs "$pg"
 create="$dir/create_statements.sql"
-awk '/^-- round trip/ { if (open) print "\\endpipeline"; print "\\startpipeline"; open = 1; next }
-  { print } END { if (open) print "\\endpipeline" }' bench/sql/create_statements.sql >"$create"
+pipelined bench/sql/create_statements.sql "$create"
 scripts=("C_keyedcreate renga_statement_a $baselines/C_keyedcreate.sql" "create_statements renga_statement $create")
 for f in ${VARIANTS:-}; do scripts+=("$(basename "$f" .sql) renga_statement $f"); done
 for s in "${scripts[@]}"; do

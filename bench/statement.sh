@@ -20,22 +20,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-10}; rounds=${2:-3}
 baselines=${BASELINES:-../shared/baselines}
 pg="postgres://postgres@127.0.0.1:5432"
-for d in renga_statement renga_statement_a; do
-  psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
-done
-psql -q "$pg/renga_statement_a" -f "$baselines/schema.sql" >/dev/null
-for f in migrations/*.sql; do awk '/^-- \+goose Down/ { exit } { print }' "$f"; done | grep -v '^-- +goose' |
-  psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" >/dev/null
-psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" <<'SQL'
-INSERT INTO organizations (id, slug, display_name) VALUES ('org_1', 'one', 'One');
-INSERT INTO organization_policies (organization_id) VALUES ('org_1');
-INSERT INTO organization_settings (organization_id) VALUES ('org_1');
-INSERT INTO installations (id, organization_id, public_key, hostname, os)
-  SELECT 'ins_' || i, 'org_1', sha256(i::text::bytea), 'h' || i, 'linux' FROM generate_series(1, 16) i;
-INSERT INTO operator_tokens (id, name, token_hash, scopes) VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}');
-SQL
-# SETUP: SQL run on the project's database after the fixtures (tables a variant needs).
-if [ -n "${SETUP:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" -f "$SETUP" >/dev/null; fi
+. bench/statement_dbs.sh
+statement_dbs "$pg"
 run() { # database script: one line of TPS and CPU per transaction
   local cpu o; cpu=$(mktemp); o=$(mktemp)
   psql -qc CHECKPOINT "$pg/$1"
@@ -52,8 +38,7 @@ run() { # database script: one line of TPS and CPU per transaction
 statement=${STATEMENT:-bench/sql/intake_statement.sql}
 if [ -n "${PIPELINED:-}" ]; then
   p=$(mktemp -d)/$(basename "$statement")
-  awk '/^-- round trip/ { if (open) print "\\endpipeline"; print "\\startpipeline"; open = 1; next }
-    { print } END { if (open) print "\\endpipeline" }' "$statement" >"$p"
+  pipelined "$statement" "$p"
   statement=$p
 fi
 for _ in $(seq "$rounds"); do
