@@ -14,21 +14,22 @@ SELECT pg_advisory_xact_lock(hashtextextended('idem-' || :k, 0));
 SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
   WHERE actor_id = 'tok_1' AND method = 'POST' AND route = '/api/v1/operator/organizations'
   AND key_hash = sha256(convert_to('idem-' || :k, 'UTF8')) AND expires_at > now();
--- round trip: the create, the stored result, the audit event, Activity, COMMIT
+-- round trip: the create; the stored result, the audit event and Activity (one statement); COMMIT
 WITH o AS (
     INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
     VALUES ('org_' || :k, 's' || :k, 'New org ' || :k, 'active', 1, now(), now()) RETURNING id),
   p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o)
 INSERT INTO organization_settings (organization_id) SELECT id FROM o;
-INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
+WITH stored AS (
+    INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
   VALUES ('tok_1', 'POST', '/api/v1/operator/organizations', sha256(convert_to('idem-' || :k, 'UTF8')),
     sha256(convert_to('req-' || :k, 'UTF8')), 201, '{"Content-Type":["application/json"],"Location":["/api/v1/operator/organizations/org_1"]}',
     convert_to('{"id":"org_' || :k || '","slug":"s' || :k || '","display_name":"New org","state":"active","version":1}', 'UTF8'),
     now() + interval '24 hours')
   ON CONFLICT (actor_id, method, route, key_hash) DO UPDATE SET request_digest = excluded.request_digest,
     status = excluded.status, headers = excluded.headers, body = excluded.body,
-    created_at = now(), expires_at = excluded.expires_at;
-WITH audit AS (
+    created_at = now(), expires_at = excluded.expires_at),
+  audit AS (
     INSERT INTO audit_events (id, time, request_id, actor_type, actor_id, actor_name, invocation_id, operation,
       organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address, provider_id,
       target_email)
