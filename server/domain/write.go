@@ -214,8 +214,9 @@ const storeResultSQL = `INSERT INTO idempotency_keys (actor_id, method, route, k
 			  created_at = now(), expires_at = excluded.expires_at`
 
 // storeResultAndAuditSQL is storeResultSQL and auditSQL as one statement (its parameters after
-// storeResultSQL's nine): PostgreSQL starts an executor per statement, a tenth of its work for
-// a create (bench/pgcallgrind.sh), so a keyed write's end sends one statement fewer.
+// storeResultSQL's nine): PostgreSQL starts an executor per statement (about a sixth of its
+// instructions for a create, bench/pgcallgrind.sh with TOP=1), so a keyed write's end sends one
+// statement fewer: 0.6–2.8 % fewer instructions per create, measured.
 var storeResultAndAuditSQL = "WITH stored AS (" + storeResultSQL + "),\n" +
 	renumberParams(strings.TrimPrefix(auditSQL, "WITH "), 9)
 
