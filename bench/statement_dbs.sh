@@ -3,7 +3,8 @@
 
 # statement_dbs URL: (re)makes, on the server at URL (postgres://user@host:port), renga_statement_a
 # with the baselines' schema ($baselines) and renga_statement with the project's migrations, one
-# organization with its policy and settings, 16 installations and an operator token; then runs
+# organization as the API makes it (its policy and settings have no rows until their first
+# write), 16 installations and an operator token; then runs
 # SETUP (an SQL file: tables a variant needs, say) on renga_statement when it is set.
 statement_dbs() {
   local pg=$1 d f
@@ -15,8 +16,6 @@ statement_dbs() {
     psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" >/dev/null
   psql -q -v ON_ERROR_STOP=1 "$pg/renga_statement" <<'SQL'
 INSERT INTO organizations (id, slug, display_name) VALUES ('org_1', 'one', 'One');
-INSERT INTO organization_policies (organization_id) VALUES ('org_1');
-INSERT INTO organization_settings (organization_id) VALUES ('org_1');
 INSERT INTO installations (id, organization_id, public_key, hostname, os)
   SELECT 'ins_' || i, 'org_1', sha256(i::text::bytea), 'h' || i, 'linux' FROM generate_series(1, 16) i;
 INSERT INTO operator_tokens (id, name, token_hash, scopes) VALUES ('tok_1', 'bench', sha256('tok_1'), '{organizations:write}');

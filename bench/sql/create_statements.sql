@@ -15,11 +15,8 @@ SELECT request_digest, status, headers, body, expires_at FROM idempotency_keys
   WHERE actor_id = 'tok_1' AND method = 'POST' AND route = '/api/v1/operator/organizations'
   AND key_hash = sha256(convert_to('idem-' || :k, 'UTF8')) AND expires_at > now();
 -- round trip: the create; the stored result, the audit event and Activity (one statement); COMMIT
-WITH o AS (
-    INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
-    VALUES ('org_' || :k, 's' || :k, 'New org ' || :k, 'active', 1, now(), now()) RETURNING id),
-  p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o)
-INSERT INTO organization_settings (organization_id) SELECT id FROM o;
+INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
+  VALUES ('org_' || :k, 's' || :k, 'New org ' || :k, 'active', 1, now(), now());
 WITH stored AS (
     INSERT INTO idempotency_keys (actor_id, method, route, key_hash, request_digest, status, headers, body, expires_at)
   VALUES ('tok_1', 'POST', '/api/v1/operator/organizations', sha256(convert_to('idem-' || :k, 'UTF8')),

@@ -11,7 +11,7 @@ ins AS (
 pol AS (
   SELECT version, document FROM organization_policies WHERE organization_id = 'org_1'),
 current AS (
-  SELECT 0::bigint = 0 OR coalesce((SELECT version FROM pol), 0) = 0 AS ok),
+  SELECT 0::bigint = 0 OR coalesce((SELECT version FROM pol), 1) = 0 AS ok),
 today AS (
   SELECT coalesce(sum(intake_bytes), 0)::bigint AS total FROM usage_counters
   WHERE organization_id = 'org_1' AND day = (now() AT TIME ZONE 'UTC')::date),

@@ -221,6 +221,13 @@ func TestPurgeCancelRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Documents with rows (a new organization's have none until their first write).
+		if _, _, _, err := domain.PutPolicy(ctx, env.Pool, o.ID, 1, domain.PolicyDocument{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := domain.PutSettings(ctx, env.Pool, o.ID, 1, domain.SettingsWrite{}, nil); err != nil {
+			t.Fatal(err)
+		}
 		if _, _, err := domain.ScheduleDeletion(ctx, env.Pool, o.ID, 0); err != nil {
 			t.Fatal(err)
 		}

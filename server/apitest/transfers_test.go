@@ -365,8 +365,9 @@ func editManifest(t testing.TB, archive []byte, edit func(m map[string]any)) []b
 func inventoryDigest(t testing.TB, env *servertest.Env, orgID string) map[string]string {
 	t.Helper()
 	queries := map[string]string{
-		"settings": `SELECT document::text FROM organization_settings WHERE organization_id = $1`,
-		"policy":   `SELECT document::text FROM organization_policies WHERE organization_id = $1`,
+		// A document never written has no row: the defaults, '{}'.
+		"settings": `SELECT coalesce((SELECT document::text FROM organization_settings WHERE organization_id = $1), '{}')`,
+		"policy":   `SELECT coalesce((SELECT document::text FROM organization_policies WHERE organization_id = $1), '{}')`,
 		"installations": `SELECT string_agg(json_build_object('id', id, 'public_key', encode(public_key, 'hex'), 'hostname', hostname,
 			'os', os, 'registered_at', registered_at, 'last_seen_at', last_seen_at)::text, E'\n' ORDER BY id) FROM installations WHERE organization_id = $1`,
 		"observation_batches": `SELECT string_agg(json_build_object('i', installation_id, 'b', batch_id, 'r', received_at)::text, E'\n'

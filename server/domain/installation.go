@@ -101,7 +101,8 @@ type InstallationHolder struct {
 	Installation Installation
 	Org          AgentOrg
 	Policy       PolicyDocument
-	// PolicyVersion is Policy's version (0: the organization has no policy row).
+	// PolicyVersion is Policy's version (1 while the policy was never written: no row, the empty
+	// document).
 	PolicyVersion int64
 }
 
@@ -111,7 +112,7 @@ func InstallationForAuth(ctx context.Context, q db.DBTX, id string) (Installatio
 	var policy []byte
 	i := &h.Installation
 	err := q.QueryRow(ctx, `SELECT i.id, i.organization_id, i.public_key, i.hostname, i.os, i.registered_at, i.last_seen_at,
-			o.display_name, o.state, coalesce(p.document, '{}'), coalesce(p.version, 0)
+			o.display_name, o.state, coalesce(p.document, '{}'), coalesce(p.version, 1)
 		FROM installations i JOIN organizations o ON o.id = i.organization_id
 		LEFT JOIN organization_policies p ON p.organization_id = i.organization_id
 		WHERE i.id = $1`, id).Scan(&i.ID, &i.OrganizationID, &i.PublicKey, &i.Hostname, &i.OS, &i.RegisteredAt, &i.LastSeenAt,

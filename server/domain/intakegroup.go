@@ -333,9 +333,9 @@ func acceptBatches(ctx context.Context, q Pool, group []*intakeCall) ([]intakeAn
 			SELECT organization_id, sum(intake_bytes)::bigint AS total FROM usage_counters
 			WHERE organization_id IN (SELECT org FROM input) AND day = (now() AT TIME ZONE 'UTC')::date GROUP BY organization_id),
 		checked AS (
-			SELECT i.n, i.org, i.inst, i.batch_id, i.body, i.bytes, o.state, coalesce(o.moving, false) AS moving, p.version,
+			SELECT i.n, i.org, i.inst, i.batch_id, i.body, i.bytes, o.state, coalesce(o.moving, false) AS moving, coalesce(p.version, 1) AS version,
 				o.id IS NULL AND EXISTS (SELECT 1 FROM organizations x WHERE x.id = i.org) AS busy,
-				i.policy_version = 0 OR coalesce(p.version, 0) = i.policy_version AS current, p.document,
+				i.policy_version = 0 OR coalesce(p.version, 1) = i.policy_version AS current, coalesce(p.document, '{}') AS document,
 				EXISTS (SELECT 1 FROM installations s WHERE s.id = i.inst AND s.organization_id = i.org
 					AND (i.public_key IS NULL OR s.public_key = i.public_key)) AS installed,
 				coalesce(t.total, 0) + sum(i.bytes) OVER (PARTITION BY i.org ORDER BY i.n) <= i.threshold AS under

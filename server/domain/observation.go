@@ -113,7 +113,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 		pol AS (
 			SELECT version, document FROM organization_policies WHERE organization_id = $1),
 		current AS (
-			SELECT $8::bigint = 0 OR coalesce((SELECT version FROM pol), 0) = $8 AS ok),
+			SELECT $8::bigint = 0 OR coalesce((SELECT version FROM pol), 1) = $8 AS ok),
 		today AS (
 			SELECT coalesce(sum(intake_bytes), 0)::bigint AS total FROM usage_counters
 			WHERE organization_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date),
@@ -140,7 +140,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 			UPDATE installations SET last_seen_at = now() WHERE id IN (SELECT id FROM touched))
 		SELECT (SELECT state FROM org), coalesce((SELECT moving FROM org), false), EXISTS (SELECT 1 FROM within),
 			EXISTS (SELECT 1 FROM batch), EXISTS (SELECT 1 FROM ins),
-			(SELECT version FROM pol), CASE WHEN NOT (SELECT ok FROM current) THEN (SELECT document FROM pol) END`,
+			coalesce((SELECT version FROM pol), 1), CASE WHEN NOT (SELECT ok FROM current) THEN coalesce((SELECT document FROM pol), '{}') END`,
 		b.OrganizationID, b.InstallationID, b.BatchID, b.Body, b.Bytes, threshold, b.PublicKey, b.PolicyVersion).
 		Scan(&r.state, &r.moving, &r.ok, &r.fresh, &r.installed, &r.version, &r.policy)
 	if err != nil {

@@ -40,12 +40,8 @@ const orgColumns = `id, slug, display_name, state, suspended_reason, purge_after
 
 // CreateOrganization creates an active organization with an empty policy and default settings.
 func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string) (Organization, error) {
-	rows, err := q.Query(ctx, `WITH o AS (
-			INSERT INTO organizations (id, slug, display_name) VALUES ($1, $2, $3)
-			ON CONFLICT (slug) DO NOTHING RETURNING `+orgColumns+`),
-		p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o),
-		s AS (INSERT INTO organization_settings (organization_id) SELECT id FROM o)
-		SELECT * FROM o`, db.NewID("org"), slug, displayName)
+	rows, err := q.Query(ctx, `INSERT INTO organizations (id, slug, display_name) VALUES ($1, $2, $3)
+		ON CONFLICT (slug) DO NOTHING RETURNING `+orgColumns, db.NewID("org"), slug, displayName)
 	if err != nil {
 		return Organization{}, err
 	}
@@ -58,16 +54,13 @@ func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string
 
 // DeferredOrganizationCreate is CreateOrganization for a write that knows its transaction's
 // now(): the organization it will create (what CreateOrganization would return), and the
-// statement that creates it with its policy and settings, to send in the write's last round
-// trip. A taken slug fails that statement; SlugTakenError makes ErrSlugTaken of it.
+// statement that creates it, to send in the write's last round trip (its policy and settings
+// are the defaults, at version 1, with no rows until their first write). A taken slug fails that statement; SlugTakenError makes ErrSlugTaken of it.
 func DeferredOrganizationCreate(slug, displayName string, now time.Time) (Organization, string, []any) {
 	o := Organization{ID: db.NewID("org"), Slug: slug, DisplayName: displayName, State: StateActive, Version: 1,
 		CreatedAt: now, UpdatedAt: now}
-	return o, `WITH o AS (
-			INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id),
-		p AS (INSERT INTO organization_policies (organization_id) SELECT id FROM o)
-		INSERT INTO organization_settings (organization_id) SELECT id FROM o`,
+	return o, `INSERT INTO organizations (id, slug, display_name, state, version, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)`,
 		[]any{o.ID, o.Slug, o.DisplayName, o.State, o.Version, now}
 }
 

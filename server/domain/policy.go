@@ -18,12 +18,14 @@ type Policy struct {
 	Version        int64
 }
 
-// GetPolicy reads an organization's policy document.
+// GetPolicy reads an organization's policy document. An organization whose policy was never
+// written has no row: its document is empty, at version 1 (what the row would hold).
 func GetPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
 	return scanPolicy(orgID, q.QueryRow(ctx, getPolicy, orgID))
 }
 
-const getPolicy = `SELECT document, version FROM organization_policies WHERE organization_id = $1`
+const getPolicy = `SELECT coalesce(p.document, '{}'), coalesce(p.version, 1)
+	FROM organizations o LEFT JOIN organization_policies p ON p.organization_id = o.id WHERE o.id = $1`
 
 // QueueGetPolicy queues GetPolicy on b; the returned function reads its result.
 func QueueGetPolicy(b *pgx.Batch, orgID string) func(pgx.BatchResults) (Policy, error) {
@@ -68,8 +70,7 @@ func PutPolicy(ctx context.Context, q db.DBTX, orgID string, expected int64, doc
 		return Policy{}, o, nil, err
 	}
 	p := Policy{OrganizationID: orgID, Document: doc}
-	if err := q.QueryRow(ctx, `UPDATE organization_policies SET document = $2, version = version + 1, updated_at = now()
-		WHERE organization_id = $1 RETURNING version`, orgID, raw).Scan(&p.Version); err != nil {
+	if p.Version, err = writeDocument(ctx, q, "organization_policies", orgID, old.Version, raw); err != nil {
 		return Policy{}, o, nil, err
 	}
 	if Entitled(old.Document, defaults, policyfield.OrganizationIdentityProviders) &&
@@ -81,15 +82,40 @@ func PutPolicy(ctx context.Context, q db.DBTX, orgID string, expected int64, doc
 	return p, o, changedPolicyFields(old.Document, doc), nil
 }
 
+// lockPolicy reads the policy for a change, holding its row if it has one. Its callers hold the
+// organization's row (lockOrganization), so a policy without a row gets its first one from
+// one writer at a time.
 func lockPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
-	p := Policy{OrganizationID: orgID}
-	var raw []byte
+	p := Policy{OrganizationID: orgID, Version: 1}
+	raw := []byte("{}")
 	err := q.QueryRow(ctx, `SELECT document, version FROM organization_policies WHERE organization_id = $1 FOR UPDATE`, orgID).Scan(&raw, &p.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, db.ErrNotFound
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return p, err
 	}
 	return p, json.Unmarshal(raw, &p.Document)
+}
+
+// writeDocument stores an organization's policy or settings document (table is
+// organization_policies or organization_settings, whose rows are alike) one version on from
+// read, the version the caller read: a row's first write stores version 2 (an organization's
+// documents are at version 1, the defaults, until their first write, which makes their row).
+// It returns the version stored; a version other than read stored meanwhile (a first row
+// another transaction made) is a VersionMismatchError, and nothing is written.
+func writeDocument(ctx context.Context, q db.DBTX, table, orgID string, read int64, raw []byte) (int64, error) {
+	var version int64
+	err := q.QueryRow(ctx, `WITH updated AS (
+			UPDATE `+table+` SET document = $2, version = version + 1, updated_at = now()
+			WHERE organization_id = $1 AND version = $3 RETURNING version),
+		inserted AS (
+			INSERT INTO `+table+` (organization_id, document, version) SELECT $1, $2, 2
+			WHERE $3 = 1 AND NOT EXISTS (SELECT 1 FROM updated) ON CONFLICT (organization_id) DO NOTHING RETURNING version)
+		SELECT version FROM updated UNION ALL SELECT version FROM inserted`, orgID, raw, read).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var current int64
+		if err := q.QueryRow(ctx, `SELECT version FROM `+table+` WHERE organization_id = $1`, orgID).Scan(&current); err != nil {
+			return 0, db.Translate(err)
+		}
+		return 0, &VersionMismatchError{Current: current}
+	}
+	return version, err
 }

@@ -44,10 +44,23 @@ func GetSettings(ctx context.Context, q db.DBTX, orgID string) (SettingsDocument
 	return readSettings(ctx, q, orgID, "")
 }
 
+// readSettings reads the settings; lock "FOR UPDATE" holds their row, if they have one. An
+// organization whose settings were never written has no row: they are the defaults, at
+// version 1 (what the row would hold).
 func readSettings(ctx context.Context, q db.DBTX, orgID, lock string) (SettingsDocument, error) {
 	d := SettingsDocument{Settings: DefaultSettings()}
 	var raw []byte
-	err := q.QueryRow(ctx, `SELECT document, version FROM organization_settings WHERE organization_id = $1 `+lock, orgID).Scan(&raw, &d.Version)
+	var err error
+	if lock == "" {
+		err = q.QueryRow(ctx, `SELECT coalesce(s.document, '{}'), coalesce(s.version, 1)
+			FROM organizations o LEFT JOIN organization_settings s ON s.organization_id = o.id WHERE o.id = $1`, orgID).Scan(&raw, &d.Version)
+	} else {
+		err = q.QueryRow(ctx, `SELECT document, version FROM organization_settings WHERE organization_id = $1 `+lock, orgID).Scan(&raw, &d.Version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// No row yet: the defaults, if the organization is there.
+			return readSettings(ctx, q, orgID, "")
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, db.ErrNotFound
 	}
@@ -142,8 +155,7 @@ func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w
 		return SettingsDocument{}, nil, err
 	}
 	d := SettingsDocument{Settings: s}
-	if err := q.QueryRow(ctx, `UPDATE organization_settings SET document = $2, version = version + 1, updated_at = now()
-		WHERE organization_id = $1 RETURNING version`, orgID, raw).Scan(&d.Version); err != nil {
+	if d.Version, err = writeDocument(ctx, q, "organization_settings", orgID, old.Version, raw); err != nil {
 		return SettingsDocument{}, nil, err
 	}
 	return d, changedSettings(old.Settings, s), nil

@@ -378,8 +378,7 @@ func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
 			if json.Unmarshal(r.Document, &doc) != nil || doc == nil {
 				return bad("settings: not a JSON object")
 			}
-			_, err := tx.Exec(ctx, `UPDATE organization_settings SET document = $2, version = version + 1, updated_at = now()
-				WHERE organization_id = $1`, org, string(r.Document))
+			_, err := tx.Exec(ctx, importDocument("organization_settings"), org, string(r.Document))
 			return err
 		})
 	case "policy":
@@ -391,8 +390,7 @@ func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
 			if err != nil {
 				return bad("policy: %v", err)
 			}
-			_, err = tx.Exec(ctx, `UPDATE organization_policies SET document = $2, version = version + 1, updated_at = now()
-				WHERE organization_id = $1`, org, string(r.Document))
+			_, err = tx.Exec(ctx, importDocument("organization_policies"), org, string(r.Document))
 			return err
 		})
 	case "identity_providers":
@@ -534,3 +532,12 @@ func (s *jsonRows[T]) Next() bool {
 
 func (s *jsonRows[T]) Values() ([]any, error) { return s.row, nil }
 func (s *jsonRows[T]) Err() error             { return s.err }
+
+// importDocument is the statement that stores an imported settings or policy document (table
+// is organization_settings or organization_policies) one version on from the destination's:
+// its row's next version, or version 2 where the destination never wrote it (no row: the
+// defaults, version 1).
+func importDocument(table string) string {
+	return `INSERT INTO ` + table + ` AS d (organization_id, document, version) VALUES ($1, $2, 2)
+		ON CONFLICT (organization_id) DO UPDATE SET document = excluded.document, version = d.version + 1, updated_at = now()`
+}
