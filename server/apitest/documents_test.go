@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"renga.dev/renga/server/db"
@@ -81,18 +80,7 @@ func TestDocumentsWithoutRows(t *testing.T) {
 			const n = 32
 			replies := make([]reply, n)
 			errs := make([]error, n)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					replies[i], errs[i] = sendE(env, d.put(token, org.ID, i))
-				}()
-			}
-			close(start)
-			wg.Wait()
+			parallelDo(n, func(i int) { replies[i], errs[i] = sendE(env, d.put(token, org.ID, i)) })
 			winner := -1
 			for i, r := range replies {
 				if errs[i] != nil {
@@ -169,23 +157,14 @@ func TestDocumentsFirstWriteRace(t *testing.T) {
 		}
 		for _, doc := range []string{"settings", "policy"} {
 			errs := make([]error, writers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					hours := int64(i + 1)
-					if doc == "settings" {
-						_, _, errs[i] = domain.PutSettings(ctx, env.Pool, o.ID, 1, domain.SettingsWrite{SessionMaxAgeHours: &hours}, nil)
-					} else {
-						_, _, _, errs[i] = domain.PutPolicy(ctx, env.Pool, o.ID, 1, domain.PolicyDocument{policyfield.MaxAgents: hours}, nil)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
+			parallelDo(writers, func(i int) {
+				hours := int64(i + 1)
+				if doc == "settings" {
+					_, _, errs[i] = domain.PutSettings(ctx, env.Pool, o.ID, 1, domain.SettingsWrite{SessionMaxAgeHours: &hours}, nil)
+				} else {
+					_, _, _, errs[i] = domain.PutPolicy(ctx, env.Pool, o.ID, 1, domain.PolicyDocument{policyfield.MaxAgents: hours}, nil)
+				}
+			})
 			won := 0
 			for i, err := range errs {
 				var mismatch *domain.VersionMismatchError
