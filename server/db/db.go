@@ -101,8 +101,11 @@ func Translate(err error) error {
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // NewID returns prefix + "_" + 26 characters: 48 bits of milliseconds then 80 random bits, so
-// IDs of one kind sort roughly by creation time (pagination relies on that order being stable,
-// not on it being exact).
+// IDs sort by creation time: exactly within one process (an ID made in the same millisecond as
+// the process's previous one, or while the clock stands behind it, is that one plus one), to the
+// millisecond across processes. Lists in ID order are in creation order (two organizations
+// created in one millisecond by one server included); pagination relies on the order being
+// stable. IDs are not secrets: consecutive ones may differ by one.
 func NewID(prefix string) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[0:8], uint64(time.Now().UnixMilli())<<16)
@@ -112,6 +115,7 @@ func NewID(prefix string) string {
 	// 128 bits → 26 base32 characters (130 bits, top two zero).
 	hi := binary.BigEndian.Uint64(b[0:8])
 	lo := binary.BigEndian.Uint64(b[8:16])
+	hi, lo = lastID.after(hi, lo)
 	// Built in one buffer on the stack, so that the ID is the one allocation (every request
 	// makes one, its request ID).
 	var buf [64]byte
@@ -244,4 +248,27 @@ func numberConnections(cfg *pgxpool.Config) {
 			before(c)
 		}
 	}
+}
+
+// lastID is the process's last ID (its 128 bits), which the next one must sort after.
+var lastID monotonic
+
+type monotonic struct {
+	mu     sync.Mutex
+	hi, lo uint64
+}
+
+// after returns hi, lo if they sort after the last ID by their milliseconds (the top 48 bits),
+// otherwise the last ID plus one; and keeps what it returns as the last.
+func (m *monotonic) after(hi, lo uint64) (uint64, uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if hi>>16 <= m.hi>>16 {
+		hi, lo = m.hi, m.lo+1
+		if lo == 0 {
+			hi++
+		}
+	}
+	m.hi, m.lo = hi, lo
+	return hi, lo
 }
