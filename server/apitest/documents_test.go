@@ -28,15 +28,15 @@ func TestDocumentsWithoutRows(t *testing.T) {
 		table  string
 		path   string
 		create func(orgID string) (token string)
-		put    func(token, orgID string, i int) req
+		put    func(token, orgID, ifMatch string, i int) req
 		get    func(token, orgID string) req
 		winner func(t *testing.T, body reply, i int)
 	}
 	docs := []document{{
 		name: "policy", table: "organization_policies", path: "policy",
 		create: func(string) string { return op },
-		put: func(token, orgID string, i int) req {
-			return putPolicyReq(token, orgID, `"1"`, map[string]any{"limits": map[string]any{"max_agents": i + 1}})
+		put: func(token, orgID, ifMatch string, i int) req {
+			return putPolicyReq(token, orgID, ifMatch, map[string]any{"limits": map[string]any{"max_agents": i + 1}})
 		},
 		get: func(token, orgID string) req {
 			return req{Method: http.MethodGet, Path: policyPath(orgID), Token: token}
@@ -53,8 +53,8 @@ func TestDocumentsWithoutRows(t *testing.T) {
 		create: func(orgID string) string {
 			return addOwner(t, env, op, orgID, "owner@"+orgID+".example", "Owner").APIKey
 		},
-		put: func(token, _ string, i int) req {
-			return settingsReq(token, `"1"`, map[string]any{"session_max_age_hours": i + 1})
+		put: func(token, _, ifMatch string, i int) req {
+			return settingsReq(token, ifMatch, map[string]any{"session_max_age_hours": i + 1})
 		},
 		get: func(token, _ string) req { return req{Method: http.MethodGet, Path: settingsPath, Token: token} },
 		winner: func(t *testing.T, r reply, i int) {
@@ -80,7 +80,7 @@ func TestDocumentsWithoutRows(t *testing.T) {
 			const n = 32
 			replies := make([]reply, n)
 			errs := make([]error, n)
-			parallelDo(n, func(i int) { replies[i], errs[i] = sendE(env, d.put(token, org.ID, i)) })
+			parallelDo(n, func(i int) { replies[i], errs[i] = sendE(env, d.put(token, org.ID, `"1"`, i)) })
 			winner := -1
 			for i, r := range replies {
 				if errs[i] != nil {
@@ -116,10 +116,10 @@ func TestDocumentsWithoutRows(t *testing.T) {
 				t.Errorf("%d %s rows at version 2, want 1", n, d.table)
 			}
 			// The next write goes on from the row.
-			if stale := send(t, env, d.put(token, org.ID, n)); stale.Status != http.StatusPreconditionFailed {
+			if stale := send(t, env, d.put(token, org.ID, `"1"`, n)); stale.Status != http.StatusPreconditionFailed {
 				t.Errorf("write with If-Match \"1\" after the first: %d %s", stale.Status, stale.Body)
 			}
-			if again := send(t, env, withIfMatch(d.put(token, org.ID, n), `"2"`)); again.Status != http.StatusOK || again.Header.Get("ETag") != `"3"` {
+			if again := send(t, env, d.put(token, org.ID, `"2"`, n)); again.Status != http.StatusOK || again.Header.Get("ETag") != `"3"` {
 				t.Errorf("write with If-Match \"2\": %d ETag %q %s", again.Status, again.Header.Get("ETag"), again.Body)
 			}
 		})
@@ -128,17 +128,6 @@ func TestDocumentsWithoutRows(t *testing.T) {
 	if r := send(t, env, req{Method: http.MethodGet, Path: policyPath(db.NewID("org")), Token: op}); r.Status != http.StatusNotFound {
 		t.Errorf("GET policy of no organization: %d %s", r.Status, r.Body)
 	}
-}
-
-// withIfMatch is r with If-Match set to v.
-func withIfMatch(r req, v string) req {
-	h := http.Header{}
-	for k, vs := range r.Header {
-		h[k] = vs
-	}
-	h.Set("If-Match", v)
-	r.Header = h
-	return r
 }
 
 // TestDocumentsFirstWriteRace: many rounds of concurrent first writes straight to the domain

@@ -55,7 +55,8 @@ func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string
 // DeferredOrganizationCreate is CreateOrganization for a write that knows its transaction's
 // now(): the organization it will create (what CreateOrganization would return), and the
 // statement that creates it, to send in the write's last round trip (its policy and settings
-// are the defaults, at version 1, with no rows until their first write). A taken slug fails that statement; SlugTakenError makes ErrSlugTaken of it.
+// are the defaults, at version 1, with no rows until their first write). A taken slug fails
+// that statement; SlugTakenError makes ErrSlugTaken of it.
 func DeferredOrganizationCreate(slug, displayName string, now time.Time) (Organization, string, []any) {
 	o := Organization{ID: db.NewID("org"), Slug: slug, DisplayName: displayName, State: StateActive, Version: 1,
 		CreatedAt: now, UpdatedAt: now}

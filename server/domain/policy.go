@@ -24,8 +24,26 @@ func GetPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
 	return scanPolicy(orgID, q.QueryRow(ctx, getPolicy, orgID))
 }
 
-const getPolicy = `SELECT coalesce(p.document, '{}'), coalesce(p.version, 1)
-	FROM organizations o LEFT JOIN organization_policies p ON p.organization_id = o.id WHERE o.id = $1`
+var getPolicy = readDocumentSQL("organization_policies")
+
+// readDocumentSQL reads an organization's policy or settings document (table is
+// organization_policies or organization_settings, whose rows are alike): its row's document
+// and version, or, for a document never written (no row), the defaults ('{}') at version 1;
+// no row when the organization is not there.
+func readDocumentSQL(table string) string {
+	return `SELECT coalesce(d.document, '{}'), coalesce(d.version, 1)
+		FROM organizations o LEFT JOIN ` + table + ` d ON d.organization_id = o.id WHERE o.id = $1`
+}
+
+// lockDocument reads a policy or settings document for a change, holding its row; found is
+// false when it has none (never written).
+func lockDocument(ctx context.Context, q db.DBTX, table, orgID string) (raw []byte, version int64, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT document, version FROM `+table+` WHERE organization_id = $1 FOR UPDATE`, orgID).Scan(&raw, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, false, nil
+	}
+	return raw, version, err == nil, err
+}
 
 // QueueGetPolicy queues GetPolicy on b; the returned function reads its result.
 func QueueGetPolicy(b *pgx.Batch, orgID string) func(pgx.BatchResults) (Policy, error) {
@@ -86,12 +104,15 @@ func PutPolicy(ctx context.Context, q db.DBTX, orgID string, expected int64, doc
 // organization's row (lockOrganization), so a policy without a row gets its first one from
 // one writer at a time.
 func lockPolicy(ctx context.Context, q db.DBTX, orgID string) (Policy, error) {
-	p := Policy{OrganizationID: orgID, Version: 1}
-	raw := []byte("{}")
-	err := q.QueryRow(ctx, `SELECT document, version FROM organization_policies WHERE organization_id = $1 FOR UPDATE`, orgID).Scan(&raw, &p.Version)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	p := Policy{OrganizationID: orgID}
+	raw, version, found, err := lockDocument(ctx, q, "organization_policies", orgID)
+	if err != nil {
 		return p, err
 	}
+	if !found {
+		raw, version = []byte("{}"), 1
+	}
+	p.Version = version
 	return p, json.Unmarshal(raw, &p.Document)
 }
 

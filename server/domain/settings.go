@@ -3,10 +3,7 @@ package domain
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
-
-	"github.com/jackc/pgx/v5"
 
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain/policyfield"
@@ -41,31 +38,27 @@ type SettingsWrite struct {
 
 // GetSettings reads the owners' settings document.
 func GetSettings(ctx context.Context, q db.DBTX, orgID string) (SettingsDocument, error) {
-	return readSettings(ctx, q, orgID, "")
+	return readSettings(ctx, q, orgID, false)
 }
 
-// readSettings reads the settings; lock "FOR UPDATE" holds their row, if they have one. An
-// organization whose settings were never written has no row: they are the defaults, at
-// version 1 (what the row would hold).
-func readSettings(ctx context.Context, q db.DBTX, orgID, lock string) (SettingsDocument, error) {
+var getSettings = readDocumentSQL("organization_settings")
+
+// readSettings reads the settings (the defaults at version 1 while they have no row, see
+// readDocumentSQL); forUpdate holds their row, if they have one.
+func readSettings(ctx context.Context, q db.DBTX, orgID string, forUpdate bool) (SettingsDocument, error) {
 	d := SettingsDocument{Settings: DefaultSettings()}
 	var raw []byte
 	var err error
-	if lock == "" {
-		err = q.QueryRow(ctx, `SELECT coalesce(s.document, '{}'), coalesce(s.version, 1)
-			FROM organizations o LEFT JOIN organization_settings s ON s.organization_id = o.id WHERE o.id = $1`, orgID).Scan(&raw, &d.Version)
-	} else {
-		err = q.QueryRow(ctx, `SELECT document, version FROM organization_settings WHERE organization_id = $1 `+lock, orgID).Scan(&raw, &d.Version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// No row yet: the defaults, if the organization is there.
-			return readSettings(ctx, q, orgID, "")
+	if forUpdate {
+		var found bool
+		if raw, d.Version, found, err = lockDocument(ctx, q, "organization_settings", orgID); err == nil && !found {
+			return readSettings(ctx, q, orgID, false) // the defaults, if the organization is there
 		}
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, db.ErrNotFound
+	} else {
+		err = q.QueryRow(ctx, getSettings, orgID).Scan(&raw, &d.Version)
 	}
 	if err != nil {
-		return d, err
+		return d, db.Translate(err)
 	}
 	if err := json.Unmarshal(raw, &d.Settings); err != nil {
 		return d, err
@@ -143,7 +136,7 @@ func PutSettings(ctx context.Context, q db.DBTX, orgID string, expected int64, w
 	if name := lockedSetting(w, locks); name != "" {
 		return SettingsDocument{}, nil, &SettingLockedError{name}
 	}
-	old, err := readSettings(ctx, q, orgID, "FOR UPDATE")
+	old, err := readSettings(ctx, q, orgID, true)
 	if err != nil {
 		return SettingsDocument{}, nil, err
 	}

@@ -89,14 +89,8 @@ var exportKinds = []struct {
 }{
 	{"organization", `SELECT json_build_object('id', id, 'slug', slug, 'display_name', display_name,
 		'state', state, 'created_at', created_at)::text FROM organizations WHERE id = $1`, nil},
-	// Settings and policy never written have no row: the defaults, at version 1, as of the
-	// organization's creation.
-	{"settings", `SELECT json_build_object('document', coalesce(d.document, '{}'), 'version', coalesce(d.version, 1),
-		'updated_at', coalesce(d.updated_at, o.created_at))::text
-		FROM organizations o LEFT JOIN organization_settings d ON d.organization_id = o.id WHERE o.id = $1`, nil},
-	{"policy", `SELECT json_build_object('document', coalesce(d.document, '{}'), 'version', coalesce(d.version, 1),
-		'updated_at', coalesce(d.updated_at, o.created_at))::text
-		FROM organizations o LEFT JOIN organization_policies d ON d.organization_id = o.id WHERE o.id = $1`, nil},
+	{"settings", exportDocumentSQL("organization_settings"), nil},
+	{"policy", exportDocumentSQL("organization_policies"), nil},
 	{"identity_providers", `SELECT json_build_object('id', id, 'slug', slug, 'protocol', protocol, 'issuer', issuer,
 		'display_name', display_name, 'client_id', client_id, 'scopes', scopes, 'allowed_email_domains', allowed_email_domains,
 		'has_client_secret', client_secret IS NOT NULL, 'state', state, 'disabled_reason', disabled_reason,
@@ -471,4 +465,13 @@ func (w *chunkWriter) flush() error {
 		return errExportCancelled
 	}
 	return nil
+}
+
+// exportDocumentSQL is the archive's row of the settings or the policy (table is
+// organization_settings or organization_policies): a document never written (no row) is the
+// defaults at version 1, as of the organization's creation (readDocumentSQL).
+func exportDocumentSQL(table string) string {
+	return `SELECT json_build_object('document', coalesce(d.document, '{}'), 'version', coalesce(d.version, 1),
+		'updated_at', coalesce(d.updated_at, o.created_at))::text
+		FROM organizations o LEFT JOIN ` + table + ` d ON d.organization_id = o.id WHERE o.id = $1`
 }
