@@ -49,6 +49,10 @@ type Config struct {
 	// IntakeStatements is how many intake statements run at once; batches that arrive while
 	// they all run go together in the next (domain.IntakeGroups).
 	IntakeStatements int
+	// ReadBatches is how many of authentication's read batches (the token's check, with the
+	// read by ID it travels with) are in flight at once; reads that arrive while they all are go
+	// together in the next (db.ReadGroups).
+	ReadBatches int
 	// RequestTimeout bounds each API request, its database statements included (0: none).
 	RequestTimeout time.Duration
 	// MaxInFlight bounds the API requests served at once (0: no bound).
@@ -133,6 +137,7 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		MaxInFlight:                 256,
 		LogFlushInterval:            DefaultLogFlushInterval,
 		IntakeStatements:            2,
+		ReadBatches:                 2,
 		HTTP:                        DefaultHTTPTimeouts,
 	}
 	if mode == ModeDev {
@@ -166,6 +171,7 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		l.bad("RENGA_LOG_FLUSH_INTERVAL", "must be at most %s (0 writes each line at once), got %s", MaxLogFlushInterval, c.LogFlushInterval)
 	}
 	l.integer("RENGA_INTAKE_STATEMENTS", &c.IntakeStatements)
+	l.integer("RENGA_READ_BATCHES", &c.ReadBatches)
 	var maxConns int
 	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
 	c.DatabaseMaxConns = int32(min(maxConns, 1000))

@@ -92,11 +92,13 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Prefetch:                    prefetches,
 		Installations:               s.installations,
 		Direct:                      map[string]http.Handler{"getHome": home},
+		ReadBatches:                 cfg.ReadBatches,
 	}, pool, log)
 	if err != nil {
 		return nil, err
 	}
 	pl.RegisterMetrics(s.intakeMetrics()...)
+	pl.RegisterMetrics(readMetrics(pl)...)
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
 			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read."))

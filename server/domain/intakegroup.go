@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"renga.dev/renga/server/db"
 )
 
 // IntakeGroups is intake's group commit: batches that arrive while the server's intake
@@ -212,7 +212,11 @@ func (g *IntakeGroups) take() []*intakeCall {
 
 // send runs one group's statement and answers each of its batches.
 func (g *IntakeGroups) send(group []*intakeCall) {
-	ctx, cancel := groupContext(group)
+	ctxs := make([]context.Context, len(group))
+	for i, c := range group {
+		ctxs[i] = c.ctx
+	}
+	ctx, cancel := db.GroupContext(ctxs)
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]
@@ -261,51 +265,6 @@ func oneBatchsFault(err error) bool {
 		return true
 	}
 	return false
-}
-
-// groupContext is what a group's statement runs under: no one request's cancellation stops it
-// (the others are waiting for it), and it has as long as the batch with the most time left;
-// once every request of the group has ended, no one waits for it, and it is cancelled.
-func groupContext(group []*intakeCall) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(group[0].ctx)
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if last, ok := latestDeadline(group); ok {
-		ctx, cancel = context.WithDeadline(base, last)
-	} else {
-		ctx, cancel = context.WithCancel(base)
-	}
-	var left atomic.Int64
-	left.Store(int64(len(group)))
-	stops := make([]func() bool, len(group))
-	for i, c := range group {
-		stops[i] = context.AfterFunc(c.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
-}
-
-// latestDeadline is the latest of the group's requests' deadlines; none if one has none.
-func latestDeadline(group []*intakeCall) (time.Time, bool) {
-	var last time.Time
-	for _, c := range group {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			return time.Time{}, false
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	return last, true
 }
 
 // acceptBatches is acceptBatch for a group, in one statement: one answer per batch, in order.

@@ -1,0 +1,276 @@
+package db
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReadGroups sends reads together: reads that arrive while the group's batches are all in
+// flight wait, and the next batch carries them together, one round trip (one write to
+// PostgreSQL, one wake-up of its backend) for the group instead of one each. With a batch free,
+// a read goes alone at once on its request's own context, so a quiet server adds no wait.
+//
+// A read is a request's statements, queued on its own pgx.Batch, and the function that takes
+// their results back, in order. Reads only: each statement runs in its own implicit
+// transaction as it would alone (PostgreSQL answers a group's statements one after the other,
+// each from its own snapshot), and a group nobody waits for anymore may be sent again or not at
+// all. A group's batch is sent under the latest of its requests' deadlines and is cancelled once
+// every request of it has ended (GroupContext); a request whose context ends gets its error at
+// once. A group that PostgreSQL refuses for what a read holds (a statement's own error, not the
+// connection's or the server's: see Unavailable) sends each of its reads alone, first in the
+// queue, so one read's error is its own; an outage is every read's error at once.
+type ReadGroups struct {
+	pool interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	}
+	batches int // batches in flight at once, at most
+
+	mu      sync.Mutex
+	queue   []*readCall
+	running int
+	stats   ReadStats
+}
+
+// ReadStats counts the batches sent and the reads they carried (each once) since the server
+// started (Reads/Batches is the mean group), and the reads waiting now.
+type ReadStats struct {
+	Batches, Reads int64
+	Waiting        int
+}
+
+// maxGroupReads bounds a group's reads.
+const maxGroupReads = 64
+
+type readCall struct {
+	ctx   context.Context
+	batch *pgx.Batch
+	read  func(pgx.BatchResults) error
+	taken bool // in a group (under ReadGroups.mu)
+	alone bool // goes in a group of its own (its group's batch failed)
+	done  chan struct{}
+	err   error
+}
+
+// NewReadGroups sends reads through pool, with at most batches of them in flight at once.
+func NewReadGroups(pool interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, batches int) *ReadGroups {
+	return &ReadGroups{pool: pool, batches: max(1, batches)}
+}
+
+// Stats is a snapshot of the counts.
+func (g *ReadGroups) Stats() ReadStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	s.Waiting = len(g.queue)
+	return s
+}
+
+// Read sends b's statements and calls read with their results (read takes all of them, in
+// order, and returns the read's own error, such as ErrNoRows). Its error is the batch's, when
+// the batch failed, else read's. read may run on another goroutine than the caller's: it must
+// touch nothing but what the caller reads after Read returns nil or read's own error (when Read
+// returns ctx's error, read may still run, or have run, on what the caller left).
+func (g *ReadGroups) Read(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	g.mu.Lock()
+	// While reads wait, every batch is in flight (a read is queued only when none is free, and
+	// a batch's sender stops only on an empty queue), so a free batch means an empty queue.
+	if g.running < g.batches {
+		g.running++
+		g.stats.Batches++
+		g.stats.Reads++
+		g.mu.Unlock()
+		defer g.release()
+		return sendAlone(ctx, g.pool, b, read)
+	}
+	c := &readCall{ctx: ctx, batch: b, read: read, done: make(chan struct{})}
+	g.queue = append(g.queue, c)
+	g.stats.Reads++
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if !c.taken {
+			for i, q := range g.queue {
+				if q == c {
+					g.queue = append(g.queue[:i], g.queue[i+1:]...)
+					break
+				}
+			}
+		}
+		g.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func sendAlone(ctx context.Context, pool interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	br := pool.SendBatch(ctx, b)
+	err := read(br)
+	if cerr := br.Close(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// release gives back a batch: to the reads waiting, if any.
+func (g *ReadGroups) release() {
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go g.run()
+}
+
+// run sends groups from the queue until it is empty; it holds one of the batches.
+func (g *ReadGroups) run() {
+	for {
+		g.mu.Lock()
+		group := g.take()
+		if len(group) == 0 {
+			g.running--
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		g.send(group)
+	}
+}
+
+// take removes the next group from the queue, in arrival order: at most maxGroupReads; a read
+// to go alone is a group of its own. Under g.mu.
+func (g *ReadGroups) take() []*readCall {
+	var group []*readCall
+	rest := g.queue[:0]
+	for _, c := range g.queue {
+		if len(group) > 0 && (group[0].alone || c.alone || len(group) == maxGroupReads) {
+			rest = append(rest, c)
+			continue
+		}
+		c.taken = true
+		group = append(group, c)
+	}
+	if len(group) > 0 {
+		g.stats.Batches++
+	}
+	clear(g.queue[len(rest):])
+	g.queue = rest
+	return group
+}
+
+// send sends one group's batch and answers each of its reads.
+func (g *ReadGroups) send(group []*readCall) {
+	ctxs := make([]context.Context, len(group))
+	for i, c := range group {
+		ctxs[i] = c.ctx
+	}
+	ctx, cancel := GroupContext(ctxs)
+	defer cancel()
+	if len(group) == 1 {
+		c := group[0]
+		c.err = sendAlone(ctx, g.pool, c.batch, c.read)
+		close(c.done)
+		return
+	}
+	n := 0
+	for _, c := range group {
+		n += len(c.batch.QueuedQueries)
+	}
+	// Copies of the reads' queries: pgx keeps, on a query it sent, its statement's description,
+	// and sends it as that statement again; after a failed batch (whose statements pgx forgets,
+	// and deallocates) a read going alone must start from its own, never-sent queries.
+	queries := make([]pgx.QueuedQuery, 0, n)
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, n)}
+	for _, c := range group {
+		for _, q := range c.batch.QueuedQueries {
+			queries = append(queries, pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn})
+			b.QueuedQueries[len(queries)-1] = &queries[len(queries)-1]
+		}
+	}
+	br := g.pool.SendBatch(ctx, b)
+	// A read whose statements all succeeded is answered at once: what they read stands,
+	// whatever a later statement of the batch meets.
+	var pending []*readCall
+	for _, c := range group {
+		if c.err = c.read(br); c.err == nil {
+			close(c.done)
+		} else {
+			pending = append(pending, c)
+		}
+	}
+	err := br.Close()
+	if err != nil && !Unavailable(err) && ctx.Err() == nil {
+		// A statement's own error (PostgreSQL skips the rest of a batch after one): each read
+		// not answered goes again, alone, first in the queue, and within the batches' count.
+		g.mu.Lock()
+		for _, c := range pending {
+			c.taken, c.alone, c.err = false, true, nil
+		}
+		g.queue = append(pending, g.queue...)
+		g.mu.Unlock()
+		return
+	}
+	for _, c := range pending {
+		if err != nil {
+			c.err = err
+		}
+		close(c.done)
+	}
+}
+
+// GroupContext is what a statement sent for several requests runs under: no one request's
+// cancellation stops it (the others are waiting for it), and it has as long as the request
+// with the most time left; once every request has ended, no one waits for it, and it is
+// cancelled. ctxs are the requests' contexts (at least one).
+func GroupContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctxs[0])
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if last, ok := latestDeadline(ctxs); ok {
+		ctx, cancel = context.WithDeadline(base, last)
+	} else {
+		ctx, cancel = context.WithCancel(base)
+	}
+	var left atomic.Int64
+	left.Store(int64(len(ctxs)))
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// latestDeadline is the latest of ctxs' deadlines; none if one has none.
+func latestDeadline(ctxs []context.Context) (time.Time, bool) {
+	var last time.Time
+	for _, c := range ctxs {
+		d, ok := c.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, true
+}
