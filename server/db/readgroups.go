@@ -2,11 +2,14 @@ package db
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ReadGroups sends reads together: reads that arrive while the group's batches are all in
@@ -179,7 +182,7 @@ func (g *ReadGroups) send(group []*readCall) {
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]
-		c.err = sendAlone(ctx, g.pool, c.batch, c.read)
+		c.err = sendAlone(ctx, g.pool, c.batch, func(br pgx.BatchResults) error { return readSafely(c.read, br) })
 		close(c.done)
 		return
 	}
@@ -202,15 +205,34 @@ func (g *ReadGroups) send(group []*readCall) {
 	// A read whose statements all succeeded is answered at once: what they read stands,
 	// whatever a later statement of the batch meets.
 	var pending []*readCall
+	res := &countedResults{BatchResults: br}
+	var misread error
 	for _, c := range group {
-		if c.err = c.read(br); c.err == nil {
+		if misread != nil {
+			// The results are no longer where the reads after it expect them: none of them
+			// reads another's.
+			c.err = misread
+			close(c.done)
+			continue
+		}
+		res.taken = 0
+		c.err = readSafely(c.read, res)
+		if want := len(c.batch.QueuedQueries); res.taken > want || errors.Is(c.err, errPanicked) {
+			misread = fmt.Errorf("db: a read sent with others took %d results for its %d statements (%v)", res.taken, want, c.err)
+			c.err = misread
+		} else {
+			for res.taken < want { // results it left (it returned early): not the next read's
+				_, _ = res.Exec()
+			}
+		}
+		if c.err == nil || misread != nil {
 			close(c.done)
 		} else {
 			pending = append(pending, c)
 		}
 	}
 	err := br.Close()
-	if err != nil && !Unavailable(err) && ctx.Err() == nil {
+	if err != nil && !Unavailable(err) && ctx.Err() == nil && misread == nil {
 		// A statement's own error (PostgreSQL skips the rest of a batch after one): each read
 		// not answered goes again, alone, first in the queue, and within the batches' count.
 		g.mu.Lock()
@@ -227,6 +249,29 @@ func (g *ReadGroups) send(group []*readCall) {
 		}
 		close(c.done)
 	}
+}
+
+// countedResults counts the results a read takes from its group's batch.
+type countedResults struct {
+	pgx.BatchResults
+	taken int
+}
+
+func (r *countedResults) Exec() (pgconn.CommandTag, error) { r.taken++; return r.BatchResults.Exec() }
+func (r *countedResults) Query() (pgx.Rows, error)         { r.taken++; return r.BatchResults.Query() }
+func (r *countedResults) QueryRow() pgx.Row                { r.taken++; return r.BatchResults.QueryRow() }
+
+var errPanicked = errors.New("db: a read panicked")
+
+// readSafely is read(br), with a panic its error: a read sent on another request's goroutine
+// must not end the process (alone, on its own, the server's recovery answers it 500).
+func readSafely(read func(pgx.BatchResults) error, br pgx.BatchResults) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v", errPanicked, v)
+		}
+	}()
+	return read(br)
 }
 
 // GroupContext is what a statement sent for several requests runs under: no one request's

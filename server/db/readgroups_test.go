@@ -272,3 +272,73 @@ func TestReadGroupsCancellation(t *testing.T) {
 		t.Errorf("a read after the ended group, the lock still held: %d, %v; want 9 (the group's statement cancelled)", v, err)
 	}
 }
+
+// TestReadGroupsMisbehavingReads: a read that leaves some of its results unread does not hand
+// them to the next read of its group; one that panics is answered with an error instead of
+// ending the process, and the reads after it in its group get an error, never another's
+// results.
+func TestReadGroupsMisbehavingReads(t *testing.T) {
+	f := newReadGroupsFixture(t)
+	ctx := context.Background()
+	blocked := f.block(t, ctx)
+	type answer struct {
+		got int
+		err error
+	}
+	reads := []func() (*pgx.Batch, func(pgx.BatchResults) error, *int){
+		func() (*pgx.Batch, func(pgx.BatchResults) error, *int) { // well behaved: 0
+			b, v := &pgx.Batch{}, new(int)
+			b.Queue("SELECT 0")
+			return b, func(br pgx.BatchResults) error { return br.QueryRow().Scan(v) }, v
+		},
+		func() (*pgx.Batch, func(pgx.BatchResults) error, *int) { // queues 1 and 99, reads 1 only
+			b, v := &pgx.Batch{}, new(int)
+			b.Queue("SELECT 1")
+			b.Queue("SELECT 99")
+			return b, func(br pgx.BatchResults) error { return br.QueryRow().Scan(v) }, v
+		},
+		func() (*pgx.Batch, func(pgx.BatchResults) error, *int) { // well behaved: 2
+			b, v := &pgx.Batch{}, new(int)
+			b.Queue("SELECT 2")
+			return b, func(br pgx.BatchResults) error { return br.QueryRow().Scan(v) }, v
+		},
+		func() (*pgx.Batch, func(pgx.BatchResults) error, *int) { // panics
+			b, v := &pgx.Batch{}, new(int)
+			b.Queue("SELECT 3")
+			return b, func(br pgx.BatchResults) error { panic("a bug in a read") }, v
+		},
+		func() (*pgx.Batch, func(pgx.BatchResults) error, *int) { // well behaved, after the panic
+			b, v := &pgx.Batch{}, new(int)
+			b.Queue("SELECT 4")
+			return b, func(br pgx.BatchResults) error { return br.QueryRow().Scan(v) }, v
+		},
+	}
+	answers := make([]answer, len(reads))
+	var wg sync.WaitGroup
+	for i, mk := range reads {
+		wg.Go(func() {
+			b, read, v := mk()
+			err := f.groups.Read(ctx, b, read)
+			answers[i] = answer{*v, err}
+		})
+		f.waitFor(t, func(s db.ReadStats) bool { return s.Waiting == i+1 })
+	}
+	f.release(t)
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{0, 1, 2} {
+		if answers[i].err != nil || answers[i].got != want {
+			t.Errorf("read %d: %+v; want %d", i, answers[i], want)
+		}
+	}
+	for i := 3; i < len(reads); i++ {
+		if answers[i].err == nil || answers[i].got != 0 {
+			t.Errorf("read %d, at or after the panic: %+v; want an error and nothing read", i, answers[i])
+		}
+	}
+	if v, err := readInt(ctx, f.groups, "SELECT $1::int", 8); err != nil || v != 8 {
+		t.Errorf("read after the group: %d, %v", v, err)
+	}
+}
