@@ -218,7 +218,7 @@ func (g *ReadGroups) send(group []*readCall) {
 		res.taken = 0
 		c.err = readSafely(c.read, res)
 		if want := len(c.batch.QueuedQueries); res.taken > want || errors.Is(c.err, errPanicked) {
-			misread = fmt.Errorf("db: a read sent with others took %d results for its %d statements (%v)", res.taken, want, c.err)
+			misread = errors.Join(fmt.Errorf("db: a read sent with others took %d results for its %d statements", res.taken, want), c.err)
 			c.err = misread
 		} else {
 			for res.taken < want { // results it left (it returned early): not the next read's
