@@ -18,18 +18,17 @@ import (
 // a read goes alone at once on its request's own context, so a quiet server adds no wait.
 //
 // A read is a request's statements, queued on its own pgx.Batch, and the function that takes
-// their results back, in order. Reads only: each statement runs in its own implicit
-// transaction as it would alone (PostgreSQL answers a group's statements one after the other,
-// each from its own snapshot), and a group nobody waits for anymore may be sent again or not at
-// all. A group's batch is sent under the latest of its requests' deadlines and is cancelled once
+// their results back, in order. Reads only: a group's statements run one after the other in
+// one implicit transaction, each from its own snapshot (read committed), taken after every
+// request of the group arrived, so a read sees at least what it would have seen alone (a token
+// revoked before its request is revoked for it); and a read nobody waits for anymore may be
+// sent again or not at all. A group's batch is sent under the latest of its requests' deadlines and is cancelled once
 // every request of it has ended (GroupContext); a request whose context ends gets its error at
 // once. A group that PostgreSQL refuses for what a read holds (a statement's own error, not the
 // connection's or the server's: see Unavailable) sends each of its reads alone, first in the
 // queue, so one read's error is its own; an outage is every read's error at once.
 type ReadGroups struct {
-	pool interface {
-		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-	}
+	pool    BatchSender
 	batches int // batches in flight at once, at most
 
 	mu      sync.Mutex
@@ -58,10 +57,13 @@ type readCall struct {
 	err   error
 }
 
-// NewReadGroups sends reads through pool, with at most batches of them in flight at once.
-func NewReadGroups(pool interface {
+// BatchSender sends a batch: a pool (*pgxpool.Pool), or a connection.
+type BatchSender interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, batches int) *ReadGroups {
+}
+
+// NewReadGroups sends reads through pool, with at most batches of them in flight at once.
+func NewReadGroups(pool BatchSender, batches int) *ReadGroups {
 	return &ReadGroups{pool: pool, batches: max(1, batches)}
 }
 
@@ -113,9 +115,7 @@ func (g *ReadGroups) Read(ctx context.Context, b *pgx.Batch, read func(pgx.Batch
 	}
 }
 
-func sendAlone(ctx context.Context, pool interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+func sendAlone(ctx context.Context, pool BatchSender, b *pgx.Batch, read func(pgx.BatchResults) error) error {
 	br := pool.SendBatch(ctx, b)
 	err := read(br)
 	if cerr := br.Close(); cerr != nil {
