@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +14,8 @@ import (
 // ReadGroups sends reads together: reads that arrive while the group's batches are all in
 // flight wait, and the next batch carries them together, one round trip (one write to
 // PostgreSQL, one wake-up of its backend) for the group instead of one each. With a batch free,
-// a read goes alone at once on its request's own context, so a quiet server adds no wait.
+// a read goes alone at once on its request's own context, so a quiet server adds no wait (the
+// scheduling: GroupQueue).
 //
 // A read is a request's statements, queued on its own pgx.Batch, and the function that takes
 // their results back, in order. Reads only: a group's statements run one after the other in
@@ -28,13 +28,8 @@ import (
 // connection's or the server's: see Unavailable) sends each of its reads alone, first in the
 // queue, so one read's error is its own; an outage is every read's error at once.
 type ReadGroups struct {
-	pool    BatchSender
-	batches int // batches in flight at once, at most
-
-	mu      sync.Mutex
-	queue   []*readCall
-	running int
-	stats   ReadStats
+	pool BatchSender
+	q    *GroupQueue[*readCall] // its slots are the batches in flight at once
 }
 
 // ReadStats counts the batches sent and the reads they carried (each once) since the server
@@ -48,12 +43,9 @@ type ReadStats struct {
 const maxGroupReads = 64
 
 type readCall struct {
-	ctx   context.Context
+	Waiter
 	batch *pgx.Batch
 	read  func(pgx.BatchResults) error
-	taken bool // in a group (under ReadGroups.mu)
-	alone bool // goes in a group of its own (its group's batch failed)
-	done  chan struct{}
 	err   error
 }
 
@@ -64,16 +56,15 @@ type BatchSender interface {
 
 // NewReadGroups sends reads through pool, with at most batches of them in flight at once.
 func NewReadGroups(pool BatchSender, batches int) *ReadGroups {
-	return &ReadGroups{pool: pool, batches: max(1, batches)}
+	g := &ReadGroups{pool: pool}
+	g.q = NewGroupQueue(batches, pickReads, g.send)
+	return g
 }
 
 // Stats is a snapshot of the counts.
 func (g *ReadGroups) Stats() ReadStats {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.stats
-	s.Waiting = len(g.queue)
-	return s
+	batches, reads, waiting := g.q.Counts()
+	return ReadStats{Batches: batches, Reads: reads, Waiting: waiting}
 }
 
 // Read sends b's statements and calls read with their results (read takes all of them, in
@@ -82,37 +73,15 @@ func (g *ReadGroups) Stats() ReadStats {
 // touch nothing but what the caller reads after Read returns nil or read's own error (when Read
 // returns ctx's error, read may still run, or have run, on what the caller left).
 func (g *ReadGroups) Read(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
-	g.mu.Lock()
-	// While reads wait, every batch is in flight (a read is queued only when none is free, and
-	// a batch's sender stops only on an empty queue), so a free batch means an empty queue.
-	if g.running < g.batches {
-		g.running++
-		g.stats.Batches++
-		g.stats.Reads++
-		g.mu.Unlock()
-		defer g.release()
+	if g.q.Enter() {
+		defer g.q.Release()
 		return sendAlone(ctx, g.pool, b, read)
 	}
-	c := &readCall{ctx: ctx, batch: b, read: read, done: make(chan struct{})}
-	g.queue = append(g.queue, c)
-	g.stats.Reads++
-	g.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		g.mu.Lock()
-		if !c.taken {
-			for i, q := range g.queue {
-				if q == c {
-					g.queue = append(g.queue[:i], g.queue[i+1:]...)
-					break
-				}
-			}
-		}
-		g.mu.Unlock()
-		return ctx.Err()
+	c := &readCall{Waiter: Waiter{Ctx: ctx}, batch: b, read: read}
+	if err := g.q.Wait(c); err != nil {
+		return err
 	}
+	return c.err
 }
 
 func sendAlone(ctx context.Context, pool BatchSender, b *pgx.Batch, read func(pgx.BatchResults) error) error {
@@ -124,66 +93,32 @@ func sendAlone(ctx context.Context, pool BatchSender, b *pgx.Batch, read func(pg
 	return err
 }
 
-// release gives back a batch: to the reads waiting, if any.
-func (g *ReadGroups) release() {
-	g.mu.Lock()
-	if len(g.queue) == 0 {
-		g.running--
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
-	go g.run()
-}
-
-// run sends groups from the queue until it is empty; it holds one of the batches.
-func (g *ReadGroups) run() {
-	for {
-		g.mu.Lock()
-		group := g.take()
-		if len(group) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.send(group)
-	}
-}
-
-// take removes the next group from the queue, in arrival order: at most maxGroupReads; a read
-// to go alone is a group of its own. Under g.mu.
-func (g *ReadGroups) take() []*readCall {
-	var group []*readCall
-	rest := g.queue[:0]
-	for _, c := range g.queue {
-		if len(group) > 0 && (group[0].alone || c.alone || len(group) == maxGroupReads) {
+// pickReads takes the next group from the queue, in arrival order: at most maxGroupReads; a read
+// to go alone is a group of its own.
+func pickReads(queue []*readCall) (group, rest []*readCall) {
+	rest = queue[:0]
+	for _, c := range queue {
+		if len(group) > 0 && (group[0].Alone() || c.Alone() || len(group) == maxGroupReads) {
 			rest = append(rest, c)
 			continue
 		}
-		c.taken = true
 		group = append(group, c)
 	}
-	if len(group) > 0 {
-		g.stats.Batches++
-	}
-	clear(g.queue[len(rest):])
-	g.queue = rest
-	return group
+	return group, rest
 }
 
 // send sends one group's batch and answers each of its reads.
 func (g *ReadGroups) send(group []*readCall) {
 	ctxs := make([]context.Context, len(group))
 	for i, c := range group {
-		ctxs[i] = c.ctx
+		ctxs[i] = c.Ctx
 	}
 	ctx, cancel := GroupContext(ctxs)
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]
 		c.err = sendAlone(ctx, g.pool, c.batch, func(br pgx.BatchResults) error { return readSafely(c.read, br) })
-		close(c.done)
+		c.Answer()
 		return
 	}
 	n := 0
@@ -212,7 +147,7 @@ func (g *ReadGroups) send(group []*readCall) {
 			// The results are no longer where the reads after it expect them: none of them
 			// reads another's.
 			c.err = misread
-			close(c.done)
+			c.Answer()
 			continue
 		}
 		res.taken = 0
@@ -226,7 +161,7 @@ func (g *ReadGroups) send(group []*readCall) {
 			}
 		}
 		if c.err == nil || misread != nil {
-			close(c.done)
+			c.Answer()
 		} else {
 			pending = append(pending, c)
 		}
@@ -235,19 +170,17 @@ func (g *ReadGroups) send(group []*readCall) {
 	if err != nil && !Unavailable(err) && ctx.Err() == nil && misread == nil {
 		// A statement's own error (PostgreSQL skips the rest of a batch after one): each read
 		// not answered goes again, alone, first in the queue, and within the batches' count.
-		g.mu.Lock()
 		for _, c := range pending {
-			c.taken, c.alone, c.err = false, true, nil
+			c.err = nil
 		}
-		g.queue = append(pending, g.queue...)
-		g.mu.Unlock()
+		g.q.Requeue(pending)
 		return
 	}
 	for _, c := range pending {
 		if err != nil {
 			c.err = err
 		}
-		close(c.done)
+		c.Answer()
 	}
 }
 

@@ -3,7 +3,6 @@ package domain
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -13,7 +12,7 @@ import (
 // IntakeGroups is intake's group commit: batches that arrive while the server's intake
 // statements are all running wait, and the next statement stores them together, one statement
 // and one commit for the group. With a statement free, a batch goes alone at once, as
-// SubmitBatch sends it, so a quiet server adds no wait.
+// SubmitBatch sends it, so a quiet server adds no wait (the scheduling: db.GroupQueue).
 //
 // A group keeps what one batch's statement guarantees, for each of its batches:
 //   - the same checks, from one snapshot: the organization held FOR SHARE (rows locked in ID
@@ -46,14 +45,9 @@ import (
 // statement goes on for the others, until the latest of its batches' deadlines, or until every
 // request of the group has ended (then it is cancelled: no one waits for it).
 type IntakeGroups struct {
-	pool       Pool
-	statements int   // group statements running at once, at most
-	maxBytes   int64 // a group's bytes, at most (a group has at least one batch)
-
-	mu      sync.Mutex
-	queue   []*intakeCall
-	running int
-	stats   IntakeStats
+	pool     Pool
+	maxBytes int64                       // a group's bytes, at most (a group has at least one batch)
+	q        *db.GroupQueue[*intakeCall] // its slots are the statements running at once
 }
 
 // IntakeStats counts intake's statements and the batches sent to them (each once) since the
@@ -65,11 +59,8 @@ type IntakeStats struct {
 
 // Stats is a snapshot of the counts.
 func (g *IntakeGroups) Stats() IntakeStats {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.stats
-	s.Waiting = len(g.queue)
-	return s
+	statements, batches, waiting := g.q.Counts()
+	return IntakeStats{Statements: statements, Batches: batches, Waiting: waiting}
 }
 
 // maxGroupBatches bounds a group's batches (and its statement's arrays).
@@ -78,7 +69,9 @@ const maxGroupBatches = 64
 // NewIntakeGroups sends batches through pool, with at most statements intake statements running
 // at once, each carrying at most maxBytes (what one batch may be).
 func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
-	return &IntakeGroups{pool: pool, statements: max(1, statements), maxBytes: maxBytes}
+	g := &IntakeGroups{pool: pool, maxBytes: maxBytes}
+	g.q = db.NewGroupQueue(statements, g.pick, g.send)
+	return g
 }
 
 // Submit is SubmitBatch through the group commit.
@@ -88,12 +81,9 @@ func (g *IntakeGroups) Submit(ctx context.Context, b IntakeBatch, limit, margin 
 }
 
 type intakeCall struct {
-	ctx       context.Context
+	db.Waiter
 	b         IntakeBatch
 	threshold int64
-	taken     bool // in a group (under IntakeGroups.mu)
-	alone     bool // goes in a group of its own (its group's statement failed)
-	done      chan struct{}
 	r         accepted
 	err       error
 }
@@ -103,94 +93,39 @@ type intakeCall struct {
 var errAlone = errors.New("intake: send the batch alone")
 
 func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int64) (accepted, error) {
-	g.mu.Lock()
-	// While batches wait, every statement is running (a batch is queued only when none is
-	// free, and a statement stops only on an empty queue), so a free statement means an empty
-	// queue.
-	if g.running < g.statements {
+	if g.q.Enter() {
 		// A statement is free: this batch goes now, alone, on the request's own context.
-		g.running++
-		g.stats.Statements++
-		g.stats.Batches++
-		g.mu.Unlock()
-		defer g.release()
+		defer g.q.Release()
 		return acceptBatch(ctx, g.pool, b, threshold)
 	}
-	c := &intakeCall{ctx: ctx, b: b, threshold: threshold, done: make(chan struct{})}
-	g.queue = append(g.queue, c)
-	g.stats.Batches++
-	g.mu.Unlock()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		g.mu.Lock()
-		if !c.taken {
-			for i, q := range g.queue {
-				if q == c {
-					g.queue = append(g.queue[:i], g.queue[i+1:]...)
-					break
-				}
-			}
-			g.mu.Unlock()
-			return accepted{}, ctx.Err()
-		}
-		g.mu.Unlock()
-		// In a statement already, which goes on for the others: the batch may be stored or
+	c := &intakeCall{Waiter: db.Waiter{Ctx: ctx}, b: b, threshold: threshold}
+	if err := g.q.Wait(c); err != nil {
+		// If in a statement already, which goes on for the others: the batch may be stored or
 		// not, as when a request's own statement is cancelled (sent again, it is a duplicate
 		// or new).
-		return accepted{}, ctx.Err()
+		return accepted{}, err
 	}
 	if errors.Is(c.err, errAlone) {
 		// Waiting for a lock, not working: outside the statements' count, as a batch alone
 		// waited before groups (and a group waits for no organization).
-		g.mu.Lock()
-		g.stats.Statements++
-		g.mu.Unlock()
+		g.q.CountSend()
 		return acceptBatch(ctx, g.pool, b, threshold)
 	}
 	return c.r, c.err
 }
 
-// release gives back a statement: to the batches waiting, if any.
-func (g *IntakeGroups) release() {
-	g.mu.Lock()
-	if len(g.queue) == 0 {
-		g.running--
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
-	go g.run()
-}
-
-// run sends groups from the queue until it is empty; it holds one of the statements.
-func (g *IntakeGroups) run() {
-	for {
-		g.mu.Lock()
-		group := g.take()
-		if len(group) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.send(group)
-	}
-}
-
-// take removes the next group from the queue, in arrival order: within maxBytes and
-// maxBatches, one batch per (installation, batch ID); a batch to go alone is a group of its own.
-// Under g.mu.
-func (g *IntakeGroups) take() []*intakeCall {
+// pick takes the next group from the queue, in arrival order: within maxBytes and
+// maxGroupBatches, one batch per (installation, batch ID); a batch to go alone is a group of its
+// own.
+func (g *IntakeGroups) pick(queue []*intakeCall) (group, rest []*intakeCall) {
 	var (
-		group []*intakeCall
 		bytes int64
 		keys  map[[2]string]bool
-		rest  = g.queue[:0]
 	)
-	for _, c := range g.queue {
+	rest = queue[:0]
+	for _, c := range queue {
 		key := [2]string{c.b.InstallationID, c.b.BatchID}
-		if len(group) > 0 && (group[0].alone || c.alone || len(group) == maxGroupBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
+		if len(group) > 0 && (group[0].Alone() || c.Alone() || len(group) == maxGroupBatches || bytes+c.b.Bytes > g.maxBytes || keys[key]) {
 			rest = append(rest, c)
 			continue
 		}
@@ -199,29 +134,23 @@ func (g *IntakeGroups) take() []*intakeCall {
 		}
 		keys[key] = true
 		bytes += c.b.Bytes
-		c.taken = true
 		group = append(group, c)
 	}
-	if len(group) > 0 {
-		g.stats.Statements++
-	}
-	clear(g.queue[len(rest):])
-	g.queue = rest
-	return group
+	return group, rest
 }
 
 // send runs one group's statement and answers each of its batches.
 func (g *IntakeGroups) send(group []*intakeCall) {
 	ctxs := make([]context.Context, len(group))
 	for i, c := range group {
-		ctxs[i] = c.ctx
+		ctxs[i] = c.Ctx
 	}
 	ctx, cancel := db.GroupContext(ctxs)
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]
 		c.r, c.err = acceptBatch(ctx, g.pool, c.b, c.threshold)
-		close(c.done)
+		c.Answer()
 		return
 	}
 	answers, err := acceptBatches(ctx, g.pool, group)
@@ -229,12 +158,7 @@ func (g *IntakeGroups) send(group []*intakeCall) {
 		// PostgreSQL refused the group: each of its batches goes again, alone, first in the
 		// queue (and within the statements' count: a batch that fails every group it is in
 		// costs the others one statement each, not a burst).
-		g.mu.Lock()
-		for _, c := range group {
-			c.taken, c.alone = false, true
-		}
-		g.queue = append(group, g.queue...)
-		g.mu.Unlock()
+		g.q.Requeue(group)
 		return
 	}
 	for i, c := range group {
@@ -246,7 +170,7 @@ func (g *IntakeGroups) send(group []*intakeCall) {
 		default:
 			c.r, c.err = answers[i].outcome()
 		}
-		close(c.done)
+		c.Answer()
 	}
 }
 
