@@ -86,6 +86,31 @@ func (a agent) signed(url, path string, body []byte) *http.Request {
 	return req
 }
 
+// catchUpObservations is how many ~1 KB observations a catch-up batch holds: about 256 KiB,
+// half of what the agent sends at most (agent/queue.go's maxBatchBytes) after an outage.
+const catchUpObservations = 256
+
+// largeBatchBody is a batch of catchUpObservations observations.
+func largeBatchBody(b testing.TB, batchID string) []byte {
+	obs := make([]any, catchUpObservations)
+	for i := range obs {
+		obs[i] = map[string]any{"observed_at": time.Now().UTC().Format(time.RFC3339), "kind": "host.facts", "data": json.RawMessage(payload())}
+	}
+	body, err := json.Marshal(map[string]any{"batch_id": batchID, "observations": obs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkIntakeCatchUp is BenchmarkIntake with batches of about 256 KiB, as agents send them
+// catching up after an outage: what a group's 1 MiB bound and the intake statements running at
+// once (RENGA_INTAKE_STATEMENTS) leave of the rate when few batches fit in a group.
+func BenchmarkIntakeCatchUp(b *testing.B) {
+	env := servertest.Start(b)
+	runIntakeBodies(b, env.URL, env.Pool, registerAgents(b, env, 16), largeBatchBody)
+}
+
 // BenchmarkIntake sends signed ~1 KB batches from 16 concurrent agents (each batch new), as
 // fast as the server accepts them; it reports accepted batches/s and p50/p99 latency.
 func BenchmarkIntake(b *testing.B) {
@@ -96,6 +121,11 @@ func BenchmarkIntake(b *testing.B) {
 // runIntake sends b.N signed batches to url, one goroutine per agent, and reports the rate,
 // the latency and the CPU per batch (pool: the database the server writes to).
 func runIntake(b *testing.B, url string, pool *pgxpool.Pool, agents []agent) {
+	runIntakeBodies(b, url, pool, agents, batchBody)
+}
+
+// runIntakeBodies is runIntake with the batches body makes.
+func runIntakeBodies(b *testing.B, url string, pool *pgxpool.Pool, agents []agent, body func(testing.TB, string) []byte) {
 	c := httpClient()
 	var n atomic.Int64
 	var lat latencies
@@ -110,7 +140,7 @@ func runIntake(b *testing.B, url string, pool *pgxpool.Pool, agents []agent) {
 				if i > int64(b.N) {
 					return
 				}
-				req := a.signed(url, "/api/v1/agent/observations", batchBody(b, fmt.Sprint("b-", i)))
+				req := a.signed(url, "/api/v1/agent/observations", body(b, fmt.Sprint("b-", i)))
 				t0 := time.Now()
 				do(b, c, req, http.StatusAccepted)
 				lat.add(time.Since(t0))
