@@ -46,8 +46,9 @@ type Config struct {
 	RateLimitAnonymous      float64
 	RateLimitAnonymousBurst int
 	DatabaseMaxConns        int32
-	// IntakeStatements is how many intake statements run at once; batches that arrive while
-	// they all run go together in the next (domain.IntakeGroups).
+	// IntakeStatements is how many intake statements run at once, at most; batches that arrive
+	// while one runs go together in the next, and a statement more starts only for what one
+	// group cannot carry (domain.IntakeGroups).
 	IntakeStatements int
 	// ReadBatches is how many of authentication's read batches (the token's check, with the
 	// read by ID it travels with) are in flight at once; reads that arrive while they all are go

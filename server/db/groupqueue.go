@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -23,6 +24,9 @@ type GroupQueue[C Call] struct {
 	pick func(queue []C) (group, rest []C)
 	// send sends a group and answers each of its calls (Waiter.Answer), or requeues them.
 	send func(group []C)
+	// spill: the slots past the first are only for calls that one group cannot carry (see
+	// SpillOnly).
+	spill bool
 
 	mu      sync.Mutex
 	queue   []C
@@ -56,12 +60,23 @@ func NewGroupQueue[C Call](slots int, pick func(queue []C) (group, rest []C), se
 	return &GroupQueue[C]{slots: max(1, slots), pick: pick, send: send}
 }
 
-// Enter takes a free slot, if there is one: then the caller sends its call alone, now, and
-// calls Release after.
+// SpillOnly makes the slots past the first carry only what one group cannot: a call that finds
+// a send running waits, even with a slot free, and a second send starts only when the waiting
+// calls are more than the next group can carry (a send stops when what is left fits in one
+// group, which the send running will take). Large groups then, and sends at once only for
+// overflow: for intake, few statements while small batches fit in one, more for batches that
+// fill a group each (an agent catching up).
+func (q *GroupQueue[C]) SpillOnly() *GroupQueue[C] {
+	q.spill = true
+	return q
+}
+
+// Enter takes a free slot, if there is one (for a SpillOnly queue, if no send is running): then
+// the caller sends its call alone, now, and calls Release after.
 func (q *GroupQueue[C]) Enter() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.running == q.slots {
+	if q.running == q.slots || q.spill && q.running > 0 {
 		return false
 	}
 	q.running++
@@ -79,6 +94,10 @@ func (q *GroupQueue[C]) Wait(c C) error {
 	q.mu.Lock()
 	q.queue = append(q.queue, c)
 	q.calls++
+	if q.spill && q.running < q.slots && q.overflows() {
+		q.running++
+		go q.run()
+	}
 	q.mu.Unlock()
 	select {
 	case <-w.done:
@@ -110,11 +129,21 @@ func (q *GroupQueue[C]) Release() {
 	go q.run()
 }
 
-// run sends groups from the queue until it is empty; it holds one of the slots.
+// overflows reports whether the waiting calls are more than the next group can carry. Under mu.
+func (q *GroupQueue[C]) overflows() bool {
+	if len(q.queue) < 2 {
+		return false
+	}
+	group, _ := q.pick(slices.Clone(q.queue))
+	return len(group) < len(q.queue)
+}
+
+// run sends groups from the queue until it is empty (for a SpillOnly queue, a send that is not
+// the only one stops when what waits fits in one group); it holds one of the slots.
 func (q *GroupQueue[C]) run() {
 	for {
 		q.mu.Lock()
-		if len(q.queue) == 0 {
+		if len(q.queue) == 0 || q.spill && q.running > 1 && !q.overflows() {
 			q.running--
 			q.mu.Unlock()
 			return

@@ -9,10 +9,13 @@ import (
 	"renga.dev/renga/server/db"
 )
 
-// IntakeGroups is intake's group commit: batches that arrive while the server's intake
-// statements are all running wait, and the next statement stores them together, one statement
-// and one commit for the group. With a statement free, a batch goes alone at once, as
-// SubmitBatch sends it, so a quiet server adds no wait (the scheduling: db.GroupQueue).
+// IntakeGroups is intake's group commit: batches that arrive while an intake statement is
+// running wait, and the next statement stores them together, one statement and one commit for
+// the group. A second statement (up to the server's intake statements) starts only when the
+// waiting batches are more than one group can carry (large batches, an agent catching up), so
+// small batches make groups as large as they can. With no statement running, a batch goes
+// alone at once, as SubmitBatch sends it, so a quiet server adds no wait (the scheduling:
+// db.GroupQueue, SpillOnly).
 //
 // A group keeps what one batch's statement guarantees, for each of its batches:
 //   - the same checks, from one snapshot: the organization held FOR SHARE (rows locked in ID
@@ -70,7 +73,7 @@ const maxGroupBatches = 64
 // at once, each carrying at most maxBytes (what one batch may be).
 func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
 	g := &IntakeGroups{pool: pool, maxBytes: maxBytes}
-	g.q = db.NewGroupQueue(statements, g.pick, g.send)
+	g.q = db.NewGroupQueue(statements, g.pick, g.send).SpillOnly()
 	return g
 }
 
