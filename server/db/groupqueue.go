@@ -187,3 +187,12 @@ func (q *GroupQueue[C]) Counts() (sends, calls int64, waiting int) {
 	defer q.mu.Unlock()
 	return q.sends, q.calls, len(q.queue)
 }
+
+// GroupContextOf is GroupContext for a group's calls: what its send runs under.
+func GroupContextOf[C Call](group []C) (context.Context, context.CancelFunc) {
+	ctxs := make([]context.Context, len(group))
+	for i, c := range group {
+		ctxs[i] = c.waiter().Ctx
+	}
+	return GroupContext(ctxs)
+}

@@ -109,11 +109,7 @@ func pickReads(queue []*readCall) (group, rest []*readCall) {
 
 // send sends one group's batch and answers each of its reads.
 func (g *ReadGroups) send(group []*readCall) {
-	ctxs := make([]context.Context, len(group))
-	for i, c := range group {
-		ctxs[i] = c.Ctx
-	}
-	ctx, cancel := GroupContext(ctxs)
+	ctx, cancel := GroupContextOf(group)
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]

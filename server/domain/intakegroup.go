@@ -144,11 +144,7 @@ func (g *IntakeGroups) pick(queue []*intakeCall) (group, rest []*intakeCall) {
 
 // send runs one group's statement and answers each of its batches.
 func (g *IntakeGroups) send(group []*intakeCall) {
-	ctxs := make([]context.Context, len(group))
-	for i, c := range group {
-		ctxs[i] = c.Ctx
-	}
-	ctx, cancel := db.GroupContext(ctxs)
+	ctx, cancel := db.GroupContextOf(group)
 	defer cancel()
 	if len(group) == 1 {
 		c := group[0]
