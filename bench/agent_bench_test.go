@@ -77,13 +77,19 @@ func batchBody(b testing.TB, batchID string) []byte {
 
 func (a agent) signed(url, path string, body []byte) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	sig := ed25519.Sign(a.key, []byte(domain.StringToSign(http.MethodPost, path, ts, a.id, body)))
+	ts, sig := a.sign(path, body)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Renga-Installation", a.id)
 	req.Header.Set("Renga-Timestamp", ts)
-	req.Header.Set("Renga-Signature", "ed25519="+base64.StdEncoding.EncodeToString(sig))
+	req.Header.Set("Renga-Signature", sig)
 	return req
+}
+
+// sign is the Renga-Timestamp and Renga-Signature headers of a POST of body to path, now.
+func (a agent) sign(path string, body []byte) (ts, sig string) {
+	ts = strconv.FormatInt(time.Now().Unix(), 10)
+	s := ed25519.Sign(a.key, []byte(domain.StringToSign(http.MethodPost, path, ts, a.id, body)))
+	return ts, "ed25519=" + base64.StdEncoding.EncodeToString(s)
 }
 
 // catchUpObservations is how many ~1 KB observations a catch-up batch holds: about 256 KiB,

@@ -211,6 +211,13 @@ func floorKnownToken(ctx context.Context, pool *pgxpool.Pool, secret string) (do
 func BenchmarkFloorIntake(b *testing.B) {
 	env := servertest.Start(b)
 	agents := registerAgents(b, env, 16)
+	runIntake(b, floorIntakeServer(b, env, agents).URL, env.Pool, agents)
+}
+
+// floorIntakeServer serves agents' POST /api/v1/agent/observations the floor's way: their keys
+// read once, the signature verified, the batch's ID decoded, the batch stored by intake's group
+// commit (domain.IntakeGroups).
+func floorIntakeServer(b testing.TB, env *servertest.Env, agents []agent) *httptest.Server {
 	type holder struct {
 		pub     ed25519.PublicKey
 		orgID   string
@@ -252,5 +259,5 @@ func BenchmarkFloorIntake(b *testing.B) {
 		_, _ = fmt.Fprintf(w, `{"accepted":1,"duplicate":%t}`, !fresh)
 	}))
 	b.Cleanup(srv.Close)
-	runIntake(b, srv.URL, env.Pool, agents)
+	return srv
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +42,10 @@ import (
 //   - BenchmarkOutsideFloorGetOrganization: the same request from floorGetServer;
 //   - BenchmarkOutsideCreateOrganization: keyed creates from one connection, one at a time: the
 //     latency (p50-ms, p99-ms) a lone caller sees, beside pgbench C's at one client;
-//   - BenchmarkOutsideFloorCreateOrganization: the same creates from floorCreateServer.
+//   - BenchmarkOutsideFloorCreateOrganization: the same creates from floorCreateServer;
+//   - BenchmarkOutsideIntake: 16 agents' signed ~1 KB batches (BenchmarkIntake's), each new,
+//     signed before the measure (intakeScript), beside pgbench A;
+//   - BenchmarkOutsideFloorIntake: the same batches from floorIntakeServer.
 //
 // RENGA_OUTSIDE_BENCH=1 runs it (wrk on PATH: apt-get install wrk); RENGA_OUTSIDE_SECONDS is each
 // measure's length (8); RENGA_OUTSIDE_ONLY, a regular expression, picks measures by name (with
@@ -84,30 +90,53 @@ func TestOutsideLoad(t *testing.T) {
 	auth := "Authorization: Bearer " + token
 	writer := env.Token(t, "organizations:write")
 	floorCreate := floorCreateServer(t, env, writer)
+	var agents []agent
+	var floorIntake *httptest.Server
+	if only.MatchString("Intake") || only.MatchString("FloorIntake") {
+		agents = registerAgents(t, env, 16)
+		floorIntake = floorIntakeServer(t, env, agents)
+	}
+	intake := func(prefix string) func() []string {
+		return func() []string {
+			return []string{"-s", intakeScript(t, dir, prefix, agents, 2, secs*outsideIntakeRate)}
+		}
+	}
 	for _, m := range []struct {
 		name, url string
 		conns     int
 		args      []string
+		script    func() []string // more arguments, made right before the measure
 	}{
-		{"Bare", bare.URL + home, 8, nil},
-		{"BareLogged", logged.URL + home, 8, nil},
-		{"Home", env.URL + home, 8, nil},
-		{"GetOrganization", env.URL, 8, []string{"-H", auth, "-s", rotate}},
-		{"FloorGetOrganization", floor.URL, 8, []string{"-H", auth, "-s", rotate}},
+		{"Bare", bare.URL + home, 8, nil, nil},
+		{"BareLogged", logged.URL + home, 8, nil, nil},
+		{"Home", env.URL + home, 8, nil, nil},
+		{"GetOrganization", env.URL, 8, []string{"-H", auth, "-s", rotate}, nil},
+		{"FloorGetOrganization", floor.URL, 8, []string{"-H", auth, "-s", rotate}, nil},
 		// One client, one create at a time: the latency a lone caller sees, beside pgbench C at
 		// one client. The two servers share a database: each its own slugs and keys.
-		{"CreateOrganization", env.URL, 1, []string{"-s", createScript(t, dir, "w", writer)}},
-		{"FloorCreateOrganization", floorCreate.URL, 1, []string{"-s", createScript(t, dir, "f", writer)}},
+		{"CreateOrganization", env.URL, 1, []string{"-s", createScript(t, dir, "w", writer)}, nil},
+		{"FloorCreateOrganization", floorCreate.URL, 1, []string{"-s", createScript(t, dir, "f", writer)}, nil},
+		// 16 agents' signed batches, each new, signed before the measure: the agents' signing
+		// is theirs, on their hosts (pgbench A's client prepares nothing either).
+		{"Intake", env.URL, 16, nil, intake("r")},
+		{"FloorIntake", urlOf(floorIntake), 16, nil, intake("f")},
 	} {
 		if !only.MatchString(m.name) {
 			continue
 		}
+		extra := m.args
+		if m.script != nil {
+			extra = m.script()
+		}
 		cpu := startCPU(t, env.Pool)
 		threads := min(2, m.conns)
-		args := append([]string{fmt.Sprint("-t", threads), fmt.Sprint("-c", m.conns), fmt.Sprint("-d", secs, "s"), "--latency"}, m.args...)
+		args := append([]string{fmt.Sprint("-t", threads), fmt.Sprint("-c", m.conns), fmt.Sprint("-d", secs, "s"), "--latency"}, extra...)
 		out, err := exec.Command(wrk, append(args, m.url)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
+		}
+		if strings.Contains(string(out), intakeExhausted) {
+			t.Fatalf("wrk %s: sent every prepared batch before the end; raise outsideIntakeRate\n%s", m.name, out)
 		}
 		n, rate, err := wrkResult(string(out))
 		if err != nil {
@@ -121,6 +150,82 @@ func TestOutsideLoad(t *testing.T) {
 		fmt.Printf("BenchmarkOutside%s\t%d\t%.0f req/s\t%.3f p50-ms\t%.3f p99-ms\t%.1f go-cpu-us/op\t%.1f pg-cpu-us/op\n",
 			m.name, n, rate, p50.Seconds()*1e3, p99.Seconds()*1e3, self, pg)
 	}
+}
+
+// outsideIntakeRate is how many batches per second of the measure the intake measures prepare:
+// more than a server on this machine accepts (wrk failing the measure says when it is not).
+const outsideIntakeRate = 16000
+
+// intakeExhausted is what intakeScript's wrk script prints when a thread sent all its batches.
+const intakeExhausted = "sent every prepared batch"
+
+func urlOf(s *httptest.Server) string {
+	if s == nil {
+		return ""
+	}
+	return s.URL
+}
+
+// intakeScript prepares n signed batches (~1 KB, each new, batch IDs prefix-1, prefix-2, ...;
+// agents in turn) in one file for each of wrk's threads, one request a line, and writes a wrk
+// script that sends each thread's file in order. The signatures are made now, in parallel, so
+// that the measure's load generator only sends: they stay valid for domain.SignatureSkew.
+func intakeScript(t testing.TB, dir, prefix string, agents []agent, threads, n int) string {
+	const path = "/api/v1/agent/observations"
+	var wg sync.WaitGroup
+	errs := make([]error, threads)
+	for th := range threads {
+		wg.Go(func() {
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("intake-%s-%d.txt", prefix, th+1)))
+			if err != nil {
+				errs[th] = err
+				return
+			}
+			w := bufio.NewWriterSize(f, 1<<20)
+			for i := th; i < n; i += threads {
+				a := agents[i%len(agents)]
+				body := batchBody(t, fmt.Sprint(prefix, "-", i))
+				ts, sig := a.sign(path, body)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.id, ts, sig, body)
+			}
+			errs[th] = errors.Join(w.Flush(), f.Close())
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "intake-"+prefix+".lua")
+	err := os.WriteFile(script, []byte(fmt.Sprintf(`local threads, count = {}, 0
+function setup(thread)
+  count = count + 1
+  thread:set("id", count)
+  table.insert(threads, thread)
+end
+function init(args)
+  batches = assert(io.open(%q .. "/intake-%s-" .. id .. ".txt", "r"))
+end
+function request()
+  local line = batches:read("*l")
+  if line == nil then
+    exhausted = true
+    batches:seek("set", 0)
+    line = batches:read("*l")
+  end
+  local installation, ts, sig, body = line:match("^([^	]*)	([^	]*)	([^	]*)	(.*)$")
+  return wrk.format("POST", %q, {["Content-Type"] = "application/json", ["Renga-Installation"] = installation,
+    ["Renga-Timestamp"] = ts, ["Renga-Signature"] = sig}, body)
+end
+function done(summary, latency, requests)
+  for _, thread in ipairs(threads) do
+    if thread:get("exhausted") then io.write(%q .. "\n") end
+  end
+end
+`, dir, prefix, path, intakeExhausted)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return script
 }
 
 // createScript writes a wrk script that sends keyed creates of organizations, each with its own

@@ -90,6 +90,7 @@ for r in $(seq "$rounds"); do
   pair() { if [ $((r % 2)) = 1 ]; then gobench "$r" "$1" "$2"; else gobench "$r" "$2" "$1"; fi; }
   run_pgbench "A.$r" -D payload="$(cat "$baselines/payload.json")" -f "$baselines/A_intake.sql" -c 16 -j 2 -T "$secs"
   pair '^BenchmarkIntake$' '^BenchmarkFloorIntake$'
+  if [ $((r % 2)) = 1 ]; then outside "$r" '^Intake$'; outside "$r" '^FloorIntake$'; else outside "$r" '^FloorIntake$'; outside "$r" '^Intake$'; fi
   run_pgbench "B.$r" -f "$baselines/B_authread.sql" -c 4 -j 2 -T "$secs"
   pair '^BenchmarkGetOrganization$' '^BenchmarkFloorGetOrganization$'
   outside "$r" '^(Bare|BareLogged|Home|GetOrganization|FloorGetOrganization)$'
@@ -170,9 +171,12 @@ ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go Benchmar
 printf '  the server'"'"'s own code for it, called directly (no network, one at a time): %.1f µs, %s allocations per request\n' \
   "$(echo "$(med go BenchmarkHomeHandler ns/op) / 1000" | bc -l)" "$(med go BenchmarkHomeHandler allocs/op)"
 if command -v wrk >/dev/null; then
-  printf '\nFrom outside the process: wrk (2 threads, 8 connections; one for the latency of creates) against the test server; the process is the server alone:\n'
+  printf '\nFrom outside the process: wrk (2 threads, 8 connections; 16 for intake, one for the latency of creates) against the test server; the process is the server alone:\n'
   ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkOutsideGetOrganization req/s" "tps B"
   ratio_row "  floor GET req/s (vs B tps)" "" "go BenchmarkOutsideFloorGetOrganization req/s" "tps B"
+  ratio_row "signed 1 KB batches/s, 16 agents (vs A tps)" ">=0.8" "go BenchmarkOutsideIntake req/s" "tps A"
+  ratio_row "  floor batches/s (vs A tps)" "" "go BenchmarkOutsideFloorIntake req/s" "tps A"
+  printf '%-46s %10.2f\n' "intake p99 ms at full load (16 connections)" "$(med go BenchmarkOutsideIntake p99-ms)"
   ratio_row "GET /api/v1/agent/home req/s (vs bare net/http)" ">=0.9" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBare req/s"
   ratio_row "  bare + one access line (vs bare net/http)" "" "go BenchmarkOutsideBareLogged req/s" "go BenchmarkOutsideBare req/s"
   ratio_row "  home (vs bare + one access line)" "" "go BenchmarkOutsideHome req/s" "go BenchmarkOutsideBareLogged req/s"
@@ -187,6 +191,9 @@ if command -v wrk >/dev/null; then
     "$(med go BenchmarkOutsideHome go-cpu-us/op)" "$(med go BenchmarkOutsideBare go-cpu-us/op)" "$(med go BenchmarkOutsideBareLogged go-cpu-us/op)" \
     "$(med go BenchmarkOutsideGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideGetOrganization pg-cpu-us/op)" \
     "$(med go BenchmarkOutsideFloorGetOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideFloorGetOrganization pg-cpu-us/op)"
+  printf '  a signed batch: %.0f µs (PostgreSQL %.0f), floor %.0f (PostgreSQL %.0f)\n' \
+    "$(med go BenchmarkOutsideIntake go-cpu-us/op)" "$(med go BenchmarkOutsideIntake pg-cpu-us/op)" \
+    "$(med go BenchmarkOutsideFloorIntake go-cpu-us/op)" "$(med go BenchmarkOutsideFloorIntake pg-cpu-us/op)"
   printf '  one client'"'"'s create: %.0f µs (PostgreSQL %.0f), floor %.0f (PostgreSQL %.0f)\n' \
     "$(med go BenchmarkOutsideCreateOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideCreateOrganization pg-cpu-us/op)" \
     "$(med go BenchmarkOutsideFloorCreateOrganization go-cpu-us/op)" "$(med go BenchmarkOutsideFloorCreateOrganization pg-cpu-us/op)"
