@@ -8,8 +8,9 @@
 # VARIANTS="a.sql b.sql" adds pgbench scripts run on the same database in each round, interleaved
 # (a variant of the statement without one of its parts tells what that part costs). BASELINE (a
 # script of the baselines, A_intake.sql by default), STATEMENT (bench/sql/intake_statement.sql)
-# and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C:
-#   BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
+# and CLIENTS (16) measure another path the same way, e.g. a keyed create beside C (its script
+# is one implicit transaction: PIPELINED=1):
+#   PIPELINED=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=8 bench/statement.sh
 # PIPELINED=1 sends the statement's script in pipelined round trips, each starting at a line
 # "-- round trip" (the create as the server sends it, at one client: latency beside C's):
 #   PIPELINED=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql CLIENTS=1 bench/statement.sh

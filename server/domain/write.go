@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/jsonquote"
@@ -20,7 +22,10 @@ import (
 
 // Every write through the API starts with BeginWrite and ends with FinishWrite, in one
 // transaction around the handler (db.WithWriteTx): BeginWrite's statements travel with the
-// transaction's BEGIN, FinishWrite's with its COMMIT, each one pipelined round trip.
+// transaction's BEGIN, FinishWrite's with its COMMIT, each one pipelined round trip. An
+// operator's write whose handler reads nothing (x-renga-one-round-trip: a create) sends
+// everything in one round trip instead: QueueWriteChecks, the handler's deferred statements and
+// FinishWrite's, one implicit transaction.
 
 // Writer is who writes: what BeginWrite re-checks and holds until commit.
 type Writer struct {
@@ -121,11 +126,7 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 		// it exclusively (RevokeToken), so it waits for writes in flight and writes after it see
 		// it. (An advisory lock, not a row lock: many writes of one token would otherwise each
 		// write a row lock to the token's row.) The check reads after the lock.
-		lock := `SELECT pg_advisory_xact_lock_shared($1)`
-		if w.ChangesOwnCredential {
-			lock = `SELECT pg_advisory_xact_lock($1)`
-		}
-		batch.Queue(lock, TokenLockKey(w.CredentialID))
+		batch.Queue(tokenLockSQL(w), TokenLockKey(w.CredentialID))
 		batch.Queue(`SELECT count(*), now() FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
 			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
 	case ActorUser, ActorIntakeKey, ActorInstallation:
@@ -147,6 +148,47 @@ func queueWriterCheck(batch *pgx.Batch, w Writer) {
 			batch.Queue(`SELECT count(*) FROM (SELECT 1 FROM intake_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE) t`, w.CredentialID)
 		}
 	}
+}
+
+// tokenLockSQL takes an operator token's advisory lock for w's write: shared, or exclusive for a
+// write that changes its own token.
+func tokenLockSQL(w Writer) string {
+	if w.ChangesOwnCredential {
+		return `SELECT pg_advisory_xact_lock($1)`
+	}
+	return `SELECT pg_advisory_xact_lock_shared($1)`
+}
+
+// QueueWriteChecks queues, first on the one batch of a write sent in one round trip (an
+// operator's write whose handler reads nothing and defers its statements: x-renga-one-round-trip),
+// what BeginWrite checks, as statements that fail the batch where BeginWrite reads: the token's
+// lock, then its re-check (revoked or expired: a division by zero), then the key's lock, then no
+// result stored under the key (one there: a division by zero). The batch is one implicit
+// transaction, so a refused check leaves nothing, and the statements after a check run only
+// when it passed. WriteChecksRefused tells such a refusal from any other failure; the caller
+// then writes the two-round-trip way (BeginWrite), which answers what was refused (the token
+// gone, a replay, a key reused). Only an operator token's writes have these checks.
+func QueueWriteChecks(batch *pgx.Batch, w Writer, k *IdempotencyKey) error {
+	if w.ActorType != ActorOperatorToken {
+		return fmt.Errorf("a write in one round trip is an operator token's, not a %q's", w.ActorType)
+	}
+	batch.Queue(tokenLockSQL(w), TokenLockKey(w.CredentialID))
+	batch.Queue(`SELECT 1 / count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
+			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
+	if k != nil {
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
+		batch.Queue(`SELECT 1 / (1 - count(*)) FROM idempotency_keys
+			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
+			k.ActorID, k.Method, k.Route, k.KeyHash)
+	}
+	return nil
+}
+
+// WriteChecksRefused reports whether err is one of QueueWriteChecks' checks refusing the write
+// (the division by zero it makes; no statement a handler defers, nor FinishWrite's, divides).
+func WriteChecksRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DivisionByZero
 }
 
 // readWriterCheck says why the write cannot go on: ErrCredentialGone first, then the

@@ -214,8 +214,10 @@ func (p *Pipeline) RegisterMetrics(cs ...prometheus.Collector) { p.metrics.reg.M
 //  9. If-Match (428 precondition_required; a stale or weak tag is the handler's 412).
 //  10. One transaction: the credential re-checked, the key's lock and stored result (a replay, or
 //     409 idempotency_key_reused) in one round trip with BEGIN; the handler; then the stored
-//     result and the audit event in one round trip with COMMIT (db.WithWriteTx). A failed
-//     attempt is audited afterwards, in its own transaction.
+//     result and the audit event in one round trip with COMMIT (db.WithWriteTx). An operator's
+//     write marked x-renga-one-round-trip runs its handler first and sends it all in one round
+//     trip, the checks first (domain.QueueWriteChecks). A failed attempt is audited afterwards,
+//     in its own transaction.
 func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != op.Method { // ServeMux routes HEAD to GET patterns; the API has no HEAD
@@ -386,25 +388,39 @@ var (
 )
 
 // write is stage 10: the write's one transaction. The credential check, the stored result and
-// the change and its audit event commit together, or nothing does.
+// the change and its audit event commit together, or nothing does. An operation marked
+// x-renga-one-round-trip, by an operator token, runs its handler first and sends the checks,
+// its statements, the stored result and the audit event in one round trip (domain.QueueWriteChecks);
+// when a check refuses, the write is sent again the two-round-trip way, which answers it.
 func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handler, k *domain.IdempotencyKey, pathParams map[string]string) {
 	ctx := r.Context()
 	st := From(ctx)
 	rec := newRecorder()
 	var stored *domain.StoredResult
 	confirmed := false // the credential, re-checked in the transaction
-	err := db.WithWriteTx(ctx, p.pool, func(tx *db.WriteTx) (*pgx.Batch, error) {
-		start, err := domain.BeginWrite(ctx, tx, domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
-			OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}, k)
-		confirmed = confirmed || start.CredentialChecked
-		if err != nil {
-			return nil, err
+	writer := domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
+		OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}
+	oneTrip := st.Op.OneRoundTrip && st.Actor.Type == domain.ActorOperatorToken
+	audit := st.Audit // what a second attempt starts from
+	attempt := func(tx *db.WriteTx) (*pgx.Batch, error) {
+		last := &pgx.Batch{}
+		if oneTrip {
+			if err := domain.QueueWriteChecks(last, writer, k); err != nil {
+				return nil, err
+			}
+			st.Tx, st.TxNow = tx, time.Now().UTC().Truncate(time.Microsecond)
+		} else {
+			start, err := domain.BeginWrite(ctx, tx, writer, k)
+			confirmed = confirmed || start.CredentialChecked
+			if err != nil {
+				return nil, err
+			}
+			if start.Stored != nil {
+				stored = start.Stored
+				return nil, errReplay
+			}
+			st.Tx, st.TxNow = tx, start.Now
 		}
-		if start.Stored != nil {
-			stored = start.Stored
-			return nil, errReplay
-		}
-		st.Tx, st.TxNow = tx, start.Now
 		defer func() { st.Tx = nil }()
 		if !st.Op.StreamedBody {
 			r.Body = handlerBody(st) // again on each attempt
@@ -418,26 +434,40 @@ func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handl
 		if k != nil {
 			expires := time.Now().Add(p.opts.IdempotencyRetention).UTC().Truncate(time.Second)
 			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
+			var err error
 			if result, err = storedResult(status, rec.header, rec.body.Bytes(), st.Op.SecretFields); err != nil {
 				return nil, err
 			}
 			result.Expires = expires
 		}
-		last := &pgx.Batch{}
 		for _, d := range st.deferred {
 			last.Queue(d.sql, d.args...)
 		}
 		return last, domain.FinishWrite(last, k, result, succeeded(st, status))
-	})
+	}
+	err := db.WithWriteTx(ctx, p.pool, attempt)
+	if oneTrip && domain.WriteChecksRefused(err) {
+		// The token is gone, or a result is stored under the key (a replay, or the key reused):
+		// nothing was written. The two-round-trip way reads what the checks only refused.
+		oneTrip = false
+		rec = newRecorder()
+		st.deferred, st.Audit, st.Problem = nil, audit, nil
+		err = db.WithWriteTx(ctx, p.pool, attempt)
+	}
+	// In one round trip, the checks passed when the write committed or a statement after them
+	// failed (a deferred statement's error, translated below).
+	checked := oneTrip && err == nil
 	if err != nil && len(st.deferred) > 0 && !errors.Is(err, errReplay) && !errors.Is(err, errHandlerFailed) {
 		for _, d := range st.deferred {
 			if t := d.translate(err); t != err { //nolint:errorlint // a translation returns a new error
 				err = t
+				checked = oneTrip
 				st.Audit = AuditNote{} // what the statement would have made does not exist
 				break
 			}
 		}
 	}
+	confirmed = confirmed || checked
 	if st.cachedToken != nil {
 		// A token taken from the cache: the transaction's first round trip confirmed it, found it
 		// revoked or expired (answered as its lookup would have answered), or did not get that

@@ -36,6 +36,12 @@ type Operation struct {
 	// SingleStatement (x-renga-single-statement): an installation's write that its domain
 	// function makes in one statement; the pipeline opens no transaction around it.
 	SingleStatement bool
+	// OneRoundTrip (x-renga-one-round-trip): an operator's write whose handler reads nothing and
+	// defers its statements (State.Defer), TxNow included (a create): the handler runs first,
+	// then the token's and the key's checks (domain.QueueWriteChecks), its statements, the stored
+	// result and the audit event go in one round trip, one implicit transaction. A check that
+	// refuses sends the write again the two-round-trip way, which answers what it refused.
+	OneRoundTrip bool
 	// StreamedBody: the operation's only request media type is application/octet-stream (an
 	// archive), so its body is not read into memory, held to MaxBodyBytes or validated here: the
 	// handler reads it as a stream from the request.
@@ -139,6 +145,7 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
+	o.OneRoundTrip, _ = op.Extensions["x-renga-one-round-trip"].(bool)
 	o.AuditedRead, _ = op.Extensions["x-renga-audited-read"].(bool)
 	if fields, ok := op.Extensions["x-renga-secret-fields"].([]any); ok {
 		for _, f := range fields {
@@ -178,6 +185,9 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	// transaction to hold.
 	if o.SingleStatement && (o.Auth != AuthInstallation || !o.Mutation) {
 		return nil, errors.New("x-renga-single-statement is for an installation's writes only")
+	}
+	if o.OneRoundTrip && (o.Auth != AuthOperator || !o.Mutation || o.StreamedBody) {
+		return nil, errors.New("x-renga-one-round-trip is for operators' writes whose body is JSON")
 	}
 	if o.AuditedRead && o.Mutation {
 		return nil, errors.New("x-renga-audited-read is for reads (a write is audited anyway)")

@@ -42,7 +42,9 @@ type State struct {
 	IfMatch int64  // the version If-Match names; -1 when the tag can never match
 	Audit   AuditNote
 	// TxNow is the write's transaction's now(), when the write's first round trip read it (an
-	// operator token's write); zero otherwise.
+	// operator token's write); in a write sent in one round trip (Operation.OneRoundTrip), the
+	// server's clock when the handler ran, to the microsecond PostgreSQL keeps (as the audit
+	// event's time is); zero otherwise.
 	TxNow    time.Time
 	deferred []deferredStatement
 
