@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -45,7 +46,7 @@ func CreateOrganization(ctx context.Context, q db.DBTX, slug, displayName string
 	if err != nil {
 		return Organization{}, err
 	}
-	o, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+	o, err := pgx.CollectExactlyOneRow(rows, scanOrganization)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Organization{}, ErrSlugTaken
 	}
@@ -92,8 +93,46 @@ func collectOrganization(rows pgx.Rows, err error) (Organization, error) {
 	if err != nil {
 		return Organization{}, err
 	}
-	o, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+	o, err := pgx.CollectExactlyOneRow(rows, scanOrganization)
 	return o, db.Translate(err)
+}
+
+// scanOrganization reads a row of orgColumns: by hand where its values are as expected
+// (readOrganization), else with pgx's RowToStructByName.
+func scanOrganization(row pgx.CollectableRow) (Organization, error) {
+	if o, ok := readOrganization(row); ok {
+		return o, nil
+	}
+	return pgx.RowToStructByName[Organization](row)
+}
+
+// readOrganization reads a row of orgColumns, in their order, with db.Columns; false if the row
+// is not that or a value is not as expected.
+func readOrganization(row pgx.CollectableRow) (Organization, bool) {
+	rows, ok := row.(pgx.Rows)
+	if !ok || !orgColumnsNamed(row.FieldDescriptions()) {
+		return Organization{}, false
+	}
+	c := db.ColumnsOf(rows)
+	o := Organization{ID: c.Text(), Slug: c.Text(), DisplayName: c.Text(), State: c.Text(),
+		SuspendedReason: c.TextOrNull(), PurgeAfter: c.TimeOrNull(), Version: c.Int8(),
+		CreatedAt: c.Time(), UpdatedAt: c.Time(), MovingTransferID: c.TextOrNull()}
+	return o, c.OK()
+}
+
+// orgColumnNames are orgColumns, in order.
+var orgColumnNames = strings.Split(strings.ReplaceAll(orgColumns, " ", ""), ",")
+
+func orgColumnsNamed(fds []pgconn.FieldDescription) bool {
+	if len(fds) != len(orgColumnNames) {
+		return false
+	}
+	for i, fd := range fds {
+		if fd.Name != orgColumnNames[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // OrganizationFilter selects a page of organizations.
@@ -111,7 +150,7 @@ func ListOrganizations(ctx context.Context, q db.DBTX, f OrganizationFilter) ([]
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Organization])
+	return pgx.CollectRows(rows, scanOrganization)
 }
 
 // UpdateOrganization sets the display name if the stored version is expected; it returns the
@@ -161,7 +200,7 @@ func lockOrganization(ctx context.Context, q db.DBTX, id string) (Organization, 
 	if err != nil {
 		return Organization{}, err
 	}
-	o, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+	o, err := pgx.CollectExactlyOneRow(rows, scanOrganization)
 	return o, db.Translate(err)
 }
 
@@ -171,7 +210,7 @@ func setState(ctx context.Context, q db.DBTX, id, state string, reason *string, 
 	if err != nil {
 		return Organization{}, err
 	}
-	o, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+	o, err := pgx.CollectExactlyOneRow(rows, scanOrganization)
 	return o, db.Translate(err)
 }
 

@@ -29,7 +29,7 @@ func StartDuePurge(ctx context.Context, pool *pgxpool.Pool) (Organization, bool,
 		if err != nil {
 			return err
 		}
-		o, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Organization])
+		o, err = pgx.CollectExactlyOneRow(rows, scanOrganization)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -48,7 +48,7 @@ func PurgingOrganizations(ctx context.Context, q db.DBTX) ([]Organization, error
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Organization])
+	return pgx.CollectRows(rows, scanOrganization)
 }
 
 // purgeBatch bounds each deleting transaction, so a large organization never holds long locks.
