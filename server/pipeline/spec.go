@@ -67,7 +67,12 @@ type Operation struct {
 	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
 	pathOnly    bool
 	queryLimits map[string]int // by name: maxLength, or -1 for none
-	direct      bool           // answered by a handler of Options.Direct (no statement, no deadline)
+	// plainBody: the operation's parameters are as a pathOnly operation's, and its request body
+	// is a JSON object of strings each constrained by at most a pattern and lengths
+	// (plainObject): a request with plain parameters and a body plainly within them is valid,
+	// and the validator runs only to describe a bad one.
+	plainBody *plainObject
+	direct    bool // answered by a handler of Options.Direct (no statement, no deadline)
 	// singleQuery names the query parameters that take one value (any but an array): the
 	// validator checks the first of several, the generated handler refuses several.
 	singleQuery []string
@@ -217,16 +222,18 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	}
 	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
 		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
-	o.pathOnly = pathOnly(o)
+	plain := plainParams(o)
+	o.pathOnly = plain && o.spec.RequestBody == nil
+	if plain && o.spec.RequestBody != nil {
+		o.plainBody = newPlainObject(o.spec.RequestBody)
+	}
 	return o, nil
 }
 
-// pathOnly reports whether what the validator checks of o is its path parameters alone, each
-// `type: string` with a `pattern` and nothing else that constrains it.
-func pathOnly(o *Operation) bool {
-	if o.spec.RequestBody != nil {
-		return false
-	}
+// plainParams reports whether what the validator checks of o's parameters is its path
+// parameters alone, each `type: string` with a `pattern` and nothing else that constrains it,
+// and optional query parameters each a string with at most a maxLength (queryLimits).
+func plainParams(o *Operation) bool {
 	limits := map[string]int{}
 	for _, ref := range append(append(openapi3.Parameters{}, o.validation.PathItem.Parameters...), o.validation.Operation.Parameters...) {
 		p := ref.Value

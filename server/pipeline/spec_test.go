@@ -781,7 +781,8 @@ func TestPlainRawQueryDecidesAgentsQueries(t *testing.T) {
 	}
 }
 
-func pathOnlyOperations(t testing.TB) []*Operation {
+// specOperations are the operations of the spec, as the pipeline reads them, by ID.
+func specOperations(t testing.TB) map[string]*Operation {
 	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -791,8 +792,12 @@ func pathOnlyOperations(t testing.TB) []*Operation {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ops
+}
+
+func pathOnlyOperations(t testing.TB) []*Operation {
 	var out []*Operation
-	for _, op := range ops {
+	for _, op := range specOperations(t) {
 		if op.pathOnly {
 			out = append(out, op)
 		}
@@ -814,7 +819,7 @@ func validateWithKin(op *Operation, params map[string]string, query string) erro
 
 // matching is a string pattern matches, generated from its syntax tree (literals, classes,
 // repetitions, concatenations and anchors: what the spec's ID patterns use).
-func matching(t *testing.T, pattern string) string {
+func matching(t testing.TB, pattern string) string {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		t.Fatal(err)

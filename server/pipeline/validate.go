@@ -198,6 +198,13 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if fast && st.Op.plainQuery(query) {
 		return nil
 	}
+	if st.Op.plainBody != nil && st.Op.wellFormed(pathParams) && st.Op.plainQuery(query) {
+		if v, ok := st.Op.plainBody.passes(st.Body); ok {
+			st.validated = v // strings only: boundValue would leave it as it is
+			r.Body = handlerBody(st)
+			return nil
+		}
+	}
 	// A streamed body is not the validator's: it would read it whole (its security check
 	// buffers the body for authentication functions) and close it.
 	streamed := st.Op.StreamedBody
