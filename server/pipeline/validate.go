@@ -200,7 +200,7 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	}
 	if st.Op.plainBody != nil && st.Op.wellFormed(pathParams) && st.Op.plainQuery(query) {
 		if v, ok := st.Op.plainBody.passes(st.Body); ok {
-			st.validated = v // strings only: boundValue would leave it as it is
+			st.validated = boundValue(v)
 			r.Body = handlerBody(st)
 			return nil
 		}
