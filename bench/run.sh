@@ -10,13 +10,18 @@
 #   ROUNDS=3 BENCHTIME=4s                       (rounds; each Go benchmark's -benchtime)
 #   BENCH_GOMAXPROCS=1                          (GOMAXPROCS of the Go benchmarks' process, server,
 #                                                floor and load generator alike; Go's default if unset)
-#   BENCH_GOGC=400                              (GOGC of the same process; Go's default, 100, if unset)
+#   BENCH_GOGC=100                              (GOGC of the same process, and of the intake load's and the
+#                                                transfer's; if unset, 400: what `renga serve` runs with,
+#                                                server.DefaultGCPercent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${ROUNDS:-3}
 baselines=${BASELINES:-../shared/baselines}
 pg="postgres://postgres@127.0.0.1:5432"
+gogc=${BENCH_GOGC:-400} # server.DefaultGCPercent: the test servers run as `renga serve` does
+gogc_label="$gogc (BENCH_GOGC)"
+[ -n "${BENCH_GOGC:-}" ] || gogc_label="$gogc (renga serve's default)"
 out=$(mktemp -d)
 # One test binary for every Go measurement: nothing compiles between a pgbench run and its pair.
 go test -c -o "$out/bench.test" ./bench/
@@ -60,7 +65,7 @@ pg_us_per_txn() { # name: the backends' CPU per transaction, in µs
 gobench() { # round regexp...: each regexp one run of the Go benchmarks, output appended to $out/go.round
   local r=$1; shift
   for re in "$@"; do
-    GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
+    GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=$gogc gotest -test.run '^$' -test.bench "$re" -test.benchmem -test.benchtime "${BENCHTIME:-4s}" | grep '^Benchmark' | tee -a "$out/go.$r"
   done
 }
 # The same server seen from outside its process: wrk (C, its own process, as lean as pgbench's
@@ -70,7 +75,7 @@ gobench() { # round regexp...: each regexp one run of the Go benchmarks, output 
 # left out.
 outside() { # round measures-regexp: lines appended to $out/go.round
   command -v wrk >/dev/null || return 0
-  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=${BENCH_GOGC:-} \
+  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=${BENCH_GOMAXPROCS:-} GOGC=$gogc \
     gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' | tee -a "$out/go.$1"
 }
 # The same with the server's process on one processor (GOMAXPROCS=1), its measures named
@@ -79,7 +84,7 @@ outside() { # round measures-regexp: lines appended to $out/go.round
 # the cheapest request's rate.
 outside_one_processor() { # round measures-regexp
   command -v wrk >/dev/null || return 0
-  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=1 GOGC=${BENCH_GOGC:-} \
+  RENGA_OUTSIDE_BENCH=1 RENGA_OUTSIDE_SECONDS="$secs" RENGA_OUTSIDE_ONLY="$2" GOMAXPROCS=1 GOGC=$gogc \
     gotest -test.count=1 -test.run '^TestOutsideLoad$' -test.v | grep '^Benchmark' |
     sed 's/^\(BenchmarkOutside[A-Za-z]*\)/\1\/procs=1/' | tee -a "$out/go.$1"
 }
@@ -108,7 +113,7 @@ PIPELINED=1 CLIENTS=1 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_stat
 # The same at 8 clients: the most creates per second any server sending them could reach.
 PIPELINED=1 CLIENTS=8 BASELINE=C_keyedcreate.sql STATEMENT=bench/sql/create_statements.sql bash bench/statement.sh "$secs" 1 2>/dev/null >"$out/stmt8"
 
-RENGA_LOAD=1 gotest -test.count=1 -test.run TestIntakeLoad -test.v | grep intake-load | tee "$out/load"
+RENGA_LOAD=1 GOGC=$gogc gotest -test.count=1 -test.run TestIntakeLoad -test.v | grep intake-load | tee "$out/load"
 
 RENGA_LOAD=1 gotest -test.count=1 -test.run TestAgentFootprint -test.v | grep agent-footprint | tee "$out/agent"
 
@@ -119,7 +124,7 @@ fi
 
 # Transfers: export and import of 1M observations beside COPY TO / COPY FROM of the same rows,
 # with the server's peak RSS above idle during each (target: >= 0.5 of COPY, < 64 MiB).
-RENGA_TRANSFER_BENCH=1 gotest -test.count=1 -test.timeout 30m -test.run TestTransferLoad -test.v | grep transfer-load | tee "$out/transfer"
+RENGA_TRANSFER_BENCH=1 GOGC=$gogc gotest -test.count=1 -test.timeout 30m -test.run TestTransferLoad -test.v | grep transfer-load | tee "$out/transfer"
 
 metric() { # round benchmark-name unit
   awk -v name="$2" -v unit="$3" '$1 ~ "^"name"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == unit) print $i }' "$out/go.$1" | head -1
@@ -153,7 +158,7 @@ ratio_row() { # label target "numerator kind args" "denominator kind args" [widt
   printf '  %6.2f %7s\n' "$(echo "$rs" | tr ' ' '\n' | median)" "$target"
 }
 printf '\nGo benchmarks: GOMAXPROCS=%s GOGC=%s; each test server logs every request to a file, as to standard error in production\n' \
-  "${BENCH_GOMAXPROCS:-default ($(nproc))}" "${BENCH_GOGC:-default (100)}"
+  "${BENCH_GOMAXPROCS:-default ($(nproc))}" "$gogc_label"
 printf '\n%-46s %10s %10s  %-*s  %6s %7s\n' "measure (renga, ceiling: medians of the rounds)" renga ceiling $((6 * rounds)) "ratio by round" median target
 ratio_row "GET /organizations/{id} req/s (vs B tps)" ">=0.6" "go BenchmarkGetOrganization req/s" "tps B"
 ratio_row "POST /organizations req/s, 8 clients (vs C)" ">=0.8" "go BenchmarkCreateOrganization/clients=8 req/s" "tps C8"

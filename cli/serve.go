@@ -70,6 +70,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("configuration refused:\n%w", err)}
 	}
 	cfg.Version = Version
+	server.SetGCPercent(os.Getenv) // the runtime reads the process's own environment, whatever f says
 	log, flush := newLogger(cfg, f)
 	defer func() { _ = flush() }() // after everything else deferred here has logged
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
