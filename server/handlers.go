@@ -3,9 +3,9 @@ package server
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +14,7 @@ import (
 )
 
 func etag(version int64) *string {
-	s := fmt.Sprintf(`"%d"`, version)
+	s := `"` + strconv.FormatInt(version, 10) + `"`
 	return &s
 }
 

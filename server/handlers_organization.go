@@ -76,7 +76,7 @@ func (s *Server) GetOrganization(ctx context.Context, req api.GetOrganizationReq
 	if err != nil {
 		return nil, err
 	}
-	return api.GetOrganization200JSONResponse{Body: orgJSON(o), Headers: api.GetOrganization200ResponseHeaders{ETag: etag(o.Version)}}, nil
+	return organizationAnswer{body: orgJSON(o), etag: etag(o.Version)}, nil
 }
 
 // UpdateOrganization changes the display name, guarded by If-Match.
