@@ -63,8 +63,7 @@ func (s *Server) CreateOrganization(ctx context.Context, req api.CreateOrganizat
 	}
 	st.Audit.Target(o, []string{"slug", "display_name"})
 	loc := "/api/v1/operator/organizations/" + o.ID
-	return api.CreateOrganization201JSONResponse{Body: orgJSON(o),
-		Headers: api.CreateOrganization201ResponseHeaders{Location: &loc, ETag: etag(o.Version)}}, nil
+	return organizationAnswer{body: orgJSON(o), etag: etag(o.Version), location: &loc}, nil
 }
 
 // GetOrganization reads an organization.

@@ -9,33 +9,57 @@ import (
 	"renga.dev/renga/server/jsonquote"
 )
 
-// organizationAnswer is GetOrganization's 200: what api.GetOrganization200JSONResponse writes for
-// the same organization and ETag, status, headers and body byte for byte
+// organizationAnswer is GetOrganization's 200 and CreateOrganization's 201: what
+// api.GetOrganization200JSONResponse and api.CreateOrganization201JSONResponse write for the same
+// organization and headers, status, headers and body byte for byte
 // (FuzzOrganizationAnswerIsTheGenerated), with the organization appended by hand where the
-// generated response encodes it by reflection (encoding/json was about a twentieth of an
+// generated responses encode it by reflection (encoding/json was about a twentieth of an
 // authenticated GET's CPU in a profile under load). A time encoding/json writes otherwise than
 // appendTime (not UTC, or a year outside 0-9999, which it refuses) is left to the generated
 // response.
 type organizationAnswer struct {
-	body api.Organization
-	etag *string
+	body     api.Organization
+	etag     *string
+	location *string // the create's
 }
 
 // VisitGetOrganizationResponse implements api.GetOrganizationResponseObject.
 func (a organizationAnswer) VisitGetOrganizationResponse(w http.ResponseWriter) error {
+	if written, err := a.write(w, http.StatusOK); written {
+		return err
+	}
+	return api.GetOrganization200JSONResponse{Body: a.body,
+		Headers: api.GetOrganization200ResponseHeaders{ETag: a.etag}}.VisitGetOrganizationResponse(w)
+}
+
+// VisitCreateOrganizationResponse implements api.CreateOrganizationResponseObject.
+func (a organizationAnswer) VisitCreateOrganizationResponse(w http.ResponseWriter) error {
+	if written, err := a.write(w, http.StatusCreated); written {
+		return err
+	}
+	return api.CreateOrganization201JSONResponse{Body: a.body,
+		Headers: api.CreateOrganization201ResponseHeaders{ETag: a.etag, Location: a.location}}.VisitCreateOrganizationResponse(w)
+}
+
+// write writes the answer with status and returns the write's error, as the generated
+// responses do; or writes nothing and reports false if the body is the generated response's to
+// write.
+func (a organizationAnswer) write(w http.ResponseWriter, status int) (bool, error) {
 	b, ok := appendOrganization(make([]byte, 0, 512), &a.body)
 	if !ok {
-		return api.GetOrganization200JSONResponse{Body: a.body,
-			Headers: api.GetOrganization200ResponseHeaders{ETag: a.etag}}.VisitGetOrganizationResponse(w)
+		return false, nil
 	}
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	if a.etag != nil {
 		h["Etag"] = []string{*a.etag}
 	}
-	w.WriteHeader(http.StatusOK)
+	if a.location != nil {
+		h["Location"] = []string{*a.location}
+	}
+	w.WriteHeader(status)
 	_, err := w.Write(b)
-	return err
+	return true, err
 }
 
 // appendOrganization appends o as json.Encoder writes it (fields in api.Organization's order,

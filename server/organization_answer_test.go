@@ -2,6 +2,7 @@ package server
 
 import (
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -10,8 +11,8 @@ import (
 	"renga.dev/renga/gen/api"
 )
 
-// FuzzOrganizationAnswerIsTheGenerated: organizationAnswer writes what the generated response
-// writes for the same organization and ETag: status, every header, the body byte for byte, and
+// FuzzOrganizationAnswerIsTheGenerated: organizationAnswer writes what the generated responses
+// (a GET's 200, a create's 201) write for the same organization and headers: status, every header, the body byte for byte, and
 // the same error; text needing escapes (HTML, U+2028, invalid UTF-8, control characters), times
 // of every precision, zone and year (0-9999 appended by hand, any other left to the generated
 // response, which refuses years it cannot write).
@@ -39,18 +40,28 @@ func FuzzOrganizationAnswerIsTheGenerated(f *testing.F) {
 			p := time.UnixMicro(purge).UTC()
 			o.PurgeAfter = &p
 		}
-		tag := etag(version)
-		got, want := httptest.NewRecorder(), httptest.NewRecorder()
-		gotErr := organizationAnswer{body: o, etag: tag}.VisitGetOrganizationResponse(got)
-		wantErr := api.GetOrganization200JSONResponse{Body: o, Headers: api.GetOrganization200ResponseHeaders{ETag: tag}}.VisitGetOrganizationResponse(want)
-		if (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("error %v, the generated response's %v", gotErr, wantErr)
-		}
-		if got.Code != want.Code || got.Body.String() != want.Body.String() {
-			t.Fatalf("got %d %q\nwant %d %q", got.Code, got.Body, want.Code, want.Body)
-		}
-		if !maps.EqualFunc(got.Header(), want.Header(), slices.Equal) {
-			t.Fatalf("headers %v, want %v", got.Header(), want.Header())
+		tag, where := etag(version), "/api/v1/operator/organizations/"+id
+		a := organizationAnswer{body: o, etag: tag, location: &where}
+		for _, c := range []struct {
+			name      string
+			got, want func(http.ResponseWriter) error
+		}{
+			{"get", organizationAnswer{body: o, etag: tag}.VisitGetOrganizationResponse,
+				api.GetOrganization200JSONResponse{Body: o, Headers: api.GetOrganization200ResponseHeaders{ETag: tag}}.VisitGetOrganizationResponse},
+			{"create", a.VisitCreateOrganizationResponse,
+				api.CreateOrganization201JSONResponse{Body: o, Headers: api.CreateOrganization201ResponseHeaders{ETag: tag, Location: &where}}.VisitCreateOrganizationResponse},
+		} {
+			got, want := httptest.NewRecorder(), httptest.NewRecorder()
+			gotErr, wantErr := c.got(got), c.want(want)
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("%s: error %v, the generated response's %v", c.name, gotErr, wantErr)
+			}
+			if got.Code != want.Code || got.Body.String() != want.Body.String() {
+				t.Fatalf("%s: got %d %q\nwant %d %q", c.name, got.Code, got.Body, want.Code, want.Body)
+			}
+			if !maps.EqualFunc(got.Header(), want.Header(), slices.Equal) {
+				t.Fatalf("%s: headers %v, want %v", c.name, got.Header(), want.Header())
+			}
 		}
 	})
 }
