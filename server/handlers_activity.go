@@ -11,7 +11,7 @@ import (
 // ListActivity pages through the caller's organization's Activity.
 func (s *Server) ListActivity(ctx context.Context, req api.ListActivityRequestObject) (api.ListActivityResponseObject, error) {
 	st := pipeline.From(ctx)
-	before, err := optionalPageToken(req.Params.PageToken, "act")
+	before, err := optionalPageToken(req.Params.PageToken, "evt") // an entry is its audit event (migration 00018)
 	if err != nil {
 		return nil, err
 	}

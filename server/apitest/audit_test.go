@@ -3,12 +3,14 @@ package apitest
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"renga.dev/renga/gen/client"
+	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -388,6 +390,96 @@ func TestAuditActivity(t *testing.T) {
 	if !slices.Equal(got[1].ChangedFields, []string{"display_name"}) {
 		t.Errorf("update Activity changed_fields = %v", got[1].ChangedFields)
 	}
+}
+
+// TestActivityIsTheAuditLog: an organization's Activity, as its owner pages through it, is its
+// audit events that changed it (not a failed attempt, not an attempt that changed nothing), each
+// under its audit event's ID, newest first, without gaps or duplicates; a page token of the
+// Activity entries' former IDs (act_..., before migration 00018) is refused.
+// Fails when: the Activity list reads events that are not in the Activity, or pages by another
+// ID than the events'.
+func TestActivityIsTheAuditLog(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	ctx := context.Background()
+	_, writer := scopedToken(t, env, "organizations:write")
+	_, auditor := scopedToken(t, env, "audit:read")
+	created := send(t, env, createReq(writer, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Acme"})))
+	var org organization
+	created.decode(t, &org)
+	want := []string{created.Header.Get("X-Request-Id")}
+	for i, name := range []string{"Acme 2", "Acme 3", "Acme 4"} {
+		r := send(t, env, patchReq(writer, org.ID, fmt.Sprintf(`"%d"`, i+1), name))
+		if r.Status != http.StatusOK {
+			t.Fatalf("update %d: %d %s", i+1, r.Status, r.Body)
+		}
+		want = append(want, r.Header.Get("X-Request-Id"))
+	}
+	if r := send(t, env, patchReq(writer, org.ID, `"1"`, "Stale")); r.Status != http.StatusPreconditionFailed {
+		t.Fatalf("stale update: %d %s", r.Status, r.Body)
+	}
+	if r := send(t, env, patchReq(writer, org.ID, `"4"`, "Acme 4")); r.Status != http.StatusOK {
+		t.Fatalf("update that changes nothing: %d %s", r.Status, r.Body)
+	}
+	slices.Reverse(want) // newest first
+	_, secret, err := domain.CreateInvitation(ctx, env.Pool, org.ID, newSlug()+"@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted, err := domain.AcceptInvitation(ctx, env.Pool, secret, "Owner", domain.BuiltinDefaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Track(secret, accepted.APIKey)
+
+	// The organization's audit events, by request: the Activity's entries must be these.
+	rep := send(t, env, req{Method: http.MethodGet, Path: auditPath + "?organization_id=" + org.ID, Token: auditor})
+	var events struct {
+		Items []struct {
+			ID        string `json:"id"`
+			RequestID string `json:"request_id"`
+		} `json:"items"`
+	}
+	rep.decode(t, &events)
+	eventOf := map[string]string{}
+	for _, e := range events.Items {
+		eventOf[e.RequestID] = e.ID
+	}
+	var got []activityJSON
+	path, pages := activityPath+"?page_size=2", 0
+	for {
+		rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: accepted.APIKey})
+		if rep.Status != http.StatusOK {
+			t.Fatalf("activity page %d: %d %s", pages+1, rep.Status, rep.Body)
+		}
+		var page struct {
+			Items         []activityJSON `json:"items"`
+			NextPageToken *string        `json:"next_page_token"`
+		}
+		rep.decode(t, &page)
+		pages++
+		got = append(got, page.Items...)
+		if page.NextPageToken == nil || pages > 10 {
+			break
+		}
+		path = activityPath + "?page_size=2&page_token=" + *page.NextPageToken
+	}
+	var gotRequests []string
+	for _, a := range got {
+		gotRequests = append(gotRequests, a.RequestID)
+		if a.ID != eventOf[a.RequestID] || !strings.HasPrefix(a.ID, "evt_") {
+			t.Errorf("Activity entry %s of request %s: its audit event is %q", a.ID, a.RequestID, eventOf[a.RequestID])
+		}
+	}
+	if !slices.Equal(gotRequests, want) {
+		t.Errorf("Activity by request %v, want %v (the create and three updates, newest first; not the stale or empty update)", gotRequests, want)
+	}
+	if pages != 2 {
+		t.Errorf("%d pages of 2 over 4 entries, want 2", pages)
+	}
+	former := base64.RawURLEncoding.EncodeToString([]byte("v1:act_" + strings.TrimPrefix(got[0].ID, "evt_")))
+	send(t, env, req{Method: http.MethodGet, Path: activityPath + "?page_token=" + former, Token: accepted.APIKey}).
+		expectProblem(t, http.StatusBadRequest, "invalid_page_token")
 }
 
 // TestAuditHoldsNoSecrets: no token secret or idempotency key reaches the audit log, Activity,

@@ -3,9 +3,13 @@ package db_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -97,5 +101,105 @@ func TestValueListsAsDomains(t *testing.T) {
 	}
 	if checks != 0 {
 		t.Errorf("%d of the tables' CHECKs left beside the domains", checks)
+	}
+}
+
+// TestActivityFromAudit: migration 00018 turns organization_activity into a view of the audit
+// events in their organization's Activity. Applied to a schema holding rows, it marks the event of
+// each Activity row (and no other: a failed attempt, an event of another organization, one whose
+// Activity row is gone), does not rewrite audit_events, and the view shows each entry as before
+// under its event's ID, newest first; its Down makes the table again from the view, in the same
+// order.
+func TestActivityFromAudit(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, servertest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 17); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO organizations (id, slug, display_name) VALUES ('org_a', 'a', 'A'), ('org_b', 'b', 'B')`)
+	event := `INSERT INTO audit_events (id, time, request_id, actor_type, actor_id, actor_name, operation, organization_id,
+		outcome, status, changed_fields, source_address) VALUES ($1, $2, $3, 'operator_token', 'tok_1', 'ops', $4, $5, $6, 200, $7, '127.0.0.1')`
+	activity := `INSERT INTO organization_activity (id, organization_id, time, request_id, actor_type, actor_id, actor_name,
+		operation, changed_fields) VALUES ($1, $2, $3, $4, 'operator_token', 'tok_1', 'ops', $5, $6)`
+	t1 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	t2 := t1.Add(time.Minute)
+	exec(event, "evt_01", t1, "req_1", "createOrganization", "org_a", "succeeded", []string{"slug", "display_name"})
+	exec(activity, "act_01", "org_a", t1, "req_1", "createOrganization", []string{"slug", "display_name"})
+	exec(event, "evt_02", t2, "req_2", "putPolicy", "org_a", "succeeded", []string{"limits"})
+	exec(activity, "act_02", "org_a", t2, "req_2", "putPolicy", []string{"limits"})
+	exec(event, "evt_03", t2, "req_3", "putPolicy", "org_a", "failed", []string{})              // no Activity
+	exec(event, "evt_04", t2, "req_4", "suspendOrganization", "org_a", "succeeded", []string{}) // no Activity
+	exec(event, "evt_05", t1, "req_5", "createOrganization", "org_b", "succeeded", []string{"slug"})
+	exec(activity, "act_05", "org_b", t1, "req_5", "createOrganization", []string{"slug"})
+	var audit uint32
+	if err := pool.QueryRow(ctx, `SELECT pg_relation_filenode('audit_events')`).Scan(&audit); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.UpTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	var after uint32
+	if err := pool.QueryRow(ctx, `SELECT pg_relation_filenode('audit_events')`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != audit {
+		t.Errorf("00018 rewrote audit_events: %d → %d", audit, after)
+	}
+	entries := func(org string) []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT id || ' ' || time::text || ' ' || request_id || ' ' || actor_id || ' ' || actor_name
+			|| ' ' || operation || ' ' || array_to_string(changed_fields, ',')
+			FROM organization_activity WHERE organization_id = $1 ORDER BY id DESC`, org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := []string{"evt_02 2026-12-01 10:01:00+00 req_2 tok_1 ops putPolicy limits",
+		"evt_01 2026-12-01 10:00:00+00 req_1 tok_1 ops createOrganization slug,display_name"}
+	if got := entries("org_a"); !slices.Equal(got, want) {
+		t.Errorf("org_a's Activity after 00018:\n got %q\nwant %q", got, want)
+	}
+	if got := entries("org_b"); len(got) != 1 || !strings.HasPrefix(got[0], "evt_05 ") {
+		t.Errorf("org_b's Activity after 00018: %q", got)
+	}
+	// The view shows an organization's entries while it is here; its events stay.
+	exec(`DELETE FROM organizations WHERE id = 'org_b'`)
+	if got := entries("org_b"); len(got) != 0 {
+		t.Errorf("a gone organization's Activity: %q", got)
+	}
+	var events int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE organization_id = 'org_b'`).Scan(&events); err != nil || events != 1 {
+		t.Errorf("the gone organization's audit events: %d, %v", events, err)
+	}
+
+	if _, err := p.DownTo(ctx, 17); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"act_02 2026-12-01 10:01:00+00 req_2 tok_1 ops putPolicy limits",
+		"act_01 2026-12-01 10:00:00+00 req_1 tok_1 ops createOrganization slug,display_name"}
+	if got := entries("org_a"); !slices.Equal(got, want) {
+		t.Errorf("org_a's Activity after 00018's Down:\n got %q\nwant %q", got, want)
 	}
 }

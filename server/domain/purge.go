@@ -90,13 +90,14 @@ func purgeObservationBatches(ctx context.Context, pool *pgxpool.Pool, orgID stri
 	return nil
 }
 
-// PurgeOrganization removes everything a purging organization owns: Activity and usage in
-// short batches, then the organization row, whose deletion cascades to memberships, API keys,
-// invitations, pending mail, policy and settings. Users stay (they are shared). The audit log
-// keeps the organization's ID and name snapshot. Safe to run twice: it reports whether this
-// run removed the organization.
+// PurgeOrganization removes everything a purging organization owns: usage, observations and
+// jobs in short batches, then the organization row, whose deletion cascades to memberships, API
+// keys, invitations, pending mail, policy and settings. Users stay (they are shared). The audit
+// log keeps the organization's ID, name snapshot and events; its Activity, a view of those
+// events while the organization is here (migration 00018), goes with the row. Safe to run
+// twice: it reports whether this run removed the organization.
 func PurgeOrganization(ctx context.Context, pool *pgxpool.Pool, o Organization) (bool, error) {
-	for _, table := range []string{"organization_activity", "usage_counters", "usage_events", "observations",
+	for _, table := range []string{"usage_counters", "usage_events", "observations",
 		"observation_batches", "jobs"} {
 		if table == "observation_batches" {
 			if err := purgeObservationBatches(ctx, pool, o.ID); err != nil {
