@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"renga.dev/renga/gen/client"
-	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -401,7 +400,6 @@ func TestAuditActivity(t *testing.T) {
 func TestActivityIsTheAuditLog(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)
-	ctx := context.Background()
 	_, writer := scopedToken(t, env, "organizations:write")
 	_, auditor := scopedToken(t, env, "audit:read")
 	created := send(t, env, createReq(writer, newKey(), jsonBody(map[string]string{"slug": newSlug(), "display_name": "Acme"})))
@@ -422,15 +420,7 @@ func TestActivityIsTheAuditLog(t *testing.T) {
 		t.Fatalf("update that changes nothing: %d %s", r.Status, r.Body)
 	}
 	slices.Reverse(want) // newest first
-	_, secret, err := domain.CreateInvitation(ctx, env.Pool, org.ID, newSlug()+"@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted, err := domain.AcceptInvitation(ctx, env.Pool, secret, "Owner", domain.BuiltinDefaults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Track(secret, accepted.APIKey)
+	ownerAPIKey := ownerKeyOf(t, env, org.ID)
 
 	// The organization's audit events, by request: the Activity's entries must be these.
 	rep := send(t, env, req{Method: http.MethodGet, Path: auditPath + "?organization_id=" + org.ID, Token: auditor})
@@ -448,7 +438,7 @@ func TestActivityIsTheAuditLog(t *testing.T) {
 	var got []activityJSON
 	path, pages := activityPath+"?page_size=2", 0
 	for {
-		rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: accepted.APIKey})
+		rep := send(t, env, req{Method: http.MethodGet, Path: path, Token: ownerAPIKey})
 		if rep.Status != http.StatusOK {
 			t.Fatalf("activity page %d: %d %s", pages+1, rep.Status, rep.Body)
 		}
@@ -478,7 +468,7 @@ func TestActivityIsTheAuditLog(t *testing.T) {
 		t.Errorf("%d pages of 2 over 4 entries, want 2", pages)
 	}
 	former := base64.RawURLEncoding.EncodeToString([]byte("v1:act_" + strings.TrimPrefix(got[0].ID, "evt_")))
-	send(t, env, req{Method: http.MethodGet, Path: activityPath + "?page_token=" + former, Token: accepted.APIKey}).
+	send(t, env, req{Method: http.MethodGet, Path: activityPath + "?page_token=" + former, Token: ownerAPIKey}).
 		expectProblem(t, http.StatusBadRequest, "invalid_page_token")
 }
 

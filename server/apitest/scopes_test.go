@@ -452,7 +452,14 @@ func ownerKey(t testing.TB, env *servertest.Env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := domain.CreateInvitation(ctx, env.Pool, o.ID, newSlug()+"@example.com")
+	return ownerKeyOf(t, env, o.ID)
+}
+
+// ownerKeyOf makes an owner of the organization orgID and returns the owner's personal API key.
+func ownerKeyOf(t testing.TB, env *servertest.Env, orgID string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, secret, err := domain.CreateInvitation(ctx, env.Pool, orgID, newSlug()+"@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,10 @@ import (
 	"renga.dev/renga/server/servertest"
 )
 
-// TestValueListsAsDomains: migration 00017 moves the value lists of an organization's state and
-// an audit event's actor type and outcome from CHECK constraints into domains. Applied to a
-// schema holding rows, it rewrites neither table (each keeps its storage: the same relfilenode)
-// and keeps the rows; afterwards a value outside a list is still refused (check_violation) and
-// one inside accepted; and its Down restores the CHECKs.
-func TestValueListsAsDomains(t *testing.T) {
+// migratedTo returns a new database's pool with the project's migrations applied, then undone
+// down to version, and the provider that applied them (to go up or down from there).
+func migratedTo(t *testing.T, version int64) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, servertest.NewDatabase(t))
 	if err != nil {
@@ -37,9 +35,20 @@ func TestValueListsAsDomains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DownTo(ctx, 16); err != nil {
+	if _, err := p.DownTo(ctx, version); err != nil {
 		t.Fatal(err)
 	}
+	return pool, p
+}
+
+// TestValueListsAsDomains: migration 00017 moves the value lists of an organization's state and
+// an audit event's actor type and outcome from CHECK constraints into domains. Applied to a
+// schema holding rows, it rewrites neither table (each keeps its storage: the same relfilenode)
+// and keeps the rows; afterwards a value outside a list is still refused (check_violation) and
+// one inside accepted; and its Down restores the CHECKs.
+func TestValueListsAsDomains(t *testing.T) {
+	ctx := context.Background()
+	pool, p := migratedTo(t, 16)
 	exec := func(sql string, args ...any) error {
 		_, err := pool.Exec(ctx, sql, args...)
 		return err
@@ -112,20 +121,7 @@ func TestValueListsAsDomains(t *testing.T) {
 // order.
 func TestActivityFromAudit(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, servertest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, 17); err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migratedTo(t, 17)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, sql, args...); err != nil {

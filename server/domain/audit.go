@@ -62,10 +62,10 @@ const auditColumns = `id, time, request_id, actor_type, actor_id, actor_name, in
 	organization_id, organization_name_snapshot, token_id, outcome, status, error, changed_fields, source_address,
 	provider_id, target_email`
 
-// auditSQL is AuditStatement's statement: the audit event, which says ($17) whether it is in
+// auditSQL is AuditStatement's statement: the audit event, which says ($19) whether it is in
 // its organization's Activity (the organization_activity view, migration 00018).
 const auditSQL = `INSERT INTO audit_events (` + auditColumns + `, activity)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $18, $19, $17)`
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
 // RecordAudit stores e (a successful change to an organization is in its Activity by that).
 // Call it in the mutation's transaction.
@@ -93,7 +93,7 @@ func AuditStatement(e AuditEvent) (string, []any) {
 	return auditSQL,
 		[]any{e.ID, e.Time, e.RequestID, e.ActorType, e.ActorID, e.ActorName, e.InvocationID, e.Operation,
 			e.OrganizationID, e.OrganizationNameSnapshot, e.TokenID, e.Outcome, e.Status, e.Error,
-			e.ChangedFields, e.SourceAddress, activity, e.ProviderID, e.TargetEmail}
+			e.ChangedFields, e.SourceAddress, e.ProviderID, e.TargetEmail, activity}
 }
 
 // AuditFilter selects a page of audit events, newest first.
