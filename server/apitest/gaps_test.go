@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,59 @@ func TestRawRequestAnswers(t *testing.T) {
 		if resp.StatusCode != c.status || strings.HasPrefix(ct, "application/problem+json") != c.problem {
 			t.Errorf("%q: %d %s; want %d (problem+json: %v)", name, resp.StatusCode, ct, c.status, c.problem)
 		}
+	}
+}
+
+// TestHeadersAreReadInAnyCase: header names are case-insensitive; the stages read the ones they
+// check by their canonical keys from the header map (readBody), which holds because net/http
+// stores what it reads under canonical keys. Sent as raw bytes in lower case (Go's client would
+// canonicalize them): the bearer token authenticates, the Idempotency-Key makes the second
+// identical create a replay of the first, and a Content-Encoding is refused.
+//
+// Fails when: a stage reads a header by a key the server does not store it under.
+func TestHeadersAreReadInAnyCase(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, servertest.AllScopes()...)
+	host := strings.TrimPrefix(env.URL, "http://")
+	raw := func(request string) (*http.Response, string) {
+		t.Helper()
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, request); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	if resp, body := raw("GET " + orgsPath + " HTTP/1.1\r\nHost: x\r\nauthorization: Bearer " + token + "\r\nConnection: close\r\n\r\n"); resp.StatusCode != http.StatusOK {
+		t.Errorf("authorization in lower case: %d %s", resp.StatusCode, body)
+	}
+	create := func(extra string) (*http.Response, string) {
+		body := string(jsonBody(map[string]string{"slug": "lower-case", "display_name": "Lower case"}))
+		return raw("POST " + orgsPath + " HTTP/1.1\r\nHost: x\r\nauthorization: bearer " + token +
+			"\r\ncontent-type: application/json\r\n" + extra + "content-length: " + strconv.Itoa(len(body)) +
+			"\r\nConnection: close\r\n\r\n" + body)
+	}
+	first, firstBody := create("idempotency-key: lower-case-key\r\n")
+	again, againBody := create("idempotency-key: lower-case-key\r\n")
+	if first.StatusCode != http.StatusCreated || again.StatusCode != http.StatusCreated || firstBody != againBody {
+		t.Errorf("a create, then again with the same idempotency-key in lower case: %d %s, then %d %s; want one create replayed",
+			first.StatusCode, firstBody, again.StatusCode, againBody)
+	}
+	if n := countRows(t, env, `SELECT count(*) FROM organizations WHERE slug = 'lower-case'`); n != 1 {
+		t.Errorf("%d organizations made by the two identical keyed creates, want 1", n)
+	}
+	if resp, body := create("idempotency-key: another-key\r\ncontent-encoding: gzip\r\n"); resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("content-encoding: gzip in lower case: %d %s, want 415", resp.StatusCode, body)
 	}
 }

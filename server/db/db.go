@@ -107,17 +107,35 @@ const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 // created in one millisecond by one server included); pagination relies on the order being
 // stable. IDs are not secrets: consecutive ones may differ by one.
 func NewID(prefix string) string {
+	hi, lo := randomID(time.Now())
+	hi, lo = lastID.after(hi, lo)
+	return encodeID(prefix, hi, lo)
+}
+
+// NewRequestID returns an ID of NewID's shape for a request that started at t: its milliseconds
+// then 80 random bits, without NewID's order within the process. A request ID names a request in
+// logs, problem bodies and audit events; nothing lists or pages by it, and the access stage makes
+// one for every request, from the time it already read: no clock read and no process-wide lock
+// of its own.
+func NewRequestID(t time.Time) string {
+	hi, lo := randomID(t)
+	return encodeID("req", hi, lo)
+}
+
+// randomID is an ID's 128 bits: t's milliseconds (48 bits), then 80 random bits.
+func randomID(t time.Time) (hi, lo uint64) {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[0:8], uint64(time.Now().UnixMilli())<<16)
+	binary.BigEndian.PutUint64(b[0:8], uint64(t.UnixMilli())<<16)
 	if _, err := rand.Read(b[6:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
-	// 128 bits → 26 base32 characters (130 bits, top two zero).
-	hi := binary.BigEndian.Uint64(b[0:8])
-	lo := binary.BigEndian.Uint64(b[8:16])
-	hi, lo = lastID.after(hi, lo)
-	// Built in one buffer on the stack, so that the ID is the one allocation (every request
-	// makes one, its request ID).
+	return binary.BigEndian.Uint64(b[0:8]), binary.BigEndian.Uint64(b[8:16])
+}
+
+// encodeID writes prefix, "_" and the 128 bits as 26 base32 characters (130 bits, top two
+// zero), built in one buffer on the stack, so that the ID is the one allocation (every request
+// makes one, its request ID).
+func encodeID(prefix string, hi, lo uint64) string {
 	var buf [64]byte
 	out := buf[:0]
 	if len(prefix)+27 > len(buf) {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// inputs are every byte alone and between two letters, and the strings the encoders treat
+// inputs are every byte alone, between two letters and at each place of a longer string, and the strings the encoders treat
 // apart: HTML's characters, U+2028 and U+2029, multi-byte runes, invalid UTF-8 (a lone byte, an
 // encoded surrogate, a cut rune), control characters, DEL.
 func inputs() []string {
@@ -18,6 +18,17 @@ func inputs() []string {
 		"a\x00b\x1fc\x7f", "\\/", "\b\f\n\r\t", "mixed \"\\\n\u2028\xff<>&☃"}
 	for b := range 256 {
 		in = append(in, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
+		// Every byte at every place of the first eight-byte words a quoted string is read by
+		// (slogSafePrefix), and after them; and after a byte that borrows (0x20, the lowest safe).
+		for at := range 18 {
+			long := []byte("abcdefghijklmnopqrst")
+			long[at] = byte(b)
+			in = append(in, string(long), string(long[:at+1]))
+			if at > 0 {
+				long[at-1] = 0x1f
+				in = append(in, string(long))
+			}
+		}
 	}
 	return in
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"renga.dev/renga/server/jsonquote"
@@ -154,9 +155,50 @@ func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
 	if y := t.Year(); y < 0 || y >= 10000 {
 		return b, false
 	}
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"'), true
+	sec, loc := t.Unix(), t.Location()
+	s := lastSecond.Load()
+	if s == nil || s.unix != sec || s.loc != loc {
+		// The second's text, as RFC3339Nano writes it with no fraction: its date and time (19
+		// bytes in the years 0–9999), then its zone (the offset is the same for the whole
+		// second: zones change offset on whole seconds).
+		whole := t.Add(-time.Duration(t.Nanosecond())).AppendFormat(nil, time.RFC3339Nano)
+		s = &second{unix: sec, loc: loc, head: string(whole[:19]), zone: string(whole[19:])}
+		lastSecond.Store(s)
+	}
+	b = append(append(b, '"'), s.head...)
+	b = appendFraction(b, t.Nanosecond())
+	return append(append(b, s.zone...), '"'), true
+}
+
+// second is one second's text in one location, for the lines written in that second: the time
+// of a line is the one part of it each line would otherwise format in full (about a tenth of the
+// access line's cost).
+type second struct {
+	unix       int64
+	loc        *time.Location
+	head, zone string
+}
+
+// lastSecond is the second of the last line written (lines come in time order, mostly).
+var lastSecond atomic.Pointer[second]
+
+// appendFraction appends nanoseconds as RFC3339Nano writes them: nothing for none, otherwise
+// a dot and up to nine digits, without trailing zeros.
+func appendFraction(b []byte, nanos int) []byte {
+	if nanos == 0 {
+		return b
+	}
+	var digits [10]byte
+	digits[0] = '.'
+	for i := 9; i >= 1; i-- {
+		digits[i] = byte('0' + nanos%10)
+		nanos /= 10
+	}
+	n := 10
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(b, digits[:n]...)
 }
 
 // handle is Handle's path for a record: the fast encoding when it applies, slog's otherwise.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"testing"
 	"time"
 )
@@ -229,4 +230,34 @@ func FuzzJSONLinesAreSlogs(f *testing.F) {
 			t.Fatalf("encoded from attributes %v\n got %s\nwant %s", ok, got, want)
 		}
 	})
+}
+
+// TestJSONTimesAreRFC3339Nano: a line's time, written from the text of its second kept for the
+// next line (lastSecond), is the one AppendFormat(RFC3339Nano) writes: through many seconds,
+// nanoseconds with and without trailing zeros, locations taking turns (the kept second is
+// another location's), an offset with seconds, and from goroutines at once (go test -race).
+//
+// Fails when: a kept second is used for another second or another location, the fraction keeps
+// a trailing zero or writes one for none, or the kept second is shared unsafely.
+func TestJSONTimesAreRFC3339Nano(t *testing.T) {
+	locations := []*time.Location{time.UTC, time.Local, time.FixedZone("", -(3*3600 + 30*60 + 7)), time.FixedZone("x", 14*3600)}
+	nanos := []int{0, 1, 10, 999_999_999, 120_000_000, 500_000_001, 100}
+	start := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	check := func(t *testing.T, g int) {
+		for i := range 3000 {
+			at := start.Add(time.Duration(i/7)*time.Second + time.Duration(nanos[(i+g)%len(nanos)]))
+			at = at.In(locations[(i/3+g)%len(locations)])
+			want := `"` + at.Format(time.RFC3339Nano) + `"`
+			if got, ok := appendJSONTime(nil, at); !ok || string(got) != want {
+				t.Errorf("%v: got %s (%v), want %s", at, got, ok, want)
+				return
+			}
+		}
+	}
+	check(t, 0)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() { check(t, g) })
+	}
+	wg.Wait()
 }

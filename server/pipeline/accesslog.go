@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"renga.dev/renga/gen/api"
+	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/logbuf"
 	"renga.dev/renga/server/problem"
 )
@@ -34,7 +35,7 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 			r = r.WithContext(&rq.ctx)
 		}
 		sw := &rq.sw
-		st.ID = newRequestID()
+		st.ID = db.NewRequestID(start)
 		st.Source, st.sourceText = resolveSource(r, p.opts.TrustedProxies)
 		rq.id[0] = st.ID
 		w.Header()["X-Request-Id"] = rq.id[:] // the canonical key: Set would canonicalize it again

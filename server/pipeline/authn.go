@@ -110,10 +110,11 @@ func (p *Pipeline) anonymousLimit(st *State) *problem.Error {
 // bearer is the one Authorization header's bearer credential, if it passes check (a cheap
 // syntax check before any database work).
 func bearer(r *http.Request, check func(string) bool) (string, bool) {
-	if len(r.Header.Values("Authorization")) != 1 {
+	values := r.Header["Authorization"] // its canonical key: see readBody
+	if len(values) != 1 {
 		return "", false
 	}
-	scheme, credential, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	scheme, credential, ok := strings.Cut(values[0], " ")
 	credential = strings.TrimSpace(credential)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !check(credential) {
 		return "", false

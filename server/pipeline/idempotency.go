@@ -20,7 +20,7 @@ import (
 // idempotencyKey returns the request's key (unquoted from a structured-field string), or a
 // problem when the operation requires one and none was sent.
 func idempotencyKey(r *http.Request, op *Operation) (string, *problem.Error) {
-	values := r.Header.Values("Idempotency-Key")
+	values := r.Header["Idempotency-Key"] // its canonical key: see readBody
 	if len(values) == 0 {
 		if op.KeyRequired {
 			return "", problem.New(http.StatusBadRequest, api.ErrorCodeIdempotencyKeyRequired,

@@ -66,7 +66,7 @@ type Operation struct {
 	// their patterns (wellFormed) and whose query is plainly within them (plainQuery) is valid,
 	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
 	pathOnly    bool
-	queryLimits map[string]int // by name: maxLength, or -1 for none
+	queryLimits []queryLimit
 	// plainBody: the operation's parameters are as a pathOnly operation's, and its request body
 	// is a JSON object of strings each constrained by at most a pattern and lengths
 	// (plainObject): a request with plain parameters and a body plainly within them is valid,
@@ -230,11 +230,18 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	return o, nil
 }
 
+// queryLimit is a query parameter's name and maxLength in bytes, or -1 for none. An operation
+// keeps them in a slice: ranging over a map costs more than the check itself, on each request.
+type queryLimit struct {
+	name string
+	max  int
+}
+
 // plainParams reports whether what the validator checks of o's parameters is its path
 // parameters alone, each `type: string` with a `pattern` and nothing else that constrains it,
 // and optional query parameters each a string with at most a maxLength (queryLimits).
 func plainParams(o *Operation) bool {
-	limits := map[string]int{}
+	var limits []queryLimit
 	for _, ref := range append(append(openapi3.Parameters{}, o.validation.PathItem.Parameters...), o.validation.Operation.Parameters...) {
 		p := ref.Value
 		if p == nil || p.Content != nil || p.Schema == nil || p.Schema.Value == nil {
@@ -250,11 +257,12 @@ func plainParams(o *Operation) bool {
 			c.Pattern = ""
 		case p.In == openapi3.ParameterInQuery && !p.Required && !p.AllowEmptyValue &&
 			(p.Style == "" || p.Style == openapi3.SerializationForm) && p.Explode == nil:
-			limits[p.Name] = -1
+			limit := queryLimit{name: p.Name, max: -1}
 			if c.MaxLength != nil {
-				limits[p.Name] = int(*c.MaxLength)
+				limit.max = int(*c.MaxLength)
 				c.MaxLength = nil
 			}
+			limits = append(limits, limit)
 		default:
 			return false
 		}
@@ -262,9 +270,7 @@ func plainParams(o *Operation) bool {
 			return false
 		}
 	}
-	if len(limits) > 0 {
-		o.queryLimits = limits
-	}
+	o.queryLimits = limits
 	return true
 }
 
@@ -272,11 +278,11 @@ func plainParams(o *Operation) bool {
 // parameters at most once, not empty, and no longer in bytes than its maxLength (a count the
 // validator's, of characters, can only be lower). Anything else goes to the validator.
 func (o *Operation) plainQuery(query url.Values) bool {
-	for name, limit := range o.queryLimits {
-		vs := query[name]
+	for _, limit := range o.queryLimits {
+		vs := query[limit.name]
 		switch {
 		case len(vs) == 0:
-		case len(vs) > 1 || vs[0] == "" || (limit >= 0 && len(vs[0]) > limit):
+		case len(vs) > 1 || vs[0] == "" || (limit.max >= 0 && len(vs[0]) > limit.max):
 			return false
 		}
 	}
@@ -298,16 +304,16 @@ func (o *Operation) plainRawQuery(raw string) bool {
 	if strings.ContainsAny(raw, "%+;") || strings.Count(raw, "&") >= maxRawQueryParts || !storable(raw) {
 		return false
 	}
-	for name, limit := range o.queryLimits {
+	for _, limit := range o.queryLimits {
 		seen := false
 		for rest := raw; rest != ""; {
 			var part string
 			part, rest, _ = strings.Cut(rest, "&")
 			key, value, _ := strings.Cut(part, "=")
-			if part == "" || key != name {
+			if part == "" || key != limit.name {
 				continue
 			}
-			if seen || value == "" || (limit >= 0 && len(value) > limit) {
+			if seen || value == "" || (limit.max >= 0 && len(value) > limit.max) {
 				return false
 			}
 			seen = true

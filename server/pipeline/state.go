@@ -166,8 +166,6 @@ func challenge(op *Operation) string {
 // NewInvocationID identifies one run of a release command.
 func NewInvocationID() string { return db.NewID("inv") }
 
-func newRequestID() string { return db.NewID("req") }
-
 // A deferredStatement travels in the write's last round trip, before its stored result, audit
 // event and COMMIT.
 type deferredStatement struct {

@@ -28,9 +28,15 @@ const MaxBodyBytes = 1 << 20
 
 // readBody reads the body (at most MaxBodyBytes; once: a signed request's was read to check its
 // signature) and checks its media type against the operation's.
+//
+// It, idempotencyKey and bearer, which every request of their kind passes, read the headers they
+// check from the header map by their canonical keys (r.Header["Content-Encoding"]): what
+// Header.Values returns, without canonicalizing its argument on every call. net/http's server
+// stores each header it reads under its canonical key, and so do Header.Set and Header.Add, with
+// which the in-process transport's requests are made (TestHeadersAreReadInAnyCase).
 func readBody(r *http.Request, st *State) *problem.Error {
 	// A coded body would be read as if it were plain: none is accepted.
-	for _, ce := range r.Header.Values("Content-Encoding") {
+	for _, ce := range r.Header["Content-Encoding"] {
 		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
 			return problem.New(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
 				"Send the body without Content-Encoding: this API does not decode "+strings.TrimSpace(ce)+".")
