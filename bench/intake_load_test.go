@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -79,6 +80,7 @@ func TestIntakeLoad(t *testing.T) {
 	maxRate := float64(n.Load()) / time.Since(start).Seconds()
 
 	// Half the maximum, paced, for 10 s.
+	logged := len(env.Logs.String()) // the first server's access lines before it
 	rate := maxRate / 2
 	interval := time.Duration(float64(time.Second) / rate)
 	var mu sync.Mutex
@@ -107,8 +109,33 @@ loop:
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p := func(q int) float64 { return float64(lat[len(lat)*q/100].Microseconds()) / 1000 }
-	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)  peak RSS of the process (two servers and the load) %s\n",
-		maxRate, rate, p(50), p(99), len(lat), peakRSS())
+	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)  peak RSS of the process (two servers and the load) %s  %s\n",
+		maxRate, rate, p(50), p(99), len(lat), peakRSS(), serverLatency(t, env.Logs.String()[logged:]))
+}
+
+// serverLatency is the median and 99th percentile of the durations the server's access lines
+// (logs, one JSON line per request) give its accepted batches: the time from the request's
+// arrival to its answer, without the load generator's own wait. Beside the load's figures it
+// tells the server's tail from the machine's.
+func serverLatency(t *testing.T, logs string) string {
+	var ds []time.Duration
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct {
+			Operation string `json:"operation"`
+			Status    int    `json:"status"`
+			Duration  int64  `json:"duration"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Operation != "submitObservations" || l.Status != http.StatusAccepted {
+			continue
+		}
+		ds = append(ds, time.Duration(l.Duration))
+	}
+	if len(ds) == 0 {
+		t.Fatal("no access line of an accepted batch in the server's log")
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	q := func(p int) float64 { return float64(ds[len(ds)*p/100].Microseconds()) / 1000 }
+	return fmt.Sprintf("the first server's own p50=%.2fms p99=%.2fms (n=%d, its access lines)", q(50), q(99), len(ds))
 }
 
 // peakRSS is the process's peak resident set (VmHWM), as Linux reports it.
