@@ -381,13 +381,17 @@ func TestMoveEndToEnd(t *testing.T) {
 	writeFile(t, last, "renga_url: http://"+resolverAddr+"\nintake_key: "+key+"\nstate_dir: "+state+
 		"\nallow_insecure_http: true\ninterval: 1h\n")
 	p := startAgentProcess(t, bin, last)
+	// Drained: nothing queued, and B holds every observation the agent has produced (the agent
+	// collects at its start too: a status written before that observation was queued shows an
+	// empty queue that is not the last one).
 	waitUntil(t, 60*time.Second, "the queue to drain at B", func() bool {
 		out, err := exec.Command(bin, "-o", "json", "agent", "status", "--config", last).Output()
 		if err != nil {
 			return false
 		}
 		var s agent.Status
-		return json.Unmarshal(out, &s) == nil && !s.AsOf.IsZero() && s.Depth == 0 && s.Home == b.URL && strings.Contains(p.stderr.String(), "batch sent")
+		return json.Unmarshal(out, &s) == nil && !s.AsOf.IsZero() && s.Depth == 0 && s.Home == b.URL &&
+			strings.Contains(p.stderr.String(), "batch sent") && len(sequencesIn(t, b.Pool, installationID)) == int(s.NextSequence-1)
 	})
 	p.signal(t, syscall.SIGTERM)
 
