@@ -40,10 +40,8 @@ func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, short bool) [
 	i := 0
 	if safe == &slogSafe {
 		// Most of what a log line quotes is plain ASCII (its keys, IDs, routes): its safe bytes
-		// are found eight at a time.
-		if i = slogSafePrefix(s); i == len(s) {
-			return append(append(dst, s...), '"')
-		}
+		// are skipped eight at a time, the rest as any other string's.
+		i = slogSafeWords(s)
 	}
 	start := 0
 	for i < len(s) {
@@ -73,11 +71,12 @@ func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, short bool) [
 	return append(append(dst, s[start:]...), '"')
 }
 
-// slogSafePrefix is the length of s's longest prefix of bytes slog writes as they are (slogSafe):
-// ASCII from space on, but `"` and `\`. It reads eight bytes at a time, flagging in each the
-// bytes below 0x20, at or above 0x80, and equal to `"` or `\` (the borrows of the subtractions
-// may flag bytes above a flagged one, never below: the lowest flag is exact).
-func slogSafePrefix(s string) int {
+// slogSafeWords reads s eight bytes at a time and returns where the first byte slog does not
+// write as it is (not in slogSafe: below 0x20, from 0x80, `"` and `\`) stands, or, when there is
+// none in s's whole words, where its last partial word starts. Each word's such bytes are
+// flagged at once (a subtraction's borrow may flag a byte above a flagged one, never below: the
+// lowest flag is exact).
+func slogSafeWords(s string) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
@@ -87,11 +86,6 @@ func slogSafePrefix(s string) int {
 		flags := x&highs | (x-ones*0x20)&^x&highs | (quote-ones)&^quote&highs | (backslash-ones)&^backslash&highs
 		if flags != 0 {
 			return i + bits.TrailingZeros64(flags)/8
-		}
-	}
-	for ; i < len(s); i++ {
-		if b := s[i]; b >= utf8.RuneSelf || !slogSafe[b] {
-			break
 		}
 	}
 	return i

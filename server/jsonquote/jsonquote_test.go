@@ -10,16 +10,17 @@ import (
 	"time"
 )
 
-// inputs are every byte alone, between two letters and at each place of a longer string, and the strings the encoders treat
-// apart: HTML's characters, U+2028 and U+2029, multi-byte runes, invalid UTF-8 (a lone byte, an
-// encoded surrogate, a cut rune), control characters, DEL.
+// inputs are every byte alone, between two letters and at each place of a longer string, and
+// the strings the encoders treat apart: HTML's characters, U+2028 and U+2029, multi-byte runes,
+// invalid UTF-8 (a lone byte, an encoded surrogate, a cut rune), control characters, DEL.
 func inputs() []string {
 	in := []string{"", "plain", "<a href=\"x\">&</a>", "\u2028\u2029", "é😀", "\xff", "\xed\xa0\x80", "a\xc3",
 		"a\x00b\x1fc\x7f", "\\/", "\b\f\n\r\t", "mixed \"\\\n\u2028\xff<>&☃"}
 	for b := range 256 {
 		in = append(in, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
-		// Every byte at every place of the first eight-byte words a quoted string is read by
-		// (slogSafePrefix), and after them; and after a byte that borrows (0x20, the lowest safe).
+		// Every byte at every place of the eight-byte words a quoted string is read by
+		// (slogSafeWords) and after them; and right after a control byte, whose subtraction
+		// borrows from the byte above it.
 		for at := range 18 {
 			long := []byte("abcdefghijklmnopqrst")
 			long[at] = byte(b)
