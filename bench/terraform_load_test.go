@@ -78,6 +78,7 @@ resource "terraform_data" "policy" {
 	// the server's PostgreSQL backends. On two cores a run whose CPU is far below twice its
 	// wall time waited (on Terraform's walk, round trips), rather than computed.
 	var cpuLines []string
+	apiCPU := map[string]time.Duration{} // each run's server and PostgreSQL CPU, by name
 	runWith := func(rc, name, dir string, args ...string) time.Duration {
 		cmd := exec.Command(tf, args...)
 		cmd.Dir = dir
@@ -102,6 +103,7 @@ resource "terraform_data" "policy" {
 			pg += c - pg0[pid]
 		}
 		tfCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		apiCPU[name] = selfCPU() - self0 + pg
 		cpuLines = append(cpuLines, fmt.Sprintf("terraform-scale cpu %-17s wall=%.2fs terraform+provider=%.2fs server=%.2fs postgres=%.2fs",
 			name, wall.Seconds(), tfCPU.Seconds(), (selfCPU()-self0).Seconds(), pg.Seconds()))
 		return wall
@@ -116,7 +118,7 @@ resource "terraform_data" "policy" {
 	if n, err := strconv.Atoi(os.Getenv("RENGA_TF_PAIRS")); err == nil && n > 0 {
 		pairs = n
 	}
-	var applyRatios, planRatios, noIORatios, floorPlans []float64
+	var applyRatios, planRatios, noIORatios, floorPlans, noIOPlans, apiPlans, apiCPUs, overNoIO []float64
 	for i := range pairs {
 		renga, floor := t.TempDir(), t.TempDir()
 		write(t, filepath.Join(renga, "main.tf"), string(scale))
@@ -131,6 +133,10 @@ resource "terraform_data" "policy" {
 		planRatios = append(planRatios, rengaPlan.Seconds()/floorPlan.Seconds())
 		noIORatios = append(noIORatios, noIOPlan.Seconds()/floorPlan.Seconds())
 		floorPlans = append(floorPlans, floorPlan.Seconds())
+		noIOPlans = append(noIOPlans, noIOPlan.Seconds())
+		apiPlans = append(apiPlans, rengaPlan.Seconds()-noIOPlan.Seconds())
+		overNoIO = append(overNoIO, rengaPlan.Seconds()/noIOPlan.Seconds())
+		apiCPUs = append(apiCPUs, (apiCPU[fmt.Sprint("renga-plan-", i+1)] - apiCPU[fmt.Sprint("noio-plan-", i+1)]).Seconds())
 		fmt.Printf("terraform-scale pair %d: apply renga=%.2fs floor=%.2fs ratio=%.2f  plan renga=%.2fs floor=%.2fs ratio=%.2f  no-I/O provider=%.2fs ratio=%.2f\n", i+1,
 			rengaApply.Seconds(), floorApply.Seconds(), rengaApply.Seconds()/floorApply.Seconds(),
 			rengaPlan.Seconds(), floorPlan.Seconds(), rengaPlan.Seconds()/floorPlan.Seconds(),
@@ -183,6 +189,15 @@ resource "terraform_data" "policy" {
 	anyStartCost := startCost - float64(starts)*(rengaStart.wall-emptyStart.wall)/1000
 	fmt.Printf("terraform-scale provider start to handshake (medians of 20, alternating): renga %.1f ms wall, %.1f ms CPU; a framework provider with nothing in it %.1f ms wall, %.1f ms CPU  least plan ratio of any framework provider=%.2f\n",
 		rengaStart.wall, rengaStart.cpu, emptyStart.wall, emptyStart.cpu, (median(floorPlans)+anyStartCost)/median(floorPlans))
+	// Where renga's plan goes, beyond the floor's (medians): the provider's starts; the rest of
+	// the provider with no I/O (its gRPC calls and state handling, per resource); what the API adds
+	// (the provider's client, the server, PostgreSQL: the renga plan less the no-I/O one in the
+	// same pair), with the server's and PostgreSQL's CPU for it. The plan's target is out of any
+	// provider's reach when the floor and the starts alone pass it.
+	floorMedian := median(floorPlans)
+	fmt.Printf("terraform-scale plan's time beyond the floor's %.2fs: provider starts %.2fs (%.2f of the floor), the no-I/O provider's reads %.2fs, the API %.2fs (server and PostgreSQL CPU %.2fs, %.0f µs per read)  renga plan vs the no-I/O provider's=%.2f\n",
+		floorMedian, startCost, startCost/floorMedian, median(noIOPlans)-floorMedian-startCost, median(apiPlans),
+		median(apiCPUs), median(apiCPUs)/400*1e6, median(overNoIO))
 	// Of a start, what go-plugin's automatic mutual TLS costs: with Terraform's client
 	// certificate in its environment, a plugin makes a P-521 key and a certificate of its own
 	// before its handshake, at every start. Without one (no TLS) the same empty provider shows it.
