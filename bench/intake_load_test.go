@@ -85,6 +85,7 @@ func TestIntakeLoad(t *testing.T) {
 	interval := time.Duration(float64(time.Second) / rate)
 	var mu sync.Mutex
 	var lat []time.Duration
+	watch := watchPhase(t, env.DBURL)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	stop := time.After(10 * time.Second)
@@ -107,10 +108,12 @@ loop:
 		}
 	}
 	wg.Wait()
+	during := watch.finish(t)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p := func(q int) float64 { return float64(lat[len(lat)*q/100].Microseconds()) / 1000 }
 	fmt.Printf("intake-load max=%.0f batches/s  half-rate=%.0f/s  p50=%.2fms  p99=%.2fms  (n=%d)  peak RSS of the process (two servers and the load) %s  %s\n",
 		maxRate, rate, p(50), p(99), len(lat), peakRSS(), serverLatency(t, env.Logs.String()[logged:]))
+	fmt.Printf("intake-load during the half-rate phase: %s\n", during)
 }
 
 // serverLatency is the median and 99th percentile of the durations the server's access lines
