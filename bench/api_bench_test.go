@@ -85,20 +85,7 @@ func BenchmarkGetOrganization(b *testing.B) {
 	env := servertest.Start(b)
 	token := env.Token(b, "organizations:write")
 	c := httpClient()
-	ids := make([]string, 100)
-	for i := range ids {
-		req, _ := http.NewRequest(http.MethodPost, env.URL+"/api/v1/operator/organizations",
-			bytes.NewBufferString(fmt.Sprintf(`{"slug":"bench-%d","display_name":"Bench %d"}`, i, i)))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", fmt.Sprint("setup-", i))
-		resp, err := c.Do(req)
-		if err != nil || resp.StatusCode != http.StatusCreated {
-			b.Fatal(err, resp.StatusCode)
-		}
-		ids[i] = resp.Header.Get("Location")
-		resp.Body.Close()
-	}
+	ids := createOrganizationPaths(b, c, env.URL, token, 100)
 	var n atomic.Int64
 	b.SetParallelism(4)
 	cpu := startCPU(b, env.Pool)
@@ -113,6 +100,29 @@ func BenchmarkGetOrganization(b *testing.B) {
 	})
 	reportRate(b, start)
 	cpu.report(b, b.N)
+}
+
+// createOrganizationPaths creates n organizations and returns their paths (each create's
+// Location).
+func createOrganizationPaths(b *testing.B, c *http.Client, url, token string, n int) []string {
+	paths := make([]string, n)
+	for i := range paths {
+		req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/operator/organizations",
+			bytes.NewBufferString(fmt.Sprintf(`{"slug":"bench-%d","display_name":"Bench %d"}`, i, i)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", fmt.Sprint("setup-", i))
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatal(resp.StatusCode)
+		}
+		paths[i] = resp.Header.Get("Location")
+	}
+	return paths
 }
 
 func createOrganizations(b *testing.B, clients int) {

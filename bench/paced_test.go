@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"sync"
@@ -21,20 +20,7 @@ func BenchmarkGetOrganizationPaced(b *testing.B) {
 	env := servertest.Start(b)
 	token := env.Token(b, "organizations:write")
 	c := httpClient()
-	ids := make([]string, 100)
-	for i := range ids {
-		req, _ := http.NewRequest(http.MethodPost, env.URL+"/api/v1/operator/organizations",
-			bytes.NewBufferString(fmt.Sprintf(`{"slug":"bench-%d","display_name":"Bench %d"}`, i, i)))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", fmt.Sprint("setup-", i))
-		resp, err := c.Do(req)
-		if err != nil || resp.StatusCode != http.StatusCreated {
-			b.Fatal(err, resp.StatusCode)
-		}
-		ids[i] = resp.Header.Get("Location")
-		resp.Body.Close()
-	}
+	ids := createOrganizationPaths(b, c, env.URL, token, 100)
 	for _, pace := range []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond} {
 		for _, clients := range []int{1, 10} {
 			b.Run(fmt.Sprintf("pace=%v/clients=%d", pace, clients), func(b *testing.B) {

@@ -208,9 +208,10 @@ resource "terraform_data" "policy" {
 	// same pair), with the server's and PostgreSQL's CPU for it. The plan's target is out of any
 	// provider's reach when the floor and the starts alone pass it.
 	floorMedian := median(floorPlans)
+	const planReads = 400 // 200 organizations and 200 policies, a GET each
 	fmt.Printf("terraform-scale plan's time beyond the floor's %.2fs: provider starts %.2fs (%.2f of the floor), the no-I/O provider's reads %.2fs, the API %.2fs (server and PostgreSQL CPU %.2fs, %.0f µs per read)  renga plan vs the no-I/O provider's=%.2f\n",
 		floorMedian, startCost, startCost/floorMedian, median(noIOPlans)-floorMedian-startCost, median(apiPlans),
-		median(apiCPUs), median(apiCPUs)/400*1e6, median(overNoIO))
+		median(apiCPUs), median(apiCPUs)/planReads*1e6, median(overNoIO))
 	// Of a start, what go-plugin's automatic mutual TLS costs: with Terraform's client
 	// certificate in its environment, a plugin makes a P-521 key and a certificate of its own
 	// before its handshake, at every start. Without one (no TLS) the same empty provider shows it.
