@@ -1064,12 +1064,7 @@ func TestExportedObservationsArePostgresJSON(t *testing.T) {
 	env := servertest.Start(t) // no job workers: the export's steps run here
 	token := env.Token(t, servertest.AllScopes()...)
 	ctx := context.Background()
-	o := createOrg(t, env, token, newSlug(), "Rendered")
-	ins := "ins_" + strings.Repeat("r", 26)
-	if _, err := env.Pool.Exec(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os)
-		VALUES ($1, $2, $3, 'h', 'linux')`, ins, o.ID, make([]byte, 32)); err != nil {
-		t.Fatal(err)
-	}
+	o, ins := orgWithInstallation(t, env, token, "Rendered")
 	var control strings.Builder
 	for c := range 0x20 {
 		control.WriteByte(byte(c))
@@ -1144,12 +1139,7 @@ func TestExportAllocatesLittlePerObservation(t *testing.T) {
 	env := servertest.Start(t)
 	token := env.Token(t, servertest.AllScopes()...)
 	ctx := context.Background()
-	o := createOrg(t, env, token, newSlug(), "Allocations")
-	ins := "ins_" + strings.Repeat("a", 26)
-	if _, err := env.Pool.Exec(ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os)
-		VALUES ($1, $2, $3, 'h', 'linux')`, ins, o.ID, make([]byte, 32)); err != nil {
-		t.Fatal(err)
-	}
+	o, ins := orgWithInstallation(t, env, token, "Allocations")
 	const rows = 20000
 	if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, received_at, kind, data)
 		SELECT $1, $2, 'b' || (g / 100), now(), now(), 'cpu', jsonb_build_object('n', g) FROM generate_series(1, $3) g`,
@@ -1170,4 +1160,18 @@ func TestExportAllocatesLittlePerObservation(t *testing.T) {
 	if perRow := float64(after.Mallocs-before.Mallocs) / rows; perRow > 0.5 {
 		t.Errorf("the export made %.2f allocations per observation, want at most 0.5", perRow)
 	}
+}
+
+// orgWithInstallation creates an organization named name with one installation, written directly
+// (its observations are the caller's to insert), and returns the organization and the
+// installation's ID.
+func orgWithInstallation(t *testing.T, env *servertest.Env, token, name string) (organization, string) {
+	t.Helper()
+	o := createOrg(t, env, token, newSlug(), name)
+	ins := "ins_" + strings.Repeat("r", 26)
+	if _, err := env.Pool.Exec(context.Background(), `INSERT INTO installations (id, organization_id, public_key, hostname, os)
+		VALUES ($1, $2, $3, 'h', 'linux')`, ins, o.ID, make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	return o, ins
 }
