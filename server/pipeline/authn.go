@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -178,7 +177,7 @@ func (p *Pipeline) lookupToken(ctx context.Context, st *State, hash []byte, now 
 	// Only IDs of the form the spec gives travel before validation: anything else is refused by
 	// validation, and must not reach the database first (a NUL would fail the whole batch, and
 	// the batches it was sent with would go again, each alone).
-	if st.Op != nil && !st.Op.Mutation && st.Op.wellFormed(st.pathParams) {
+	if st.Op != nil && !st.Op.Mutation && st.wellFormed {
 		if prefetch := p.opts.Prefetch[st.Op.ID]; prefetch != nil {
 			readPrefetch = prefetch(st.pathParams, batch)
 		}
@@ -284,7 +283,7 @@ func (p *Pipeline) intakeKey(ctx context.Context, r *http.Request) (Actor, error
 		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, nil
 }
 
-var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
+var installationIDPattern = mustPattern(`^ins_[0-9a-z]{26}$`)
 
 // installationSignature verifies a signed agent request: the timestamp within the skew, the
 // installation known, and the Ed25519 signature over method, target, timestamp, installation

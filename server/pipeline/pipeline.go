@@ -255,7 +255,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 		for _, name := range op.pathParams {
 			pathParams[name] = r.PathValue(name)
 		}
-		st.pathParams = pathParams
+		st.setPathParams(pathParams)
 		if pe := p.secure(r, st); pe != nil {
 			Fail(w, r, pe)
 			return
@@ -321,7 +321,7 @@ func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]strin
 	if pe != nil {
 		return "", pe
 	}
-	if pe := validate(r.Context(), r, st, pathParams); pe != nil {
+	if pe := validate(r.Context(), r, st); pe != nil {
 		return "", pe
 	}
 	if op.Mutation && op.IfMatch {

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf16"
 
@@ -26,7 +25,7 @@ type plainSchema struct {
 	// strings
 	minLength uint64
 	maxLength *uint64
-	pattern   *regexp.Regexp                 // nil: none
+	pattern   *pattern                       // nil: none
 	format    openapi3.StringFormatValidator // nil: none
 	// arrays
 	minItems uint64
@@ -84,7 +83,7 @@ func newPlainSchema(sp *openapi3.Schema, depth int) (*plainSchema, bool) {
 			if strings.Contains(s.Pattern, `\u`) {
 				return nil, false
 			}
-			re, err := regexp.Compile(s.Pattern)
+			re, err := compilePattern(s.Pattern)
 			if err != nil {
 				return nil, false
 			}

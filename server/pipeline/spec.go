@@ -58,7 +58,7 @@ type Operation struct {
 	pathParams []string // the names in Route, in order
 	// pathPatterns are the patterns the spec gives path parameters, by name: a read sent to
 	// the database before validation (a Prefetch) only with values that match them.
-	pathPatterns map[string]*regexp.Regexp
+	pathPatterns map[string]*pattern
 	validation   *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
 	// pathOnly: the operation's only inputs the validator checks are path parameters, each a
 	// string with a pattern and no other constraint, and optional query parameters, each a
@@ -210,12 +210,12 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 			o.singleQuery = append(o.singleQuery, p.Name)
 		}
 		if p := ref.Value; p != nil && p.In == "path" && p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Pattern != "" {
-			re, err := regexp.Compile(p.Schema.Value.Pattern)
+			re, err := compilePattern(p.Schema.Value.Pattern)
 			if err != nil {
 				return nil, fmt.Errorf("path parameter %s: %w", p.Name, err)
 			}
 			if o.pathPatterns == nil {
-				o.pathPatterns = map[string]*regexp.Regexp{}
+				o.pathPatterns = map[string]*pattern{}
 			}
 			o.pathPatterns[p.Name] = re
 		}

@@ -26,6 +26,9 @@ type State struct {
 
 	Op         *Operation // the routed operation
 	pathParams map[string]string
+	// wellFormed: every path parameter matches its pattern in the spec (Operation.wellFormed),
+	// checked once for authentication's Prefetch and validation's fast paths.
+	wellFormed bool
 	prefetched *prefetched // the read a Prefetch made with authentication
 	Actor      Actor       // who, once authenticated
 	// cachedToken is the hash of the operator token the request took from the cache (tokenCache),
@@ -181,4 +184,9 @@ type deferredStatement struct {
 // dropped, and the write is a failed attempt with no target: nothing was created.
 func (st *State) Defer(sql string, args []any, translate func(error) error) {
 	st.deferred = append(st.deferred, deferredStatement{sql, args, translate})
+}
+
+// setPathParams records the routed operation's path parameters, and whether they are well formed.
+func (st *State) setPathParams(params map[string]string) {
+	st.pathParams, st.wellFormed = params, st.Op.wellFormed(params)
 }

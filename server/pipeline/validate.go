@@ -175,10 +175,11 @@ func mediaTypes(c openapi3.Content) []string {
 
 // validate checks the request against the spec (leaving out the headers the pipeline checks
 // itself) and lists each bad field.
-func validate(ctx context.Context, r *http.Request, st *State, pathParams map[string]string) *problem.Error {
+func validate(ctx context.Context, r *http.Request, st *State) *problem.Error {
+	pathParams := st.pathParams
 	// fast: all the validator would check is the path and the query (see pathOnly); it runs
 	// to describe a bad one. A query needing no parsing is judged as sent (plainRawQuery).
-	fast := st.Op.pathOnly && st.Op.wellFormed(pathParams)
+	fast := st.Op.pathOnly && st.wellFormed
 	if fast && st.Op.plainRawQuery(r.URL.RawQuery) && unstorable(nil, pathParams, st.Body) == nil {
 		return nil
 	}
@@ -204,7 +205,7 @@ func validate(ctx context.Context, r *http.Request, st *State, pathParams map[st
 	if fast && st.Op.plainQuery(query) {
 		return nil
 	}
-	if st.Op.plainBody != nil && st.Op.wellFormed(pathParams) && st.Op.plainQuery(query) {
+	if st.Op.plainBody != nil && st.wellFormed && st.Op.plainQuery(query) {
 		if v, ok := st.Op.plainBody.passes(st.Body); ok {
 			st.validated = boundValue(v)
 			r.Body = handlerBody(st)

@@ -189,7 +189,8 @@ func TestValidate(t *testing.T) {
 				r.Header.Set(k, v)
 			}
 			st := &State{Op: op, Body: []byte(tt.body), bodyRead: true}
-			pe := validate(context.Background(), r, st, map[string]string{"thing_id": tt.id})
+			st.setPathParams(map[string]string{"thing_id": tt.id})
+			pe := validate(context.Background(), r, st)
 			// The handler reads the body after validation (a request refused before the
 			// validator runs is never handled).
 			if b, err := io.ReadAll(r.Body); !tt.early && (err != nil || string(b) != tt.body) {
