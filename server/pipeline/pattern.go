@@ -8,8 +8,9 @@ import (
 // pattern is a regular expression of the spec (a path parameter's, a body field's), matched as
 // regexp matches it. The spec's patterns are nearly all of one shape, ^prefix[class]{min,max}$
 // (an ID such as ^org_[0-9a-z]{26}$, a name such as ^[^\x00-\x1F\x7F]+$): such a pattern is
-// matched by a loop over the string's runes, without the regexp machine, which costs a request
-// about a microsecond per parameter (a GET's profile). Any other pattern goes to regexp.
+// matched by a loop over the string's runes, without the regexp machine (an organization's ID:
+// 39 against 214 ns, BenchmarkPattern; more under load, in a GET's profile). Any other pattern
+// goes to regexp.
 type pattern struct {
 	re *regexp.Regexp
 	// The loop's form, when simple: the literal prefix, then between min and max (-1: no

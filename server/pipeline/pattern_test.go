@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,11 +44,7 @@ func specPatterns(t testing.TB) []string {
 		}
 	}
 	walk(doc)
-	out := make([]string, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
-	}
-	return out
+	return slices.Sorted(maps.Keys(seen)) // in one order: the probes' draws repeat from run to run
 }
 
 // patternProbes are strings near the edges of p's simple form (or of nothing, for the others):
@@ -63,7 +61,7 @@ func patternProbes(p *pattern, rng *rand.Rand) []string {
 		if hi > lo+1000 {
 			hi = lo + 1000
 		}
-		return lo + rand.N(hi-lo+1)
+		return lo + rune(rng.IntN(int(hi-lo+1)))
 	}
 	edges := []rune{0, 0x1f, 0x20, 0x7e, 0x7f, 0x80, 0xfffd, 0x10ffff}
 	for i := 0; i+1 < len(p.class); i += 2 {
@@ -103,16 +101,17 @@ func patternProbes(p *pattern, rng *rand.Rand) []string {
 // it is simple, to regexp's answer, on strings at the edges of its form.
 func TestPatternIsRegexp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	simple := 0
-	for _, expr := range append(specPatterns(t), `^a[bc]?$`, `^[a-z]*$`, `^x[0-9]{2,}$`, `^(?i)org_[a-z]{2}$`, `^[a-z]+x$`) {
+	spec := specPatterns(t)
+	simple := 0 // of the spec's
+	for i, expr := range append(spec, `^a[bc]?$`, `^[a-z]*$`, `^x[0-9]{2,}$`, `^(?i)org_[a-z]{2}$`, `^[a-z]+x$`) {
 		p, err := compilePattern(expr)
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		}
 		re := regexp.MustCompile(expr)
-		if p.simple {
+		if p.simple && i < len(spec) {
 			simple++
-		} else {
+		} else if !p.simple {
 			t.Logf("left to regexp: %s", expr)
 		}
 		for _, s := range patternProbes(p, rng) {
@@ -127,8 +126,8 @@ func TestPatternIsRegexp(t *testing.T) {
 			t.Errorf("%s: not matched in its simple form", expr)
 		}
 	}
-	if simple < 15 {
-		t.Errorf("%d of the spec's patterns in their simple form", simple)
+	if simple < 15 { // 16 of 23 on 2026-12-06
+		t.Errorf("%d of the spec's %d patterns in their simple form", simple, len(spec))
 	}
 }
 

@@ -264,7 +264,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 			Fail(w, r, pe)
 			return
 		}
-		key, pe := p.admit(r, st, pathParams)
+		key, pe := p.admit(r, st)
 		if pe != nil {
 			if refused := p.confirmToken(r, st); refused != nil {
 				Fail(w, r, refused)
@@ -289,7 +289,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 }
 
 // admit runs stages 3 to 9 and returns the request's Idempotency-Key, or the problem to answer.
-func (p *Pipeline) admit(r *http.Request, st *State, pathParams map[string]string) (string, *problem.Error) {
+func (p *Pipeline) admit(r *http.Request, st *State) (string, *problem.Error) {
 	op := st.Op
 	if !st.Actor.HasScope(op.Scope) {
 		pe := problem.Newf(http.StatusForbidden, api.ErrorCodeInsufficientScope, "This operation needs the %s scope.", op.Scope)
