@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,10 @@ import (
 //   - BenchmarkOutsideIntake: 16 agents' signed ~1 KB batches (BenchmarkIntake's), each new,
 //     signed before the measure (intakeScript), beside pgbench A;
 //   - BenchmarkOutsideFloorIntake: the same batches from floorIntakeServer.
+//
+// The first three are measured in turns, in slices of a quarter of the measure each (bare, bare
+// logged, home, bare, ...), and each one's slices added up: home's ratio is to its ceilings
+// measured over the same minute, not over the seconds before it (measureInTurns).
 //
 // RENGA_OUTSIDE_BENCH=1 runs it (wrk on PATH: apt-get install wrk); RENGA_OUTSIDE_SECONDS is each
 // measure's length (8); RENGA_OUTSIDE_ONLY, a regular expression, picks measures by name (with
@@ -101,55 +106,122 @@ func TestOutsideLoad(t *testing.T) {
 			return []string{"-s", intakeScript(t, dir, prefix, agents, 2, secs*outsideIntakeRate)}
 		}
 	}
-	for _, m := range []struct {
-		name, url string
-		conns     int
-		args      []string
-		script    func() []string // more arguments, made right before the measure
-	}{
-		{"Bare", bare.URL + home, 8, nil, nil},
-		{"BareLogged", logged.URL + home, 8, nil, nil},
-		{"Home", env.URL + home, 8, nil, nil},
-		{"GetOrganization", env.URL, 8, []string{"-H", auth, "-s", rotate}, nil},
-		{"FloorGetOrganization", floor.URL, 8, []string{"-H", auth, "-s", rotate}, nil},
+	measures := []outsideMeasure{
+		// Home and its two ceilings are compared with one another: they are measured in turns
+		// (group "home"), in slices, so that the machine's drift over a measure falls on the
+		// three alike.
+		{name: "Bare", url: bare.URL + home, conns: 8, group: "home"},
+		{name: "BareLogged", url: logged.URL + home, conns: 8, group: "home"},
+		{name: "Home", url: env.URL + home, conns: 8, group: "home"},
+		{name: "GetOrganization", url: env.URL, conns: 8, args: []string{"-H", auth, "-s", rotate}},
+		{name: "FloorGetOrganization", url: floor.URL, conns: 8, args: []string{"-H", auth, "-s", rotate}},
 		// One client, one create at a time: the latency a lone caller sees, beside pgbench C at
 		// one client. The two servers share a database: each its own slugs and keys.
-		{"CreateOrganization", env.URL, 1, []string{"-s", createScript(t, dir, "w", writer)}, nil},
-		{"FloorCreateOrganization", floorCreate.URL, 1, []string{"-s", createScript(t, dir, "f", writer)}, nil},
+		{name: "CreateOrganization", url: env.URL, conns: 1, args: []string{"-s", createScript(t, dir, "w", writer)}},
+		{name: "FloorCreateOrganization", url: floorCreate.URL, conns: 1, args: []string{"-s", createScript(t, dir, "f", writer)}},
 		// 16 agents' signed batches, each new, signed before the measure: the agents' signing
 		// is theirs, on their hosts (pgbench A's client prepares nothing either).
-		{"Intake", env.URL, 16, nil, intake("r")},
-		{"FloorIntake", urlOf(floorIntake), 16, nil, intake("f")},
-	} {
-		if !only.MatchString(m.name) {
-			continue
-		}
-		extra := m.args
-		if m.script != nil {
-			extra = m.script()
-		}
-		cpu := startCPU(t, env.Pool)
-		threads := min(2, m.conns)
-		args := append([]string{fmt.Sprint("-t", threads), fmt.Sprint("-c", m.conns), fmt.Sprint("-d", secs, "s"), "--latency"}, extra...)
-		out, err := exec.Command(wrk, append(args, m.url)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
-		}
-		if strings.Contains(string(out), intakeExhausted) {
-			t.Fatalf("wrk %s: sent every prepared batch before the end; raise outsideIntakeRate\n%s", m.name, out)
-		}
-		n, rate, err := wrkResult(string(out))
-		if err != nil {
-			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
-		}
-		p50, p99, err := wrkLatency(string(out))
-		if err != nil {
-			t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
-		}
-		pg, self := cpu.since(t, n)
-		fmt.Printf("BenchmarkOutside%s\t%d\t%.0f req/s\t%.3f p50-ms\t%.3f p99-ms\t%.1f go-cpu-us/op\t%.1f pg-cpu-us/op\n",
-			m.name, n, rate, p50.Seconds()*1e3, p99.Seconds()*1e3, self, pg)
+		{name: "Intake", url: env.URL, conns: 16, script: intake("r")},
+		{name: "FloorIntake", url: urlOf(floorIntake), conns: 16, script: intake("f")},
 	}
+	var picked []outsideMeasure
+	for _, m := range measures {
+		if only.MatchString(m.name) {
+			picked = append(picked, m)
+		}
+	}
+	for len(picked) > 0 {
+		n := 1
+		for n < len(picked) && picked[0].group != "" && picked[n].group == picked[0].group {
+			n++
+		}
+		for _, r := range measureInTurns(t, wrk, env, picked[:n], secs) {
+			fmt.Printf("BenchmarkOutside%s\t%d\t%.0f req/s\t%.3f p50-ms\t%.3f p99-ms\t%.1f go-cpu-us/op\t%.1f pg-cpu-us/op\n",
+				r.name, r.n, r.rate(), r.p50().Seconds()*1e3, r.p99.Seconds()*1e3, r.self/float64(r.n), r.pg/float64(r.n))
+		}
+		picked = picked[n:]
+	}
+}
+
+// outsideMeasure is one of TestOutsideLoad's measures: wrk with conns connections against url.
+type outsideMeasure struct {
+	name, url string
+	conns     int
+	args      []string
+	script    func() []string // more arguments, made right before each run of wrk
+	// group: measures of one group, next to one another in the list, are measured in turns.
+	group string
+}
+
+// outsideSlices is how many turns the measures of a group take, each a slice of the measure's
+// length. On these shared machines a measure's rate drifts by 10–20 % within a minute; measured
+// one after the other, two measures seconds apart took that drift as a difference between them.
+const outsideSlices = 4
+
+// outsideTally is what a measure's runs of wrk added up to.
+type outsideTally struct {
+	name     string
+	n        int
+	seconds  float64         // the runs' measured time (requests over wrk's rate)
+	pg, self float64         // CPU of the database's backends and of this process, µs
+	p50s     []time.Duration // each run's median latency
+	p99      time.Duration   // the highest of the runs' 99th percentiles
+}
+
+func (r outsideTally) rate() float64 { return float64(r.n) / r.seconds }
+
+// p50 is the median of the runs' medians.
+func (r outsideTally) p50() time.Duration {
+	s := slices.Clone(r.p50s)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// measureInTurns runs the measures secs seconds each: one run of wrk each when alone, and when
+// several, outsideSlices runs each, in turns (a, b, c, a, b, c, ...), added up.
+func measureInTurns(t *testing.T, wrk string, env *servertest.Env, ms []outsideMeasure, secs int) []outsideTally {
+	turns, slice := 1, secs
+	if len(ms) > 1 {
+		turns = min(outsideSlices, secs)
+		slice = secs / turns
+	}
+	tallies := make([]outsideTally, len(ms))
+	for range turns {
+		for i, m := range ms {
+			extra := m.args
+			if m.script != nil {
+				extra = m.script()
+			}
+			cpu := startCPU(t, env.Pool)
+			threads := min(2, m.conns)
+			args := append([]string{fmt.Sprint("-t", threads), fmt.Sprint("-c", m.conns), fmt.Sprint("-d", slice, "s"), "--latency"}, extra...)
+			out, err := exec.Command(wrk, append(args, m.url)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
+			}
+			if strings.Contains(string(out), intakeExhausted) {
+				t.Fatalf("wrk %s: sent every prepared batch before the end; raise outsideIntakeRate\n%s", m.name, out)
+			}
+			n, rate, err := wrkResult(string(out))
+			if err != nil {
+				t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
+			}
+			p50, p99, err := wrkLatency(string(out))
+			if err != nil {
+				t.Fatalf("wrk %s: %v\n%s", m.name, err, out)
+			}
+			pg, self := cpu.since(t, n)
+			r := &tallies[i]
+			r.name = m.name
+			r.n += n
+			r.seconds += float64(n) / rate
+			r.pg += pg * float64(n)
+			r.self += self * float64(n)
+			r.p50s = append(r.p50s, p50)
+			r.p99 = max(r.p99, p99)
+		}
+	}
+	return tallies
 }
 
 // outsideIntakeRate is how many batches per second of the measure the intake measures prepare:
