@@ -48,9 +48,9 @@ import (
 //     signed before the measure (intakeScript), beside pgbench A;
 //   - BenchmarkOutsideFloorIntake: the same batches from floorIntakeServer.
 //
-// The first three are measured in turns, in slices of a quarter of the measure each (bare, bare
-// logged, home, bare, ...), and each one's slices added up: home's ratio is to its ceilings
-// measured over the same minute, not over the seconds before it (measureInTurns).
+// The first three are measured in turns, in four slices each of about a quarter of the measure
+// (bare, bare logged, home, bare, ...), and each one's slices added up: home's ratio is to its
+// ceilings measured over the same seconds, not over the seconds before it (measureInTurns).
 //
 // RENGA_OUTSIDE_BENCH=1 runs it (wrk on PATH: apt-get install wrk); RENGA_OUTSIDE_SECONDS is each
 // measure's length (8); RENGA_OUTSIDE_ONLY, a regular expression, picks measures by name (with
@@ -178,15 +178,19 @@ func (r outsideTally) p50() time.Duration {
 }
 
 // measureInTurns runs the measures secs seconds each: one run of wrk each when alone, and when
-// several, outsideSlices runs each, in turns (a, b, c, a, b, c, ...), added up.
+// several, outsideSlices runs each, in turns (a, b, c, a, b, c, ...), of whole seconds adding up
+// to secs (10: 3, 3, 2, 2), added up.
 func measureInTurns(t *testing.T, wrk string, env *servertest.Env, ms []outsideMeasure, secs int) []outsideTally {
-	turns, slice := 1, secs
+	turns := 1
 	if len(ms) > 1 {
 		turns = min(outsideSlices, secs)
-		slice = secs / turns
 	}
 	tallies := make([]outsideTally, len(ms))
-	for range turns {
+	for turn := range turns {
+		slice := secs / turns
+		if turn < secs%turns {
+			slice++
+		}
 		for i, m := range ms {
 			extra := m.args
 			if m.script != nil {
