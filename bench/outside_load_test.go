@@ -48,9 +48,10 @@ import (
 //     signed before the measure (intakeScript), beside pgbench A;
 //   - BenchmarkOutsideFloorIntake: the same batches from floorIntakeServer.
 //
-// The first three are measured in turns, in four slices each of about a quarter of the measure
-// (bare, bare logged, home, bare, ...), and each one's slices added up: home's ratio is to its
-// ceilings measured over the same seconds, not over the seconds before it (measureInTurns).
+// The first three are measured in turns, in four slices each of whole seconds adding up to the
+// measure's length (bare, bare logged, home, bare, ...), and each one's slices added up: home's
+// ratio is to its ceilings measured over the same seconds, not over the seconds before it
+// (measureInTurns).
 //
 // RENGA_OUTSIDE_BENCH=1 runs it (wrk on PATH: apt-get install wrk); RENGA_OUTSIDE_SECONDS is each
 // measure's length (8); RENGA_OUTSIDE_ONLY, a regular expression, picks measures by name (with
