@@ -243,6 +243,20 @@ func TestReadGroupsCancellation(t *testing.T) {
 	// A group of reads that wait for another lock the test holds, whose requests all end: its
 	// statement is cancelled, and the batch is free again while the lock is still held.
 	const other = readGroupsLock + 1
+	// Two connections idle in the pool, so that the read after the group finds one while the
+	// group's is closed (a cancelled statement's connection is not reused): the read then
+	// measures the batch being free, not how fast a new connection starts on a busy machine
+	// (5 s were not enough once, with the whole suite running).
+	c1, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1.Release()
+	c2.Release()
 	if _, err := f.holder.Exec(ctx, "SELECT pg_advisory_lock($1), pg_advisory_lock($2)", readGroupsLock, other); err != nil {
 		t.Fatal(err)
 	}
@@ -266,10 +280,15 @@ func TestReadGroupsCancellation(t *testing.T) {
 			t.Errorf("read of the ended group: %v; want context.Canceled", err)
 		}
 	}
-	quick, stop := context.WithTimeout(ctx, 5*time.Second)
+	// Were the group's statement not cancelled, the read would wait for as long as the test holds
+	// the lock: the bound only keeps that failure from waiting for the test's timeout.
+	quick, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
+	start := time.Now()
 	if v, err := readInt(quick, f.groups, "SELECT $1::int", 9); err != nil || v != 9 {
-		t.Errorf("a read after the ended group, the lock still held: %d, %v; want 9 (the group's statement cancelled)", v, err)
+		ps := f.pool.Stat()
+		t.Errorf("a read after the ended group, the lock still held: %d, %v after %v; want 9 (the group's statement cancelled); reads %+v; pool: acquired %d, constructing %d, idle %d, total %d",
+			v, err, time.Since(start), f.groups.Stats(), ps.AcquiredConns(), ps.ConstructingConns(), ps.IdleConns(), ps.TotalConns())
 	}
 }
 
