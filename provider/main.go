@@ -2,12 +2,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"log"
 
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
-	"renga.dev/renga/provider/internal/process"
 	"renga.dev/renga/provider/internal/provider"
 )
 
@@ -21,13 +21,10 @@ func main() {
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "run the provider for a debugger (prints TF_REATTACH_PROVIDERS)")
 	flag.Parse()
-	process.SetUp()
-	// providerserver.Serve with the provider's own server (the framework's, wrapped).
-	var opts []tf6server.ServeOpt
-	if debug {
-		opts = append(opts, tf6server.WithManagedDebug())
-	}
-	err := tf6server.Serve(Address, provider.Server(version), opts...)
+	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
+		Address: Address,
+		Debug:   debug,
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 
@@ -107,7 +108,7 @@ var FastRetries = apiclient.RetryPolicy{MaxAttempts: 5, MinBackoff: 10 * time.Mi
 func Factories(opts ...provider.Option) map[string]func() (tfprotov6.ProviderServer, error) {
 	opts = append([]provider.Option{provider.WithRetryPolicy(FastRetries)}, opts...)
 	return map[string]func() (tfprotov6.ProviderServer, error){
-		"renga": func() (tfprotov6.ProviderServer, error) { return provider.Server("test", opts...)(), nil },
+		"renga": providerserver.NewProtocol6WithError(provider.New("test", opts...)()),
 	}
 }
 

@@ -1,8 +1,7 @@
 // Command noioprovider is a measuring instrument, not a product: the Renga provider's two
 // resources of examples/scale (renga_organization, renga_organization_policy) with their real
-// schemas, served by the provider's own server (the framework's, wrapped by shortpath) and set up
-// as the provider's binary sets itself up, but whose Read keeps the state it is given and whose
-// provider configures without a word to any deployment. A refresh-only plan with it is what
+// schemas, served by the framework's server as the provider's binary serves them, but whose Read
+// keeps the state it is given and whose provider configures without a word to any deployment. A refresh-only plan with it is what
 // Terraform costs with a provider that does no I/O at all: process starts, the plugin protocol,
 // the framework and Terraform's own walk. bench/terraform_load_test.go measures it beside the
 // real provider and Terraform's floor (terraform_data), so the share of the plan that the API
@@ -12,35 +11,28 @@ package main
 import (
 	"context"
 	"log"
-	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/organizationpolicy"
-	"renga.dev/renga/provider/internal/process"
-	"renga.dev/renga/provider/internal/shortpath"
 )
 
 func main() {
-	process.SetUp()
 	// Never dialled: Read below makes no call.
 	c, err := apiclient.New(apiclient.Config{URL: "http://127.0.0.1:1"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	p := &noIO{client: c}
-	server := func() tfprotov6.ProviderServer {
-		return shortpath.Wrap(providerserver.NewProtocol6(p)(), "renga", p.data, resources...)
-	}
-	if err := tf6server.Serve("registry.terraform.io/renga/renga", server); err != nil {
+	err = providerserver.Serve(context.Background(), func() provider.Provider { return p },
+		providerserver.ServeOpts{Address: "registry.terraform.io/renga/renga"})
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -66,14 +58,6 @@ func (policyNoRead) Read(context.Context, resource.ReadRequest, *resource.ReadRe
 // call.
 type noIO struct {
 	client *apiclient.Client
-	ready  atomic.Bool // configured
-}
-
-func (p *noIO) data() any {
-	if p.ready.Load() {
-		return p.client
-	}
-	return nil
 }
 
 func (p *noIO) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -89,7 +73,6 @@ func (p *noIO) Schema(_ context.Context, _ provider.SchemaRequest, resp *provide
 
 func (p *noIO) Configure(_ context.Context, _ provider.ConfigureRequest, resp *provider.ConfigureResponse) {
 	resp.ResourceData = p.client
-	p.ready.Store(true)
 }
 
 func (p *noIO) Resources(context.Context) []func() resource.Resource { return resources }

@@ -8,7 +8,6 @@ import (
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -16,12 +15,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/apiclient"
-	"renga.dev/renga/provider/internal/tfstate"
 )
 
 var (
@@ -138,7 +135,7 @@ func (r *Resource) Create(ctx context.Context, req resource.CreateRequest, resp 
 			return
 		}
 	}
-	resp.Diagnostics.Append(setState(ctx, &resp.State, *o)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, toModel(*o))...)
 }
 
 // create posts the organization with a key derived from the request. A replayed response is
@@ -214,28 +211,24 @@ func live(s string) bool {
 	return true
 }
 
-// setState writes the organization the server holds as the resource's state.
-func setState(ctx context.Context, st *tfsdk.State, o client.Organization) diag.Diagnostics {
-	return tfstate.Set(ctx, st, map[string]attr.Value{
-		"id":           types.StringValue(o.Id),
-		"slug":         types.StringValue(o.Slug),
-		"display_name": types.StringValue(o.DisplayName),
-		"state":        types.StringValue(o.State),
-		"version":      types.Int64Value(o.Version),
-	})
+// toModel is the organization the server holds as the resource's state.
+func toModel(o client.Organization) resourceModel {
+	return resourceModel{
+		ID:          types.StringValue(o.Id),
+		Slug:        types.StringValue(o.Slug),
+		DisplayName: types.StringValue(o.DisplayName),
+		State:       types.StringValue(o.State),
+		Version:     types.Int64Value(o.Version),
+	}
 }
 
 func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	attrs, diags := tfstate.Attributes(req.State)
-	resp.Diagnostics.Append(diags...)
+	var state resourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	id, diags := tfstate.String(attrs, "id")
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
+	id := state.ID.ValueString()
 	res, err := r.client.API.GetOrganizationWithResponse(ctx, id)
 	if err != nil {
 		apiclient.AddError(&resp.Diagnostics, "read organization "+id, res, err)
@@ -254,7 +247,7 @@ func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *res
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	resp.Diagnostics.Append(setState(ctx, &resp.State, *res.JSON200)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, toModel(*res.JSON200))...)
 }
 
 func (r *Resource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -269,7 +262,7 @@ func (r *Resource) Update(ctx context.Context, req resource.UpdateRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	resp.Diagnostics.Append(setState(ctx, &resp.State, *o)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, toModel(*o))...)
 }
 
 // rename changes the display name, sending version as If-Match once; a 412 means someone

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -27,7 +26,6 @@ import (
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/policydoc"
-	"renga.dev/renga/provider/internal/tfstate"
 	"renga.dev/renga/server/domain/policyfield"
 )
 
@@ -300,33 +298,24 @@ func sameWrite(a, b any) (bool, error) {
 // had as an object rather than null (policydoc.FromAPI), overwrite is overwrite_existing's value.
 func (r *Resource) setState(ctx context.Context, st *tfsdk.State, keep func(policyfield.Section) bool, overwrite bool, p client.Policy) diag.Diagnostics {
 	doc, diags := policydoc.FromAPI(p, keep)
-	attrs := map[string]attr.Value{
-		"id":                 types.StringValue(p.OrganizationId),
-		"organization_id":    types.StringValue(p.OrganizationId),
-		"overwrite_existing": types.BoolValue(overwrite),
-		"version":            types.Int64Value(p.Version),
+	m := resourceModel{
+		ID:                types.StringValue(p.OrganizationId),
+		OrganizationID:    types.StringValue(p.OrganizationId),
+		OverwriteExisting: types.BoolValue(overwrite),
+		Version:           types.Int64Value(p.Version),
 	}
-	for _, sec := range policyfield.Sections {
-		attrs[string(sec.Name)] = doc.Section(sec.Name)
-	}
-	diags.Append(tfstate.Set(ctx, st, attrs)...)
+	m.setDocument(doc)
+	diags.Append(st.Set(ctx, &m)...)
 	return diags
 }
 
 func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	attrs, diags := tfstate.Attributes(req.State)
-	resp.Diagnostics.Append(diags...)
+	var state resourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	orgID, diags := tfstate.String(attrs, "organization_id")
-	resp.Diagnostics.Append(diags...)
-	overwrite, diags := tfstate.Bool(attrs, "overwrite_existing")
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	kept := func(s policyfield.Section) bool { return tfstate.Known(attrs, string(s)) }
+	orgID := state.OrganizationID.ValueString()
 	res, err := r.client.API.GetPolicyWithResponse(ctx, orgID)
 	if err != nil {
 		apiclient.AddError(&resp.Diagnostics, "read the policy of organization "+orgID, res, err)
@@ -334,7 +323,7 @@ func (r *Resource) Read(ctx context.Context, req resource.ReadRequest, resp *res
 	}
 	switch {
 	case res.StatusCode() == http.StatusOK && res.JSON200 != nil:
-		resp.Diagnostics.Append(r.setState(ctx, &resp.State, kept, overwrite, *res.JSON200)...)
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state.document().Kept, state.OverwriteExisting.ValueBool(), *res.JSON200)...)
 	case res.StatusCode() == http.StatusNotFound:
 		resp.State.RemoveResource(ctx)
 	default:

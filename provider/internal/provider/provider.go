@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"renga.dev/renga/provider/internal/apiclient"
@@ -27,7 +24,6 @@ import (
 	"renga.dev/renga/provider/internal/organizations"
 	"renga.dev/renga/provider/internal/organizationusage"
 	"renga.dev/renga/provider/internal/ownerinvitation"
-	"renga.dev/renga/provider/internal/shortpath"
 	"renga.dev/renga/provider/internal/supportsource"
 )
 
@@ -48,30 +44,9 @@ func New(version string, opts ...Option) func() provider.Provider {
 	}
 }
 
-// Server returns the provider's protocol server: the framework's, with the shorter path
-// (package shortpath) for refreshing, planning and applying renga_organization and
-// renga_organization_policy.
-func Server(version string, opts ...Option) func() tfprotov6.ProviderServer {
-	return func() tfprotov6.ProviderServer {
-		p := &rengaProvider{version: version, opts: opts}
-		fw := providerserver.NewProtocol6(p)()
-		return shortpath.Wrap(fw, "renga", p.resourceData, organization.NewResource, organizationpolicy.NewResource)
-	}
-}
-
 type rengaProvider struct {
 	version string
 	opts    []Option
-	// client is what Configure gave resources, once it succeeded.
-	client atomic.Pointer[apiclient.Client]
-}
-
-// resourceData is the ResourceData Configure gave: nil until it succeeded.
-func (p *rengaProvider) resourceData() any {
-	if c := p.client.Load(); c != nil {
-		return c
-	}
-	return nil
 }
 
 type providerModel struct {
@@ -183,7 +158,6 @@ func (p *rengaProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	tflog.Debug(ctx, "Renga operator token checked", map[string]any{"token_id": self.JSON200.Id, "token_name": self.JSON200.Name})
 	resp.DataSourceData = c
 	resp.ResourceData = c
-	p.client.Store(c)
 }
 
 func (p *rengaProvider) Resources(_ context.Context) []func() resource.Resource {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
@@ -33,7 +34,7 @@ func BenchmarkRefresh(b *testing.B) {
 	defer api.Close()
 
 	ctx := context.Background()
-	s := provider.Server("bench")()
+	s := providerserver.NewProtocol6(provider.New("bench")())()
 	schemas, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
 	if err != nil || len(schemas.Diagnostics) > 0 {
 		b.Fatal(err, schemas.Diagnostics)

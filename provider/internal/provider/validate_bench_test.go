@@ -13,19 +13,12 @@ import (
 
 // BenchmarkValidate is the provider's share of validating a resource of examples/scale
 // (ValidateResourceConfig, which Terraform calls for every resource in validate, plan and
-// apply), by the framework's server and by provider.Server (the shorter path), in process and
-// not configured (validation makes no API call): go test -run '^$' -bench Validate
-// -benchmem ./provider/internal/provider.
+// apply), in process and not configured (validation makes no API call): go test -run '^$'
+// -bench Validate -benchmem ./provider/internal/provider.
 func BenchmarkValidate(b *testing.B) {
 	ctx := context.Background()
-	servers := []struct {
-		name string
-		s    tfprotov6.ProviderServer
-	}{
-		{"framework", providerserver.NewProtocol6(provider.New("bench")())()},
-		{"shortpath", provider.Server("bench")()},
-	}
-	schemas, err := servers[0].s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
+	s := providerserver.NewProtocol6(provider.New("bench")())()
+	schemas, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
 	if err != nil || len(schemas.Diagnostics) > 0 {
 		b.Fatal(err, schemas.Diagnostics)
 	}
@@ -68,16 +61,14 @@ func BenchmarkValidate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, s := range servers {
-			b.Run(s.name+"/"+c.typeName, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					resp, err := s.s.ValidateResourceConfig(ctx, &tfprotov6.ValidateResourceConfigRequest{TypeName: c.typeName, Config: &dv})
-					if err != nil || len(resp.Diagnostics) > 0 {
-						b.Fatal(err, resp.Diagnostics)
-					}
+		b.Run(c.typeName, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := s.ValidateResourceConfig(ctx, &tfprotov6.ValidateResourceConfigRequest{TypeName: c.typeName, Config: &dv})
+				if err != nil || len(resp.Diagnostics) > 0 {
+					b.Fatal(err, resp.Diagnostics)
 				}
-			})
-		}
+			}
+		})
 	}
 }
