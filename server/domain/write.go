@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -162,8 +161,9 @@ func tokenLockSQL(w Writer) string {
 // QueueWriteChecks queues, first on the one batch of a write sent in one round trip (an
 // operator's write whose handler reads nothing and defers its statements: x-renga-one-round-trip),
 // what BeginWrite checks, as statements that fail the batch where BeginWrite reads: the token's
-// lock, then its re-check (revoked or expired: a division by zero), then the key's lock, then no
-// result stored under the key (one there: a division by zero). The batch is one implicit
+// lock, then its re-check (revoked or expired: refused), then the key's lock, then no result
+// stored under the key (one there: refused). A check that does not pass raises
+// writeCheckRefused (the write_check function, migration 00019): the batch is one implicit
 // transaction, so a refused check leaves nothing, and the statements after a check run only
 // when it passed. WriteChecksRefused tells such a refusal from any other failure; the caller
 // then writes the two-round-trip way (BeginWrite), which answers what was refused (the token
@@ -173,22 +173,24 @@ func QueueWriteChecks(batch *pgx.Batch, w Writer, k *IdempotencyKey) error {
 		return fmt.Errorf("a write in one round trip is an operator token's, not a %q's", w.ActorType)
 	}
 	batch.Queue(tokenLockSQL(w), TokenLockKey(w.CredentialID))
-	batch.Queue(`SELECT 1 / count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
-			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
+	batch.Queue(`SELECT write_check(count(*) = 1, 'the token is revoked, expired or unknown') FROM operator_tokens
+			WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
 	if k != nil {
 		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
-		batch.Queue(`SELECT 1 / (1 - count(*)) FROM idempotency_keys
+		batch.Queue(`SELECT write_check(count(*) = 0, 'a result is stored under the key') FROM idempotency_keys
 			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
 			k.ActorID, k.Method, k.Route, k.KeyHash)
 	}
 	return nil
 }
 
-// WriteChecksRefused reports whether err is one of QueueWriteChecks' checks refusing the write
-// (the division by zero it makes; no statement a handler defers, nor FinishWrite's, divides).
+// writeCheckRefused is the SQLSTATE that write_check raises, and nothing else.
+const writeCheckRefused = "RW001"
+
+// WriteChecksRefused reports whether err is one of QueueWriteChecks' checks refusing the write.
 func WriteChecksRefused(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DivisionByZero
+	return errors.As(err, &pgErr) && pgErr.Code == writeCheckRefused
 }
 
 // readWriterCheck says why the write cannot go on: ErrCredentialGone first, then the
