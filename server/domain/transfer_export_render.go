@@ -12,11 +12,10 @@ import (
 
 // renderObservation writes the current row of the observations query as PostgreSQL's
 // row_to_json writes (installation_id, batch_id, observed_at, received_at, kind, data), byte for
-// byte: PostgreSQL spent most of an export making these lines (json_build_object took twice the
-// time of sending the columns), while the export's own goroutine waited for them. Strings are
-// escaped as PostgreSQL escapes them (jsonquote.Postgres), times are written in UTC as it
-// writes a timestamptz in JSON (appendPGJSONTime; the transaction's TimeZone is UTC), and data
-// is the jsonb's text as PostgreSQL gives it. TestExportedObservationsArePostgresJSON holds the
+// byte: PostgreSQL spent most of an export making these lines, while the export's own goroutine
+// waited for them. Strings are escaped as PostgreSQL escapes them (jsonquote.Postgres), times are
+// written in UTC as it writes a timestamptz in JSON (appendPGJSONTime; the transaction's TimeZone
+// is UTC), and data is the jsonb's text as PostgreSQL gives it. TestExportedObservationsArePostgresJSON holds the
 // lines to row_to_json's.
 func renderObservation(s *rowScan, rows pgx.Rows, b []byte) ([]byte, error) {
 	if err := rows.Scan(s.args...); err != nil {
@@ -43,10 +42,8 @@ func renderObservation(s *rowScan, rows pgx.Rows, b []byte) ([]byte, error) {
 }
 
 // rowScan is renderObservation's scan destinations and Scan's arguments, made once for an
-// export's rows: made for each row, they escaped to the heap (two times and the argument slice,
-// about 150 bytes a row, 153 MB of garbage for a million observations), and with the server's
-// collector target (GOGC 400) that garbage let an export's heap grow to five times what it
-// holds live.
+// export's rows: made for each row, they escaped to the heap, and that garbage grew an export's
+// heap far beyond what it holds live.
 type rowScan struct {
 	observed, received pgtype.Timestamptz
 	args               []any // the observations query's columns: the two times scanned, the rest raw
