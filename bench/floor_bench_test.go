@@ -232,7 +232,7 @@ func floorIntakeServer(b testing.TB, env *servertest.Env, agents []agent) *httpt
 		}
 		keys[a.id] = holder{h.Installation.PublicKey, h.Org.ID, h.PolicyVersion}
 	}
-	groups := domain.NewIntakeGroups(env.Pool, 2, 1<<20)
+	groups := domain.NewIntakeGroups(env.Pool, 2, 1<<20, domain.IntakeGroupUnderLoad)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		id, ts := r.Header.Get("Renga-Installation"), r.Header.Get("Renga-Timestamp")

@@ -50,10 +50,10 @@ type Config struct {
 	// while one runs go together in the next, and a statement more starts only for what one
 	// group cannot carry (domain.IntakeGroups).
 	IntakeStatements int
-	// ReadBatches is how many of authentication's read batches (the token's check, with the
-	// read by ID it travels with) are in flight at once; reads that arrive while they all are go
-	// together in the next (db.ReadGroups).
-	ReadBatches int
+	// IntakePath is whether intake's batches go together (RENGA_INTAKE_GROUP_COMMIT: on, the
+	// default, groups batches that arrive while a statement runs; off sends each alone; always
+	// sends each in a group's statement): what a test selects to run intake through one path.
+	IntakePath domain.IntakePath
 	// RequestTimeout bounds each API request, its database statements included (0: none).
 	RequestTimeout time.Duration
 	// MaxInFlight bounds the API requests served at once (0: no bound).
@@ -138,7 +138,6 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		MaxInFlight:                 256,
 		LogFlushInterval:            DefaultLogFlushInterval,
 		IntakeStatements:            2,
-		ReadBatches:                 2,
 		HTTP:                        DefaultHTTPTimeouts,
 	}
 	if mode == ModeDev {
@@ -172,7 +171,9 @@ func LoadConfig(getenv func(string) string, mode Mode) (Config, error) {
 		l.bad("RENGA_LOG_FLUSH_INTERVAL", "must be at most %s (0 writes each line at once), got %s", MaxLogFlushInterval, c.LogFlushInterval)
 	}
 	l.integer("RENGA_INTAKE_STATEMENTS", &c.IntakeStatements)
-	l.integer("RENGA_READ_BATCHES", &c.ReadBatches)
+	if c.IntakePath, err = domain.ParseIntakePath(getenv("RENGA_INTAKE_GROUP_COMMIT")); err != nil {
+		l.bad("RENGA_INTAKE_GROUP_COMMIT", "%v", err)
+	}
 	var maxConns int
 	l.integer("RENGA_DATABASE_MAX_CONNS", &maxConns)
 	c.DatabaseMaxConns = int32(min(maxConns, 1000))

@@ -203,18 +203,3 @@ func (s *Server) intakeMetrics() []prometheus.Collector {
 			func() float64 { return float64(s.intake.Stats().Waiting) }),
 	}
 }
-
-// readMetrics are authentication's read groups' counts, for /metrics.
-func readMetrics(pl *pipeline.Pipeline) []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "renga_read_batches_total",
-			Help: "Batches of authentication's reads sent to PostgreSQL, each one round trip."},
-			func() float64 { return float64(pl.ReadStats().Batches) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "renga_reads_total",
-			Help: "Authentication's reads sent in those batches, each counted once (over renga_read_batches_total: reads per batch)."},
-			func() float64 { return float64(pl.ReadStats().Reads) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "renga_waiting_reads",
-			Help: "Authentication's reads waiting for a batch (RENGA_READ_BATCHES in flight at once)."},
-			func() float64 { return float64(pl.ReadStats().Waiting) }),
-	}
-}

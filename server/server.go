@@ -60,7 +60,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 			cfg.IntakeStatements, n)
 	}
 	s := &Server{cfg: cfg, pool: pool, log: log, installations: domain.NewInstallationCache(100_000)}
-	s.intake = domain.NewIntakeGroups(pool, cfg.IntakeStatements, pipeline.MaxBodyBytes)
+	s.intake = domain.NewIntakeGroups(pool, cfg.IntakeStatements, pipeline.MaxBodyBytes, cfg.IntakePath)
 	s.intakeMargin = intakeExactMargin(pool.Config().MaxConns)
 	if len(cfg.IdentityProviders) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -92,13 +92,11 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Prefetch:                    prefetches,
 		Installations:               s.installations,
 		Direct:                      map[string]http.Handler{"getHome": home},
-		ReadBatches:                 cfg.ReadBatches,
 	}, pool, log)
 	if err != nil {
 		return nil, err
 	}
 	pl.RegisterMetrics(s.intakeMetrics()...)
-	pl.RegisterMetrics(readMetrics(pl)...)
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
 			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read."))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"renga.dev/renga/server"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/servertest"
 )
@@ -157,10 +158,23 @@ func TestInstallationRegistration(t *testing.T) {
 }
 
 // TestIntakeDeduplicatedAndCountedOnce: the same batch sent ten times at once and ten times in a
-// row is stored once and counted once in usage (requests and bytes).
+// row is stored once and counted once in usage (requests and bytes), through each of intake's
+// paths (RENGA_INTAKE_GROUP_COMMIT).
 func TestIntakeDeduplicatedAndCountedOnce(t *testing.T) {
 	t.Parallel()
-	env := servertest.Start(t)
+	for name, path := range intakePaths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			intakeDeduplicatedAndCountedOnce(t, path)
+		})
+	}
+}
+
+// intakePaths are intake's paths by RENGA_INTAKE_GROUP_COMMIT's value.
+var intakePaths = map[string]domain.IntakePath{"on": domain.IntakeGroupUnderLoad, "off": domain.IntakeAlone, "always": domain.IntakeGroupAlways}
+
+func intakeDeduplicatedAndCountedOnce(t *testing.T, path domain.IntakePath) {
+	env := servertest.Start(t, func(c *server.Config) { c.IntakePath = path })
 	s := newAgentSetup(t, env)
 	_, usageToken := scopedToken(t, env, "usage:read")
 

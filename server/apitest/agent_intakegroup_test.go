@@ -184,7 +184,7 @@ func TestIntakeGroupAnswersEachBatchAsAlone(t *testing.T) {
 		_ = holder.Commit(ctx) // before the answer: the test's cleanup rolls the holder back after it
 		heldAlone <- ok
 	}()
-	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20, domain.IntakeGroupUnderLoad)
 	fresh, errs := intakeGroupRun(t, env, g, batch(blocker, blocker.Agent, "blocker", 100), batches, limits, nil)
 	if !<-heldAlone {
 		t.Error("the group waited for the held organization, or its batch did not wait alone")
@@ -276,7 +276,7 @@ func TestIntakeGroupRefusedByPostgreSQL(t *testing.T) {
 	if _, err := domain.SubmitBatch(ctx, env.Pool, batch("old", "0"), 1<<40, 0); err != nil {
 		t.Fatal(err)
 	}
-	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20, domain.IntakeGroupUnderLoad)
 	blocked := func(id string) domain.IntakeBatch {
 		return domain.IntakeBatch{OrganizationID: blocker.OrgID, InstallationID: blocker.Agent.ID, BatchID: id, Body: body("0"), Bytes: 100}
 	}
@@ -319,7 +319,7 @@ func TestIntakeGroupCancellation(t *testing.T) {
 	env := servertest.Start(t)
 	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
 	ctx := context.Background()
-	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20, domain.IntakeGroupUnderLoad)
 	commit := holdStatement(t, env, g, plainBatch(blocker, "blocker", 100))
 
 	// Cancelled while waiting: answered at once, out of the queue.
@@ -388,7 +388,7 @@ func TestIntakeGroupOfEndedRequestsStops(t *testing.T) {
 	env := servertest.Start(t)
 	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
 	ctx := context.Background()
-	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20, domain.IntakeGroupUnderLoad)
 	commit := holdStatement(t, env, g, plainBatch(blocker, "blocker", 100))
 	key := uncommittedBatchID(t, env, other, "k1")
 	var wg sync.WaitGroup
@@ -476,6 +476,75 @@ func TestIntakeStatementsAndMetrics(t *testing.T) {
 	}
 }
 
+// TestIntakeGroupCommitSetting: RENGA_INTAKE_GROUP_COMMIT selects intake's path (on unless set,
+// off or always; anything else refused, naming it), and the server sends batches by it: off,
+// each batch in the statement for one batch, never queued; always, each in the group's
+// statement, a group of one when it is alone. Fails when the setting is ignored, or a path
+// sends a batch by another's statement.
+func TestIntakeGroupCommitSetting(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]domain.IntakePath{"": domain.IntakeGroupUnderLoad, "on": domain.IntakeGroupUnderLoad,
+		"off": domain.IntakeAlone, "always": domain.IntakeGroupAlways, "sometimes": -1} {
+		cfg, err := server.LoadConfig(func(k string) string {
+			if k == "RENGA_INTAKE_GROUP_COMMIT" {
+				return v
+			}
+			return ""
+		}, server.ModeRelease)
+		if want == -1 {
+			if err == nil || !strings.Contains(err.Error(), "RENGA_INTAKE_GROUP_COMMIT") {
+				t.Errorf("RENGA_INTAKE_GROUP_COMMIT=%q: err %v, want one naming it", v, err)
+			}
+		} else if err != nil || cfg.IntakePath != want {
+			t.Errorf("RENGA_INTAKE_GROUP_COMMIT=%q: %v, err %v; want %v", v, cfg.IntakePath, err, want)
+		}
+	}
+	for name, want := range map[string]struct {
+		path      domain.IntakePath
+		statement string // how the statements that store the batches start
+	}{"off": {domain.IntakeAlone, "WITH org AS"}, "always": {domain.IntakeGroupAlways, "WITH input AS"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			trace := &servertest.RoundTrips{}
+			env := servertest.StartTraced(t, trace, func(c *server.Config) { c.IntakePath = want.path })
+			s := newAgentSetup(t, env)
+			var stored []string
+			for i := range 2 {
+				b := batchBody(fmt.Sprintf("p%d", i), 1, 100)
+				trips := trace.During(func() {
+					if r := s.Agent.submit(t, b).accepted(t); r.Duplicate {
+						t.Errorf("batch %d: a duplicate", i)
+					}
+				})
+				for _, sql := range servertest.Statements(trips) {
+					if strings.Contains(sql, "INSERT INTO observation_batches") {
+						stored = append(stored, sql)
+					}
+				}
+			}
+			if len(stored) != 2 {
+				t.Fatalf("%d statements stored the 2 batches; want 2", len(stored))
+			}
+			for i, sql := range stored {
+				if !strings.HasPrefix(strings.TrimSpace(sql), want.statement) {
+					t.Errorf("batch %d stored by %.40q...; want the statement starting %q", i, sql, want.statement)
+				}
+			}
+			resp, err := http.Get(env.URL + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range []string{"renga_intake_statements_total 2", "renga_intake_batches_total 2", "renga_intake_waiting_batches 0"} {
+				if !strings.Contains(string(body), "\n"+line+"\n") {
+					t.Errorf("/metrics has no line %q", line)
+				}
+			}
+		})
+	}
+}
+
 // TestIntakeGroupOutageIsEveryBatchs: a group's statement that the database's outage ends
 // (here: its backend terminated, connections refused, while the statement waits) answers that
 // error to each of its batches at once, never a client's error (not found, unknown
@@ -486,7 +555,7 @@ func TestIntakeGroupOutageIsEveryBatchs(t *testing.T) {
 	s, other, blocker := newAgentSetup(t, env), newAgentSetup(t, env), newAgentSetup(t, env)
 	// The group waits for a transaction that inserted one of its batch IDs, uncommitted.
 	uncommittedBatchID(t, env, other, "k1")
-	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1<<20, domain.IntakeGroupUnderLoad)
 	var restore func()
 	_, errs := intakeGroupRun(t, env, g, plainBatch(blocker, "blocker", 100), []domain.IntakeBatch{plainBatch(other, "k1", 100), plainBatch(s, "x1", 100)}, nil, func() {
 		waitFor(t, 20*time.Second, "the group to wait for k1's transaction", func() bool { return lockWaits(t, env, "WITH input AS%") == 1 })
@@ -518,7 +587,7 @@ func TestIntakeGroupCarriesAtMostMaxBytes(t *testing.T) {
 	for i := range 5 {
 		batches = append(batches, plainBatch(s, fmt.Sprintf("b%d", i), 500))
 	}
-	g := domain.NewIntakeGroups(env.Pool, 1, 1000)
+	g := domain.NewIntakeGroups(env.Pool, 1, 1000, domain.IntakeGroupUnderLoad)
 	fresh, errs := intakeGroupRun(t, env, g, plainBatch(blocker, "blocker", 500), batches, nil, nil)
 	for i := range batches {
 		if errs[i] != nil || !fresh[i] {

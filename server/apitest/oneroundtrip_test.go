@@ -19,7 +19,7 @@ import (
 //     round trip and the failure's audit, the token not looked up again (the checks passed);
 //   - a token revoked after the server cached it: TestRevokedKnownTokenIsRefusedLikeAnUnknownOne.
 //
-// Fails when: a refused check is answered as an error of its own (a 500, a 400 for the division
+// Fails when: a refused check is answered as an error of its own (a 500, a 400 for the refusal
 // it makes), a replay creates again, or a failed insert is taken for a refused token.
 func TestOneRoundTripCreateAnswersWhatItsChecksRefused(t *testing.T) {
 	t.Parallel()

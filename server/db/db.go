@@ -119,8 +119,7 @@ func NewID(prefix string) string {
 // one for every request, from the time it already read: no clock read and no process-wide lock
 // of its own. Its random bits come from the runtime's generator (math/rand/v2: ChaCha8 per
 // thread, seeded from the kernel), not crypto/rand's system call: a request ID must be unique,
-// it is no secret (every response shows it), and crypto/rand cost each request a fifth of a
-// microsecond (a profile of home's requests).
+// and it is no secret (every response shows it).
 func NewRequestID(t time.Time) string {
 	hi := uint64(t.UnixMilli())<<16 | uint64(mrand.Uint32()&0xffff)
 	return encodeID("req", hi, mrand.Uint64())
@@ -137,7 +136,7 @@ func randomID(t time.Time) (hi, lo uint64) {
 }
 
 // encodeID writes prefix, "_" and the 128 bits as 26 base32 characters (130 bits, top two
-// zero), built in one buffer on the stack, so that the ID is the one allocation (every request
+// zero), built in one buffer on the stack: the ID's string is its one allocation (every request
 // makes one, its request ID).
 func encodeID(prefix string, hi, lo uint64) string {
 	var buf [64]byte

@@ -4,18 +4,19 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// GroupQueue is group commit's scheduling, shared by intake's statements (domain.IntakeGroups)
-// and authentication's reads (ReadGroups): at most slots sends at once. A call that finds a slot
-// free goes at once, alone, on its request's own goroutine (Enter, then Release), so a quiet
-// server adds no wait. Calls that arrive while every slot is taken wait, in arrival order
-// (Wait); whoever frees a slot while calls wait starts a sender, which sends the groups pick
-// makes from the queue, one after another, until the queue is empty. A call to go again alone
-// (Requeue: its group failed for what one call of it held) goes first, in a group of its own.
-//
-// While calls wait, every slot is taken (a call waits only when none is free, and a sender stops
-// only on an empty queue), so a free slot means an empty queue.
+// GroupQueue is group commit's scheduling (intake's statements: domain.IntakeGroups): at most
+// slots sends at once. A call that finds no send running goes at once, alone, on its request's
+// own goroutine (Enter, then Release), so a quiet server adds no wait. A call that finds a send
+// running waits, in arrival order (Wait), even with a slot free: the send running, or whoever
+// ends it, takes the waiting calls as the groups pick makes from the queue, one after another,
+// until the queue is empty. A second send starts only when the waiting calls are more than the
+// next group can carry, and stops when what is left fits in one group, which the first takes:
+// large groups, and sends at once only for overflow. A call to go again alone (Requeue: its
+// group failed for what one call of it held) goes first, in a group of its own.
 type GroupQueue[C Call] struct {
 	slots int
 	// pick splits the queue (never empty; under mu) into the next group (at least one call, in
@@ -24,9 +25,6 @@ type GroupQueue[C Call] struct {
 	pick func(queue []C) (group, rest []C)
 	// send sends a group and answers each of its calls (Waiter.Answer), or requeues them.
 	send func(group []C)
-	// spill: the slots past the first are only for calls that one group cannot carry (see
-	// SpillOnly).
-	spill bool
 
 	mu      sync.Mutex
 	queue   []C
@@ -60,23 +58,12 @@ func NewGroupQueue[C Call](slots int, pick func(queue []C) (group, rest []C), se
 	return &GroupQueue[C]{slots: max(1, slots), pick: pick, send: send}
 }
 
-// SpillOnly makes the slots past the first carry only what one group cannot: a call that finds
-// a send running waits, even with a slot free, and a second send starts only when the waiting
-// calls are more than the next group can carry (a send stops when what is left fits in one
-// group, which the send running will take). Large groups then, and sends at once only for
-// overflow: for intake, few statements while small batches fit in one, more for batches that
-// fill a group each (an agent catching up).
-func (q *GroupQueue[C]) SpillOnly() *GroupQueue[C] {
-	q.spill = true
-	return q
-}
-
-// Enter takes a free slot, if there is one (for a SpillOnly queue, if no send is running): then
-// the caller sends its call alone, now, and calls Release after.
+// Enter takes a slot if no send is running: then the caller sends its call alone, now, and
+// calls Release after.
 func (q *GroupQueue[C]) Enter() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.running == q.slots || q.spill && q.running > 0 {
+	if q.running > 0 {
 		return false
 	}
 	q.running++
@@ -87,14 +74,17 @@ func (q *GroupQueue[C]) Enter() bool {
 
 // Wait queues c until a sender answers it (nil: c's results are set) or c's context ends (its
 // error, at once: a call already in a group goes on for the others, and its results are set
-// for no one).
+// for no one). A caller may Wait without trying Enter first: its call then always goes in a
+// group, sent by the queue's sender (a group of one when no other call waits).
 func (q *GroupQueue[C]) Wait(c C) error {
 	w := c.waiter()
 	w.done = make(chan struct{})
 	q.mu.Lock()
 	q.queue = append(q.queue, c)
 	q.calls++
-	if q.spill && q.running < q.slots && q.overflows() {
+	// No send running (the one that made Enter refuse may have ended since): this call starts
+	// the sender. Sends running, and more waiting than a group carries: one more, within slots.
+	if q.running == 0 || q.running < q.slots && q.overflows() {
 		q.running++
 		go q.run()
 	}
@@ -138,12 +128,12 @@ func (q *GroupQueue[C]) overflows() bool {
 	return len(group) < len(q.queue)
 }
 
-// run sends groups from the queue until it is empty (for a SpillOnly queue, a send that is not
-// the only one stops when what waits fits in one group); it holds one of the slots.
+// run sends groups from the queue until it is empty (a send that is not the only one stops when
+// what waits fits in one group); it holds one of the slots.
 func (q *GroupQueue[C]) run() {
 	for {
 		q.mu.Lock()
-		if len(q.queue) == 0 || q.spill && q.running > 1 && !q.overflows() {
+		if len(q.queue) == 0 || q.running > 1 && !q.overflows() {
 			q.running--
 			q.mu.Unlock()
 			return
@@ -173,6 +163,14 @@ func (q *GroupQueue[C]) Requeue(calls []C) {
 	q.queue = append(calls, q.queue...)
 }
 
+// CountAlone counts a call that its caller sent alone, without the queue (a send and a call).
+func (q *GroupQueue[C]) CountAlone() {
+	q.mu.Lock()
+	q.sends++
+	q.calls++
+	q.mu.Unlock()
+}
+
 // CountSend counts a send made outside the slots (a call that must wait for a lock alone).
 func (q *GroupQueue[C]) CountSend() {
 	q.mu.Lock()
@@ -195,4 +193,50 @@ func GroupContextOf[C Call](group []C) (context.Context, context.CancelFunc) {
 		ctxs[i] = c.waiter().Ctx
 	}
 	return GroupContext(ctxs)
+}
+
+// GroupContext is what a statement sent for several requests runs under: no one request's
+// cancellation stops it (the others are waiting for it), and it has as long as the request
+// with the most time left; once every request has ended, no one waits for it, and it is
+// cancelled. ctxs are the requests' contexts (at least one).
+func GroupContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctxs[0])
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if last, ok := latestDeadline(ctxs); ok {
+		ctx, cancel = context.WithDeadline(base, last)
+	} else {
+		ctx, cancel = context.WithCancel(base)
+	}
+	var left atomic.Int64
+	left.Store(int64(len(ctxs)))
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// latestDeadline is the latest of ctxs' deadlines; none if one has none.
+func latestDeadline(ctxs []context.Context) (time.Time, bool) {
+	var last time.Time
+	for _, c := range ctxs {
+		d, ok := c.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, true
 }

@@ -21,10 +21,10 @@ func pickTwo(queue []*queued) (group, rest []*queued) {
 	return group, append(queue[:0], queue[n:]...)
 }
 
-// TestGroupQueueSpillOnly: with a send running, a SpillOnly queue's calls wait even with a slot
+// TestGroupQueueSpillsOnlyOverflow: with a send running, the queue's calls wait even with a slot
 // free, while they fit in one group; a second send starts when they are more than one group can
 // carry; at most slots sends run at once, and every call is answered.
-func TestGroupQueueSpillOnly(t *testing.T) {
+func TestGroupQueueSpillsOnlyOverflow(t *testing.T) {
 	type send struct {
 		ids     []string
 		release chan struct{}
@@ -49,14 +49,14 @@ func TestGroupQueueSpillOnly(t *testing.T) {
 		for _, c := range group {
 			c.Answer()
 		}
-	}).SpillOnly()
+	})
 
 	if !q.Enter() {
 		t.Fatal("an idle queue did not let a call go alone")
 	}
 	// A second call, with a slot free but a send running, waits.
 	if q.Enter() {
-		t.Fatal("a SpillOnly queue let a call go alone beside a running send")
+		t.Fatal("the queue let a call go alone beside a running send")
 	}
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -120,4 +120,43 @@ func TestGroupQueueSpillOnly(t *testing.T) {
 	if sends, calls, waiting := q.Counts(); sends != 3 || calls != 4 || waiting != 0 {
 		t.Errorf("counts: %d sends, %d calls, %d waiting; want 3, 4, 0", sends, calls, waiting)
 	}
+}
+
+// TestGroupQueueWaitOnIdleQueue: a call that waits while no send runs (it did not Enter, or the
+// send that made Enter refuse ended meanwhile) starts the sender itself, and is sent as a group
+// of its own; it never waits for a send that will not come.
+func TestGroupQueueWaitOnIdleQueue(t *testing.T) {
+	var sent [][]string
+	q := db.NewGroupQueue(2, pickTwo, func(group []*queued) {
+		var ids []string
+		for _, c := range group {
+			ids = append(ids, c.id)
+		}
+		sent = append(sent, ids) // one sender at a time here: the calls wait one after another
+		for _, c := range group {
+			c.Answer()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range []string{"a", "b"} {
+		if err := q.Wait(&queued{Waiter: db.Waiter{Ctx: ctx}, id: id}); err != nil {
+			t.Fatalf("call %s on an idle queue: %v", id, err)
+		}
+	}
+	if len(sent) != 2 || len(sent[0]) != 1 || sent[0][0] != "a" || len(sent[1]) != 1 || sent[1][0] != "b" {
+		t.Errorf("sent %v; want [[a] [b]]", sent)
+	}
+	if sends, calls, waiting := q.Counts(); sends != 2 || calls != 2 || waiting != 0 {
+		t.Errorf("counts: %d sends, %d calls, %d waiting; want 2, 2, 0", sends, calls, waiting)
+	}
+	// The sender ends with the queue empty, and gives its slot back: Enter is free again.
+	deadline := time.Now().Add(10 * time.Second)
+	for !q.Enter() {
+		if time.Now().After(deadline) {
+			t.Fatal("the queue's sender never gave its slot back")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q.Release()
 }

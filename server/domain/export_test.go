@@ -1,11 +1,6 @@
 package domain
 
-// For the external tests: the rows read by hand, and how.
-var (
-	ReadOrganization = readOrganization
-	ReadTokenForAuth = readTokenForAuth
-)
-
+// For the external tests: the statements that read the rows read on nearly every request.
 const (
 	OrgColumns   = orgColumns
 	TokenForAuth = tokenForAuth

@@ -17,11 +17,10 @@ import (
 
 func TestMain(m *testing.M) { servertest.Main(m) }
 
-// TestHotRowsAreReadByHand: the rows read on nearly every request (the operator token that
-// authenticates it, the organization by ID) are read by hand (db.Columns) from the deployment's
-// own schema, in each shape they take, and read as pgx reads them; were a migration to change a
-// column's type, they would be read by pgx again (correct, slower), and this test would say so.
-func TestHotRowsAreReadByHand(t *testing.T) {
+// TestHotRowsRead: the rows read on nearly every request (the operator token that authenticates
+// it, the organization by ID) read, in each shape they take in the deployment's own schema, as
+// a plain scan of the same row reads them, and an unknown token is not found.
+func TestHotRowsRead(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, servertest.NewDatabase(t))
 	if err != nil {
@@ -53,20 +52,13 @@ func TestHotRowsAreReadByHand(t *testing.T) {
 			if !rows.Next() {
 				t.Fatal(rows.Err())
 			}
-			got, ok := domain.ReadOrganization(rows)
 			want, err := pgx.RowToStructByName[domain.Organization](rows)
 			rows.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !ok {
-				t.Fatalf("after %q: the organization's row was not read by hand", change)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("after %q: by hand\n%#v\npgx\n%#v", change, got, want)
-			}
 			if read, err := domain.GetOrganization(ctx, conn, o.ID); err != nil || !reflect.DeepEqual(read, want) {
-				t.Fatalf("GetOrganization: %v %#v", err, read)
+				t.Fatalf("after %q: GetOrganization: %v\n%#v\nwant\n%#v", change, err, read, want)
 			}
 		}
 	})
@@ -96,7 +88,6 @@ func TestHotRowsAreReadByHand(t *testing.T) {
 				if !rows.Next() {
 					t.Fatal(rows.Err())
 				}
-				got, gotHash, ok := domain.ReadTokenForAuth(rows)
 				var want domain.Token
 				var wantHash []byte
 				err = rows.Scan(&want.ID, &want.Name, &want.Scopes, &want.AllowedSources, &want.CreatedAt, &want.ExpiresAt, &want.RevokedAt, &wantHash)
@@ -104,13 +95,6 @@ func TestHotRowsAreReadByHand(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !ok {
-					t.Fatalf("%s (revoked %v): the token's row was not read by hand", n.Name, revoke)
-				}
-				if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotHash, wantHash) {
-					t.Fatalf("%s: by hand\n%#v %x\npgx\n%#v %x", n.Name, got, gotHash, want, wantHash)
-				}
-
 				// What authentication reads, through its batch.
 				b := &pgx.Batch{}
 				read := domain.QueueTokenForAuth(b, hash)

@@ -3,19 +3,10 @@ package domain
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -59,184 +50,11 @@ type IdentityProvider struct {
 	UpdatedAt       time.Time
 }
 
-// EnvProvider is one provider of RENGA_IDENTITY_PROVIDERS.
-type EnvProvider struct {
-	Slug         string `json:"slug"`
-	Protocol     string `json:"protocol"`
-	Issuer       string `json:"issuer"`
-	ClientSecret string `json:"client_secret"`
-	ProviderConfig
-}
-
-// ID is the environment provider's ID: stable across restarts, derived from its slug.
-func (e EnvProvider) ID() string {
-	sum := sha256.Sum256([]byte("environment identity provider " + e.Slug))
-	hi, lo := binary.BigEndian.Uint64(sum[0:8]), binary.BigEndian.Uint64(sum[8:16])
-	out := make([]byte, 26)
-	for i := 25; i >= 0; i-- {
-		out[i] = "0123456789abcdefghjkmnpqrstvwxyz"[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return "idp_" + string(out)
-}
-
-func (e EnvProvider) view() IdentityProvider {
-	one := int64(1)
-	return IdentityProvider{ID: e.ID(), Slug: e.Slug, Protocol: e.Protocol, Issuer: e.Issuer,
-		Source: ProviderEnvironment, State: ProviderEnabled, ProviderConfig: e.ProviderConfig,
-		Revision: 1, ActiveRevision: &one, Version: 1}
-}
-
-var (
-	providerSlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
-	emailDomainPattern  = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
-	scopePattern        = regexp.MustCompile(`^[\x21\x23-\x5b\x5d-\x7e]{1,100}$`)
-)
-
-// DefaultProviderScopes are the scopes a provider requests when its configuration names none.
-var DefaultProviderScopes = []string{"openid", "email", "profile"}
-
-// CheckIssuer accepts an issuer URL: https, or http to a loopback address (development and
-// tests), with a host, no query, fragment or credentials.
-func CheckIssuer(s string) error {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil || u.Host == "" || u.Opaque != "":
-		return &ValidationError{Field: "issuer", Message: "must be an absolute URL"}
-	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
-		return &ValidationError{Field: "issuer", Message: "must have no credentials, query or fragment"}
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	}
-	return &ValidationError{Field: "issuer", Message: "must be https (http only to a loopback address)"}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// normalized fills defaults and checks what the spec's schemas cannot: scopes include openid
-// and appear once; email domains appear once.
-func (c ProviderConfig) normalized() (ProviderConfig, error) {
-	if len(c.Scopes) == 0 {
-		c.Scopes = slices.Clone(DefaultProviderScopes)
-	}
-	if !slices.Contains(c.Scopes, "openid") {
-		return c, &ValidationError{Field: "scopes", Message: "must include openid"}
-	}
-	for i, s := range c.Scopes {
-		if !scopePattern.MatchString(s) {
-			return c, &ValidationError{Field: "scopes", Message: fmt.Sprintf("%q is not a scope", s)}
-		}
-		if slices.Contains(c.Scopes[:i], s) {
-			return c, &ValidationError{Field: "scopes", Message: fmt.Sprintf("%q appears twice", s)}
-		}
-	}
-	if c.AllowedEmailDomains == nil {
-		c.AllowedEmailDomains = []string{}
-	}
-	for i, d := range c.AllowedEmailDomains {
-		if !emailDomainPattern.MatchString(d) {
-			return c, &ValidationError{Field: "allowed_email_domains", Message: fmt.Sprintf("%q is not a lowercase domain", d)}
-		}
-		if slices.Contains(c.AllowedEmailDomains[:i], d) {
-			return c, &ValidationError{Field: "allowed_email_domains", Message: fmt.Sprintf("%q appears twice", d)}
-		}
-	}
-	// Lengths in characters, as the spec's maxLength counts them (not bytes).
-	if strings.TrimSpace(c.DisplayName) == "" || utf8.RuneCountInString(c.DisplayName) > 100 {
-		return c, &ValidationError{Field: "display_name", Message: "must be 1 to 100 characters, not only spaces"}
-	}
-	if c.ClientID == "" || utf8.RuneCountInString(c.ClientID) > 255 {
-		return c, &ValidationError{Field: "client_id", Message: "must be 1 to 255 characters"}
-	}
-	return c, nil
-}
-
-// ParseEnvProviders reads RENGA_IDENTITY_PROVIDERS: a JSON array of providers, each with slug,
-// protocol, issuer, display_name, client_id, and optionally client_secret, scopes and
-// allowed_email_domains. Empty is none.
-func ParseEnvProviders(s string) ([]EnvProvider, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	var list []EnvProvider
-	if err := dec.Decode(&list); err != nil {
-		return nil, fmt.Errorf("must be a JSON array of providers: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("must be one JSON array")
-	}
-	seen := map[string]bool{}
-	for i, p := range list {
-		where := fmt.Sprintf("provider %d (%q)", i+1, p.Slug)
-		if !providerSlugPattern.MatchString(p.Slug) {
-			return nil, fmt.Errorf("%s: slug must match %s", where, providerSlugPattern)
-		}
-		if seen[p.Slug] {
-			return nil, fmt.Errorf("%s: slug appears twice", where)
-		}
-		seen[p.Slug] = true
-		if p.Protocol != "oidc" {
-			return nil, fmt.Errorf("%s: protocol must be \"oidc\"", where)
-		}
-		if err := CheckIssuer(p.Issuer); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		cfg, err := p.normalized()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		list[i].ProviderConfig = cfg
-	}
-	return list, nil
-}
-
 // Providers is what the provider functions need besides the database: the environment's
 // providers and the box that seals client secrets (nil when the deployment has no key).
 type Providers struct {
 	Env     []EnvProvider
 	Secrets *secretbox.Box
-}
-
-func (p Providers) env(idOrSlug string) (EnvProvider, bool) {
-	for _, e := range p.Env {
-		if e.ID() == idOrSlug || e.Slug == idOrSlug {
-			return e, true
-		}
-	}
-	return EnvProvider{}, false
-}
-
-// CheckEnvProviders refuses an environment provider that shares its slug with a stored provider
-// of another protocol or issuer (such a collision refuses boot); a compatible one overrides the
-// stored provider.
-func (p Providers) CheckEnvProviders(ctx context.Context, q db.DBTX) error {
-	var errs []error
-	for _, e := range p.Env {
-		var id, protocol, issuer string
-		err := q.QueryRow(ctx, `SELECT id, protocol, issuer FROM identity_providers WHERE slug = $1`, e.Slug).Scan(&id, &protocol, &issuer)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if protocol != e.Protocol || issuer != e.Issuer {
-			errs = append(errs, fmt.Errorf("environment provider %q (%s %s) collides with stored provider %s (%s %s): the slug is the same but the protocol or issuer differs",
-				e.Slug, e.Protocol, e.Issuer, id, protocol, issuer))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // providerAAD binds a sealed client secret to its provider.

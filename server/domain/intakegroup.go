@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -15,7 +16,8 @@ import (
 // waiting batches are more than one group can carry (large batches, an agent catching up), so
 // small batches make groups as large as they can. With no statement running, a batch goes
 // alone at once, as SubmitBatch sends it, so a quiet server adds no wait (the scheduling:
-// db.GroupQueue, SpillOnly).
+// db.GroupQueue). IntakePath selects, at construction, this path, SubmitBatch's alone, or the
+// group's statement for every batch.
 //
 // A group keeps what one batch's statement guarantees, for each of its batches:
 //   - the same checks, from one snapshot: the organization held FOR SHARE (rows locked in ID
@@ -49,6 +51,7 @@ import (
 // request of the group has ended (then it is cancelled: no one waits for it).
 type IntakeGroups struct {
 	pool     Pool
+	path     IntakePath
 	maxBytes int64                       // a group's bytes, at most (a group has at least one batch)
 	q        *db.GroupQueue[*intakeCall] // its slots are the statements running at once
 }
@@ -69,11 +72,41 @@ func (g *IntakeGroups) Stats() IntakeStats {
 // maxGroupBatches bounds a group's batches (and its statement's arrays).
 const maxGroupBatches = 64
 
-// NewIntakeGroups sends batches through pool, with at most statements intake statements running
-// at once, each carrying at most maxBytes (what one batch may be).
-func NewIntakeGroups(pool Pool, statements int, maxBytes int64) *IntakeGroups {
-	g := &IntakeGroups{pool: pool, maxBytes: maxBytes}
-	g.q = db.NewGroupQueue(statements, g.pick, g.send).SpillOnly()
+// IntakePath is how IntakeGroups sends batches: the server's setting RENGA_INTAKE_GROUP_COMMIT
+// (ParseIntakePath), and what a test selects to run intake through one path whatever the load.
+type IntakePath int
+
+const (
+	// IntakeGroupUnderLoad ("on", the default): a batch that finds no intake statement running
+	// goes alone, at once; batches that arrive while one runs go together in the next.
+	IntakeGroupUnderLoad IntakePath = iota
+	// IntakeAlone ("off"): every batch is its own statement, as SubmitBatch sends it; no batch
+	// waits for another's.
+	IntakeAlone
+	// IntakeGroupAlways ("always"): every batch waits in the queue and goes in a group's
+	// statement, a group of one included (a batch sent again alone, after its group failed,
+	// excepted).
+	IntakeGroupAlways
+)
+
+// ParseIntakePath reads RENGA_INTAKE_GROUP_COMMIT's value: "on" (or empty), "off" or "always".
+func ParseIntakePath(s string) (IntakePath, error) {
+	switch s {
+	case "", "on":
+		return IntakeGroupUnderLoad, nil
+	case "off":
+		return IntakeAlone, nil
+	case "always":
+		return IntakeGroupAlways, nil
+	}
+	return 0, fmt.Errorf("must be on, off or always, got %q", s)
+}
+
+// NewIntakeGroups sends batches through pool by path, with at most statements intake statements
+// running at once, each carrying at most maxBytes (what one batch may be).
+func NewIntakeGroups(pool Pool, statements int, maxBytes int64, path IntakePath) *IntakeGroups {
+	g := &IntakeGroups{pool: pool, path: path, maxBytes: maxBytes}
+	g.q = db.NewGroupQueue(statements, g.pick, g.send)
 	return g
 }
 
@@ -96,7 +129,11 @@ type intakeCall struct {
 var errAlone = errors.New("intake: send the batch alone")
 
 func (g *IntakeGroups) accept(ctx context.Context, b IntakeBatch, threshold int64) (accepted, error) {
-	if g.q.Enter() {
+	if g.path == IntakeAlone {
+		g.q.CountAlone()
+		return acceptBatch(ctx, g.pool, b, threshold)
+	}
+	if g.path == IntakeGroupUnderLoad && g.q.Enter() {
 		// A statement is free: this batch goes now, alone, on the request's own context.
 		defer g.q.Release()
 		return acceptBatch(ctx, g.pool, b, threshold)
@@ -146,7 +183,7 @@ func (g *IntakeGroups) pick(queue []*intakeCall) (group, rest []*intakeCall) {
 func (g *IntakeGroups) send(group []*intakeCall) {
 	ctx, cancel := db.GroupContextOf(group)
 	defer cancel()
-	if len(group) == 1 {
+	if len(group) == 1 && (g.path != IntakeGroupAlways || group[0].Alone()) {
 		c := group[0]
 		c.r, c.err = acceptBatch(ctx, g.pool, c.b, c.threshold)
 		c.Answer()

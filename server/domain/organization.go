@@ -3,7 +3,6 @@ package domain
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -97,42 +96,9 @@ func collectOrganization(rows pgx.Rows, err error) (Organization, error) {
 	return o, db.Translate(err)
 }
 
-// scanOrganization reads a row of orgColumns: by hand where its values are as expected
-// (readOrganization), else with pgx's RowToStructByName.
+// scanOrganization reads a row of orgColumns.
 func scanOrganization(row pgx.CollectableRow) (Organization, error) {
-	if o, ok := readOrganization(row); ok {
-		return o, nil
-	}
 	return pgx.RowToStructByName[Organization](row)
-}
-
-// readOrganization reads a row of orgColumns, in their order, with db.Columns; false if the row
-// is not that or a value is not as expected.
-func readOrganization(row pgx.CollectableRow) (Organization, bool) {
-	rows, ok := row.(pgx.Rows)
-	if !ok || !orgColumnsNamed(row.FieldDescriptions()) {
-		return Organization{}, false
-	}
-	c := db.ColumnsOf(rows)
-	o := Organization{ID: c.Text(), Slug: c.Text(), DisplayName: c.Text(), State: c.Text(),
-		SuspendedReason: c.TextOrNull(), PurgeAfter: c.TimeOrNull(), Version: c.Int8(),
-		CreatedAt: c.Time(), UpdatedAt: c.Time(), MovingTransferID: c.TextOrNull()}
-	return o, c.OK()
-}
-
-// orgColumnNames are orgColumns, in order.
-var orgColumnNames = strings.Split(strings.ReplaceAll(orgColumns, " ", ""), ",")
-
-func orgColumnsNamed(fds []pgconn.FieldDescription) bool {
-	if len(fds) != len(orgColumnNames) {
-		return false
-	}
-	for i, fd := range fds {
-		if fd.Name != orgColumnNames[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // OrganizationFilter selects a page of organizations.

@@ -188,44 +188,18 @@ func RevokeToken(ctx context.Context, q db.DBTX, id string) (Token, error) {
 func QueueTokenForAuth(b *pgx.Batch, hash []byte) func(pgx.BatchResults) (Token, []byte, error) {
 	b.Queue(tokenForAuth, hash)
 	return func(br pgx.BatchResults) (Token, []byte, error) {
-		rows, err := br.Query()
+		var t Token
+		var stored []byte
+		err := br.QueryRow().Scan(&t.ID, &t.Name, &t.Scopes, &t.AllowedSources, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &stored)
 		if err != nil {
 			return Token{}, nil, db.Translate(err)
 		}
-		defer rows.Close()
-		if !rows.Next() {
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return Token{}, nil, db.Translate(err)
-			}
-			return Token{}, nil, db.Translate(pgx.ErrNoRows)
-		}
-		t, stored, ok := readTokenForAuth(rows)
-		if !ok {
-			if err := rows.Scan(&t.ID, &t.Name, &t.Scopes, &t.AllowedSources, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt, &stored); err != nil {
-				return Token{}, nil, db.Translate(err)
-			}
-		}
-		rows.Close()
-		return t, stored, db.Translate(rows.Err())
+		return t, stored, nil
 	}
 }
 
 const tokenForAuth = `SELECT id, name, scopes, allowed_sources, created_at, expires_at, revoked_at, token_hash
 		FROM operator_tokens WHERE token_hash = $1`
-
-// readTokenForAuth reads a row of tokenForAuth with db.Columns (authentication reads one on
-// every operator request); false if a value is not as expected, for pgx's Scan to read.
-func readTokenForAuth(rows pgx.Rows) (Token, []byte, bool) {
-	c := db.ColumnsOf(rows)
-	t := Token{ID: c.Text(), Name: c.Text(), Scopes: c.TextArray(), AllowedSources: c.PrefixArray(),
-		CreatedAt: c.Time(), ExpiresAt: c.TimeOrNull(), RevokedAt: c.TimeOrNull()}
-	stored := c.Bytea()
-	if !c.OK() {
-		return Token{}, nil, false
-	}
-	return t, stored, true
-}
 
 // TokenByID reads one token.
 func TokenByID(ctx context.Context, q db.DBTX, id string) (Token, error) {

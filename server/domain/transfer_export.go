@@ -11,17 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/klauspost/compress/gzip"
 
 	"renga.dev/renga/server/db"
-	"renga.dev/renga/server/jsonquote"
 )
 
 // ArchiveFormatVersion is the archive format this server writes (docs/transfer-archive.md). It
@@ -83,10 +80,7 @@ type ArchiveSource struct {
 // API key, intake key, invitation, or secret of any kind exists in these columns). The one
 // exception is observations, nearly all of an archive's rows: their query returns the columns,
 // and render writes the line PostgreSQL's row_to_json would (renderObservation).
-var exportKinds = []struct {
-	kind, query string
-	render      func(s *rowScan, rows pgx.Rows, line []byte) ([]byte, error)
-}{
+var exportKinds = []exportKind{
 	{"organization", `SELECT json_build_object('id', id, 'slug', slug, 'display_name', display_name,
 		'state', state, 'created_at', created_at)::text FROM organizations WHERE id = $1`, nil},
 	{"settings", exportDocumentSQL("organization_settings"), nil},
@@ -116,81 +110,10 @@ var exportKinds = []struct {
 		FROM jobs WHERE organization_id = $1 ORDER BY id`, nil},
 }
 
-// renderObservation writes the current row of the observations query as PostgreSQL's
-// row_to_json writes (installation_id, batch_id, observed_at, received_at, kind, data), byte for
-// byte: PostgreSQL spent most of an export making these lines (json_build_object took twice the
-// time of sending the columns), while the export's own goroutine waited for them. Strings are
-// escaped as PostgreSQL escapes them (jsonquote.Postgres), times are written in UTC as it
-// writes a timestamptz in JSON (appendPGJSONTime; the transaction's TimeZone is UTC), and data
-// is the jsonb's text as PostgreSQL gives it. TestExportedObservationsArePostgresJSON holds the
-// lines to row_to_json's.
-func renderObservation(s *rowScan, rows pgx.Rows, b []byte) ([]byte, error) {
-	if err := rows.Scan(s.args...); err != nil {
-		return b, err
-	}
-	observed, received := s.observed, s.received
-	v := rows.RawValues()
-	if v[0] == nil || v[1] == nil || v[4] == nil || v[5] == nil || !observed.Valid || !received.Valid {
-		return b, errors.New("a NULL column")
-	}
-	b = append(b, `{"installation_id":`...)
-	b = jsonquote.Postgres(b, v[0])
-	b = append(b, `,"batch_id":`...)
-	b = jsonquote.Postgres(b, v[1])
-	b = append(b, `,"observed_at":`...)
-	b = appendPGJSONTime(b, observed)
-	b = append(b, `,"received_at":`...)
-	b = appendPGJSONTime(b, received)
-	b = append(b, `,"kind":`...)
-	b = jsonquote.Postgres(b, v[4])
-	b = append(b, `,"data":`...)
-	b = append(b, v[5]...)
-	return append(b, '}'), nil
-}
-
-// rowScan is renderObservation's scan destinations and Scan's arguments, made once for an
-// export's rows: made for each row, they escaped to the heap (two times and the argument slice,
-// about 150 bytes a row, 153 MB of garbage for a million observations), and with the server's
-// collector target (GOGC 400) that garbage let an export's heap grow to five times what it
-// holds live.
-type rowScan struct {
-	observed, received pgtype.Timestamptz
-	args               []any // the observations query's columns: the two times scanned, the rest raw
-}
-
-func newRowScan() *rowScan {
-	s := &rowScan{}
-	s.args = []any{nil, nil, &s.observed, &s.received, nil, nil}
-	return s
-}
-
-// appendPGJSONTime appends t as PostgreSQL writes a timestamptz in JSON with the TimeZone UTC:
-// "YYYY-MM-DDThh:mm:ss[.ffffff]+00:00", the fraction without its trailing zeros, a year before 1
-// as "YYYY-...+00:00 BC" (year 0 is 1 BC), and "infinity" or "-infinity".
-func appendPGJSONTime(b []byte, t pgtype.Timestamptz) []byte {
-	switch t.InfinityModifier {
-	case pgtype.Infinity:
-		return append(b, `"infinity"`...)
-	case pgtype.NegativeInfinity:
-		return append(b, `"-infinity"`...)
-	}
-	u := t.Time.UTC()
-	b = append(b, '"')
-	if y := u.Year(); y < 1 {
-		b = appendYear(b, 1-y)
-		b = u.AppendFormat(b, "-01-02T15:04:05.999999-07:00")
-		return append(b, ` BC"`...)
-	}
-	b = u.AppendFormat(b, "2006-01-02T15:04:05.999999-07:00")
-	return append(b, '"')
-}
-
-// appendYear appends y with at least four digits.
-func appendYear(b []byte, y int) []byte {
-	for d := 1000; d > 1 && y < d; d /= 10 {
-		b = append(b, '0')
-	}
-	return strconv.AppendInt(b, int64(y), 10)
+// exportKind is one kind of the archive: its query and, for observations, its renderer.
+type exportKind struct {
+	kind, query string
+	render      func(s *rowScan, rows pgx.Rows, line []byte) ([]byte, error)
 }
 
 // ArchiveKinds lists the archive's kinds in order.
@@ -298,8 +221,8 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 	}
 	cw := &chunkWriter{ctx: ctx, pool: pool, id: t.ID, sum: sha256.New()}
 	// Speed over size: the archive is written once and read once, and level 1 keeps the
-	// export near the rate PostgreSQL renders rows (about a third larger than the default).
-	// klauspost/compress writes the same gzip format faster than compress/gzip.
+	// export near the rate PostgreSQL renders rows. klauspost/compress writes the same gzip
+	// format faster than compress/gzip.
 	gz, err := gzip.NewWriterLevel(cw, gzip.BestSpeed)
 	if err != nil {
 		return err
@@ -310,39 +233,41 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 	if src.DeploymentID != "" {
 		m.Source.DeploymentID = &src.DeploymentID
 	}
+	if err := writeMembers(ctx, tx, t, tw, cw, &m); err != nil {
+		return err
+	}
+	if err := closeArchive(tw, gz, cw, &m); err != nil {
+		return err
+	}
+	counts, err := json.Marshal(m.Counts)
+	if err != nil {
+		return err
+	}
+	tag, err := pool.Exec(ctx, `UPDATE transfers SET state = 'succeeded', sha256 = $2, size_bytes = $3, counts = $4,
+		rows_done = $5, bytes_done = $3, updated_at = now() WHERE id = $1 AND state = 'running'`,
+		t.ID, cw.sum.Sum(nil), cw.total, counts, cw.rows)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errExportCancelled
+	}
+	return nil
+}
+
+// writeMembers writes every kind's rows, in exportKinds' order, as members of tw, and counts
+// them in m.
+func writeMembers(ctx context.Context, tx pgx.Tx, t Transfer, tw *tar.Writer, cw *chunkWriter, m *Manifest) error {
 	var rendered []byte // render's line, its buffer kept from row to row
 	scan := newRowScan()
-	// One part's buffer for every kind, at its full size at once: grown by doubling, it ended
-	// at twice a part (8 MiB held live through the export, and 12 MB of garbage on the way).
-	// A part ends with the line that takes it past memberPartBytes; a longer line grows it.
+	// One part's buffer for every kind, at its full size at once, rather than grown by
+	// doubling. A part ends with the line that takes it past memberPartBytes; a longer line
+	// grows it.
 	part := bytes.NewBuffer(make([]byte, 0, memberPartBytes+64<<10))
 	for _, k := range exportKinds {
-		mw := &memberWriter{tw: tw, kind: k.kind, manifest: &m, cw: cw, buf: part}
-		rows, err := tx.Query(ctx, k.query, t.OrganizationID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			// The row's text as the driver received it (valid until the next row), or as render
-			// wrote it: add copies it into the member, so no row is decoded or copied twice.
-			var line []byte
-			if k.render != nil {
-				if rendered, err = k.render(scan, rows, rendered[:0]); err != nil {
-					rows.Close()
-					return fmt.Errorf("export %s: a %s row: %w", t.ID, k.kind, err)
-				}
-				line = rendered
-			} else if line = rows.RawValues()[0]; line == nil {
-				rows.Close()
-				return fmt.Errorf("export %s: a %s row rendered as NULL", t.ID, k.kind)
-			}
-			if err := mw.add(line); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		mw := &memberWriter{tw: tw, kind: k.kind, manifest: m, cw: cw, buf: part}
+		var err error
+		if rendered, err = writeKind(ctx, tx, t, k, mw, scan, rendered); err != nil {
 			return err
 		}
 		if err := mw.flush(); err != nil {
@@ -350,6 +275,40 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 		}
 		m.Counts[k.kind] = mw.rows
 	}
+	return nil
+}
+
+// writeKind streams k's rows into mw, one JSON line each. rendered is render's buffer, returned
+// to be kept for the next kind.
+func writeKind(ctx context.Context, tx pgx.Tx, t Transfer, k exportKind, mw *memberWriter, scan *rowScan, rendered []byte) ([]byte, error) {
+	rows, err := tx.Query(ctx, k.query, t.OrganizationID)
+	if err != nil {
+		return rendered, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		// The row's text as the driver received it (valid until the next row), or as render
+		// wrote it: add copies it into the member, so no row is decoded or copied twice.
+		var line []byte
+		if k.render != nil {
+			if rendered, err = k.render(scan, rows, rendered[:0]); err != nil {
+				return rendered, fmt.Errorf("export %s: a %s row: %w", t.ID, k.kind, err)
+			}
+			line = rendered
+		} else if line = rows.RawValues()[0]; line == nil {
+			return rendered, fmt.Errorf("export %s: a %s row rendered as NULL", t.ID, k.kind)
+		}
+		if err := mw.add(line); err != nil {
+			return rendered, err
+		}
+	}
+	rows.Close()
+	return rendered, rows.Err()
+}
+
+// closeArchive writes the manifest, the archive's last member, and closes the tar and gzip
+// streams and the last chunk.
+func closeArchive(tw *tar.Writer, gz *gzip.Writer, cw *chunkWriter, m *Manifest) error {
 	manifest, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -367,23 +326,7 @@ func writeArchive(ctx context.Context, pool *pgxpool.Pool, t Transfer, src Archi
 	if err := gz.Close(); err != nil {
 		return err
 	}
-	if err := cw.flush(); err != nil {
-		return err
-	}
-	counts, err := json.Marshal(m.Counts)
-	if err != nil {
-		return err
-	}
-	tag, err := pool.Exec(ctx, `UPDATE transfers SET state = 'succeeded', sha256 = $2, size_bytes = $3, counts = $4,
-		rows_done = $5, bytes_done = $3, updated_at = now() WHERE id = $1 AND state = 'running'`,
-		t.ID, cw.sum.Sum(nil), cw.total, counts, cw.rows)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errExportCancelled
-	}
-	return nil
+	return cw.flush()
 }
 
 // memberWriter cuts one kind's JSON lines into tar members of about memberPartBytes,

@@ -7,17 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"renga.dev/renga/server/db"
-	"renga.dev/renga/server/jsonquote"
 )
 
 // Every write through the API starts with BeginWrite and ends with FinishWrite, in one
@@ -162,8 +159,9 @@ func tokenLockSQL(w Writer) string {
 // QueueWriteChecks queues, first on the one batch of a write sent in one round trip (an
 // operator's write whose handler reads nothing and defers its statements: x-renga-one-round-trip),
 // what BeginWrite checks, as statements that fail the batch where BeginWrite reads: the token's
-// lock, then its re-check (revoked or expired: a division by zero), then the key's lock, then no
-// result stored under the key (one there: a division by zero). The batch is one implicit
+// lock, then its re-check (revoked or expired: refused), then the key's lock, then no result
+// stored under the key (one there: refused). A check that does not pass raises
+// writeCheckRefused (the write_check function, migration 00019): the batch is one implicit
 // transaction, so a refused check leaves nothing, and the statements after a check run only
 // when it passed. WriteChecksRefused tells such a refusal from any other failure; the caller
 // then writes the two-round-trip way (BeginWrite), which answers what was refused (the token
@@ -173,22 +171,24 @@ func QueueWriteChecks(batch *pgx.Batch, w Writer, k *IdempotencyKey) error {
 		return fmt.Errorf("a write in one round trip is an operator token's, not a %q's", w.ActorType)
 	}
 	batch.Queue(tokenLockSQL(w), TokenLockKey(w.CredentialID))
-	batch.Queue(`SELECT 1 / count(*) FROM operator_tokens WHERE id = $1 AND revoked_at IS NULL
-			AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
+	batch.Queue(`SELECT write_check(count(*) = 1, 'the token is revoked, expired or unknown') FROM operator_tokens
+			WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, w.CredentialID)
 	if k != nil {
 		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, k.lockKey())
-		batch.Queue(`SELECT 1 / (1 - count(*)) FROM idempotency_keys
+		batch.Queue(`SELECT write_check(count(*) = 0, 'a result is stored under the key') FROM idempotency_keys
 			WHERE actor_id = $1 AND method = $2 AND route = $3 AND key_hash = $4 AND expires_at > now()`,
 			k.ActorID, k.Method, k.Route, k.KeyHash)
 	}
 	return nil
 }
 
-// WriteChecksRefused reports whether err is one of QueueWriteChecks' checks refusing the write
-// (the division by zero it makes; no statement a handler defers, nor FinishWrite's, divides).
+// writeCheckRefused is the SQLSTATE that write_check raises, and nothing else.
+const writeCheckRefused = "RW001"
+
+// WriteChecksRefused reports whether err is one of QueueWriteChecks' checks refusing the write.
 func WriteChecksRefused(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DivisionByZero
+	return errors.As(err, &pgErr) && pgErr.Code == writeCheckRefused
 }
 
 // readWriterCheck says why the write cannot go on: ErrCredentialGone first, then the
@@ -256,9 +256,8 @@ const storeResultSQL = `INSERT INTO idempotency_keys (actor_id, method, route, k
 			  created_at = now(), expires_at = excluded.expires_at`
 
 // storeResultAndAuditSQL is storeResultSQL and auditSQL as one statement (its parameters after
-// storeResultSQL's nine): PostgreSQL starts an executor per statement (about a sixth of its
-// instructions for a create, bench/pgcallgrind.sh with TOP=1), so a keyed write's end sends one
-// statement fewer: 0.6–2.8 % fewer instructions per create, measured.
+// storeResultSQL's nine): PostgreSQL starts an executor per statement, so a keyed write's end
+// sends one statement fewer.
 var storeResultAndAuditSQL = "WITH stored AS (" + storeResultSQL + ")\n" + renumberParams(auditSQL, 9)
 
 // renumberParams adds offset to each parameter ($n) of sql, a statement that has no $ other
@@ -326,24 +325,14 @@ func PurgeExpiredIdempotencyKeys(ctx context.Context, q db.DBTX) (int64, error) 
 	}
 }
 
-// headersJSON is a stored result's headers as a JSON object (names sorted, as encoding/json
-// writes a map), written directly: encoding/json reflects over a map's entries, a few
-// allocations each, on every keyed write.
+// headersJSON is a stored result's headers as a JSON object ({} for none).
 func headersJSON(h map[string]string) []byte {
-	names := make([]string, 0, len(h))
-	size := 2
-	for name, v := range h {
-		names = append(names, name)
-		size += len(name) + len(v) + 6
+	if h == nil {
+		h = map[string]string{}
 	}
-	slices.Sort(names)
-	out := append(make([]byte, 0, size), '{')
-	for i, name := range names {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(jsonquote.Marshal(out, name), ':')
-		out = jsonquote.Marshal(out, h[name])
+	out, err := json.Marshal(h)
+	if err != nil {
+		panic(err) // a map of strings always encodes
 	}
-	return append(out, '}')
+	return out
 }

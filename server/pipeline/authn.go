@@ -175,30 +175,23 @@ func (p *Pipeline) lookupToken(ctx context.Context, st *State, hash []byte, now 
 	readToken := domain.QueueTokenForAuth(batch, hash)
 	var readPrefetch func(pgx.BatchResults) (any, error)
 	// Only IDs of the form the spec gives travel before validation: anything else is refused by
-	// validation, and must not reach the database first (a NUL would fail the whole batch, and
-	// the batches it was sent with would go again, each alone).
+	// validation, and must not reach the database first (a NUL would fail the whole batch).
 	if st.Op != nil && !st.Op.Mutation && st.wellFormed {
 		if prefetch := p.opts.Prefetch[st.Op.ID]; prefetch != nil {
 			readPrefetch = prefetch(st.pathParams, batch)
 		}
 	}
-	// What the read finds is the read's alone until Read returns (it may run on the goroutine
-	// of another request's read, sent with it).
-	var (
-		t          domain.Token
-		storedHash []byte
-		pre        *prefetched
-	)
-	err := p.reads.Read(ctx, batch, func(br pgx.BatchResults) error {
-		var err error
-		t, storedHash, err = readToken(br)
-		if readPrefetch != nil {
-			// Read whatever the token's read found: the results are read in order.
-			v, perr := readPrefetch(br)
-			pre = &prefetched{v, perr}
-		}
-		return err
-	})
+	br := p.pool.SendBatch(ctx, batch)
+	t, storedHash, err := readToken(br)
+	var pre *prefetched
+	if readPrefetch != nil {
+		// Read whatever the token's read found: the results are read in order.
+		v, perr := readPrefetch(br)
+		pre = &prefetched{v, perr}
+	}
+	if cerr := br.Close(); cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		return domain.Token{}, lookupFailed(err)
 	}

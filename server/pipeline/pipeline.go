@@ -53,9 +53,6 @@ type Options struct {
 	// one, after the same stages. Only for an answer that reads nothing the generated handler
 	// binds (the request was validated against the spec by then): home's constant document.
 	Direct map[string]http.Handler
-	// ReadBatches bounds authentication's read batches in flight at once (at least 1); reads
-	// that arrive while they all are go together in the next (db.ReadGroups).
-	ReadBatches int
 }
 
 // Pipeline routes API requests (once, with a net/http ServeMux) and runs each through the stages.
@@ -70,7 +67,6 @@ type Pipeline struct {
 	slots   chan struct{}         // in-flight API requests, when bounded
 	ops     map[string]*Operation // by ServeMux pattern
 	tokens  *tokenCache           // operator tokens, for writes
-	reads   *db.ReadGroups        // authentication's reads, sent together under load
 	mux     *http.ServeMux
 	// static holds the handlers of the operations whose path has no parameter, by method and
 	// path: what the mux would pick for such a request (staticHandler), without its walk.
@@ -96,7 +92,7 @@ func New(opts Options, pool *pgxpool.Pool, log *slog.Logger) (*Pipeline, error) 
 		return nil, fmt.Errorf("spec: %w", err)
 	}
 	p := &Pipeline{opts: opts, pool: pool, log: log, ops: ops, mux: http.NewServeMux(), static: map[routeKey]http.Handler{},
-		metrics: newMetrics(), tokens: newTokenCache(), reads: db.NewReadGroups(pool, opts.ReadBatches),
+		metrics: newMetrics(), tokens: newTokenCache(),
 		limits: newLimiters(opts.RateLimitAuthenticated, opts.RateLimitAuthenticatedBurst),
 		anon:   newLimiters(opts.RateLimitAnonymous, opts.RateLimitAnonymousBurst)}
 	if opts.MaxInFlight > 0 {
@@ -124,9 +120,6 @@ func (p *Pipeline) HandleFunc(pattern string, handler func(http.ResponseWriter, 
 		p.static[routeKey{method, path}] = served
 	}
 }
-
-// ReadStats counts authentication's read batches and the reads they carried (db.ReadGroups).
-func (p *Pipeline) ReadStats() db.ReadStats { return p.reads.Stats() }
 
 // Err reports operations mounted that the spec does not have, and operations of the spec
 // nothing was mounted for.
@@ -236,7 +229,7 @@ func (p *Pipeline) serve(op *Operation, next http.Handler) http.Handler {
 				// The access stage's context is this request's own, and nothing else holds it yet:
 				// it takes the deadline in place, without a copy of the request to carry another
 				// context. It keeps it (cancelled) after the stages: a statement the request
-				// started may still read it (a group's, db.GroupContext).
+				// started may still read it (an intake group's, db.GroupContext).
 				var cancel context.CancelFunc
 				sc.Context, cancel = context.WithTimeout(sc.Context, p.opts.RequestTimeout)
 				defer cancel()

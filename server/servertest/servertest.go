@@ -304,7 +304,6 @@ func StartTraced(t testing.TB, tracer pgx.QueryTracer, opts ...Option) *Env {
 		PurgeInterval:               time.Hour,
 		Secrets:                     NewSecretBox(t),
 		IntakeStatements:            2,
-		ReadBatches:                 2,
 		LogFlushInterval:            server.DefaultLogFlushInterval,
 		// As renga serve's defaults: every request has a deadline and a slot.
 		RequestTimeout: 30 * time.Second,

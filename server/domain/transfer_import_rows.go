@@ -1,0 +1,312 @@
+package domain
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"renga.dev/renga/server/db"
+)
+
+// The rows of an archive's members, as an import reads and writes them at the destination.
+
+// importedJobResult is the result a job gets when it had not completed at the source: an
+// imported job never runs.
+const importedJobResult = `{"status": "failed", "output": "not run: imported from another deployment"}`
+
+// badRowError is a row the archive's format does not allow.
+type badRowError struct{ err error }
+
+func (e *badRowError) Error() string { return e.err.Error() }
+
+func bad(format string, args ...any) error { return &badRowError{fmt.Errorf(format, args...)} }
+
+// rowsOf decodes every JSON document of a member into T and hands each to fn.
+func rowsOf[T any](dec *json.Decoder, fn func(T) error) (int64, error) {
+	var n int64
+	for dec.More() {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return n, bad("row %d: %v", n+1, err)
+		}
+		if err := fn(v); err != nil {
+			return n, err
+		}
+		n++
+	}
+	// dec.More is false at the end or at a stray delimiter: only the end is allowed.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return n, bad("after row %d: not one JSON document per line", n)
+	}
+	return n, nil
+}
+
+type documentRow struct {
+	Document json.RawMessage `json:"document"`
+}
+
+// providerRow is an organization identity provider as the archive holds it: without its client
+// secret (has_client_secret says whether it had one at the source).
+type providerRow struct {
+	ID                  string     `json:"id"`
+	Slug                string     `json:"slug"`
+	Protocol            string     `json:"protocol"`
+	Issuer              string     `json:"issuer"`
+	DisplayName         string     `json:"display_name"`
+	ClientID            string     `json:"client_id"`
+	Scopes              []string   `json:"scopes"`
+	AllowedEmailDomains []string   `json:"allowed_email_domains"`
+	HasClientSecret     bool       `json:"has_client_secret"`
+	State               string     `json:"state"`
+	DisabledReason      *string    `json:"disabled_reason"`
+	DisabledAt          *time.Time `json:"disabled_at"`
+	CreatedAt           time.Time  `json:"created_at"`
+}
+
+type userRow struct {
+	ID          string `json:"id"`
+	Email       string `json:"email"`
+	DisplayName string `json:"display_name"`
+}
+
+type membershipRow struct {
+	UserID    string    `json:"user_id"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type installationRow struct {
+	ID           string     `json:"id"`
+	PublicKey    string     `json:"public_key"`
+	Hostname     string     `json:"hostname"`
+	OS           string     `json:"os"`
+	RegisteredAt time.Time  `json:"registered_at"`
+	LastSeenAt   *time.Time `json:"last_seen_at"`
+}
+
+type batchRow struct {
+	InstallationID string    `json:"installation_id"`
+	BatchID        string    `json:"batch_id"`
+	ReceivedAt     time.Time `json:"received_at"`
+}
+
+type observationRow struct {
+	InstallationID string          `json:"installation_id"`
+	BatchID        string          `json:"batch_id"`
+	ObservedAt     time.Time       `json:"observed_at"`
+	ReceivedAt     time.Time       `json:"received_at"`
+	Kind           string          `json:"kind"`
+	Data           json.RawMessage `json:"data"`
+}
+
+type jobRow struct {
+	ID             string          `json:"id"`
+	InstallationID string          `json:"installation_id"`
+	Command        string          `json:"command"`
+	State          string          `json:"state"`
+	CreatedAt      time.Time       `json:"created_at"`
+	DeliveredAt    *time.Time      `json:"delivered_at"`
+	CompletedAt    *time.Time      `json:"completed_at"`
+	Result         json.RawMessage `json:"result"`
+}
+
+var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
+
+// load writes one member's rows of kind at the destination.
+func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
+	switch kind {
+	case "organization":
+		// The destination keeps its own ID, slug and display name.
+		return rowsOf(dec, func(ManifestOrg) error { return nil })
+	case "settings":
+		return rowsOf(dec, im.settings)
+	case "policy":
+		return rowsOf(dec, im.policy)
+	case "identity_providers":
+		return rowsOf(dec, im.provider)
+	case "users":
+		return rowsOf(dec, im.user)
+	case "memberships":
+		return rowsOf(dec, im.membership)
+	case "installations":
+		return rowsOf(dec, im.installation)
+	case "observation_batches":
+		return copyRows(im, dec, "observation_batches", []string{"installation_id", "batch_id", "organization_id", "received_at"}, im.batch)
+	case "observations":
+		return copyRows(im, dec, "observations", []string{"organization_id", "installation_id", "batch_id", "observed_at", "received_at", "kind", "data"}, im.observation)
+	case "jobs":
+		return copyRows(im, dec, "jobs", []string{"id", "organization_id", "installation_id", "command", "state", "created_at", "delivered_at", "completed_at", "result"}, im.job)
+	}
+	return 0, bad("unknown kind %q", kind)
+}
+
+func (im *importer) settings(r documentRow) error {
+	var doc map[string]any
+	if json.Unmarshal(r.Document, &doc) != nil || doc == nil {
+		return bad("settings: not a JSON object")
+	}
+	_, err := im.tx.Exec(im.ctx, importDocument("organization_settings"), im.orgID, string(r.Document))
+	return err
+}
+
+func (im *importer) policy(r documentRow) error {
+	doc, err := decodePolicy(r.Document, true)
+	if err == nil {
+		err = doc.Validate()
+	}
+	if err != nil {
+		return bad("policy: %v", err)
+	}
+	_, err = im.tx.Exec(im.ctx, importDocument("organization_policies"), im.orgID, string(r.Document))
+	return err
+}
+
+func (im *importer) provider(r providerRow) error {
+	in, reason, err := importedProvider(r)
+	if err != nil {
+		return bad("identity provider %q: %v", r.ID, err)
+	}
+	// Disabled, with no secret: see importedProvider.
+	_, err = im.tx.Exec(im.ctx, `INSERT INTO organization_identity_providers (id, organization_id, slug, protocol, issuer,
+			display_name, client_id, scopes, allowed_email_domains, state, disabled_reason, disabled_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'disabled', $10, coalesce($11, now()), $12)`,
+		db.NewID("oip"), im.orgID, in.Slug, in.Protocol, in.Issuer, in.DisplayName, in.ClientID, in.Scopes,
+		in.AllowedEmailDomains, reason, r.DisabledAt, r.CreatedAt)
+	return err
+}
+
+func (im *importer) user(r userRow) error {
+	email := NormalizeEmail(r.Email)
+	if CheckEmail(email) != nil || r.ID == "" || r.DisplayName == "" {
+		return bad("user %q: needs an ID, a plain email address and a display name", r.ID)
+	}
+	// Matched by email: a user this deployment knows is the same person.
+	var id string
+	err := im.tx.QueryRow(im.ctx, `INSERT INTO users (id, email, display_name) VALUES ($1, $2, $3)
+		ON CONFLICT (email) DO UPDATE SET email = users.email RETURNING id`, db.NewID("usr"), email, r.DisplayName).Scan(&id)
+	im.users[r.ID] = id
+	return err
+}
+
+func (im *importer) membership(r membershipRow) error {
+	user, ok := im.users[r.UserID]
+	if !ok || r.Role == "" {
+		return bad("membership of unknown user %q", r.UserID)
+	}
+	// Pending: it grants nothing until the owner is invited again and accepts.
+	_, err := im.tx.Exec(im.ctx, `INSERT INTO pending_memberships (organization_id, user_id, role, source_created_at)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, im.orgID, user, r.Role, r.CreatedAt)
+	return err
+}
+
+func (im *importer) installation(r installationRow) error {
+	key, err := base64.StdEncoding.DecodeString(r.PublicKey)
+	if err != nil || len(key) != 32 || !installationIDPattern.MatchString(r.ID) {
+		return bad("installation %q: needs an installation ID and a 32-byte public key", r.ID)
+	}
+	if im.installations[r.ID] {
+		return bad("installation %q twice", r.ID)
+	}
+	im.installations[r.ID] = true
+	// The same identity and key: the agent continues here. No intake key comes with it.
+	_, err = im.tx.Exec(im.ctx, `INSERT INTO installations (id, organization_id, public_key, hostname, os, registered_at, last_seen_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, im.orgID, key, r.Hostname, r.OS, r.RegisteredAt, r.LastSeenAt)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "installations_pkey" {
+		return ErrInstallationsHere
+	}
+	return err
+}
+
+func (im *importer) batch(r batchRow) ([]any, error) {
+	if !im.installations[r.InstallationID] {
+		return nil, bad("batch of unknown installation %q", r.InstallationID)
+	}
+	return []any{r.InstallationID, r.BatchID, im.orgID, r.ReceivedAt}, nil
+}
+
+func (im *importer) observation(r observationRow) ([]any, error) {
+	if !im.installations[r.InstallationID] || len(r.Data) == 0 {
+		return nil, bad("observation of unknown installation %q, or without data", r.InstallationID)
+	}
+	return []any{im.orgID, r.InstallationID, r.BatchID, r.ObservedAt, r.ReceivedAt, r.Kind, string(r.Data)}, nil
+}
+
+func (im *importer) job(r jobRow) ([]any, error) {
+	if !im.installations[r.InstallationID] || r.ID == "" {
+		return nil, bad("job %q of unknown installation %q", r.ID, r.InstallationID)
+	}
+	var result any
+	if len(r.Result) > 0 && string(r.Result) != "null" {
+		result = string(r.Result)
+	}
+	switch r.State {
+	case "succeeded", "failed":
+	case "queued", "delivered":
+		// Historical only: a job that had not completed never runs here.
+		now := time.Now()
+		r.State, r.CompletedAt, result = "failed", &now, importedJobResult
+	default:
+		return nil, bad("job %q: state %q", r.ID, r.State)
+	}
+	return []any{r.ID, im.orgID, r.InstallationID, r.Command, r.State, r.CreatedAt, r.DeliveredAt, r.CompletedAt, result}, nil
+}
+
+// copyRows streams a member's rows into table with COPY.
+func copyRows[T any](im *importer, dec *json.Decoder, table string, columns []string, values func(T) ([]any, error)) (int64, error) {
+	src := &jsonRows[T]{dec: dec, values: values}
+	n, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, columns, src)
+	if src.err != nil { // the archive's fault, not the database's
+		return n, src.err
+	}
+	return n, err
+}
+
+// jsonRows is a COPY source over a member's JSON documents.
+type jsonRows[T any] struct {
+	dec    *json.Decoder
+	values func(T) ([]any, error)
+	row    []any
+	n      int64
+	err    error
+}
+
+func (s *jsonRows[T]) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	if !s.dec.More() {
+		if _, err := s.dec.Token(); !errors.Is(err, io.EOF) {
+			s.err = bad("after row %d: not one JSON document per line", s.n)
+		}
+		return false
+	}
+	var v T
+	if err := s.dec.Decode(&v); err != nil {
+		s.err = bad("row %d: %v", s.n+1, err)
+		return false
+	}
+	s.row, s.err = s.values(v)
+	s.n++
+	return s.err == nil
+}
+
+func (s *jsonRows[T]) Values() ([]any, error) { return s.row, nil }
+func (s *jsonRows[T]) Err() error             { return s.err }
+
+// importDocument is the statement that stores an imported settings or policy document (table
+// is organization_settings or organization_policies) one version on from the destination's:
+// its row's next version, or version 2 where the destination never wrote it (no row: the
+// defaults, version 1).
+func importDocument(table string) string {
+	return `INSERT INTO ` + table + ` AS d (organization_id, document, version) VALUES ($1, $2, 2)
+		ON CONFLICT (organization_id) DO UPDATE SET document = excluded.document, version = d.version + 1, updated_at = now()`
+}
