@@ -66,5 +66,9 @@ func putDocument[G, P apiResponse](ctx context.Context, f *Factory, d documentFl
 
 // responseHeader is the header of a generated response (every one keeps its HTTPResponse).
 func responseHeader(resp apiResponse) http.Header {
-	return reflect.ValueOf(resp).Elem().FieldByName("HTTPResponse").Interface().(*http.Response).Header
+	hr, _ := reflect.ValueOf(resp).Elem().FieldByName("HTTPResponse").Interface().(*http.Response)
+	if hr == nil {
+		return nil
+	}
+	return hr.Header
 }
