@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -450,9 +451,25 @@ func TestReport(t *testing.T) {
 	if got := killRate(counts([]mutant{{Status: notCovered}})); got != 0 {
 		t.Errorf("kill rate with nothing judged: %v", got)
 	}
+	ms[3] = mutant{File: "a.go", Line: 7, Column: 9, Type: "ARITHMETIC_BASE", From: "+", To: "-", Status: lived}
 	out := filepath.Join(t.TempDir(), "report.json")
+	var printed bytes.Buffer
+	log.SetOutput(&printed)
+	defer log.SetOutput(os.Stderr)
 	if err := report(config{target: "server/domain", output: out}, "renga.dev/renga", ms, time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"LIVED ARITHMETIC_BASE at server/domain/a.go:7:9 (+→-)\n", // each survivor named
+		"8 mutants in 1m0s: killed 3, lived 1, timed out 1, not viable 1, not covered 1, not judged yet 1\n",
+		"kill rate: 3/4 = 75.0% of the mutants judged killed or lived\n",
+	} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("the summary does not say %q:\n%s", want, printed.String())
+		}
+	}
+	if strings.Count(printed.String(), "LIVED") != 1 {
+		t.Errorf("only the survivor is listed:\n%s", printed.String())
 	}
 	b, err := os.ReadFile(out)
 	if err != nil || !bytes.Contains(b, []byte(`"kill_rate_percent": 75`)) || !bytes.Contains(b, []byte(`"KILLED": 3`)) {
