@@ -130,18 +130,19 @@ func TestCoverageAndJudge(t *testing.T) {
 	for _, x := range []struct {
 		m            *mutant
 		status, test string
+		tests        int // how many tests ran
 	}{
-		{newMutant("a > b", ">", "CONDITIONALS_NEGATION"), killed, "TestMax"},
-		{newMutant("a > b", ">", "CONDITIONALS_BOUNDARY"), lived, ""}, // equivalent: Max(2, 2) is 2 either way
-		{newMutant(`"hello " + name`, "+", "ARITHMETIC_BASE"), notViable, ""},
-		{newMutant("a == b", "==", "CONDITIONALS_NEGATION"), notCovered, ""},
+		{newMutant("a > b", ">", "CONDITIONALS_NEGATION"), killed, "TestMax", 1},
+		{newMutant("a > b", ">", "CONDITIONALS_BOUNDARY"), lived, "", 1}, // equivalent: Max(2, 2) is 2 either way
+		{newMutant(`"hello " + name`, "+", "ARITHMETIC_BASE"), notViable, "", 0},
+		{newMutant("a == b", "==", "CONDITIONALS_NEGATION"), notCovered, "", 0},
 	} {
 		if err := j.judge(x.m); err != nil {
 			t.Fatal(err)
 		}
-		if x.m.Status != x.status || x.m.Killer != x.test {
-			t.Errorf("%s %s (%s→%s): %s by %q (%s), want %s by %q", x.m.id(), x.m.Type, x.m.From, x.m.To,
-				x.m.Status, x.m.Killer, x.m.Note, x.status, x.test)
+		if x.m.Status != x.status || x.m.Killer != x.test || x.m.Tests != x.tests {
+			t.Errorf("%s %s (%s→%s): %s by %q after %d tests (%s), want %s by %q after %d", x.m.id(), x.m.Type, x.m.From, x.m.To,
+				x.m.Status, x.m.Killer, x.m.Tests, x.m.Note, x.status, x.test, x.tests)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(c.state, "last-kill.log")); err != nil || !strings.Contains(string(b), "Max is wrong") {

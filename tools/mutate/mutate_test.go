@@ -349,8 +349,16 @@ func TestJudgeAllJudgesAChangeOnce(t *testing.T) {
 		},
 		record: func(m *mutant) error { return appendResult(&results, m) },
 	}
+	var printed bytes.Buffer
+	log.SetOutput(&printed)
+	defer log.SetOutput(os.Stderr)
 	if err := s.judgeAll(todo); err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{"[1/3]       KILLED ARITHMETIC_BASE at a.go:1:9 (-→+) by TestK", "[3/3]"} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, printed.String())
+		}
 	}
 	if want := []string{"a.go:1:9 ARITHMETIC_BASE", "a.go:2:9 ARITHMETIC_BASE"}; !slices.Equal(judged, want) {
 		t.Errorf("judged %q, want %q", judged, want)
