@@ -1,18 +1,13 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime"
 	"sync"
 	"time"
 
@@ -246,15 +241,6 @@ func (a *Agent) step(ctx context.Context) (time.Duration, bool, error) {
 	return wait, true, nil
 }
 
-// keyIssuerError: the home is not the one the intake key was first sent to (its issuer), so the
-// key is not sent there.
-type keyIssuerError struct{ issuer, home string }
-
-func (e *keyIssuerError) Error() string {
-	return fmt.Sprintf("this intake key was issued by %s, not by the home %s: the organization moved before this agent registered; configure an intake key from %s",
-		e.issuer, e.home, e.home)
-}
-
 // stateError is a failure of the state directory: the agent stops rather than lose data.
 type stateError struct{ err error }
 
@@ -372,154 +358,4 @@ func (a *Agent) work(ctx context.Context) error {
 		return err
 	}
 	return a.jobs(ctx, signed)
-}
-
-func keyHash(key string) string {
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:])
-}
-
-// registration.json's on-disk form: which key was sent to which home, and when it took.
-type registrationFile struct {
-	IntakeKeySHA256 string     `json:"intake_key_sha256"`
-	Home            string     `json:"home"`
-	RegisteredAt    *time.Time `json:"registered_at"`
-}
-
-// register sends the intake key, once, to the home that issued it. The home a key was first
-// sent to is recorded before sending; a key is never sent to any other home, so an
-// organization that moved before this agent registered needs a key from its new deployment.
-func (a *Agent) register(ctx context.Context) error {
-	var rec registrationFile
-	if b, err := os.ReadFile(a.cfg.StateDir + "/" + registrationName); err == nil {
-		_ = json.Unmarshal(b, &rec)
-	}
-	hash := keyHash(a.cfg.IntakeKey)
-	if rec.IntakeKeySHA256 == hash && rec.Home != a.home.Home {
-		return &keyIssuerError{issuer: rec.Home, home: a.home.Home}
-	}
-	if rec.IntakeKeySHA256 != hash || rec.Home != a.home.Home {
-		rec = registrationFile{IntakeKeySHA256: hash, Home: a.home.Home}
-		if err := writeJSONFile(a.cfg.StateDir, registrationName, rec, true); err != nil {
-			return &stateError{err}
-		}
-	}
-	c, err := client.NewClientWithResponses(a.home.Home, client.WithHTTPClient(a.hc))
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "unknown"
-	}
-	if len(host) > 253 {
-		host = host[:253]
-	}
-	r, err := c.RegisterInstallationWithResponse(ctx, client.InstallationRegister{InstallationId: a.identity.InstallationID,
-		PublicKey: a.identity.PublicKey(), Hostname: host, Os: runtime.GOOS},
-		func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+a.cfg.IntakeKey)
-			return nil
-		})
-	if err != nil {
-		return err
-	}
-	if r.StatusCode() != http.StatusOK && r.StatusCode() != http.StatusCreated {
-		return homeError(a.home.Home, r.HTTPResponse, r.Body)
-	}
-	now := time.Now().UTC()
-	rec.RegisteredAt = &now
-	if err := writeJSONFile(a.cfg.StateDir, registrationName, rec, true); err != nil {
-		return &stateError{err}
-	}
-	a.registration = Registration{Home: a.home.Home, RegisteredAt: now}
-	a.log.Info("registered the installation", "installation_id", a.identity.InstallationID, "home", a.home.Home)
-	return nil
-}
-
-// sendAll sends batches until the queue is empty. A batch leaves the queue only on 202; one
-// the home refuses as invalid (400, 413) can never be accepted and is dropped, counted.
-func (a *Agent) sendAll(ctx context.Context, c *client.ClientWithResponses) error {
-	for ctx.Err() == nil {
-		b, ok, err := a.queue.NextBatch()
-		if err != nil {
-			return &stateError{err}
-		}
-		if !ok {
-			return nil
-		}
-		body, err := json.Marshal(b)
-		if err != nil {
-			return err
-		}
-		// A batch in flight when the agent is stopped finishes (within the request timeout), so
-		// that its 202 is recorded rather than the batch sent again as a duplicate next time.
-		r, err := c.SubmitObservationsWithBodyWithResponse(context.WithoutCancel(ctx), "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		switch r.StatusCode() {
-		case http.StatusAccepted:
-			if err := a.queue.Sent(b, time.Now()); err != nil {
-				return &stateError{err}
-			}
-			var accepted client.BatchAccepted
-			dup := json.Unmarshal(r.Body, &accepted) == nil && accepted.Duplicate
-			a.log.Debug("batch sent", "batch_id", b.ID, "observations", len(b.Observations), "duplicate", dup)
-		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-			he := homeError(a.home.Home, r.HTTPResponse, r.Body)
-			a.log.Error("the home refused a batch as invalid: dropped", "batch_id", b.ID, "observations", len(b.Observations),
-				"status", he.Status, "code", he.Code, "detail", he.Detail)
-			if err := a.queue.Rejected(b); err != nil {
-				return &stateError{err}
-			}
-		default:
-			return homeError(a.home.Home, r.HTTPResponse, r.Body)
-		}
-	}
-	return ctx.Err()
-}
-
-// jobs fetches the installation's jobs (at most once an interval), runs them and reports
-// their results; a result not yet reported is kept and sent again.
-func (a *Agent) jobs(ctx context.Context, c *client.ClientWithResponses) error {
-	if time.Since(a.lastJobsFetch) >= a.cfg.Interval || len(a.pendingJobs) > 0 {
-		if time.Since(a.lastJobsFetch) >= a.cfg.Interval {
-			r, err := c.ListAgentJobsWithResponse(ctx)
-			if err != nil {
-				return err
-			}
-			if r.StatusCode() != http.StatusOK {
-				return homeError(a.home.Home, r.HTTPResponse, r.Body)
-			}
-			var list client.AgentJobList
-			if err := json.Unmarshal(r.Body, &list); err != nil {
-				return fmt.Errorf("%s: the jobs list is unreadable: %w", a.home.Home, err)
-			}
-			a.lastJobsFetch = time.Now()
-			for _, j := range list.Items {
-				if _, ok := a.pendingJobs[j.Id]; !ok {
-					a.log.Info("running a job", "job_id", j.Id, "command", j.Command)
-					a.pendingJobs[j.Id] = a.runJob(ctx, j.Command)
-				}
-			}
-		}
-	}
-	for id, result := range a.pendingJobs {
-		r, err := c.SubmitJobResultWithResponse(ctx, id, result)
-		if err != nil {
-			return err
-		}
-		switch r.StatusCode() {
-		case http.StatusOK:
-			a.log.Info("reported a job's result", "job_id", id, "status", string(result.Status))
-		case http.StatusNotFound, http.StatusConflict, http.StatusBadRequest:
-			he := homeError(a.home.Home, r.HTTPResponse, r.Body)
-			a.log.Error("the home refused a job's result: not sending it again", "job_id", id, "status", he.Status, "code", he.Code)
-		default:
-			return homeError(a.home.Home, r.HTTPResponse, r.Body)
-		}
-		delete(a.pendingJobs, id)
-	}
-	return nil
 }

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -254,38 +254,26 @@ you read; "current" uses whatever is stored now.`,
 			return identityProviderSetRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", `provider configuration (JSON); "-" reads stdin`)
-	cmd.Flags().StringVar(&opts.IfMatch, "if-match", "", `version last read (3), or "current"`)
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
-	_ = cmd.MarkFlagRequired("file")
-	_ = cmd.MarkFlagRequired("if-match")
+	opts.document().register(cmd, `provider configuration (JSON); "-" reads stdin`, `version last read (3), or "current"`)
 	return cmd
+}
+
+func (o *identityProviderSetOptions) document() documentFlags {
+	return documentFlags{File: &o.File, IfMatch: &o.IfMatch, IdempotencyKey: &o.IdempotencyKey}
 }
 
 func identityProviderSetRun(ctx context.Context, opts *identityProviderSetOptions) error {
 	f := opts.f
-	body, err := readInput(f, opts.File)
+	r, err := putDocument(ctx, f, opts.document(),
+		func() (*client.ClientWithResponses, error) { return f.Client(ctx) },
+		func(ctx context.Context, c *client.ClientWithResponses) (*client.GetIdentityProviderResponse, error) {
+			return c.GetIdentityProviderWithResponse(ctx, opts.ProviderID)
+		},
+		func(ctx context.Context, c *client.ClientWithResponses, tag string, key *string, body io.Reader) (*client.PutIdentityProviderResponse, error) {
+			p := &client.PutIdentityProviderParams{IfMatch: tag, IdempotencyKey: key}
+			return c.PutIdentityProviderWithBodyWithResponse(ctx, opts.ProviderID, p, "application/json", body)
+		})
 	if err != nil {
-		return err
-	}
-	c, err := f.Client(ctx)
-	if err != nil {
-		return err
-	}
-	tag, err := f.ifMatch(opts.IfMatch, func() (string, error) {
-		r, err := c.GetIdentityProviderWithResponse(ctx, opts.ProviderID)
-		if err := check(r, err); err != nil {
-			return "", err
-		}
-		return r.HTTPResponse.Header.Get("ETag"), nil
-	})
-	if err != nil {
-		return err
-	}
-	key := optionalIdempotencyKey(opts.IdempotencyKey)
-	p := &client.PutIdentityProviderParams{IfMatch: tag, IdempotencyKey: key}
-	r, err := c.PutIdentityProviderWithBodyWithResponse(ctx, opts.ProviderID, p, "application/json", bytes.NewReader(body))
-	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printIdentityProvider(r.Body, r.JSON200)

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -81,38 +81,26 @@ out inherit the deployment's defaults. --if-match names the version you read (po
 			return policySetRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", `policy document (JSON); "-" reads stdin`)
-	cmd.Flags().StringVar(&opts.IfMatch, "if-match", "", `version last read (3), or "current"`)
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
-	_ = cmd.MarkFlagRequired("file")
-	_ = cmd.MarkFlagRequired("if-match")
+	opts.document().register(cmd, `policy document (JSON); "-" reads stdin`, `version last read (3), or "current"`)
 	return cmd
+}
+
+func (o *policySetOptions) document() documentFlags {
+	return documentFlags{File: &o.File, IfMatch: &o.IfMatch, IdempotencyKey: &o.IdempotencyKey}
 }
 
 func policySetRun(ctx context.Context, opts *policySetOptions) error {
 	f := opts.f
-	body, err := readInput(f, opts.File)
+	r, err := putDocument(ctx, f, opts.document(),
+		func() (*client.ClientWithResponses, error) { return f.Client(ctx) },
+		func(ctx context.Context, c *client.ClientWithResponses) (*client.GetPolicyResponse, error) {
+			return c.GetPolicyWithResponse(ctx, opts.OrganizationID)
+		},
+		func(ctx context.Context, c *client.ClientWithResponses, tag string, key *string, body io.Reader) (*client.PutPolicyResponse, error) {
+			p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: key}
+			return c.PutPolicyWithBodyWithResponse(ctx, opts.OrganizationID, p, "application/json", body)
+		})
 	if err != nil {
-		return err
-	}
-	c, err := f.Client(ctx)
-	if err != nil {
-		return err
-	}
-	tag, err := f.ifMatch(opts.IfMatch, func() (string, error) {
-		r, err := c.GetPolicyWithResponse(ctx, opts.OrganizationID)
-		if err := check(r, err); err != nil {
-			return "", err
-		}
-		return r.HTTPResponse.Header.Get("ETag"), nil
-	})
-	if err != nil {
-		return err
-	}
-	key := optionalIdempotencyKey(opts.IdempotencyKey)
-	p := &client.PutPolicyParams{IfMatch: tag, IdempotencyKey: key}
-	r, err := c.PutPolicyWithBodyWithResponse(ctx, opts.OrganizationID, p, "application/json", bytes.NewReader(body))
-	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)

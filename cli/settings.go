@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -68,38 +68,26 @@ func newCmdSettingsSet(f *Factory, runF func(*settingsSetOptions) error) *cobra.
 			return settingsSetRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", `settings document (JSON); "-" reads stdin`)
-	cmd.Flags().StringVar(&opts.IfMatch, "if-match", "", `version last read, or "current"`)
-	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send")
-	_ = cmd.MarkFlagRequired("file")
-	_ = cmd.MarkFlagRequired("if-match")
+	opts.document().register(cmd, `settings document (JSON); "-" reads stdin`, `version last read, or "current"`)
 	return cmd
+}
+
+func (o *settingsSetOptions) document() documentFlags {
+	return documentFlags{File: &o.File, IfMatch: &o.IfMatch, IdempotencyKey: &o.IdempotencyKey}
 }
 
 func settingsSetRun(ctx context.Context, opts *settingsSetOptions) error {
 	f := opts.f
-	body, err := readInput(f, opts.File)
+	r, err := putDocument(ctx, f, opts.document(),
+		func() (*client.ClientWithResponses, error) { return f.OwnerClient(true) },
+		func(ctx context.Context, c *client.ClientWithResponses) (*client.GetSettingsResponse, error) {
+			return c.GetSettingsWithResponse(ctx)
+		},
+		func(ctx context.Context, c *client.ClientWithResponses, tag string, key *string, body io.Reader) (*client.PutSettingsResponse, error) {
+			p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: key}
+			return c.PutSettingsWithBodyWithResponse(ctx, p, "application/json", body)
+		})
 	if err != nil {
-		return err
-	}
-	c, err := f.OwnerClient(true)
-	if err != nil {
-		return err
-	}
-	tag, err := f.ifMatch(opts.IfMatch, func() (string, error) {
-		r, err := c.GetSettingsWithResponse(ctx)
-		if err := check(r, err); err != nil {
-			return "", err
-		}
-		return r.HTTPResponse.Header.Get("ETag"), nil
-	})
-	if err != nil {
-		return err
-	}
-	key := optionalIdempotencyKey(opts.IdempotencyKey)
-	p := &client.PutSettingsParams{IfMatch: tag, IdempotencyKey: key}
-	r, err := c.PutSettingsWithBodyWithResponse(ctx, p, "application/json", bytes.NewReader(body))
-	if err := f.checkKeyed(key, r, err); err != nil {
 		return err
 	}
 	return f.printJSON(r.Body)

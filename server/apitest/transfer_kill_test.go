@@ -6,17 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
-	"renga.dev/renga/server/secretbox"
 	"renga.dev/renga/server/servertest"
 )
 
@@ -28,10 +23,6 @@ func TestImportSurvivesSIGKILL(t *testing.T) {
 		t.Skip("builds and runs the renga binary")
 	}
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "renga")
-	if out, err := exec.Command("go", "build", "-o", bin, "renga.dev/renga/cmd/renga").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	src := servertest.Start(t)
 	src.StartJobs(t)
 	srcToken := src.Token(t, servertest.AllScopes()...)
@@ -56,33 +47,6 @@ func TestImportSurvivesSIGKILL(t *testing.T) {
 	dst := &servertest.Env{Pool: pool, DBURL: dbURL}
 	dataDir := t.TempDir()
 
-	// serve starts the server on a free port and returns its URL and process.
-	serve := func() (string, *exec.Cmd) {
-		t.Helper()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		cmd := exec.Command(bin, "serve")
-		cmd.Env = append(os.Environ(), "RENGA_ENV=development", "RENGA_DATABASE_URL="+dbURL, "RENGA_LISTEN="+addr,
-			"RENGA_PUBLIC_URL=http://"+addr, "RENGA_DATA_DIR="+dataDir, "RENGA_SECRET_KEY="+secretbox.NewKey())
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		base := "http://" + addr
-		waitFor(t, 20*time.Second, "renga serve to answer", func() bool {
-			resp, err := http.Get(base + "/healthz")
-			if err != nil {
-				return false
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		return base, cmd
-	}
 	imported := func() int {
 		return countRows(t, dst, `SELECT (SELECT count(*) FROM installations WHERE organization_id = $1)
 			+ (SELECT count(*) FROM observations WHERE organization_id = $1)
@@ -92,9 +56,9 @@ func TestImportSurvivesSIGKILL(t *testing.T) {
 
 	const points = 20
 	for i := range points {
-		base, cmd := serve()
+		proc := startServe(t, dbURL, dataDir)
 		pr, pw := io.Pipe()
-		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+orgPath(org.ID)+"/imports", pr)
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, proc.URL+orgPath(org.ID)+"/imports", pr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,10 +95,9 @@ func TestImportSurvivesSIGKILL(t *testing.T) {
 				AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()`) > 0
 		})
 		time.Sleep(100 * time.Millisecond) // let the server read and load what it was sent
-		if err := cmd.Process.Kill(); err != nil {
+		if err := proc.kill(); err != nil {
 			t.Fatal(err)
 		}
-		_ = cmd.Wait()
 		_ = pw.CloseWithError(errors.New("the server was killed"))
 		if err := <-done; err != nil {
 			t.Errorf("point %d: %v", i, err)
@@ -143,12 +106,9 @@ func TestImportSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("point %d (%d of %d bytes): %d imported rows visible after SIGKILL", i, at, len(archive), n)
 		}
 	}
-	base, cmd := serve()
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+orgPath(org.ID)+"/imports", bytes.NewReader(archive))
+	proc := startServe(t, dbURL, dataDir)
+	defer func() { _ = proc.kill() }()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, proc.URL+orgPath(org.ID)+"/imports", bytes.NewReader(archive))
 	if err != nil {
 		t.Fatal(err)
 	}
