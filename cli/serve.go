@@ -40,7 +40,7 @@ func newCmdServe(f *Factory, runF func(*serveOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the deployment server",
-		Long: `Run the deployment server, configured by RENGA_* environment variables (see the README).
+		Long: `Run the deployment server, configured by RENGA_* environment variables (see docs/configuration.md).
 
 With --dev and no RENGA_DATABASE_URL, it starts a private PostgreSQL from this machine's binaries
 in $RENGA_DATA_DIR (default .renga) and migrates it. With --dev it prints export lines for

@@ -424,5 +424,5 @@ type HTTPTimeouts struct {
 	Idle   time.Duration // a kept-alive connection between requests
 }
 
-// DefaultHTTPTimeouts are the timeouts the README documents.
+// DefaultHTTPTimeouts are the timeouts docs/api.md documents ("Connections, and outside the API").
 var DefaultHTTPTimeouts = HTTPTimeouts{Header: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second}

@@ -128,7 +128,7 @@ func TestValidationGaps(t *testing.T) {
 
 // TestRawRequestAnswers: what a client that speaks HTTP badly gets. Whatever reaches the
 // application is problem+json with a code; what Go's HTTP server refuses while parsing (the
-// README lists it) is a plain 400 or 431, and never reaches a handler.
+// docs/api.md lists it) is a plain 400 or 431, and never reaches a handler.
 func TestRawRequestAnswers(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)

@@ -201,7 +201,7 @@ func TestTwoProcesses(t *testing.T) {
 
 // TestIntakeLimitAcrossProcesses: near intake_bytes_per_day, batches serialize on the
 // organization in PostgreSQL, so two processes taking one organization's batches at once never
-// let its total pass the limit, and fill it (README: Agents).
+// let its total pass the limit, and fill it (docs/api.md: "The agent API").
 func TestIntakeLimitAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	env := servertest.Start(t)

@@ -12,7 +12,7 @@ import (
 	"renga.dev/renga/server/servertest"
 )
 
-// TestObservationCapPerBatch: the README's cap of 1,000 observations per batch, at the bound
+// TestObservationCapPerBatch: docs/api.md's cap of 1,000 observations per batch, at the bound
 // and one past it (which stores nothing).
 // Fails when: the spec allows 1,001 (maxItems raised, gen/ regenerated): "status = 202, want 400
 // invalid_request" and "the refused batch stored 1 batch rows and 1001 observations".
