@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"net/http"
+	"regexp"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
@@ -63,8 +64,8 @@ func succeeded(st *State, status int) *domain.AuditEvent {
 }
 
 var (
-	organizationIDPattern = mustPattern(`^org_[0-9a-z]{26}$`)
-	providerIDPattern     = mustPattern(`^idp_[0-9a-z]{26}$`)
+	organizationIDPattern = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+	providerIDPattern     = regexp.MustCompile(`^idp_[0-9a-z]{26}$`)
 )
 
 // auditFailure records a failed or denied attempt in its own transaction, after the attempt's
