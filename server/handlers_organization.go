@@ -63,7 +63,8 @@ func (s *Server) CreateOrganization(ctx context.Context, req api.CreateOrganizat
 	}
 	st.Audit.Target(o, []string{"slug", "display_name"})
 	loc := "/api/v1/operator/organizations/" + o.ID
-	return organizationAnswer{body: orgJSON(o), etag: etag(o.Version), location: &loc}, nil
+	return api.CreateOrganization201JSONResponse{Body: orgJSON(o),
+		Headers: api.CreateOrganization201ResponseHeaders{ETag: etag(o.Version), Location: &loc}}, nil
 }
 
 // GetOrganization reads an organization.
@@ -75,7 +76,7 @@ func (s *Server) GetOrganization(ctx context.Context, req api.GetOrganizationReq
 	if err != nil {
 		return nil, err
 	}
-	return organizationAnswer{body: orgJSON(o), etag: etag(o.Version)}, nil
+	return api.GetOrganization200JSONResponse{Body: orgJSON(o), Headers: api.GetOrganization200ResponseHeaders{ETag: etag(o.Version)}}, nil
 }
 
 // UpdateOrganization changes the display name, guarded by If-Match.

@@ -78,39 +78,9 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	if s.jobs, err = newJobClient(pool, cfg, log); err != nil {
 		return nil, fmt.Errorf("job client: %w", err)
 	}
-	pl, err := pipeline.New(pipeline.Options{
-		Development:                 cfg.Development(),
-		TrustedProxies:              cfg.TrustedProxies,
-		IdempotencyRetention:        cfg.IdempotencyRetention,
-		RateLimitAuthenticated:      cfg.RateLimitAuthenticated,
-		RateLimitAuthenticatedBurst: cfg.RateLimitAuthenticatedBurst,
-		RateLimitAnonymous:          cfg.RateLimitAnonymous,
-		RateLimitAnonymousBurst:     cfg.RateLimitAnonymousBurst,
-		RequestTimeout:              cfg.RequestTimeout,
-		MaxInFlight:                 cfg.MaxInFlight,
-		InFlightWait:                time.Second,
-		Prefetch:                    prefetches,
-		Installations:               s.installations,
-		Direct:                      map[string]http.Handler{"getHome": home},
-	}, pool, log)
+	pl, err := s.newPipeline(home)
 	if err != nil {
 		return nil, err
-	}
-	pl.RegisterMetrics(s.intakeMetrics()...)
-	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
-		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
-			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read."))
-		},
-		ResponseErrorHandlerFunc: s.writeError,
-	})
-	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
-		BaseRouter: pl,
-		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
-			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request's parameters could not be read."))
-		},
-	})
-	if err := pl.Err(); err != nil {
-		return nil, fmt.Errorf("spec and generated handlers disagree: %w", err)
 	}
 	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/api/", pl)
@@ -138,6 +108,46 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	}
 	s.handler = pl.AccessLog(apiFirst{api: pl, rest: mux})
 	return s, nil
+}
+
+// newPipeline makes the API's pipeline and mounts the generated handlers on it.
+func (s *Server) newPipeline(home http.Handler) (*pipeline.Pipeline, error) {
+	cfg := s.cfg
+	pl, err := pipeline.New(pipeline.Options{
+		Development:                 cfg.Development(),
+		TrustedProxies:              cfg.TrustedProxies,
+		IdempotencyRetention:        cfg.IdempotencyRetention,
+		RateLimitAuthenticated:      cfg.RateLimitAuthenticated,
+		RateLimitAuthenticatedBurst: cfg.RateLimitAuthenticatedBurst,
+		RateLimitAnonymous:          cfg.RateLimitAnonymous,
+		RateLimitAnonymousBurst:     cfg.RateLimitAnonymousBurst,
+		RequestTimeout:              cfg.RequestTimeout,
+		MaxInFlight:                 cfg.MaxInFlight,
+		InFlightWait:                time.Second,
+		Prefetch:                    prefetches,
+		Installations:               s.installations,
+		Direct:                      map[string]http.Handler{"getHome": home},
+	}, s.pool, s.log)
+	if err != nil {
+		return nil, err
+	}
+	pl.RegisterMetrics(s.intakeMetrics()...)
+	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
+			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request could not be read."))
+		},
+		ResponseErrorHandlerFunc: s.writeError,
+	})
+	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseRouter: pl,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, _ error) {
+			pipeline.Fail(w, r, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request's parameters could not be read."))
+		},
+	})
+	if err := pl.Err(); err != nil {
+		return nil, fmt.Errorf("spec and generated handlers disagree: %w", err)
+	}
+	return pl, nil
 }
 
 // apiFirst hands a request under /api/ to the pipeline directly, where the mux would send it

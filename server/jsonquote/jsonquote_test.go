@@ -2,12 +2,8 @@ package jsonquote
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"testing"
-	"time"
 )
 
 // inputs are every byte alone, between two letters and at each place of a longer string, and
@@ -18,9 +14,7 @@ func inputs() []string {
 		"a\x00b\x1fc\x7f", "\\/", "\b\f\n\r\t", "mixed \"\\\n\u2028\xff<>&☃"}
 	for b := range 256 {
 		in = append(in, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
-		// Every byte at every place of the eight-byte words a quoted string is read by
-		// (slogSafeWords) and after them; and right after a control byte, whose subtraction
-		// borrows from the byte above it.
+		// Every byte at every place of a longer string, and right after a control byte.
 		for at := range 18 {
 			long := []byte("abcdefghijklmnopqrst")
 			long[at] = byte(b)
@@ -40,24 +34,11 @@ func TestMarshalIsEncodingJSONs(t *testing.T) {
 	}
 }
 
-func TestSlogIsSlogs(t *testing.T) {
-	for _, s := range inputs() {
-		quotedAsSlog(t, s)
-	}
-}
-
 func FuzzMarshalIsEncodingJSONs(f *testing.F) {
 	for _, s := range inputs()[:12] {
 		f.Add(s)
 	}
 	f.Fuzz(quotedAsMarshal)
-}
-
-func FuzzSlogIsSlogs(f *testing.F) {
-	for _, s := range inputs()[:12] {
-		f.Add(s)
-	}
-	f.Fuzz(quotedAsSlog)
 }
 
 // quotedAsMarshal fails t unless Marshal writes s as json.Marshal does.
@@ -68,24 +49,6 @@ func quotedAsMarshal(t *testing.T, s string) {
 	}
 	if got := Marshal([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
 		t.Errorf("Marshal(%q) = %s, want x%s", s, got, want)
-	}
-}
-
-// quotedAsSlog fails t unless Slog writes s as log/slog's JSON handler writes a string value.
-func quotedAsSlog(t *testing.T, s string) {
-	var line bytes.Buffer
-	r := slog.NewRecord(time.Time{}, slog.LevelInfo, "", 0)
-	r.AddAttrs(slog.String("v", s))
-	if err := slog.NewJSONHandler(&line, nil).Handle(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-	want, ok := strings.CutPrefix(line.String(), `{"level":"INFO","msg":"","v":`)
-	if !ok {
-		t.Fatalf("slog wrote %q", line.String())
-	}
-	want = strings.TrimSuffix(want, "}\n")
-	if got := Slog([]byte("x"), s); string(got) != "x"+want {
-		t.Errorf("Slog(%q) = %s, want x%s", s, got, want)
 	}
 }
 

@@ -211,3 +211,32 @@ func TestHandlerWritesWarningsAtOnceWithWhatCameBefore(t *testing.T) {
 		t.Error("the handler's level is not the wrapped handler's")
 	}
 }
+
+// TestJSONHandlerIsSlogs: NewJSONHandler writes slog's JSON lines, byte for byte, and flushes a
+// warning at once with the lines before it.
+func TestJSONHandlerIsSlogs(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
+	record := func(level slog.Level, msg string) slog.Record {
+		r := slog.NewRecord(at, level, msg, 0)
+		r.AddAttrs(slog.String("request_id", "req_1"), slog.Int("status", 200), slog.Duration("duration", time.Millisecond),
+			slog.String("text", "<&> \"\\\n\u2028\xff"))
+		return r
+	}
+	var want bytes.Buffer
+	d := &dest{}
+	h := NewJSONHandler(New(d, time.Hour), nil)
+	for _, r := range []slog.Record{record(slog.LevelInfo, "waits"), record(slog.LevelWarn, "at once")} {
+		if err := slog.NewJSONHandler(&want, nil).Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Level < slog.LevelWarn && d.count() != 0 {
+			t.Fatal("an info line was written before the interval")
+		}
+	}
+	if got := d.String(); got != want.String() {
+		t.Fatalf("wrote %q, want slog's %q", got, want.String())
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/db"
-	"renga.dev/renga/server/logbuf"
 	"renga.dev/renga/server/problem"
 )
 
@@ -55,23 +54,14 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 		end := time.Now()
 		p.metrics.observe(opID, status, end.Sub(start))
 		// The line goes to the handler directly: Logger.LogAttrs would record the caller's
-		// program counter (runtime.Callers, a stack walk per request) that no line shows. The
-		// server's JSON handler (logbuf) takes the attributes as they are; any other handler, or
-		// a line logbuf leaves to slog, gets a record.
+		// program counter (a stack walk per request) that no line shows.
 		if h := p.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-			attrs := [...]slog.Attr{slog.String("request_id", st.ID),
+			line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+			line.AddAttrs(slog.String("request_id", st.ID),
 				slog.String("method", r.Method), slog.String("route", route), slog.String("operation", opID),
 				slog.Int("status", status), slog.Duration("duration", end.Sub(start)),
-				slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st))}
-			done := false // as with Handle below, an error writing the log is not the request's
-			if lh, ok := h.(*logbuf.Handler); ok {
-				done, _ = lh.LogAttrs(end, slog.LevelInfo, "request", attrs[:])
-			}
-			if !done {
-				line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-				line.AddAttrs(attrs[:]...)
-				_ = h.Handle(r.Context(), line)
-			}
+				slog.String("actor", st.Actor.ID), slog.String("source", sourceString(st)))
+			_ = h.Handle(r.Context(), line) // an error writing the log is not the request's
 		}
 	})
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"net/http"
+	"regexp"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
@@ -63,8 +64,8 @@ func succeeded(st *State, status int) *domain.AuditEvent {
 }
 
 var (
-	organizationIDPattern = mustPattern(`^org_[0-9a-z]{26}$`)
-	providerIDPattern     = mustPattern(`^idp_[0-9a-z]{26}$`)
+	organizationIDPattern = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+	providerIDPattern     = regexp.MustCompile(`^idp_[0-9a-z]{26}$`)
 )
 
 // auditFailure records a failed or denied attempt in its own transaction, after the attempt's
@@ -100,3 +101,45 @@ func (p *Pipeline) auditFailure(ctx context.Context, st *State, pathParams map[s
 		p.log.ErrorContext(ctx, "audit of a failed attempt not recorded", "request_id", st.ID, "error", err)
 	}
 }
+
+// auditOnStatus audits an audited read's attempt when its handler writes the status: a success
+// as succeeded, an error as auditFailure does; then the response goes on.
+type auditOnStatus struct {
+	http.ResponseWriter
+	p          *Pipeline
+	r          *http.Request
+	st         *State
+	pathParams map[string]string
+	done       bool
+}
+
+func (a *auditOnStatus) WriteHeader(status int) {
+	if !a.done {
+		a.done = true
+		if status < 400 {
+			if e := succeeded(a.st, status); e != nil {
+				ctx := context.WithoutCancel(a.r.Context())
+				if err := domain.RecordAudit(ctx, a.p.pool, *e); err != nil {
+					a.p.log.ErrorContext(ctx, "audit of a read not recorded", "request_id", a.st.ID, "error", err)
+				}
+			}
+		} else {
+			pe := a.st.Problem
+			if pe == nil {
+				pe = &problem.Error{Status: status}
+			}
+			a.p.auditFailure(a.r.Context(), a.st, a.pathParams, pe)
+		}
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *auditOnStatus) Write(b []byte) (int, error) {
+	if !a.done {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *auditOnStatus) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -276,7 +277,7 @@ func (p *Pipeline) intakeKey(ctx context.Context, r *http.Request) (Actor, error
 		OrganizationID: org.ID, OrganizationName: org.Name, OrganizationState: org.State}, nil
 }
 
-var installationIDPattern = mustPattern(`^ins_[0-9a-z]{26}$`)
+var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
 
 // installationSignature verifies a signed agent request: the timestamp within the skew, the
 // installation known, and the Ed25519 signature over method, target, timestamp, installation

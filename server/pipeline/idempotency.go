@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/domain"
-	"renga.dev/renga/server/jsonquote"
 	"renga.dev/renga/server/problem"
 )
 
@@ -119,66 +117,15 @@ func requestDigest(op *Operation, pathParams map[string]string, query url.Values
 
 // canonicalBody is a request body re-serialized canonically: keys sorted, insignificant space
 // dropped, numbers as written. It is written from the value the validator passed (validated)
-// when there is one, instead of a second decoding of the body: the bytes canonicalJSON makes of
-// the body's text, but for a number where the schema wants an integer written otherwise (1e2),
-// which is the integer it is (integerText; TestCanonicalBodyIsCanonicalJSON).
+// when there is one: the bytes canonicalJSON makes of the body's text, but for a number where
+// the schema wants an integer written otherwise (1e2), which is the integer it is (integerText).
 func canonicalBody(body []byte, validated any) []byte {
 	if validated != nil {
-		if out, ok := appendCanonical(make([]byte, 0, len(body)), validated); ok {
+		if out, err := json.Marshal(validated); err == nil {
 			return out
 		}
 	}
 	return canonicalJSON(body)
-}
-
-// appendCanonical appends v, a value the body decoder made and boundValue restored, as
-// encoding/json writes it (map keys sorted) with each free-form object's text made canonical;
-// ok is false for a value of another kind.
-func appendCanonical(dst []byte, v any) (_ []byte, ok bool) {
-	switch v := v.(type) {
-	case nil:
-		return append(dst, "null"...), true
-	case bool:
-		return strconv.AppendBool(dst, v), true
-	case string:
-		return jsonquote.Marshal(dst, v), true
-	case json.Number:
-		if v == "" {
-			return dst, false
-		}
-		return append(dst, v...), true
-	case validatedJSON: // a free-form object's text
-		return append(dst, canonicalJSON(v)...), true
-	case []any:
-		dst = append(dst, '[')
-		for i, item := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if dst, ok = appendCanonical(dst, item); !ok {
-				return dst, false
-			}
-		}
-		return append(dst, ']'), true
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(jsonquote.Marshal(dst, k), ':')
-			if dst, ok = appendCanonical(dst, v[k]); !ok {
-				return dst, false
-			}
-		}
-		return append(dst, '}'), true
-	}
-	return dst, false
 }
 
 // canonicalJSON re-serializes a JSON body with sorted keys and no insignificant space (numbers

@@ -7,7 +7,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,12 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"renga.dev/renga/gen/api"
-	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
 	"renga.dev/renga/server/problem"
 )
@@ -374,145 +371,6 @@ func (p *Pipeline) admitUnrouted(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// Sentinels of write's transaction function: not errors of the request.
-var (
-	errReplay        = errors.New("stored response")
-	errHandlerFailed = errors.New("handler answered with an error")
-)
-
-// write is stage 10: the write's one transaction. The credential check, the stored result and
-// the change and its audit event commit together, or nothing does. An operation marked
-// x-renga-one-round-trip, by an operator token, runs its handler first and sends the checks,
-// its statements, the stored result and the audit event in one round trip (domain.QueueWriteChecks);
-// when a check refuses, the write is sent again the two-round-trip way, which answers it.
-func (p *Pipeline) write(w http.ResponseWriter, r *http.Request, next http.Handler, k *domain.IdempotencyKey, pathParams map[string]string) {
-	ctx := r.Context()
-	st := From(ctx)
-	rec := newRecorder()
-	var stored *domain.StoredResult
-	confirmed := false // the credential, re-checked in the transaction
-	writer := domain.Writer{ActorType: st.Actor.Type, CredentialID: st.Actor.CredentialID,
-		OrganizationID: st.Actor.OrganizationID, ChangesOwnCredential: st.Op.ChangesOwnCredential}
-	oneTrip := st.Op.OneRoundTrip && st.Actor.Type == domain.ActorOperatorToken
-	audit := st.Audit // what a second attempt starts from
-	attempt := func(tx *db.WriteTx) (*pgx.Batch, error) {
-		last := &pgx.Batch{}
-		if oneTrip {
-			if err := domain.QueueWriteChecks(last, writer, k); err != nil {
-				return nil, err
-			}
-			st.Tx, st.TxNow = tx, time.Now().UTC().Truncate(time.Microsecond)
-		} else {
-			start, err := domain.BeginWrite(ctx, tx, writer, k)
-			confirmed = confirmed || start.CredentialChecked
-			if err != nil {
-				return nil, err
-			}
-			if start.Stored != nil {
-				stored = start.Stored
-				return nil, errReplay
-			}
-			st.Tx, st.TxNow = tx, start.Now
-		}
-		defer func() { st.Tx = nil }()
-		if !st.Op.StreamedBody {
-			r.Body = handlerBody(st) // again on each attempt
-		}
-		next.ServeHTTP(rec, r)
-		status := rec.code()
-		if status >= 400 {
-			return nil, errHandlerFailed
-		}
-		var result *domain.StoredResult
-		if k != nil {
-			expires := time.Now().Add(p.opts.IdempotencyRetention).UTC().Truncate(time.Second)
-			rec.header.Set("Idempotency-Expires", expires.Format(time.RFC3339))
-			var err error
-			if result, err = storedResult(status, rec.header, rec.body.Bytes(), st.Op.SecretFields); err != nil {
-				return nil, err
-			}
-			result.Expires = expires
-		}
-		for _, d := range st.deferred {
-			last.Queue(d.sql, d.args...)
-		}
-		return last, domain.FinishWrite(last, k, result, succeeded(st, status))
-	}
-	err := db.WithWriteTx(ctx, p.pool, attempt)
-	if oneTrip && domain.WriteChecksRefused(err) {
-		// The token is gone, or a result is stored under the key (a replay, or the key reused):
-		// nothing was written. The two-round-trip way reads what the checks only refused.
-		oneTrip = false
-		rec = newRecorder()
-		st.deferred, st.Audit, st.Problem = nil, audit, nil
-		err = db.WithWriteTx(ctx, p.pool, attempt)
-	}
-	// In one round trip, the checks passed when the write committed or a statement after them
-	// failed (a deferred statement's error, translated below).
-	checked := oneTrip && err == nil
-	if err != nil && len(st.deferred) > 0 && !errors.Is(err, errReplay) && !errors.Is(err, errHandlerFailed) {
-		for _, d := range st.deferred {
-			if t := d.translate(err); t != err { //nolint:errorlint // a translation returns a new error
-				err = t
-				checked = oneTrip
-				st.Audit = AuditNote{} // what the statement would have made does not exist
-				break
-			}
-		}
-	}
-	confirmed = confirmed || checked
-	if st.cachedToken != nil {
-		// A token taken from the cache: the transaction's first round trip confirmed it, found it
-		// revoked or expired (answered as its lookup would have answered), or did not get that
-		// far (the database down, the deadline passed while the token's lock was held). A
-		// revocation that commits while the write waits for the token's lock is taken as made
-		// before the request (a 401 with no audit, as a lookup after it answers); a token that
-		// was looked up is audited in that race, as an attempt of an actor it had authenticated.
-		var refused *problem.Error
-		switch {
-		case confirmed:
-			st.cachedToken = nil
-		case errors.Is(err, domain.ErrCredentialGone):
-			refused = p.refuseCachedToken(r, st, errBadCredential)
-		default:
-			refused = p.confirmToken(r, st)
-		}
-		if refused != nil {
-			Fail(w, r, refused)
-			return
-		}
-	}
-	switch {
-	case err == nil:
-		rec.flush(w)
-	case errors.Is(err, errReplay):
-		if !bytes.Equal(stored.Digest, k.Digest) {
-			pe := problem.New(http.StatusConflict, api.ErrorCodeIdempotencyKeyReused,
-				"This Idempotency-Key was used for a different request; use a new key for a new request.")
-			w.Header().Set("Idempotency-Expires", stored.Expires.UTC().Format(time.RFC3339))
-			p.auditFailure(ctx, st, pathParams, pe)
-			Fail(w, r, pe)
-			return
-		}
-		replay(w, stored)
-	case errors.Is(err, errHandlerFailed):
-		pe := st.Problem
-		if pe == nil { // a handler that wrote an error without Fail: audit its status
-			pe = &problem.Error{Status: rec.code()}
-		}
-		p.auditFailure(ctx, st, pathParams, pe)
-		rec.flush(w)
-	default:
-		pe := problem.FromError(err)
-		if pe == nil {
-			p.log.ErrorContext(ctx, "write failed", "request_id", st.ID, "operation", st.Op.ID, "error", err)
-			pe = problem.Internal()
-		}
-		p.auditFailure(ctx, st, pathParams, pe)
-		Fail(w, r, pe)
-	}
-}
-
 // AccessLog wraps the deployment's whole HTTP surface in the access log stage.
 func (p *Pipeline) AccessLog(h http.Handler) http.Handler { return p.accessLog(h) }
 
@@ -548,45 +406,3 @@ func liftDeadlines(w http.ResponseWriter, op *Operation) {
 	}
 	_ = rc.SetWriteDeadline(time.Time{})
 }
-
-// auditOnStatus audits an audited read's attempt when its handler writes the status: a success
-// as succeeded, an error as auditFailure does; then the response goes on.
-type auditOnStatus struct {
-	http.ResponseWriter
-	p          *Pipeline
-	r          *http.Request
-	st         *State
-	pathParams map[string]string
-	done       bool
-}
-
-func (a *auditOnStatus) WriteHeader(status int) {
-	if !a.done {
-		a.done = true
-		if status < 400 {
-			if e := succeeded(a.st, status); e != nil {
-				ctx := context.WithoutCancel(a.r.Context())
-				if err := domain.RecordAudit(ctx, a.p.pool, *e); err != nil {
-					a.p.log.ErrorContext(ctx, "audit of a read not recorded", "request_id", a.st.ID, "error", err)
-				}
-			}
-		} else {
-			pe := a.st.Problem
-			if pe == nil {
-				pe = &problem.Error{Status: status}
-			}
-			a.p.auditFailure(a.r.Context(), a.st, a.pathParams, pe)
-		}
-	}
-	a.ResponseWriter.WriteHeader(status)
-}
-
-func (a *auditOnStatus) Write(b []byte) (int, error) {
-	if !a.done {
-		a.WriteHeader(http.StatusOK)
-	}
-	return a.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (a *auditOnStatus) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,21 +57,13 @@ type Operation struct {
 	pathParams []string // the names in Route, in order
 	// pathPatterns are the patterns the spec gives path parameters, by name: a read sent to
 	// the database before validation (a Prefetch) only with values that match them.
-	pathPatterns map[string]*pattern
+	pathPatterns map[string]*regexp.Regexp
 	validation   *routers.Route // what the validator checks: the operation without the headers the pipeline checks itself
-	// pathOnly: the operation's only inputs the validator checks are path parameters, each a
-	// string with a pattern and no other constraint, and optional query parameters, each a
-	// string with at most a maxLength (queryLimits). A request whose path parameters match
-	// their patterns (wellFormed) and whose query is plainly within them (plainQuery) is valid,
-	// and the validator runs only to describe a bad one, or to judge a query that is not plain.
-	pathOnly    bool
-	queryLimits []queryLimit
-	// plainBody: the operation's parameters are as a pathOnly operation's, and its request body
-	// is a JSON object of strings each constrained by at most a pattern and lengths
-	// (plainObject): a request with plain parameters and a body plainly within them is valid,
-	// and the validator runs only to describe a bad one.
-	plainBody *plainObject
-	direct    bool // answered by a handler of Options.Direct (no statement, no deadline)
+	// pathOnly: all the validator would check of a request without a query string is its path
+	// parameters, each a string whose only constraint is its pattern (pathPatterns), which the
+	// pipeline matches itself (wellFormed): such a request has nothing left to validate.
+	pathOnly bool
+	direct   bool // answered by a handler of Options.Direct (no statement, no deadline)
 	// singleQuery names the query parameters that take one value (any but an array): the
 	// validator checks the first of several, the generated handler refuses several.
 	singleQuery []string
@@ -143,11 +134,42 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 	if o.ID == "" {
 		return nil, errors.New("no operationId")
 	}
+	readExtensions(o, op)
+	o.StreamedBody = streamedBody(op)
+	o.StreamedResponse = streamedResponse(op)
+	var err error
+	if o.Auth, err = credentialPath(spec, op); err != nil {
+		return nil, err
+	}
+	if err := checkScope(o.Auth, o.Scope); err != nil {
+		return nil, err
+	}
+	if prefix := apiPrefix[o.Auth]; prefix != "" && !strings.HasPrefix(path, prefix) {
+		return nil, fmt.Errorf("%s operations live under %s", o.Auth, prefix)
+	}
+	if first := authFirst(path); first != "" && first != o.Auth {
+		return nil, fmt.Errorf("only %s operations live under %s", first, apiPrefix[first])
+	}
+	if err := readParameters(o, append(slices.Clone(item.Parameters), op.Parameters...)); err != nil {
+		return nil, err
+	}
+	if err := checkExtensions(o); err != nil {
+		return nil, err
+	}
+	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
+		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
+	o.pathOnly = o.spec.RequestBody == nil && onlyPathPatterns(o)
+	return o, nil
+}
+
+// readExtensions reads the operation's x-renga extensions.
+func readExtensions(o *Operation, op *openapi3.Operation) {
 	// A GET that changes state (an agent fetching its jobs marks them delivered) says so, and
 	// takes the mutation path.
 	if m, ok := op.Extensions["x-renga-mutation"].(bool); ok && m {
 		o.Mutation = true
 	}
+	o.Scope, _ = op.Extensions["x-renga-scope"].(string)
 	o.ChangesOwnCredential, _ = op.Extensions["x-renga-changes-own-credential"].(bool)
 	o.SingleStatement, _ = op.Extensions["x-renga-single-statement"].(bool)
 	o.OneRoundTrip, _ = op.Extensions["x-renga-one-round-trip"].(bool)
@@ -159,164 +181,85 @@ func readOperation(spec *openapi3.T, path string, item *openapi3.PathItem, metho
 			}
 		}
 	}
-	o.StreamedBody = streamedBody(op)
-	o.StreamedResponse = streamedResponse(op)
-	var err error
-	if o.Auth, err = credentialPath(spec, op); err != nil {
-		return nil, err
-	}
-	o.Scope, _ = op.Extensions["x-renga-scope"].(string)
-	if err := checkScope(o.Auth, o.Scope); err != nil {
-		return nil, err
-	}
-	if prefix := apiPrefix[o.Auth]; prefix != "" && !strings.HasPrefix(path, prefix) {
-		return nil, fmt.Errorf("%s operations live under %s", o.Auth, prefix)
-	}
-	if first := authFirst(path); first != "" && first != o.Auth {
-		return nil, fmt.Errorf("only %s operations live under %s", first, apiPrefix[first])
-	}
-	for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
-		if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
-			continue
-		}
-		switch http.CanonicalHeaderKey(p.Value.Name) {
-		case "Idempotency-Key":
-			o.KeyAccepted, o.KeyRequired = true, p.Value.Required
-		case "If-Match":
-			o.IfMatch = true
-		}
-	}
+}
+
+// checkExtensions checks that the operation's extensions and headers fit its credential path.
+func checkExtensions(o *Operation) error {
 	// Only an installation's writes are neither audited nor keyed: nothing for the pipeline's
 	// transaction to hold.
 	if o.SingleStatement && (o.Auth != AuthInstallation || !o.Mutation) {
-		return nil, errors.New("x-renga-single-statement is for an installation's writes only")
+		return errors.New("x-renga-single-statement is for an installation's writes only")
 	}
 	if o.OneRoundTrip && (o.Auth != AuthOperator || !o.Mutation || o.StreamedBody) {
-		return nil, errors.New("x-renga-one-round-trip is for operators' writes whose body is JSON")
+		return errors.New("x-renga-one-round-trip is for operators' writes whose body is JSON")
 	}
 	if o.AuditedRead && o.Mutation {
-		return nil, errors.New("x-renga-audited-read is for reads (a write is audited anyway)")
+		return errors.New("x-renga-audited-read is for reads (a write is audited anyway)")
 	}
 	// Agents' writes are idempotent by their own IDs (installation, batch, job).
 	if o.Mutation && (o.Auth == AuthOperator || o.Auth == AuthUser) && !o.KeyAccepted {
-		return nil, errors.New("a write must declare the Idempotency-Key header")
+		return errors.New("a write must declare the Idempotency-Key header")
 	}
-	for _, m := range pathParamPattern.FindAllStringSubmatch(path, -1) {
+	return nil
+}
+
+// readParameters reads what the pipeline needs of the operation's parameters (its path item's
+// and its own): the headers it checks itself, the path parameters and their patterns, and the
+// query parameters that take one value.
+func readParameters(o *Operation, params openapi3.Parameters) error {
+	for _, m := range pathParamPattern.FindAllStringSubmatch(o.Route, -1) {
 		o.pathParams = append(o.pathParams, m[1])
 	}
-	for _, ref := range append(append(openapi3.Parameters{}, item.Parameters...), op.Parameters...) {
-		if p := ref.Value; p != nil && p.In == openapi3.ParameterInQuery &&
-			(p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Type == nil || !p.Schema.Value.Type.Is(openapi3.TypeArray)) {
-			o.singleQuery = append(o.singleQuery, p.Name)
+	for _, ref := range params {
+		p := ref.Value
+		if p == nil {
+			continue
 		}
-		if p := ref.Value; p != nil && p.In == "path" && p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Pattern != "" {
-			re, err := compilePattern(p.Schema.Value.Pattern)
+		switch p.In {
+		case openapi3.ParameterInHeader:
+			switch http.CanonicalHeaderKey(p.Name) {
+			case "Idempotency-Key":
+				o.KeyAccepted, o.KeyRequired = true, p.Required
+			case "If-Match":
+				o.IfMatch = true
+			}
+		case openapi3.ParameterInQuery:
+			if p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Type == nil || !p.Schema.Value.Type.Is(openapi3.TypeArray) {
+				o.singleQuery = append(o.singleQuery, p.Name)
+			}
+		case openapi3.ParameterInPath:
+			if p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Pattern == "" {
+				continue
+			}
+			re, err := regexp.Compile(p.Schema.Value.Pattern)
 			if err != nil {
-				return nil, fmt.Errorf("path parameter %s: %w", p.Name, err)
+				return fmt.Errorf("path parameter %s: %w", p.Name, err)
 			}
 			if o.pathPatterns == nil {
-				o.pathPatterns = map[string]*pattern{}
+				o.pathPatterns = map[string]*regexp.Regexp{}
 			}
 			o.pathPatterns[p.Name] = re
 		}
 	}
-	o.validation = &routers.Route{Spec: spec, Path: path, Method: method,
-		PathItem: withoutPipelineHeaders(item), Operation: withoutPipelineHeaders(op)}
-	plain := plainParams(o)
-	o.pathOnly = plain && o.spec.RequestBody == nil
-	if plain && o.spec.RequestBody != nil {
-		o.plainBody = newPlainObject(o.spec.RequestBody)
-	}
-	return o, nil
+	return nil
 }
 
-// queryLimit is a query parameter's name and maxLength in bytes, or -1 for none. An operation
-// keeps them in a slice: ranging over a map costs more than the check itself, on each request.
-type queryLimit struct {
-	name string
-	max  int
-}
-
-// plainParams reports whether what the validator checks of o's parameters is its path
-// parameters alone, each `type: string` with a `pattern` and nothing else that constrains it,
-// and optional query parameters each a string with at most a maxLength (queryLimits).
-func plainParams(o *Operation) bool {
-	var limits []queryLimit
-	for _, ref := range append(append(openapi3.Parameters{}, o.validation.PathItem.Parameters...), o.validation.Operation.Parameters...) {
+// onlyPathPatterns reports whether what the validator checks of o's parameters is its path
+// parameters alone, each `type: string` with a `pattern` and nothing else that constrains it.
+func onlyPathPatterns(o *Operation) bool {
+	for _, ref := range append(slices.Clone(o.validation.PathItem.Parameters), o.validation.Operation.Parameters...) {
 		p := ref.Value
-		if p == nil || p.Content != nil || p.Schema == nil || p.Schema.Value == nil {
+		if p == nil || p.In != openapi3.ParameterInPath || p.Content != nil || o.pathPatterns[p.Name] == nil ||
+			p.Schema == nil || p.Schema.Value == nil {
 			return false
 		}
-		c := *p.Schema.Value // what is left once the type and the constraint checked here are set aside
+		c := *p.Schema.Value // what is left once the type and the pattern are set aside
 		if c.Type == nil || !c.Type.Is(openapi3.TypeString) {
 			return false
 		}
-		c.Type, c.Description, c.Example, c.Title, c.Extensions = nil, "", nil, "", nil
-		switch {
-		case p.In == openapi3.ParameterInPath && o.pathPatterns[p.Name] != nil:
-			c.Pattern = ""
-		case p.In == openapi3.ParameterInQuery && !p.Required && !p.AllowEmptyValue &&
-			(p.Style == "" || p.Style == openapi3.SerializationForm) && p.Explode == nil:
-			limit := queryLimit{name: p.Name, max: -1}
-			if c.MaxLength != nil {
-				limit.max = int(*c.MaxLength)
-				c.MaxLength = nil
-			}
-			limits = append(limits, limit)
-		default:
-			return false
-		}
+		c.Type, c.Pattern, c.Description, c.Example, c.Title, c.Extensions = nil, "", "", nil, "", nil
 		if !c.IsEmpty() {
 			return false
-		}
-	}
-	o.queryLimits = limits
-	return true
-}
-
-// plainQuery reports whether query is plainly valid for a pathOnly operation: each of its query
-// parameters at most once, not empty, and no longer in bytes than its maxLength (a count the
-// validator's, of characters, can only be lower). Anything else goes to the validator.
-func (o *Operation) plainQuery(query url.Values) bool {
-	for _, limit := range o.queryLimits {
-		vs := query[limit.name]
-		switch {
-		case len(vs) == 0:
-		case len(vs) > 1 || vs[0] == "" || (limit.max >= 0 && len(vs[0]) > limit.max):
-			return false
-		}
-	}
-	return true
-}
-
-// maxRawQueryParts is the most parts of a query plainRawQuery decides.
-const maxRawQueryParts = 32
-
-// plainRawQuery is plainQuery judged on the query string as sent, without parsing it into
-// url.Values (a map and a slice per parameter, on every request): it decides a query whose text
-// url.ParseQuery would leave as it is (no '%' or '+' to unescape, no ';', which ParseQuery
-// refuses) and PostgreSQL can store (storable, as unstorable checks each parsed name and value),
-// of at most maxRawQueryParts parts (far below the count ParseQuery refuses, 10000 unless
-// GODEBUG urlmaxqueryparams says otherwise), and reports false for any other, which validate
-// then parses. On such a query it answers as ParseQuery, unstorable and plainQuery together
-// (FuzzPlainRawQueryIsPlainQuerys).
-func (o *Operation) plainRawQuery(raw string) bool {
-	if strings.ContainsAny(raw, "%+;") || strings.Count(raw, "&") >= maxRawQueryParts || !storable(raw) {
-		return false
-	}
-	for _, limit := range o.queryLimits {
-		seen := false
-		for rest := raw; rest != ""; {
-			var part string
-			part, rest, _ = strings.Cut(rest, "&")
-			key, value, _ := strings.Cut(part, "=")
-			if part == "" || key != limit.name {
-				continue
-			}
-			if seen || value == "" || (limit.max >= 0 && len(value) > limit.max) {
-				return false
-			}
-			seen = true
 		}
 	}
 	return true

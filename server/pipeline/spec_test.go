@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"net/http/httptest"
-	"net/url"
 	"reflect"
 	"regexp/syntax"
 	"slices"
@@ -433,8 +432,8 @@ func TestReadOperation(t *testing.T) {
 				t.Error("Spec() is not the operation read")
 			}
 			cmp := *got
-			cmp.spec, cmp.validation, cmp.pathOnly, cmp.queryLimits = nil, nil, false, nil // pathOnly: TestPathOnlyAgreesWithTheValidator
-			cmp.singleQuery = nil                                                          // TestSingleQuery
+			cmp.spec, cmp.validation, cmp.pathOnly = nil, nil, false // pathOnly: TestPathOnlyAgreesWithTheValidator
+			cmp.singleQuery = nil                                    // TestSingleQuery
 			if !reflect.DeepEqual(cmp, tt.want) {
 				t.Errorf("operation =\n%+v\nwant\n%+v", cmp, tt.want)
 			}
@@ -679,104 +678,14 @@ func TestPathOnlyAgreesWithTheValidator(t *testing.T) {
 		}
 	}
 	t.Logf("pathOnly: %d operations: %v", len(fast), fast)
-	// A plain query (each parameter once, not empty, within its maxLength in bytes) is one the
-	// validator accepts; one that is not plain is the validator's to judge.
-	withQuery := 0
-	for _, op := range ops {
-		if len(op.queryLimits) == 0 {
-			continue
-		}
-		withQuery++
-		params := map[string]string{}
-		for name, re := range op.pathPatterns {
-			params[name] = matching(t, re.String())
-		}
-		for _, limit := range op.queryLimits {
-			name, n := limit.name, limit.max
-			if n < 0 {
-				n = 1000
-			}
-			for _, v := range []string{"a", strings.Repeat("a", n), strings.Repeat("é", n/2), "a,b", "a b", "a+b&", "🙂"[:min(4, n)]} {
-				if len(v) == 0 || len(v) > n {
-					continue
-				}
-				q := url.Values{name: {v}}
-				if !op.plainQuery(q) {
-					t.Errorf("%s: %s=%q is not plain", op.ID, name, v)
-				}
-				if err := validateWithKin(op, params, "?"+q.Encode()); err != nil {
-					t.Errorf("%s: plain %s=%q refused by the validator: %v", op.ID, name, v, err)
-				}
-			}
-			for _, q := range []url.Values{{name: {""}}, {name: {"a", "b"}}, {name: {strings.Repeat("a", n+1)}}} {
-				if limit.max < 0 && len(q[name]) == 1 && q[name][0] != "" {
-					continue // no limit: a long value is plain
-				}
-				if op.plainQuery(q) {
-					t.Errorf("%s: %v is plain", op.ID, q)
-				}
-			}
-		}
-	}
-	if withQuery == 0 {
-		t.Error("no pathOnly operation with query parameters (getHome has one)")
-	}
-	for _, id := range []string{"getOrganization", "getPolicy", "getTransfer", "getHome"} {
+	for _, id := range []string{"getOrganization", "getPolicy", "getTransfer"} {
 		if !slices.Contains(fast, id) {
 			t.Errorf("%s is not pathOnly (pathOnly: %v)", id, fast)
 		}
 	}
-	for _, id := range []string{"listOrganizations", "createOrganization", "listObservations"} {
+	for _, id := range []string{"listOrganizations", "createOrganization", "listObservations", "getHome"} {
 		if slices.Contains(fast, id) {
 			t.Errorf("%s has inputs besides its path and is pathOnly", id)
-		}
-	}
-}
-
-// FuzzPlainRawQueryIsPlainQuerys: for every pathOnly operation, each query plainRawQuery passes
-// is one validate's parsed checks pass (url.ParseQuery, unstorable, plainQuery), and on the
-// queries it decides (nothing to unescape, no ';', storable, few parts) it passes each they
-// pass: it answers as they do, without parsing.
-func FuzzPlainRawQueryIsPlainQuerys(f *testing.F) {
-	ops := pathOnlyOperations(f)
-	for _, seed := range []string{"", "deployment=eu1", "deployment=", "deployment", "deployment=eu1&deployment=eu1",
-		"&&deployment=eu1&", "x=1&deployment=eu1&y", "=x", "deployment=" + strings.Repeat("a", 300), "deployment=é",
-		"deployment=%41", "%", "%64eployment=a&deployment=b", "deployment=a+b", "deployment=a;b", "deployment=\x00", "deployment=\xff", "\xff=1",
-		strings.Repeat("&", maxRawQueryParts) + "deployment=eu1", strings.Repeat("x&", 20000)} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		decides := !strings.ContainsAny(raw, "%+;") && strings.Count(raw, "&") < maxRawQueryParts && storable(raw)
-		q, err := url.ParseQuery(raw)
-		for _, op := range ops {
-			fast := op.plainRawQuery(raw)
-			slow := err == nil && unstorable(q, nil, nil) == nil && op.plainQuery(q)
-			if fast && !slow {
-				t.Errorf("%s: %q passes plainRawQuery, not the parsed checks (parse error %v, parsed %v)", op.ID, raw, err, q)
-			}
-			if decides && slow && !fast {
-				t.Errorf("%s: %q passes the parsed checks, not plainRawQuery", op.ID, raw)
-			}
-		}
-	})
-}
-
-// TestPlainRawQueryDecidesAgentsQueries: the query an agent sends for its home passes without
-// parsing, and one naming the deployment twice does not.
-func TestPlainRawQueryDecidesAgentsQueries(t *testing.T) {
-	var home *Operation
-	for _, op := range pathOnlyOperations(t) {
-		if op.ID == "getHome" {
-			home = op
-		}
-	}
-	if home == nil {
-		t.Fatal("getHome is not pathOnly")
-	}
-	for raw, want := range map[string]bool{"": true, "deployment=eu1": true, "deployment=eu1&deployment=eu1": false,
-		"deployment=": false, "deployment=%65u1": false, "other=1&deployment=eu1": true} {
-		if got := home.plainRawQuery(raw); got != want {
-			t.Errorf("plainRawQuery(%q) = %v, want %v", raw, got, want)
 		}
 	}
 }

@@ -27,7 +27,7 @@ type State struct {
 	Op         *Operation // the routed operation
 	pathParams map[string]string
 	// wellFormed: every path parameter matches its pattern in the spec (Operation.wellFormed),
-	// checked once for authentication's Prefetch and validation's fast paths.
+	// checked once for authentication's Prefetch and validation's skip (pathOnly).
 	wellFormed bool
 	prefetched *prefetched // the read a Prefetch made with authentication
 	Actor      Actor       // who, once authenticated
@@ -38,7 +38,7 @@ type State struct {
 	Installation *domain.InstallationHolder
 	Body         []byte // the raw body, for handlers that need its bytes (intake)
 	bodyRead     bool
-	validated    any // the body's value as the validator passed it (boundValue), for the handler to bind
+	validated    any // the body's value as the validator passed it (bindableIntegers), for the handler to bind
 
 	// Set for a write, for its handler.
 	Tx      pgx.Tx // the one transaction of the write

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/big"
 	"mime"
 	"net/http"
 	"net/mail"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server/problem"
@@ -65,8 +65,8 @@ func readBody(r *http.Request, st *State) *problem.Error {
 		return problem.Newf(http.StatusUnsupportedMediaType, api.ErrorCodeUnsupportedMediaType,
 			"Send the body as %s.", strings.Join(mediaTypes(rb.Value.Content), " or "))
 	}
-	if mt != "application/json" || oneJSONDocument(st.Body) {
-		return nil // one pass for the two checks below, on the bodies they pass
+	if mt != "application/json" {
+		return nil
 	}
 	// The validator decodes the first JSON value only; anything after it must not be ignored.
 	if !json.Valid(st.Body) {
@@ -84,18 +84,9 @@ func readBody(r *http.Request, st *State) *problem.Error {
 	return nil
 }
 
-// oneJSONDocument reports whether body is one JSON value, in valid UTF-8 (escapes included), with
-// no name twice in one object: what json.Valid and duplicateKey pass, in one pass of jsontext's
-// (less than a third of their time on a 1 KB observation batch). A body it refuses goes to
-// the two, which name what is wrong; one they pass and it refuses (invalid UTF-8, which unstorable
-// refuses later) costs the three passes. FuzzOneJSONDocument holds it to them.
-func oneJSONDocument(body []byte) bool {
-	return jsontext.Value(body).IsValid()
-}
-
 // duplicateKey finds a key that appears twice in one object of a valid JSON document, and names
 // it by its path (e.g. "limits.max_agents"). It scans the bytes without decoding them (it runs
-// on every JSON body, intake's included), comparing keys as raw bytes unless they hold escapes.
+// on every JSON body), comparing keys as raw bytes unless they hold escapes.
 func duplicateKey(body []byte) (string, bool) {
 	if bytes.IndexByte(body, '{') < 0 {
 		return "", false
@@ -177,10 +168,8 @@ func mediaTypes(c openapi3.Content) []string {
 // itself) and lists each bad field.
 func validate(ctx context.Context, r *http.Request, st *State) *problem.Error {
 	pathParams := st.pathParams
-	// fast: all the validator would check is the path and the query (see pathOnly); it runs
-	// to describe a bad one. A query needing no parsing is judged as sent (plainRawQuery).
-	fast := st.Op.pathOnly && st.wellFormed
-	if fast && st.Op.plainRawQuery(r.URL.RawQuery) && unstorable(nil, pathParams, st.Body) == nil {
+	// Nothing left to validate: the path parameters matched their patterns (see pathOnly).
+	if st.Op.pathOnly && st.wellFormed && r.URL.RawQuery == "" && unstorable(nil, pathParams, st.Body) == nil {
 		return nil
 	}
 	// A malformed escape would otherwise drop its parameter silently (url.Values skips it).
@@ -202,16 +191,23 @@ func validate(ctx context.Context, r *http.Request, st *State) *problem.Error {
 			return pe
 		}
 	}
-	if fast && st.Op.plainQuery(query) {
-		return nil
-	}
-	if st.Op.plainBody != nil && st.wellFormed && st.Op.plainQuery(query) {
-		if v, ok := st.Op.plainBody.passes(st.Body); ok {
-			st.validated = boundValue(v)
-			r.Body = handlerBody(st)
-			return nil
+	if err := validateRequest(ctx, r, st); err != nil {
+		pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
+		pe.Errors = fieldErrors(err, "")
+		if len(pe.Errors) == 0 {
+			pe.Errors = []problem.FieldError{{Field: "", Message: "invalid request"}}
 		}
+		return pe
 	}
+	return nil
+}
+
+// validateRequest runs kin-openapi's validator on the request. With KeepValidatedValue, the
+// value it decoded and passed is the one the handler binds (runtime.BindJSONBody), instead of a
+// second decoding of the body. Defaults are not set: the handlers read a field left out as left
+// out (and no required property of a request body has a default that setting it would
+// satisfy: TestRequestDefaults).
+func validateRequest(ctx context.Context, r *http.Request, st *State) error {
 	// A streamed body is not the validator's: it would read it whole (its security check
 	// buffers the body for authentication functions) and close it.
 	streamed := st.Op.StreamedBody
@@ -221,33 +217,82 @@ func validate(ctx context.Context, r *http.Request, st *State) *problem.Error {
 	} else {
 		r.Body = io.NopCloser(bytes.NewReader(st.Body))
 	}
-	// KeepValidatedValue: the value the validator decoded and passed is the one the handler binds
-	// (runtime.BindJSONBody), instead of a second decoding of the body. Defaults are not set: the
-	// handlers read a field left out as left out (and no required property of a request body has
-	// a default that setting it would satisfy: TestRequestDefaults).
-	err = openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
-		Request: r, PathParams: pathParams, Route: st.Op.validation,
+	err := openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
+		Request: r, PathParams: st.pathParams, Route: st.Op.validation,
 		Options: &openapi3filter.Options{MultiError: true,
 			ExcludeRequestBody: streamed, SkipSettingDefaults: true, KeepValidatedValue: true,
 			SchemaValidationOptions: schemaOptions},
 	})
 	if streamed {
 		r.Body = body
-	} else {
-		if v, ok := r.Body.(validatedValue); ok && err == nil {
-			st.validated = boundValue(v.ValidatedValue())
+		return err
+	}
+	if v, ok := r.Body.(validatedValue); ok && err == nil {
+		st.validated = bindableIntegers(v.ValidatedValue(), st.Op.jsonBodySchema())
+	}
+	r.Body = handlerBody(st)
+	return err
+}
+
+// jsonBodySchema is the schema of the operation's JSON request body, or nil.
+func (o *Operation) jsonBodySchema() *openapi3.SchemaRef {
+	if rb := o.spec.RequestBody; rb != nil && rb.Value != nil {
+		if mt := rb.Value.Content.Get("application/json"); mt != nil {
+			return mt.Schema
 		}
-		r.Body = handlerBody(st)
 	}
-	if err == nil {
-		return nil
+	return nil
+}
+
+// bindableIntegers is v, a body the validator passed, with each number where its schema wants
+// an integer and that is one written otherwise (1e2, 30.0: JSON Schema takes them for the
+// integers they are) written as that integer (integerText), so that the handler's integer field
+// binds the value the validator passed. v is changed in place. Values under schemas that
+// combine others are left as they are.
+func bindableIntegers(v any, ref *openapi3.SchemaRef) any {
+	if ref == nil || ref.Value == nil {
+		return v
 	}
-	pe := problem.New(http.StatusBadRequest, api.ErrorCodeInvalidRequest, "The request does not match the API description; see errors.")
-	pe.Errors = fieldErrors(err, "")
-	if len(pe.Errors) == 0 {
-		pe.Errors = []problem.FieldError{{Field: "", Message: "invalid request"}}
+	s := ref.Value
+	switch v := v.(type) {
+	case json.Number:
+		if s.Type.Is(openapi3.TypeInteger) {
+			return integerText(v)
+		}
+	case map[string]any:
+		for k, member := range v {
+			child := s.Properties[k]
+			if child == nil {
+				child = s.AdditionalProperties.Schema
+			}
+			v[k] = bindableIntegers(member, child)
+		}
+	case []any:
+		for i, item := range v {
+			v[i] = bindableIntegers(item, s.Items)
+		}
 	}
-	return pe
+	return v
+}
+
+// integerText is n written as an integer when it is one written otherwise (1e2, 100.0,
+// 10000e-2). Anything else is left as written: a number with a fraction, beyond int64, longer
+// than 64 characters or with an exponent beyond ±40 (the validator or the binding refuses it).
+func integerText(n json.Number) json.Number {
+	text := string(n)
+	if len(text) > 64 || !strings.ContainsAny(text, ".eE") {
+		return n
+	}
+	if _, exp, ok := strings.Cut(strings.ToLower(text), "e"); ok {
+		if e, err := strconv.Atoi(exp); err != nil || e < -40 || e > 40 {
+			return n
+		}
+	}
+	r, ok := new(big.Rat).SetString(text)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return n
+	}
+	return json.Number(strconv.FormatInt(r.Num().Int64(), 10))
 }
 
 // schemaOptions are the validator's own formats. format: email is checked as the generated
@@ -268,8 +313,8 @@ var schemaOptions = []openapi3.SchemaValidationOption{
 type validatedValue interface{ ValidatedValue() any }
 
 // boundBody is the body a handler reads after validation: the bytes as sent, and the value the
-// validator passed (boundValue), which the generated handlers bind (runtime.BindJSONBody binds
-// from ValidatedValue; it decodes the bytes only when the value does not fit the handler's type).
+// validator passed, which the generated handlers bind (runtime.BindJSONBody binds from
+// ValidatedValue; it decodes the bytes only when the value does not fit the handler's type).
 type boundBody struct {
 	io.ReadCloser
 	value any

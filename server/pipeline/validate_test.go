@@ -339,45 +339,6 @@ func TestDuplicateKey(t *testing.T) {
 	}
 }
 
-// FuzzOneJSONDocument: every body oneJSONDocument passes is one json.Valid passes and
-// duplicateKey finds no repeated key in; and it passes the JSON bodies clients send (so that the
-// one pass is the one taken).
-func FuzzOneJSONDocument(f *testing.F) {
-	for _, seed := range []string{`{"slug":"a","display_name":"b"}`, `{"slug":"a","slug":"b"}`, `{"\u0061":1,"a":2}`,
-		`{"\ud800":1,"\udc00":2}`, `{"\ud800":1}`, "{\"\xff\":1,\"\xfe\":2}", "{\"\xff\":1}", `{"a":1} {"b":2}`, `{"a":1}x`,
-		`[1,2,{"a":{"b":[]}}]`, `"s"`, `1e999`, `-0`, ` {"a" : [ true , false , null ] } `, `{"a":"\u00e9","\u00e9":1,"é":2}`,
-		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
-		`{"observations":[{"kind":"a","data":{"x":1}},{"kind":"b","data":{"x":1,"y":{"x":2}}}],"batch_id":"b"}`} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if !oneJSONDocument(body) {
-			return
-		}
-		if !json.Valid(body) {
-			t.Fatalf("%q passes oneJSONDocument, not json.Valid", body)
-		}
-		if field, dup := duplicateKey(body); dup {
-			t.Fatalf("%q passes oneJSONDocument; duplicateKey finds %q twice", body, field)
-		}
-	})
-}
-
-func TestOneJSONDocumentPassesClientsBodies(t *testing.T) {
-	for _, body := range []string{`{"slug":"acme","display_name":"Acme Corporation"}`, `{"limits":{"max_agents":50},"entitlements":{}}`,
-		`{"batch_id":"b-1","observations":[{"observed_at":"2026-12-04T10:00:00Z","kind":"host.facts","data":{"hostname":"web-1","addresses":["10.0.0.1"],"load":0.5,"nested":{"x":null}}}]}`,
-		`{"display_name":"Société Générale 日本"}`, `{"a":"\u00e9\n"}`} {
-		if !oneJSONDocument([]byte(body)) {
-			t.Errorf("oneJSONDocument(%s) = false", body)
-		}
-	}
-	for _, body := range []string{`{"a":1,"a":2}`, `{"a":1}{}`, `{"a":}`, `{"\u0061":1,"a":2}`} {
-		if oneJSONDocument([]byte(body)) {
-			t.Errorf("oneJSONDocument(%s) = true", body)
-		}
-	}
-}
-
 // TestReadAll: the body as sent whatever Content-Length announced (exactly, too little, or
 // nothing: chunked), a short one refused as unreadable, and one over MaxBodyBytes as too large,
 // announced or not.
