@@ -38,9 +38,8 @@ func TestIntakeLoad(t *testing.T) {
 	agents := registerAgents(t, env, 16)
 	// As every measured run here starts (startCPU, bench/run.sh): right after a CHECKPOINT, so
 	// that the dirty pages earlier benchmarks left are not written out in the middle of the
-	// paced run. Without it, run after the Go benchmarks (as bench/run.sh runs it), the p99 at
-	// half the rate was 186 to 293 ms in four runs of six (19 and 20 ms in the other two); run
-	// alone, 13 to 16 ms; after the benchmarks and a CHECKPOINT, 8.5 and 9.8 ms.
+	// paced run. Without it, a checkpoint during
+	// the paced run dominates its p99.
 	if _, err := env.Pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
 		t.Fatal(err)
 	}
