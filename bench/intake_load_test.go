@@ -38,8 +38,7 @@ func TestIntakeLoad(t *testing.T) {
 	agents := registerAgents(t, env, 16)
 	// As every measured run here starts (startCPU, bench/run.sh): right after a CHECKPOINT, so
 	// that the dirty pages earlier benchmarks left are not written out in the middle of the
-	// paced run. Without it, a checkpoint during
-	// the paced run dominates its p99.
+	// paced run, where a checkpoint would dominate its p99.
 	if _, err := env.Pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
 		t.Fatal(err)
 	}
