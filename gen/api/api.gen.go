@@ -5334,7 +5334,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 }
 
 type BadRequestResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type BadRequestApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5343,7 +5345,9 @@ type BadRequestApplicationProblemPlusJSONResponse struct {
 }
 
 type ConflictResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type ConflictApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5352,7 +5356,9 @@ type ConflictApplicationProblemPlusJSONResponse struct {
 }
 
 type ErrorResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type ErrorApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5361,7 +5367,9 @@ type ErrorApplicationProblemPlusJSONResponse struct {
 }
 
 type ForbiddenResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type ForbiddenApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5370,7 +5378,9 @@ type ForbiddenApplicationProblemPlusJSONResponse struct {
 }
 
 type GoneResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type GoneApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5379,7 +5389,9 @@ type GoneApplicationProblemPlusJSONResponse struct {
 }
 
 type NotFoundResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type NotFoundApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5388,7 +5400,9 @@ type NotFoundApplicationProblemPlusJSONResponse struct {
 }
 
 type PayloadTooLargeResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type PayloadTooLargeApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5397,7 +5411,9 @@ type PayloadTooLargeApplicationProblemPlusJSONResponse struct {
 }
 
 type PreconditionFailedResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type PreconditionFailedApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5406,7 +5422,9 @@ type PreconditionFailedApplicationProblemPlusJSONResponse struct {
 }
 
 type PreconditionRequiredResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type PreconditionRequiredApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5415,8 +5433,10 @@ type PreconditionRequiredApplicationProblemPlusJSONResponse struct {
 }
 
 type TooManyRequestsResponseHeaders struct {
-	RetryAfter *int
-	XRequestId *string
+	CacheControl        *string
+	RetryAfter          *int
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5425,8 +5445,10 @@ type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 }
 
 type UnauthenticatedResponseHeaders struct {
-	WWWAuthenticate *string
-	XRequestId      *string
+	CacheControl        *string
+	WWWAuthenticate     *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5435,7 +5457,9 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 }
 
 type UnsupportedMediaTypeResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5452,7 +5476,9 @@ type GetHomeResponseObject interface {
 }
 
 type GetHome200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetHome200JSONResponse struct {
@@ -5467,6 +5493,12 @@ func (response GetHome200JSONResponse) VisitGetHomeResponse(w http.ResponseWrite
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5486,6 +5518,12 @@ func (response GetHome400ApplicationProblemPlusJSONResponse) VisitGetHomeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5505,8 +5543,14 @@ func (response GetHome429ApplicationProblemPlusJSONResponse) VisitGetHomeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5529,6 +5573,12 @@ func (response GetHomedefaultApplicationProblemPlusJSONResponse) VisitGetHomeRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5546,7 +5596,9 @@ type RegisterInstallationResponseObject interface {
 }
 
 type RegisterInstallation200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RegisterInstallation200JSONResponse struct {
@@ -5561,6 +5613,12 @@ func (response RegisterInstallation200JSONResponse) VisitRegisterInstallationRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5570,7 +5628,9 @@ func (response RegisterInstallation200JSONResponse) VisitRegisterInstallationRes
 }
 
 type RegisterInstallation201ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RegisterInstallation201JSONResponse struct {
@@ -5585,6 +5645,12 @@ func (response RegisterInstallation201JSONResponse) VisitRegisterInstallationRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5604,6 +5670,12 @@ func (response RegisterInstallation400ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5623,8 +5695,14 @@ func (response RegisterInstallation401ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5645,6 +5723,12 @@ func (response RegisterInstallation403ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5664,6 +5748,12 @@ func (response RegisterInstallation409ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5683,6 +5773,12 @@ func (response RegisterInstallation410ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5702,6 +5798,12 @@ func (response RegisterInstallation413ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5721,8 +5823,14 @@ func (response RegisterInstallation429ApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5745,6 +5853,12 @@ func (response RegisterInstallationdefaultApplicationProblemPlusJSONResponse) Vi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5761,7 +5875,9 @@ type ListAgentJobsResponseObject interface {
 }
 
 type ListAgentJobs200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListAgentJobs200JSONResponse struct {
@@ -5776,6 +5892,12 @@ func (response ListAgentJobs200JSONResponse) VisitListAgentJobsResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5795,8 +5917,14 @@ func (response ListAgentJobs401ApplicationProblemPlusJSONResponse) VisitListAgen
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5817,6 +5945,12 @@ func (response ListAgentJobs403ApplicationProblemPlusJSONResponse) VisitListAgen
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5836,6 +5970,12 @@ func (response ListAgentJobs410ApplicationProblemPlusJSONResponse) VisitListAgen
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5855,8 +5995,14 @@ func (response ListAgentJobs429ApplicationProblemPlusJSONResponse) VisitListAgen
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5879,6 +6025,12 @@ func (response ListAgentJobsdefaultApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5897,7 +6049,9 @@ type SubmitJobResultResponseObject interface {
 }
 
 type SubmitJobResult200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type SubmitJobResult200JSONResponse struct {
@@ -5912,6 +6066,12 @@ func (response SubmitJobResult200JSONResponse) VisitSubmitJobResultResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5931,6 +6091,12 @@ func (response SubmitJobResult400ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5950,8 +6116,14 @@ func (response SubmitJobResult401ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -5972,6 +6144,12 @@ func (response SubmitJobResult403ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -5991,6 +6169,12 @@ func (response SubmitJobResult404ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6010,6 +6194,12 @@ func (response SubmitJobResult409ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6029,6 +6219,12 @@ func (response SubmitJobResult410ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6048,6 +6244,12 @@ func (response SubmitJobResult413ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6067,8 +6269,14 @@ func (response SubmitJobResult429ApplicationProblemPlusJSONResponse) VisitSubmit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6091,6 +6299,12 @@ func (response SubmitJobResultdefaultApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6108,7 +6322,9 @@ type SubmitObservationsResponseObject interface {
 }
 
 type SubmitObservations202ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type SubmitObservations202JSONResponse struct {
@@ -6123,6 +6339,12 @@ func (response SubmitObservations202JSONResponse) VisitSubmitObservationsRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6142,6 +6364,12 @@ func (response SubmitObservations400ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6161,8 +6389,14 @@ func (response SubmitObservations401ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6183,6 +6417,12 @@ func (response SubmitObservations403ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6202,6 +6442,12 @@ func (response SubmitObservations410ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6221,6 +6467,12 @@ func (response SubmitObservations413ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6240,8 +6492,14 @@ func (response SubmitObservations429ApplicationProblemPlusJSONResponse) VisitSub
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6264,6 +6522,12 @@ func (response SubmitObservationsdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6281,7 +6545,9 @@ type AcceptInvitationResponseObject interface {
 }
 
 type AcceptInvitation201ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type AcceptInvitation201JSONResponse struct {
@@ -6296,6 +6562,12 @@ func (response AcceptInvitation201JSONResponse) VisitAcceptInvitationResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6315,6 +6587,12 @@ func (response AcceptInvitation400ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6334,6 +6612,12 @@ func (response AcceptInvitation403ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6353,6 +6637,12 @@ func (response AcceptInvitation404ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6372,6 +6662,12 @@ func (response AcceptInvitation410ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6391,6 +6687,12 @@ func (response AcceptInvitation413ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6410,8 +6712,14 @@ func (response AcceptInvitation429ApplicationProblemPlusJSONResponse) VisitAccep
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6434,6 +6742,12 @@ func (response AcceptInvitationdefaultApplicationProblemPlusJSONResponse) VisitA
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6451,7 +6765,9 @@ type ListAuditEventsResponseObject interface {
 }
 
 type ListAuditEvents200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListAuditEvents200JSONResponse struct {
@@ -6466,6 +6782,12 @@ func (response ListAuditEvents200JSONResponse) VisitListAuditEventsResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6485,6 +6807,12 @@ func (response ListAuditEvents400ApplicationProblemPlusJSONResponse) VisitListAu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6504,8 +6832,14 @@ func (response ListAuditEvents401ApplicationProblemPlusJSONResponse) VisitListAu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6526,6 +6860,12 @@ func (response ListAuditEvents403ApplicationProblemPlusJSONResponse) VisitListAu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6545,8 +6885,14 @@ func (response ListAuditEvents429ApplicationProblemPlusJSONResponse) VisitListAu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6569,6 +6915,12 @@ func (response ListAuditEventsdefaultApplicationProblemPlusJSONResponse) VisitLi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6585,7 +6937,9 @@ type GetDeploymentResponseObject interface {
 }
 
 type GetDeployment200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetDeployment200JSONResponse struct {
@@ -6600,6 +6954,12 @@ func (response GetDeployment200JSONResponse) VisitGetDeploymentResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6619,8 +6979,14 @@ func (response GetDeployment401ApplicationProblemPlusJSONResponse) VisitGetDeplo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6641,6 +7007,12 @@ func (response GetDeployment403ApplicationProblemPlusJSONResponse) VisitGetDeplo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6660,8 +7032,14 @@ func (response GetDeployment429ApplicationProblemPlusJSONResponse) VisitGetDeplo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6684,6 +7062,12 @@ func (response GetDeploymentdefaultApplicationProblemPlusJSONResponse) VisitGetD
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6701,7 +7085,9 @@ type ListIdentityProvidersResponseObject interface {
 }
 
 type ListIdentityProviders200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListIdentityProviders200JSONResponse struct {
@@ -6716,6 +7102,12 @@ func (response ListIdentityProviders200JSONResponse) VisitListIdentityProvidersR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6735,6 +7127,12 @@ func (response ListIdentityProviders400ApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6754,8 +7152,14 @@ func (response ListIdentityProviders401ApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6776,6 +7180,12 @@ func (response ListIdentityProviders403ApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6795,8 +7205,14 @@ func (response ListIdentityProviders429ApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6819,6 +7235,12 @@ func (response ListIdentityProvidersdefaultApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6837,11 +7259,13 @@ type CreateIdentityProviderResponseObject interface {
 }
 
 type CreateIdentityProvider201ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateIdentityProvider201JSONResponse struct {
@@ -6856,6 +7280,9 @@ func (response CreateIdentityProvider201JSONResponse) VisitCreateIdentityProvide
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -6867,6 +7294,9 @@ func (response CreateIdentityProvider201JSONResponse) VisitCreateIdentityProvide
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6887,6 +7317,12 @@ func (response CreateIdentityProvider400ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6906,8 +7342,14 @@ func (response CreateIdentityProvider401ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -6928,6 +7370,12 @@ func (response CreateIdentityProvider403ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6947,6 +7395,12 @@ func (response CreateIdentityProvider409ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6966,6 +7420,12 @@ func (response CreateIdentityProvider413ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -6985,8 +7445,14 @@ func (response CreateIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7009,6 +7475,12 @@ func (response CreateIdentityProviderdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7027,9 +7499,11 @@ type DeleteIdentityProviderResponseObject interface {
 }
 
 type DeleteIdentityProvider204ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type DeleteIdentityProvider204Response struct {
@@ -7037,11 +7511,17 @@ type DeleteIdentityProvider204Response struct {
 }
 
 func (response DeleteIdentityProvider204Response) VisitDeleteIdentityProviderResponse(w http.ResponseWriter) error {
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7061,6 +7541,12 @@ func (response DeleteIdentityProvider400ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7080,8 +7566,14 @@ func (response DeleteIdentityProvider401ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7102,6 +7594,12 @@ func (response DeleteIdentityProvider403ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7121,6 +7619,12 @@ func (response DeleteIdentityProvider404ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7140,6 +7644,12 @@ func (response DeleteIdentityProvider409ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7159,8 +7669,14 @@ func (response DeleteIdentityProvider429ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7183,6 +7699,12 @@ func (response DeleteIdentityProviderdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7200,8 +7722,10 @@ type GetIdentityProviderResponseObject interface {
 }
 
 type GetIdentityProvider200ResponseHeaders struct {
-	ETag       *string
-	XRequestId *string
+	CacheControl        *string
+	ETag                *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetIdentityProvider200JSONResponse struct {
@@ -7216,8 +7740,14 @@ func (response GetIdentityProvider200JSONResponse) VisitGetIdentityProviderRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7238,6 +7768,12 @@ func (response GetIdentityProvider400ApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7257,8 +7793,14 @@ func (response GetIdentityProvider401ApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7279,6 +7821,12 @@ func (response GetIdentityProvider403ApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7298,6 +7846,12 @@ func (response GetIdentityProvider404ApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7317,8 +7871,14 @@ func (response GetIdentityProvider429ApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7341,6 +7901,12 @@ func (response GetIdentityProviderdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7360,10 +7926,12 @@ type PutIdentityProviderResponseObject interface {
 }
 
 type PutIdentityProvider200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type PutIdentityProvider200JSONResponse struct {
@@ -7378,6 +7946,9 @@ func (response PutIdentityProvider200JSONResponse) VisitPutIdentityProviderRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -7386,6 +7957,9 @@ func (response PutIdentityProvider200JSONResponse) VisitPutIdentityProviderRespo
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7406,6 +7980,12 @@ func (response PutIdentityProvider400ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7425,8 +8005,14 @@ func (response PutIdentityProvider401ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7447,6 +8033,12 @@ func (response PutIdentityProvider403ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7466,6 +8058,12 @@ func (response PutIdentityProvider404ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7485,6 +8083,12 @@ func (response PutIdentityProvider409ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7504,6 +8108,12 @@ func (response PutIdentityProvider412ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7523,6 +8133,12 @@ func (response PutIdentityProvider413ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7542,6 +8158,12 @@ func (response PutIdentityProvider428ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7561,8 +8183,14 @@ func (response PutIdentityProvider429ApplicationProblemPlusJSONResponse) VisitPu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7585,6 +8213,12 @@ func (response PutIdentityProviderdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7603,10 +8237,12 @@ type DisableIdentityProviderResponseObject interface {
 }
 
 type DisableIdentityProvider200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type DisableIdentityProvider200JSONResponse struct {
@@ -7621,6 +8257,9 @@ func (response DisableIdentityProvider200JSONResponse) VisitDisableIdentityProvi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -7629,6 +8268,9 @@ func (response DisableIdentityProvider200JSONResponse) VisitDisableIdentityProvi
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7649,6 +8291,12 @@ func (response DisableIdentityProvider400ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7668,8 +8316,14 @@ func (response DisableIdentityProvider401ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7690,6 +8344,12 @@ func (response DisableIdentityProvider403ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7709,6 +8369,12 @@ func (response DisableIdentityProvider404ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7728,6 +8394,12 @@ func (response DisableIdentityProvider409ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7747,8 +8419,14 @@ func (response DisableIdentityProvider429ApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7771,6 +8449,12 @@ func (response DisableIdentityProviderdefaultApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7789,9 +8473,11 @@ type StartIdentityProviderTestResponseObject interface {
 }
 
 type StartIdentityProviderTest201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type StartIdentityProviderTest201JSONResponse struct {
@@ -7806,11 +8492,17 @@ func (response StartIdentityProviderTest201JSONResponse) VisitStartIdentityProvi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7831,6 +8523,12 @@ func (response StartIdentityProviderTest400ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7850,8 +8548,14 @@ func (response StartIdentityProviderTest401ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7872,6 +8576,12 @@ func (response StartIdentityProviderTest403ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7891,6 +8601,12 @@ func (response StartIdentityProviderTest404ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7910,6 +8626,12 @@ func (response StartIdentityProviderTest409ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7929,8 +8651,14 @@ func (response StartIdentityProviderTest429ApplicationProblemPlusJSONResponse) V
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -7953,6 +8681,12 @@ func (response StartIdentityProviderTestdefaultApplicationProblemPlusJSONRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -7970,7 +8704,9 @@ type ListOrganizationsResponseObject interface {
 }
 
 type ListOrganizations200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListOrganizations200JSONResponse struct {
@@ -7985,6 +8721,12 @@ func (response ListOrganizations200JSONResponse) VisitListOrganizationsResponse(
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8004,6 +8746,12 @@ func (response ListOrganizations400ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8023,8 +8771,14 @@ func (response ListOrganizations401ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8045,6 +8799,12 @@ func (response ListOrganizations403ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8064,8 +8824,14 @@ func (response ListOrganizations429ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8088,6 +8854,12 @@ func (response ListOrganizationsdefaultApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8106,11 +8878,13 @@ type CreateOrganizationResponseObject interface {
 }
 
 type CreateOrganization201ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateOrganization201JSONResponse struct {
@@ -8125,6 +8899,9 @@ func (response CreateOrganization201JSONResponse) VisitCreateOrganizationRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -8136,6 +8913,9 @@ func (response CreateOrganization201JSONResponse) VisitCreateOrganizationRespons
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8156,6 +8936,12 @@ func (response CreateOrganization400ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8175,8 +8961,14 @@ func (response CreateOrganization401ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8197,6 +8989,12 @@ func (response CreateOrganization403ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8216,6 +9014,12 @@ func (response CreateOrganization409ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8235,6 +9039,12 @@ func (response CreateOrganization413ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8254,8 +9064,14 @@ func (response CreateOrganization429ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8278,6 +9094,12 @@ func (response CreateOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8295,8 +9117,10 @@ type GetOrganizationResponseObject interface {
 }
 
 type GetOrganization200ResponseHeaders struct {
-	ETag       *string
-	XRequestId *string
+	CacheControl        *string
+	ETag                *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetOrganization200JSONResponse struct {
@@ -8311,8 +9135,14 @@ func (response GetOrganization200JSONResponse) VisitGetOrganizationResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8333,6 +9163,12 @@ func (response GetOrganization400ApplicationProblemPlusJSONResponse) VisitGetOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8352,8 +9188,14 @@ func (response GetOrganization401ApplicationProblemPlusJSONResponse) VisitGetOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8374,6 +9216,12 @@ func (response GetOrganization403ApplicationProblemPlusJSONResponse) VisitGetOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8393,6 +9241,12 @@ func (response GetOrganization404ApplicationProblemPlusJSONResponse) VisitGetOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8412,8 +9266,14 @@ func (response GetOrganization429ApplicationProblemPlusJSONResponse) VisitGetOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8436,6 +9296,12 @@ func (response GetOrganizationdefaultApplicationProblemPlusJSONResponse) VisitGe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8455,10 +9321,12 @@ type UpdateOrganizationResponseObject interface {
 }
 
 type UpdateOrganization200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type UpdateOrganization200JSONResponse struct {
@@ -8473,6 +9341,9 @@ func (response UpdateOrganization200JSONResponse) VisitUpdateOrganizationRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -8481,6 +9352,9 @@ func (response UpdateOrganization200JSONResponse) VisitUpdateOrganizationRespons
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8501,6 +9375,12 @@ func (response UpdateOrganization400ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8520,8 +9400,14 @@ func (response UpdateOrganization401ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8542,6 +9428,12 @@ func (response UpdateOrganization403ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8561,6 +9453,12 @@ func (response UpdateOrganization404ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8580,6 +9478,12 @@ func (response UpdateOrganization409ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8599,6 +9503,12 @@ func (response UpdateOrganization412ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8618,6 +9528,12 @@ func (response UpdateOrganization413ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8637,6 +9553,12 @@ func (response UpdateOrganization428ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8656,8 +9578,14 @@ func (response UpdateOrganization429ApplicationProblemPlusJSONResponse) VisitUpd
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8680,6 +9608,12 @@ func (response UpdateOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8698,10 +9632,12 @@ type CancelOrganizationDeletionResponseObject interface {
 }
 
 type CancelOrganizationDeletion200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CancelOrganizationDeletion200JSONResponse struct {
@@ -8716,6 +9652,9 @@ func (response CancelOrganizationDeletion200JSONResponse) VisitCancelOrganizatio
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -8724,6 +9663,9 @@ func (response CancelOrganizationDeletion200JSONResponse) VisitCancelOrganizatio
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8744,6 +9686,12 @@ func (response CancelOrganizationDeletion400ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8763,8 +9711,14 @@ func (response CancelOrganizationDeletion401ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8785,6 +9739,12 @@ func (response CancelOrganizationDeletion403ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8804,6 +9764,12 @@ func (response CancelOrganizationDeletion404ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8823,6 +9789,12 @@ func (response CancelOrganizationDeletion409ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8842,8 +9814,14 @@ func (response CancelOrganizationDeletion429ApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8866,6 +9844,12 @@ func (response CancelOrganizationDeletiondefaultApplicationProblemPlusJSONRespon
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8884,10 +9868,12 @@ type ScheduleOrganizationDeletionResponseObject interface {
 }
 
 type ScheduleOrganizationDeletion200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ScheduleOrganizationDeletion200JSONResponse struct {
@@ -8902,6 +9888,9 @@ func (response ScheduleOrganizationDeletion200JSONResponse) VisitScheduleOrganiz
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -8910,6 +9899,9 @@ func (response ScheduleOrganizationDeletion200JSONResponse) VisitScheduleOrganiz
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8930,6 +9922,12 @@ func (response ScheduleOrganizationDeletion400ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8949,8 +9947,14 @@ func (response ScheduleOrganizationDeletion401ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8971,6 +9975,12 @@ func (response ScheduleOrganizationDeletion403ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8990,6 +10000,12 @@ func (response ScheduleOrganizationDeletion404ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9009,6 +10025,12 @@ func (response ScheduleOrganizationDeletion409ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9028,8 +10050,14 @@ func (response ScheduleOrganizationDeletion429ApplicationProblemPlusJSONResponse
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9052,6 +10080,12 @@ func (response ScheduleOrganizationDeletiondefaultApplicationProblemPlusJSONResp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9071,10 +10105,12 @@ type CreateExportResponseObject interface {
 }
 
 type CreateExport202ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateExport202JSONResponse struct {
@@ -9089,6 +10125,9 @@ func (response CreateExport202JSONResponse) VisitCreateExportResponse(w http.Res
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -9097,6 +10136,9 @@ func (response CreateExport202JSONResponse) VisitCreateExportResponse(w http.Res
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9117,6 +10159,12 @@ func (response CreateExport400ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9136,8 +10184,14 @@ func (response CreateExport401ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9158,6 +10212,12 @@ func (response CreateExport403ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9177,6 +10237,12 @@ func (response CreateExport404ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9196,6 +10262,12 @@ func (response CreateExport409ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9215,8 +10287,14 @@ func (response CreateExport429ApplicationProblemPlusJSONResponse) VisitCreateExp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9239,6 +10317,12 @@ func (response CreateExportdefaultApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9258,10 +10342,12 @@ type ImportOrganizationResponseObject interface {
 }
 
 type ImportOrganization201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ImportOrganization201JSONResponse struct {
@@ -9276,6 +10362,9 @@ func (response ImportOrganization201JSONResponse) VisitImportOrganizationRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -9284,6 +10373,9 @@ func (response ImportOrganization201JSONResponse) VisitImportOrganizationRespons
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9304,6 +10396,12 @@ func (response ImportOrganization400ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9323,8 +10421,14 @@ func (response ImportOrganization401ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9345,6 +10449,12 @@ func (response ImportOrganization403ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9364,6 +10474,12 @@ func (response ImportOrganization404ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9383,6 +10499,12 @@ func (response ImportOrganization409ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9402,6 +10524,12 @@ func (response ImportOrganization415ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9421,8 +10549,14 @@ func (response ImportOrganization429ApplicationProblemPlusJSONResponse) VisitImp
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9445,6 +10579,12 @@ func (response ImportOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9463,7 +10603,9 @@ type ListInvitationsResponseObject interface {
 }
 
 type ListInvitations200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListInvitations200JSONResponse struct {
@@ -9478,6 +10620,12 @@ func (response ListInvitations200JSONResponse) VisitListInvitationsResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9497,6 +10645,12 @@ func (response ListInvitations400ApplicationProblemPlusJSONResponse) VisitListIn
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9516,8 +10670,14 @@ func (response ListInvitations401ApplicationProblemPlusJSONResponse) VisitListIn
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9538,6 +10698,12 @@ func (response ListInvitations403ApplicationProblemPlusJSONResponse) VisitListIn
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9557,6 +10723,12 @@ func (response ListInvitations404ApplicationProblemPlusJSONResponse) VisitListIn
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9576,8 +10748,14 @@ func (response ListInvitations429ApplicationProblemPlusJSONResponse) VisitListIn
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9600,6 +10778,12 @@ func (response ListInvitationsdefaultApplicationProblemPlusJSONResponse) VisitLi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9619,10 +10803,12 @@ type CreateInvitationResponseObject interface {
 }
 
 type CreateInvitation201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateInvitation201JSONResponse struct {
@@ -9637,6 +10823,9 @@ func (response CreateInvitation201JSONResponse) VisitCreateInvitationResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -9645,6 +10834,9 @@ func (response CreateInvitation201JSONResponse) VisitCreateInvitationResponse(w 
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9665,6 +10857,12 @@ func (response CreateInvitation400ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9684,8 +10882,14 @@ func (response CreateInvitation401ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9706,6 +10910,12 @@ func (response CreateInvitation403ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9725,6 +10935,12 @@ func (response CreateInvitation404ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9744,6 +10960,12 @@ func (response CreateInvitation409ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9763,6 +10985,12 @@ func (response CreateInvitation413ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9782,8 +11010,14 @@ func (response CreateInvitation429ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9806,6 +11040,12 @@ func (response CreateInvitationdefaultApplicationProblemPlusJSONResponse) VisitC
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9825,9 +11065,11 @@ type RevokeInvitationResponseObject interface {
 }
 
 type RevokeInvitation200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RevokeInvitation200JSONResponse struct {
@@ -9842,11 +11084,17 @@ func (response RevokeInvitation200JSONResponse) VisitRevokeInvitationResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9867,6 +11115,12 @@ func (response RevokeInvitation400ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9886,8 +11140,14 @@ func (response RevokeInvitation401ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9908,6 +11168,12 @@ func (response RevokeInvitation403ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9927,6 +11193,12 @@ func (response RevokeInvitation404ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9946,6 +11218,12 @@ func (response RevokeInvitation409ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9965,8 +11243,14 @@ func (response RevokeInvitation429ApplicationProblemPlusJSONResponse) VisitRevok
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9989,6 +11273,12 @@ func (response RevokeInvitationdefaultApplicationProblemPlusJSONResponse) VisitR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10007,7 +11297,9 @@ type GetInvitationResponseObject interface {
 }
 
 type GetInvitation200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetInvitation200JSONResponse struct {
@@ -10022,6 +11314,12 @@ func (response GetInvitation200JSONResponse) VisitGetInvitationResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10041,6 +11339,12 @@ func (response GetInvitation400ApplicationProblemPlusJSONResponse) VisitGetInvit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10060,8 +11364,14 @@ func (response GetInvitation401ApplicationProblemPlusJSONResponse) VisitGetInvit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10082,6 +11392,12 @@ func (response GetInvitation403ApplicationProblemPlusJSONResponse) VisitGetInvit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10101,6 +11417,12 @@ func (response GetInvitation404ApplicationProblemPlusJSONResponse) VisitGetInvit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10120,8 +11442,14 @@ func (response GetInvitation429ApplicationProblemPlusJSONResponse) VisitGetInvit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10144,6 +11472,12 @@ func (response GetInvitationdefaultApplicationProblemPlusJSONResponse) VisitGetI
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10162,7 +11496,9 @@ type ListOrganizationOwnersResponseObject interface {
 }
 
 type ListOrganizationOwners200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListOrganizationOwners200JSONResponse struct {
@@ -10177,6 +11513,12 @@ func (response ListOrganizationOwners200JSONResponse) VisitListOrganizationOwner
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10196,6 +11538,12 @@ func (response ListOrganizationOwners400ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10215,8 +11563,14 @@ func (response ListOrganizationOwners401ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10237,6 +11591,12 @@ func (response ListOrganizationOwners403ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10256,6 +11616,12 @@ func (response ListOrganizationOwners404ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10275,8 +11641,14 @@ func (response ListOrganizationOwners429ApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10299,6 +11671,12 @@ func (response ListOrganizationOwnersdefaultApplicationProblemPlusJSONResponse) 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10316,8 +11694,10 @@ type GetPolicyResponseObject interface {
 }
 
 type GetPolicy200ResponseHeaders struct {
-	ETag       *string
-	XRequestId *string
+	CacheControl        *string
+	ETag                *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetPolicy200JSONResponse struct {
@@ -10332,8 +11712,14 @@ func (response GetPolicy200JSONResponse) VisitGetPolicyResponse(w http.ResponseW
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10354,6 +11740,12 @@ func (response GetPolicy400ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10373,8 +11765,14 @@ func (response GetPolicy401ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10395,6 +11793,12 @@ func (response GetPolicy403ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10414,6 +11818,12 @@ func (response GetPolicy404ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10433,8 +11843,14 @@ func (response GetPolicy429ApplicationProblemPlusJSONResponse) VisitGetPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10457,6 +11873,12 @@ func (response GetPolicydefaultApplicationProblemPlusJSONResponse) VisitGetPolic
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10476,10 +11898,12 @@ type PutPolicyResponseObject interface {
 }
 
 type PutPolicy200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type PutPolicy200JSONResponse struct {
@@ -10494,6 +11918,9 @@ func (response PutPolicy200JSONResponse) VisitPutPolicyResponse(w http.ResponseW
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -10502,6 +11929,9 @@ func (response PutPolicy200JSONResponse) VisitPutPolicyResponse(w http.ResponseW
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10522,6 +11952,12 @@ func (response PutPolicy400ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10541,8 +11977,14 @@ func (response PutPolicy401ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10563,6 +12005,12 @@ func (response PutPolicy403ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10582,6 +12030,12 @@ func (response PutPolicy404ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10601,6 +12055,12 @@ func (response PutPolicy409ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10620,6 +12080,12 @@ func (response PutPolicy412ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10639,6 +12105,12 @@ func (response PutPolicy413ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10658,6 +12130,12 @@ func (response PutPolicy428ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10677,8 +12155,14 @@ func (response PutPolicy429ApplicationProblemPlusJSONResponse) VisitPutPolicyRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10701,6 +12185,12 @@ func (response PutPolicydefaultApplicationProblemPlusJSONResponse) VisitPutPolic
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10718,7 +12208,9 @@ type GetEffectivePolicyResponseObject interface {
 }
 
 type GetEffectivePolicy200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetEffectivePolicy200JSONResponse struct {
@@ -10733,6 +12225,12 @@ func (response GetEffectivePolicy200JSONResponse) VisitGetEffectivePolicyRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10752,6 +12250,12 @@ func (response GetEffectivePolicy400ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10771,8 +12275,14 @@ func (response GetEffectivePolicy401ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10793,6 +12303,12 @@ func (response GetEffectivePolicy403ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10812,6 +12328,12 @@ func (response GetEffectivePolicy404ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10831,8 +12353,14 @@ func (response GetEffectivePolicy429ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10855,6 +12383,12 @@ func (response GetEffectivePolicydefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10873,10 +12407,12 @@ type ResumeOrganizationResponseObject interface {
 }
 
 type ResumeOrganization200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ResumeOrganization200JSONResponse struct {
@@ -10891,6 +12427,9 @@ func (response ResumeOrganization200JSONResponse) VisitResumeOrganizationRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -10899,6 +12438,9 @@ func (response ResumeOrganization200JSONResponse) VisitResumeOrganizationRespons
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10919,6 +12461,12 @@ func (response ResumeOrganization400ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10938,8 +12486,14 @@ func (response ResumeOrganization401ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -10960,6 +12514,12 @@ func (response ResumeOrganization403ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10979,6 +12539,12 @@ func (response ResumeOrganization404ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10998,6 +12564,12 @@ func (response ResumeOrganization409ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11017,8 +12589,14 @@ func (response ResumeOrganization429ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11041,6 +12619,12 @@ func (response ResumeOrganizationdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11059,7 +12643,9 @@ type GetSupportAccessResponseObject interface {
 }
 
 type GetSupportAccess200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetSupportAccess200JSONResponse struct {
@@ -11074,6 +12660,12 @@ func (response GetSupportAccess200JSONResponse) VisitGetSupportAccessResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11093,6 +12685,12 @@ func (response GetSupportAccess400ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11112,8 +12710,14 @@ func (response GetSupportAccess401ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11134,6 +12738,12 @@ func (response GetSupportAccess403ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11153,6 +12763,12 @@ func (response GetSupportAccess404ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11172,8 +12788,14 @@ func (response GetSupportAccess429ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11196,6 +12818,12 @@ func (response GetSupportAccessdefaultApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11215,10 +12843,12 @@ type SuspendOrganizationResponseObject interface {
 }
 
 type SuspendOrganization200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type SuspendOrganization200JSONResponse struct {
@@ -11233,6 +12863,9 @@ func (response SuspendOrganization200JSONResponse) VisitSuspendOrganizationRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -11241,6 +12874,9 @@ func (response SuspendOrganization200JSONResponse) VisitSuspendOrganizationRespo
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11261,6 +12897,12 @@ func (response SuspendOrganization400ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11280,8 +12922,14 @@ func (response SuspendOrganization401ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11302,6 +12950,12 @@ func (response SuspendOrganization403ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11321,6 +12975,12 @@ func (response SuspendOrganization404ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11340,6 +13000,12 @@ func (response SuspendOrganization409ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11359,8 +13025,14 @@ func (response SuspendOrganization429ApplicationProblemPlusJSONResponse) VisitSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11383,6 +13055,12 @@ func (response SuspendOrganizationdefaultApplicationProblemPlusJSONResponse) Vis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11401,7 +13079,9 @@ type GetOrganizationUsageResponseObject interface {
 }
 
 type GetOrganizationUsage200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetOrganizationUsage200JSONResponse struct {
@@ -11416,6 +13096,12 @@ func (response GetOrganizationUsage200JSONResponse) VisitGetOrganizationUsageRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11435,6 +13121,12 @@ func (response GetOrganizationUsage400ApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11454,8 +13146,14 @@ func (response GetOrganizationUsage401ApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11476,6 +13174,12 @@ func (response GetOrganizationUsage403ApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11495,6 +13199,12 @@ func (response GetOrganizationUsage404ApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11514,8 +13224,14 @@ func (response GetOrganizationUsage429ApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11538,6 +13254,12 @@ func (response GetOrganizationUsagedefaultApplicationProblemPlusJSONResponse) Vi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11554,8 +13276,10 @@ type GetSupportSourceResponseObject interface {
 }
 
 type GetSupportSource200ResponseHeaders struct {
-	ETag       *string
-	XRequestId *string
+	CacheControl        *string
+	ETag                *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetSupportSource200JSONResponse struct {
@@ -11570,8 +13294,14 @@ func (response GetSupportSource200JSONResponse) VisitGetSupportSourceResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11592,8 +13322,14 @@ func (response GetSupportSource401ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11614,6 +13350,12 @@ func (response GetSupportSource403ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11633,8 +13375,14 @@ func (response GetSupportSource429ApplicationProblemPlusJSONResponse) VisitGetSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11657,6 +13405,12 @@ func (response GetSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitG
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11675,10 +13429,12 @@ type PutSupportSourceResponseObject interface {
 }
 
 type PutSupportSource200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type PutSupportSource200JSONResponse struct {
@@ -11693,6 +13449,9 @@ func (response PutSupportSource200JSONResponse) VisitPutSupportSourceResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -11701,6 +13460,9 @@ func (response PutSupportSource200JSONResponse) VisitPutSupportSourceResponse(w 
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11721,6 +13483,12 @@ func (response PutSupportSource400ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11740,8 +13508,14 @@ func (response PutSupportSource401ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11762,6 +13536,12 @@ func (response PutSupportSource403ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11781,6 +13561,12 @@ func (response PutSupportSource409ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11800,6 +13586,12 @@ func (response PutSupportSource412ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11819,6 +13611,12 @@ func (response PutSupportSource413ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11838,6 +13636,12 @@ func (response PutSupportSource428ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11857,8 +13661,14 @@ func (response PutSupportSource429ApplicationProblemPlusJSONResponse) VisitPutSu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11881,6 +13691,12 @@ func (response PutSupportSourcedefaultApplicationProblemPlusJSONResponse) VisitP
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11897,7 +13713,9 @@ type GetTokenSelfResponseObject interface {
 }
 
 type GetTokenSelf200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetTokenSelf200JSONResponse struct {
@@ -11912,6 +13730,12 @@ func (response GetTokenSelf200JSONResponse) VisitGetTokenSelfResponse(w http.Res
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11931,8 +13755,14 @@ func (response GetTokenSelf401ApplicationProblemPlusJSONResponse) VisitGetTokenS
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11953,8 +13783,14 @@ func (response GetTokenSelf429ApplicationProblemPlusJSONResponse) VisitGetTokenS
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -11977,6 +13813,12 @@ func (response GetTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitGetTo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -11994,9 +13836,11 @@ type RevokeTokenSelfResponseObject interface {
 }
 
 type RevokeTokenSelf204ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RevokeTokenSelf204Response struct {
@@ -12004,11 +13848,17 @@ type RevokeTokenSelf204Response struct {
 }
 
 func (response RevokeTokenSelf204Response) VisitRevokeTokenSelfResponse(w http.ResponseWriter) error {
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12028,6 +13878,12 @@ func (response RevokeTokenSelf400ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12047,8 +13903,14 @@ func (response RevokeTokenSelf401ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12069,6 +13931,12 @@ func (response RevokeTokenSelf409ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12088,8 +13956,14 @@ func (response RevokeTokenSelf429ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12112,6 +13986,12 @@ func (response RevokeTokenSelfdefaultApplicationProblemPlusJSONResponse) VisitRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12129,7 +14009,9 @@ type ListTransfersResponseObject interface {
 }
 
 type ListTransfers200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListTransfers200JSONResponse struct {
@@ -12144,6 +14026,12 @@ func (response ListTransfers200JSONResponse) VisitListTransfersResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12163,6 +14051,12 @@ func (response ListTransfers400ApplicationProblemPlusJSONResponse) VisitListTran
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12182,8 +14076,14 @@ func (response ListTransfers401ApplicationProblemPlusJSONResponse) VisitListTran
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12204,6 +14104,12 @@ func (response ListTransfers403ApplicationProblemPlusJSONResponse) VisitListTran
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12223,8 +14129,14 @@ func (response ListTransfers429ApplicationProblemPlusJSONResponse) VisitListTran
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12247,6 +14159,12 @@ func (response ListTransfersdefaultApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12264,7 +14182,9 @@ type GetTransferResponseObject interface {
 }
 
 type GetTransfer200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetTransfer200JSONResponse struct {
@@ -12279,6 +14199,12 @@ func (response GetTransfer200JSONResponse) VisitGetTransferResponse(w http.Respo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12298,6 +14224,12 @@ func (response GetTransfer400ApplicationProblemPlusJSONResponse) VisitGetTransfe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12317,8 +14249,14 @@ func (response GetTransfer401ApplicationProblemPlusJSONResponse) VisitGetTransfe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12339,6 +14277,12 @@ func (response GetTransfer403ApplicationProblemPlusJSONResponse) VisitGetTransfe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12358,6 +14302,12 @@ func (response GetTransfer404ApplicationProblemPlusJSONResponse) VisitGetTransfe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12377,8 +14327,14 @@ func (response GetTransfer429ApplicationProblemPlusJSONResponse) VisitGetTransfe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12401,6 +14357,12 @@ func (response GetTransferdefaultApplicationProblemPlusJSONResponse) VisitGetTra
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12419,8 +14381,10 @@ type GetTransferArchiveResponseObject interface {
 }
 
 type GetTransferArchive200ResponseHeaders struct {
-	ReprDigest *string
-	XRequestId *string
+	CacheControl        *string
+	ReprDigest          *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetTransferArchive200ApplicationoctetStreamResponse struct {
@@ -12435,8 +14399,14 @@ func (response GetTransferArchive200ApplicationoctetStreamResponse) VisitGetTran
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ReprDigest != nil {
 		w.Header().Set("Repr-Digest", fmt.Sprint(*response.Headers.ReprDigest))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12461,6 +14431,12 @@ func (response GetTransferArchive400ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12480,8 +14456,14 @@ func (response GetTransferArchive401ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12502,6 +14484,12 @@ func (response GetTransferArchive403ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12521,6 +14509,12 @@ func (response GetTransferArchive404ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12540,8 +14534,14 @@ func (response GetTransferArchive429ApplicationProblemPlusJSONResponse) VisitGet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12564,6 +14564,12 @@ func (response GetTransferArchivedefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12582,9 +14588,11 @@ type CancelTransferResponseObject interface {
 }
 
 type CancelTransfer200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CancelTransfer200JSONResponse struct {
@@ -12599,11 +14607,17 @@ func (response CancelTransfer200JSONResponse) VisitCancelTransferResponse(w http
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12624,6 +14638,12 @@ func (response CancelTransfer400ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12643,8 +14663,14 @@ func (response CancelTransfer401ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12665,6 +14691,12 @@ func (response CancelTransfer403ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12684,6 +14716,12 @@ func (response CancelTransfer404ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12703,6 +14741,12 @@ func (response CancelTransfer409ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12722,8 +14766,14 @@ func (response CancelTransfer429ApplicationProblemPlusJSONResponse) VisitCancelT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12746,6 +14796,12 @@ func (response CancelTransferdefaultApplicationProblemPlusJSONResponse) VisitCan
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12765,9 +14821,11 @@ type CompleteTransferResponseObject interface {
 }
 
 type CompleteTransfer200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CompleteTransfer200JSONResponse struct {
@@ -12782,11 +14840,17 @@ func (response CompleteTransfer200JSONResponse) VisitCompleteTransferResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12807,6 +14871,12 @@ func (response CompleteTransfer400ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12826,8 +14896,14 @@ func (response CompleteTransfer401ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12848,6 +14924,12 @@ func (response CompleteTransfer403ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12867,6 +14949,12 @@ func (response CompleteTransfer404ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12886,6 +14974,12 @@ func (response CompleteTransfer409ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12905,6 +14999,12 @@ func (response CompleteTransfer413ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12924,8 +15024,14 @@ func (response CompleteTransfer429ApplicationProblemPlusJSONResponse) VisitCompl
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -12948,6 +15054,12 @@ func (response CompleteTransferdefaultApplicationProblemPlusJSONResponse) VisitC
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -12966,9 +15078,11 @@ type CreateDownloadAuthorizationResponseObject interface {
 }
 
 type CreateDownloadAuthorization201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateDownloadAuthorization201JSONResponse struct {
@@ -12983,11 +15097,17 @@ func (response CreateDownloadAuthorization201JSONResponse) VisitCreateDownloadAu
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13008,6 +15128,12 @@ func (response CreateDownloadAuthorization400ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13027,8 +15153,14 @@ func (response CreateDownloadAuthorization401ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13049,6 +15181,12 @@ func (response CreateDownloadAuthorization403ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13068,6 +15206,12 @@ func (response CreateDownloadAuthorization404ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13087,6 +15231,12 @@ func (response CreateDownloadAuthorization409ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13106,8 +15256,14 @@ func (response CreateDownloadAuthorization429ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13130,6 +15286,12 @@ func (response CreateDownloadAuthorizationdefaultApplicationProblemPlusJSONRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13147,7 +15309,9 @@ type ListUsageResponseObject interface {
 }
 
 type ListUsage200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListUsage200JSONResponse struct {
@@ -13162,6 +15326,12 @@ func (response ListUsage200JSONResponse) VisitListUsageResponse(w http.ResponseW
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13181,6 +15351,12 @@ func (response ListUsage400ApplicationProblemPlusJSONResponse) VisitListUsageRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13200,8 +15376,14 @@ func (response ListUsage401ApplicationProblemPlusJSONResponse) VisitListUsageRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13222,6 +15404,12 @@ func (response ListUsage403ApplicationProblemPlusJSONResponse) VisitListUsageRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13241,8 +15429,14 @@ func (response ListUsage429ApplicationProblemPlusJSONResponse) VisitListUsageRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13265,6 +15459,12 @@ func (response ListUsagedefaultApplicationProblemPlusJSONResponse) VisitListUsag
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13282,7 +15482,9 @@ type ListActivityResponseObject interface {
 }
 
 type ListActivity200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListActivity200JSONResponse struct {
@@ -13297,6 +15499,12 @@ func (response ListActivity200JSONResponse) VisitListActivityResponse(w http.Res
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13316,6 +15524,12 @@ func (response ListActivity400ApplicationProblemPlusJSONResponse) VisitListActiv
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13335,8 +15549,14 @@ func (response ListActivity401ApplicationProblemPlusJSONResponse) VisitListActiv
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13357,6 +15577,12 @@ func (response ListActivity403ApplicationProblemPlusJSONResponse) VisitListActiv
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13376,8 +15602,14 @@ func (response ListActivity429ApplicationProblemPlusJSONResponse) VisitListActiv
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13400,6 +15632,12 @@ func (response ListActivitydefaultApplicationProblemPlusJSONResponse) VisitListA
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13417,7 +15655,9 @@ type ListAgentsResponseObject interface {
 }
 
 type ListAgents200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListAgents200JSONResponse struct {
@@ -13432,6 +15672,12 @@ func (response ListAgents200JSONResponse) VisitListAgentsResponse(w http.Respons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13451,6 +15697,12 @@ func (response ListAgents400ApplicationProblemPlusJSONResponse) VisitListAgentsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13470,8 +15722,14 @@ func (response ListAgents401ApplicationProblemPlusJSONResponse) VisitListAgentsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13492,6 +15750,12 @@ func (response ListAgents403ApplicationProblemPlusJSONResponse) VisitListAgentsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13511,8 +15775,14 @@ func (response ListAgents429ApplicationProblemPlusJSONResponse) VisitListAgentsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13535,6 +15805,12 @@ func (response ListAgentsdefaultApplicationProblemPlusJSONResponse) VisitListAge
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13553,7 +15829,9 @@ type ListObservationsResponseObject interface {
 }
 
 type ListObservations200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListObservations200JSONResponse struct {
@@ -13568,6 +15846,12 @@ func (response ListObservations200JSONResponse) VisitListObservationsResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13587,6 +15871,12 @@ func (response ListObservations400ApplicationProblemPlusJSONResponse) VisitListO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13606,8 +15896,14 @@ func (response ListObservations401ApplicationProblemPlusJSONResponse) VisitListO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13628,6 +15924,12 @@ func (response ListObservations403ApplicationProblemPlusJSONResponse) VisitListO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13647,6 +15949,12 @@ func (response ListObservations404ApplicationProblemPlusJSONResponse) VisitListO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13666,8 +15974,14 @@ func (response ListObservations429ApplicationProblemPlusJSONResponse) VisitListO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13690,6 +16004,12 @@ func (response ListObservationsdefaultApplicationProblemPlusJSONResponse) VisitL
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13707,7 +16027,9 @@ type ListOrganizationIdentityProvidersResponseObject interface {
 }
 
 type ListOrganizationIdentityProviders200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListOrganizationIdentityProviders200JSONResponse struct {
@@ -13722,6 +16044,12 @@ func (response ListOrganizationIdentityProviders200JSONResponse) VisitListOrgani
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13741,6 +16069,12 @@ func (response ListOrganizationIdentityProviders400ApplicationProblemPlusJSONRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13760,8 +16094,14 @@ func (response ListOrganizationIdentityProviders401ApplicationProblemPlusJSONRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13782,6 +16122,12 @@ func (response ListOrganizationIdentityProviders403ApplicationProblemPlusJSONRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13801,8 +16147,14 @@ func (response ListOrganizationIdentityProviders429ApplicationProblemPlusJSONRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13825,6 +16177,12 @@ func (response ListOrganizationIdentityProvidersdefaultApplicationProblemPlusJSO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13843,9 +16201,11 @@ type CreateOrganizationIdentityProviderResponseObject interface {
 }
 
 type CreateOrganizationIdentityProvider201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateOrganizationIdentityProvider201JSONResponse struct {
@@ -13860,11 +16220,17 @@ func (response CreateOrganizationIdentityProvider201JSONResponse) VisitCreateOrg
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13885,6 +16251,12 @@ func (response CreateOrganizationIdentityProvider400ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13904,8 +16276,14 @@ func (response CreateOrganizationIdentityProvider401ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -13926,6 +16304,12 @@ func (response CreateOrganizationIdentityProvider403ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13945,6 +16329,12 @@ func (response CreateOrganizationIdentityProvider409ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13964,6 +16354,12 @@ func (response CreateOrganizationIdentityProvider410ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -13983,6 +16379,12 @@ func (response CreateOrganizationIdentityProvider413ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14002,8 +16404,14 @@ func (response CreateOrganizationIdentityProvider429ApplicationProblemPlusJSONRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14026,6 +16434,12 @@ func (response CreateOrganizationIdentityProviderdefaultApplicationProblemPlusJS
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14044,9 +16458,11 @@ type DisableOrganizationIdentityProviderResponseObject interface {
 }
 
 type DisableOrganizationIdentityProvider200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type DisableOrganizationIdentityProvider200JSONResponse struct {
@@ -14061,11 +16477,17 @@ func (response DisableOrganizationIdentityProvider200JSONResponse) VisitDisableO
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14086,6 +16508,12 @@ func (response DisableOrganizationIdentityProvider400ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14105,8 +16533,14 @@ func (response DisableOrganizationIdentityProvider401ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14127,6 +16561,12 @@ func (response DisableOrganizationIdentityProvider403ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14146,6 +16586,12 @@ func (response DisableOrganizationIdentityProvider404ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14165,6 +16611,12 @@ func (response DisableOrganizationIdentityProvider409ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14184,6 +16636,12 @@ func (response DisableOrganizationIdentityProvider410ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14203,8 +16661,14 @@ func (response DisableOrganizationIdentityProvider429ApplicationProblemPlusJSONR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14227,6 +16691,12 @@ func (response DisableOrganizationIdentityProviderdefaultApplicationProblemPlusJ
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14244,7 +16714,9 @@ type ListIntakeKeysResponseObject interface {
 }
 
 type ListIntakeKeys200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListIntakeKeys200JSONResponse struct {
@@ -14259,6 +16731,12 @@ func (response ListIntakeKeys200JSONResponse) VisitListIntakeKeysResponse(w http
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14278,6 +16756,12 @@ func (response ListIntakeKeys400ApplicationProblemPlusJSONResponse) VisitListInt
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14297,8 +16781,14 @@ func (response ListIntakeKeys401ApplicationProblemPlusJSONResponse) VisitListInt
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14319,6 +16809,12 @@ func (response ListIntakeKeys403ApplicationProblemPlusJSONResponse) VisitListInt
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14338,8 +16834,14 @@ func (response ListIntakeKeys429ApplicationProblemPlusJSONResponse) VisitListInt
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14362,6 +16864,12 @@ func (response ListIntakeKeysdefaultApplicationProblemPlusJSONResponse) VisitLis
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14380,10 +16888,12 @@ type CreateIntakeKeyResponseObject interface {
 }
 
 type CreateIntakeKey201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateIntakeKey201JSONResponse struct {
@@ -14398,6 +16908,9 @@ func (response CreateIntakeKey201JSONResponse) VisitCreateIntakeKeyResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -14406,6 +16919,9 @@ func (response CreateIntakeKey201JSONResponse) VisitCreateIntakeKeyResponse(w ht
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14426,6 +16942,12 @@ func (response CreateIntakeKey400ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14445,8 +16967,14 @@ func (response CreateIntakeKey401ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14467,6 +16995,12 @@ func (response CreateIntakeKey403ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14486,6 +17020,12 @@ func (response CreateIntakeKey409ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14505,6 +17045,12 @@ func (response CreateIntakeKey410ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14524,6 +17070,12 @@ func (response CreateIntakeKey413ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14543,8 +17095,14 @@ func (response CreateIntakeKey429ApplicationProblemPlusJSONResponse) VisitCreate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14567,6 +17125,12 @@ func (response CreateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitCr
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14585,9 +17149,11 @@ type RevokeIntakeKeyResponseObject interface {
 }
 
 type RevokeIntakeKey200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RevokeIntakeKey200JSONResponse struct {
@@ -14602,11 +17168,17 @@ func (response RevokeIntakeKey200JSONResponse) VisitRevokeIntakeKeyResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14627,6 +17199,12 @@ func (response RevokeIntakeKey400ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14646,8 +17224,14 @@ func (response RevokeIntakeKey401ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14668,6 +17252,12 @@ func (response RevokeIntakeKey403ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14687,6 +17277,12 @@ func (response RevokeIntakeKey404ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14706,6 +17302,12 @@ func (response RevokeIntakeKey409ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14725,6 +17327,12 @@ func (response RevokeIntakeKey410ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14744,8 +17352,14 @@ func (response RevokeIntakeKey429ApplicationProblemPlusJSONResponse) VisitRevoke
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14768,6 +17382,12 @@ func (response RevokeIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14786,10 +17406,12 @@ type RotateIntakeKeyResponseObject interface {
 }
 
 type RotateIntakeKey201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RotateIntakeKey201JSONResponse struct {
@@ -14804,6 +17426,9 @@ func (response RotateIntakeKey201JSONResponse) VisitRotateIntakeKeyResponse(w ht
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -14812,6 +17437,9 @@ func (response RotateIntakeKey201JSONResponse) VisitRotateIntakeKeyResponse(w ht
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14832,6 +17460,12 @@ func (response RotateIntakeKey400ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14851,8 +17485,14 @@ func (response RotateIntakeKey401ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14873,6 +17513,12 @@ func (response RotateIntakeKey403ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14892,6 +17538,12 @@ func (response RotateIntakeKey404ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14911,6 +17563,12 @@ func (response RotateIntakeKey409ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14930,6 +17588,12 @@ func (response RotateIntakeKey410ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14949,8 +17613,14 @@ func (response RotateIntakeKey429ApplicationProblemPlusJSONResponse) VisitRotate
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -14973,6 +17643,12 @@ func (response RotateIntakeKeydefaultApplicationProblemPlusJSONResponse) VisitRo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -14990,7 +17666,9 @@ type ListJobsResponseObject interface {
 }
 
 type ListJobs200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListJobs200JSONResponse struct {
@@ -15005,6 +17683,12 @@ func (response ListJobs200JSONResponse) VisitListJobsResponse(w http.ResponseWri
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15024,6 +17708,12 @@ func (response ListJobs400ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15043,8 +17733,14 @@ func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15065,6 +17761,12 @@ func (response ListJobs403ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15084,8 +17786,14 @@ func (response ListJobs429ApplicationProblemPlusJSONResponse) VisitListJobsRespo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15108,6 +17816,12 @@ func (response ListJobsdefaultApplicationProblemPlusJSONResponse) VisitListJobsR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15126,10 +17840,12 @@ type CreateJobResponseObject interface {
 }
 
 type CreateJob201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateJob201JSONResponse struct {
@@ -15144,6 +17860,9 @@ func (response CreateJob201JSONResponse) VisitCreateJobResponse(w http.ResponseW
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -15152,6 +17871,9 @@ func (response CreateJob201JSONResponse) VisitCreateJobResponse(w http.ResponseW
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15172,6 +17894,12 @@ func (response CreateJob400ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15191,8 +17919,14 @@ func (response CreateJob401ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15213,6 +17947,12 @@ func (response CreateJob403ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15232,6 +17972,12 @@ func (response CreateJob404ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15251,6 +17997,12 @@ func (response CreateJob409ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15270,6 +18022,12 @@ func (response CreateJob410ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15289,6 +18047,12 @@ func (response CreateJob413ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15308,8 +18072,14 @@ func (response CreateJob429ApplicationProblemPlusJSONResponse) VisitCreateJobRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15332,6 +18102,12 @@ func (response CreateJobdefaultApplicationProblemPlusJSONResponse) VisitCreateJo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15348,7 +18124,9 @@ type GetMeResponseObject interface {
 }
 
 type GetMe200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetMe200JSONResponse struct {
@@ -15363,6 +18141,12 @@ func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) e
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15382,8 +18166,14 @@ func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15404,6 +18194,12 @@ func (response GetMe403ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15423,8 +18219,14 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15447,6 +18249,12 @@ func (response GetMedefaultApplicationProblemPlusJSONResponse) VisitGetMeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15463,8 +18271,10 @@ type GetSettingsResponseObject interface {
 }
 
 type GetSettings200ResponseHeaders struct {
-	ETag       *string
-	XRequestId *string
+	CacheControl        *string
+	ETag                *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type GetSettings200JSONResponse struct {
@@ -15479,8 +18289,14 @@ func (response GetSettings200JSONResponse) VisitGetSettingsResponse(w http.Respo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15501,8 +18317,14 @@ func (response GetSettings401ApplicationProblemPlusJSONResponse) VisitGetSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15523,6 +18345,12 @@ func (response GetSettings403ApplicationProblemPlusJSONResponse) VisitGetSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15542,8 +18370,14 @@ func (response GetSettings429ApplicationProblemPlusJSONResponse) VisitGetSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15566,6 +18400,12 @@ func (response GetSettingsdefaultApplicationProblemPlusJSONResponse) VisitGetSet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15584,10 +18424,12 @@ type PutSettingsResponseObject interface {
 }
 
 type PutSettings200ResponseHeaders struct {
-	ETag               *string
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	ETag                *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type PutSettings200JSONResponse struct {
@@ -15602,6 +18444,9 @@ func (response PutSettings200JSONResponse) VisitPutSettingsResponse(w http.Respo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.ETag != nil {
 		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
 	}
@@ -15610,6 +18455,9 @@ func (response PutSettings200JSONResponse) VisitPutSettingsResponse(w http.Respo
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15630,6 +18478,12 @@ func (response PutSettings400ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15649,8 +18503,14 @@ func (response PutSettings401ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15671,6 +18531,12 @@ func (response PutSettings403ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15690,6 +18556,12 @@ func (response PutSettings409ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15709,6 +18581,12 @@ func (response PutSettings412ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15728,6 +18606,12 @@ func (response PutSettings413ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15747,6 +18631,12 @@ func (response PutSettings428ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15766,8 +18656,14 @@ func (response PutSettings429ApplicationProblemPlusJSONResponse) VisitPutSetting
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15790,6 +18686,12 @@ func (response PutSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutSet
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15807,7 +18709,9 @@ type ListSupportGrantsResponseObject interface {
 }
 
 type ListSupportGrants200ResponseHeaders struct {
-	XRequestId *string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type ListSupportGrants200JSONResponse struct {
@@ -15822,6 +18726,12 @@ func (response ListSupportGrants200JSONResponse) VisitListSupportGrantsResponse(
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15841,6 +18751,12 @@ func (response ListSupportGrants400ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15860,8 +18776,14 @@ func (response ListSupportGrants401ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15882,6 +18804,12 @@ func (response ListSupportGrants403ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15901,8 +18829,14 @@ func (response ListSupportGrants429ApplicationProblemPlusJSONResponse) VisitList
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15925,6 +18859,12 @@ func (response ListSupportGrantsdefaultApplicationProblemPlusJSONResponse) Visit
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -15943,10 +18883,12 @@ type CreateSupportGrantResponseObject interface {
 }
 
 type CreateSupportGrant201ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	Location           *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	Location            *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type CreateSupportGrant201JSONResponse struct {
@@ -15961,6 +18903,9 @@ func (response CreateSupportGrant201JSONResponse) VisitCreateSupportGrantRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
@@ -15969,6 +18914,9 @@ func (response CreateSupportGrant201JSONResponse) VisitCreateSupportGrantRespons
 	}
 	if response.Headers.Location != nil {
 		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -15989,6 +18937,12 @@ func (response CreateSupportGrant400ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16008,8 +18962,14 @@ func (response CreateSupportGrant401ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -16030,6 +18990,12 @@ func (response CreateSupportGrant403ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16049,6 +19015,12 @@ func (response CreateSupportGrant409ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16068,6 +19040,12 @@ func (response CreateSupportGrant410ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16087,6 +19065,12 @@ func (response CreateSupportGrant413ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16106,8 +19090,14 @@ func (response CreateSupportGrant429ApplicationProblemPlusJSONResponse) VisitCre
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -16130,6 +19120,12 @@ func (response CreateSupportGrantdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16148,9 +19144,11 @@ type RevokeSupportGrantResponseObject interface {
 }
 
 type RevokeSupportGrant200ResponseHeaders struct {
-	IdempotencyExpires *time.Time
-	IdempotentReplayed *string
-	XRequestId         *string
+	CacheControl        *string
+	IdempotencyExpires  *time.Time
+	IdempotentReplayed  *string
+	XContentTypeOptions *string
+	XRequestId          *string
 }
 
 type RevokeSupportGrant200JSONResponse struct {
@@ -16165,11 +19163,17 @@ func (response RevokeSupportGrant200JSONResponse) VisitRevokeSupportGrantRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.IdempotencyExpires != nil {
 		w.Header().Set("Idempotency-Expires", fmt.Sprint(*response.Headers.IdempotencyExpires))
 	}
 	if response.Headers.IdempotentReplayed != nil {
 		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -16190,6 +19194,12 @@ func (response RevokeSupportGrant400ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16209,8 +19219,14 @@ func (response RevokeSupportGrant401ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.WWWAuthenticate != nil {
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -16231,6 +19247,12 @@ func (response RevokeSupportGrant403ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16250,6 +19272,12 @@ func (response RevokeSupportGrant404ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16269,6 +19297,12 @@ func (response RevokeSupportGrant409ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16288,6 +19322,12 @@ func (response RevokeSupportGrant410ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -16307,8 +19347,14 @@ func (response RevokeSupportGrant429ApplicationProblemPlusJSONResponse) VisitRev
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
@@ -16331,6 +19377,12 @@ func (response RevokeSupportGrantdefaultApplicationProblemPlusJSONResponse) Visi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -18395,441 +21447,449 @@ func (sh *strictHandler) RevokeSupportGrant(w http.ResponseWriter, r *http.Reque
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1rcxs31i+KfxUU/0+VyUyToiTbiamaerZiOxllnNjbkv959oTebLAbJDtqAkwDLZrJ43enznl/PuL+",
-	"JKewFoBGX3jT1cmopmpisW+4rftav/VHKxLzheCMK9ka/NGaMRqzDP75+oJO9X9jJqMsWahE8NagdTFj",
-	"RKpM8ClhXCVqRRSdBkTNGIlFlM8ZV08kuWKZTAQnCSe/5UIx2WsFLRnN2JzqV7JPdL5IWWvQGraOh61W",
-	"0FKrhf5Tqizh09bnz0HrLGbzhVCMR6vXnxZJxmR9MD/PGIdPSyUyFpOMyTxVREyImiWSXLIV/PhbzqQi",
-	"yyRNyZiRicimQinGSfv9dy/J8fHxi055eBORzalqDVoxVayrkjnbPEL1ni1SumJxfYShynIWkiUONJF6",
-	"iAvBJSOJbB455YTRLE1Y5o1czfBmOmfEW5juP9mKtDPzdTJeKZge/KMTEDqWjCv7cebexz6xKFcsJlws",
-	"KxvD83lr8EtLj7r1sWnSb0REcW5NJyPKGFU4HZFnEXsiyYf3b8iCqln5Q/UX/9d7HN1Z3PxqM/gnkpy9",
-	"CojghF2xbFWsZ5umUugDR8kiE+OUzZ9IEpqnRkkcEspjfR0WkmVXLHsiSSqmJE0465zgQSWJWa+MLUSm",
-	"Ej4t3rfuDGfst1H/8Nfo+NOL+eHs6+zp1TP+zW9Hy+esr16sGo7O56C1oBmdM2VI7fuMcjPxRM9Xr1cr",
-	"aHE6189N9dVRErcC/ak8yfRB0zvkD2dBlWKZfvh/TzM1+qXffUG7v3/84+j55//YRl//ZKv6mh8SJcjR",
-	"s2dkkSVc0XHKyOn5y7MzEs1oRiM99BNCcdVizRLySOUZi7uThKXwg168OaNcFmeXSpIoSSLBNdn0yI+J",
-	"lPq2//N//78kfNrvk6QY1eiSrUZ2wqFefFgb5FDF6lTIYeMi/UfGJq1B6/93UDC9A7wqDyrrUV+it7Ay",
-	"NK0vlb1ygkdnmlwxHpCMqSxhEqk3UQTJtE70e8zs+jOZ/EhVNNvIzjW/JymVeqQ0DgjrTXskHLa+HrbC",
-	"YqdERsKvQrNhR9+QRcYiweNEv6/YrROyZPRS3ywVTZm5/fDICobRPJFzPaIN+zrp4pg3bagvSL4GQeLR",
-	"wbClqeDj34atNRTA9eBSYGdriS/xbtpGgxs3pfwx/L6il+yfbLX245oCdqd7ffcOdM+vErVtzvaWPb6e",
-	"8Ksdvv6DGK/97K9ivMf39N3bv/c2m1Ke/L55vsK76SZ7XPlY9fvvMnGVxCxrknCnXLM+VKgW5j7UYxiJ",
-	"aJqCsPLH6eimNpWRfX6PxRTJYofFfEen7Dz5ndWHf6bYXJIFy8iCTpkb2285y1bF4PS1kdQv8IcRswnN",
-	"U9UaHPb7QWtOPyVzrYQ8g78Sjn8duvEkXLEpy9yALsQlW6ONhJx9UiP4qtJ3hXZFFxm7SkQut48WnisN",
-	"d04/vWF8qmatwZEZov37sHHRSrvesGXX2K4k3mW7LjLK5WTDl5W54SZn3vuI/uYHSafsu0zM6zvyXZJJ",
-	"RT5cvCQxXQUk4VGay+Rq7fpP9Fs2DaukpjeuAIzmQtTH8oY2DuWEUEXmQiqidZGYriShE8UyEurBhOtG",
-	"qsSNxvlZP4xaLGiD39LY6ML6L6Mr6X/SxSJNUP0+MDrp336VqIvvtlvv8Cn86Fodm8SCScKFIiCj0XCx",
-	"1h1phwm/omkSj8ztYUDCtXqbvmZu9wjxBMwUykky12p2QEKaRbPkio0ikWX5At7pfpqx6FLm80Jp8C7O",
-	"2XzMMn1Jqyf+Fatq5FzmC/0VFodg6Hk27n91zUp3kUia1s7cfuAZKLB8LwWfpEn0YJsUme8bDTPKs0xv",
-	"j1RUMdIOZZpPR1rB4M37k8vy7sBz+odFnmk2rSisWEBCyZQ2hEapiC7LzzgG4h6OmVQJR0nKhRqx+UKt",
-	"wgDURjvgsLBIoxnlU0YikaZJbHVlSjKxJJQLNfOMYGtaUlWYE3OhT+RtburrLBPZfe7oKSc5Z58WLNKT",
-	"Y/rztzid70Q2TuIYBeR9HlIgc5LS6NJYf5FYMGAdMp9MkihhXI3gxzDAXQ8tyzA/dwLyj4uLd+cEnCZ4",
-	"ibTDmVILWbCXDrqefM1IPyBzuWA8ZrE+eGOmDZeYpUzBK9xF/bRmQyRN5onCD9FoBjfBTyP2KWIM7nQc",
-	"y7AXEoslT4U2lFBHW9Bxkmr1LUHWCRQCDwH7xAWhPCaWaEg7LJ4aGZK6VQ71veDsvje+sB1IRDnhgqSC",
-	"T5neBaJZDooPa14w8OxZnmJ/zdiVuKz9SqOILW6bif8k1Hci5/F9LtNPgsg8mjknGWmHmlVO9DhudXLv",
-	"6Eqf0Ash3tBseu9HYSziFUEKkuSQ/Jh8S9rhAsc0UkKMUj2q252x5434jiYpi+970tZtUbjAJfpAAucS",
-	"mdNUq4RACzV/iOWGRpxbLebOVum9U1vvb53cGiWSzMt+pXbY7FC6zelfCPEj5Svzq7zPmb/XuhmIFtj9",
-	"jCo2Mn86YRTTJF0ZkWTs1ZJ4Ay6aL+oyyrjsEnArjcYrxeRowbJRTFd47D6NfhVj91vnhEjGSPieqWzV",
-	"PdV2TlhZZe9S3YY6h33Sko0saaIa/fu+sX6TLfvAaa5mjCu9M/d7WI3jMyjINiA5v+RiyQNi5JdeXiO0",
-	"UNCbrTT8ncZxxiQqQqgHOAOLpqlYknaYlyeoNWau9eKYBVqGzhKI4yTRrEoIP//8c/fUe3SNi1fPkxE1",
-	"o4r4H5KkHX7LaAZ6Nk3nfx+2MsandNgyOvt7/Vf3PJlyqvKM1e5ydpzn3nwiiUymvAi9yc7W4M+Nzoaz",
-	"735kcUIv4O33L+qeSDLX3yd6elYLBOpdsMwujN5pN9wR3D/S998ig/tslxrecxqp5CpREOBZZHooKkE3",
-	"A40Umjqb5m0fP4WbPwcttNjiEUR54D2JYnPZsK3O0UGzjK7030nceJtbn7JH36jpvge17jxBvwtG+JrH",
-	"kMzZHjHdwovzSwu8YuZO7yuBWTl/4LV1KWKnYvwri5QeSnkta/uxZgIJvzIhVzNFnqcpHeslQkdT7QlO",
-	"52wkOV3ImVAbNqYeTReEajO0R065PrWcSKZI+1OXfVKMy2Scsi7j+VxLjpk20fGor0ROYgHHXbNFDPKR",
-	"BGL+5U8Hrdq79ELjOorMeVtTEdF0ZH/WvGMlFZu3glYuIUZkZNwlRsWQnrRc0zT9sbqPMIYAt7O8Npt2",
-	"6U2C/rfKJtnD7v6xC/U0EUPFN73DzlaPJ4yg/qLGSU0ZVz+IcX1CkZjPKW8+esblMqJqVwpaQ+NNhGU/",
-	"XPrMprHfyobYdahtSOPirh3ObYzFjwg+/AHJ40RtZEzrfDxnrwISAsF2LcGC0xAoNiTtMY0up5m2bclS",
-	"ZJdo+lJUhsDV2AkI1UptRs5ekTblRCw5y/Sv3Oiy5JKt7EU6xQyjjE0TqZD9Ws3ZMAKCjECrIUyCDaaf",
-	"DSWTo/CEUAhvu0QQ80gkuBTaSAN/DXNPUlBlugnXF2CWRNsnkHpir8yp1tLCEmsJ9VuSjLA5TdITElIu",
-	"+Goucmk0JpKxCSjyW1/f+GZ8r4llmWjhFcuSSYLKaHGLSUawHtcMNBPBWafXSL1VYVMJ4WiVsMycQ/R/",
-	"nb1y0Uqka1K8Sn9pf6G15rw9kUTfWriQ2RXjiszoYsE4ixtn9SjuNog7Tfivr4yifB0NseAcjeqhU+h+",
-	"ack014sSJ3KR0tUIomcfgz0USGa98/XD4eV8wV0hGE/FMaFKsflCkQl4hTSNLKkkMeMJHpqtBxTpoVBP",
-	"2ZXaK+trrZ6L4m+bmityFYl5wzEOZR45B0CI0wtJu2R4EMrlkmlDlXKMMXTAusPph6Tt2YT6dpEZh73l",
-	"UonqbKOSgIRwFN7iQMMnklzRNGfSkQ8nZhI3JyE351bQwinrcwWzaX3cbhSgXT4ydnl5O476x71+7/Dw",
-	"uPd10z5IRVUum8/gPy4u3hG8wUvc0BydJVd4zNx3jvoNKQ1BS9FsypTcieguzL33aOXY4RXn0a1IjfZr",
-	"y7yZ/dyKelcwsy9CoXq7jmhPOaH6BpReT6SljECTAiWTJFUsIxjxANpoUxKlQpNimkhDjPbZ0DwcYvZr",
-	"LcNYi0v9FLy7oGE4jrvQUwMVlM5fbdNA81jDpkFold0iWvmKWMZlQMYrVFtAYckY4YJgFBgPHoh+mNWc",
-	"dEv6m3kvrSpR7dD8843+PewA19cKm1bDAgI5wyAjEgWXLMNrF/pFoUbBHZqDwk/mWHd2kh7VFLNd7PjS",
-	"MzX9aOvjfl5R417EbJGKFeR01HPPStF53J6dJgoUsdsMPzeQzbdURbNTE+lr0kiKK5Uc3LFk2RWslbTK",
-	"/Vi/zJMpHp+Nc/QIrvGXwpNkRmMyZowT+1kyZhORsRMtuWYJnxLOlnAoMKHX+9RYiJRRXmMhbgL+EJr4",
-	"x8s0YVydsyhj6MKMMSRC03feikxoKlktpQBTjSMGWxvBi4iEN/XIz1miWFfwdHVCOLsC8aTyzKjO5dUG",
-	"+V3JeTvsHz3dnPQWtJb6G295usKNr64BvrZp0q/ciaxvPcTvNSVMMxoxrf0mouEc/EMsIeKsLbdoxuJc",
-	"a3v2WQhUSLOLhQVK2t8LEufGmCyJ6dbXR/1Zf96XTboA41dJJrgdb0UvW2QiziP9V0jamMpgV8FqX1cs",
-	"FQv9eLi7DQKrd3MNqhgdcHo3ElCfkB1MEpbtyDn0rZ6xLklEM+C+71//9P3p6NXrd2/e/q8fX/90MTp7",
-	"ZQJdmjmUl5rlh7twmIVIk2g1MmmjW3WCd3D7K3u3fkE+TpNolGdpWfOD1JLBwQHENnrm914EWYi1UZi4",
-	"7Jpwiy0vMXeV59nvHfb6O+hlbg9KQy4fu2IgwRoKqS9YI+WhTfYTRW2lGOxpNGfkpcgWwimBmzNgvTTV",
-	"X/73cPip3+8Oh58OvxsOP3393ce//UfTYr4yuTSnuZqJzFpBdRZgbrNb17DwCZ+mrJtLBnVHxiVhUnYC",
-	"W4ohvXSdHjmfiSUnWsaVt6nxOBzQRXJwdXhgjfUDm80jDz5Nsg0G4YEZxH8Wn/47vHnkZtXrNXovMMYo",
-	"9/DCVk5SadlK72s6Ca8nExap5Ip9a0RYbRtQrd+N7s7xXk0wVphskZB4nzUeNg/xzAj02x6iW+SEq+dP",
-	"W42559cdM360QWnWClgKMrtBpf5VjLdyutrO1fVO1PJchcD1XrnkLBuxT1rv3v/5ysptG1+AM698tWmB",
-	"IRmiYeWa0iF2HvZZoTHO6acROJ/ldZ/2ky+u+45c7rNr3sOi0I9HGVN6oQXXI7nG2yp76K2MP8igeek3",
-	"DqVhoZr2usGa2qcuJ2iZlOaG4wIJGSwegY03isWcJnz3JToHDixbxQqN5hN6HSqzj0sprvO4iV+MzN6M",
-	"ZiLPbr7T/qDKM1z3xWDNgtZ3dTNjaDkCD8qc0tvLjWzX7sxti4pdndfXkBjWi1KoJMAE/weN5szqI62g",
-	"EFbodinrZ8+eNmgU8OZXsBPl91feXHrR8QZFr/0L7f7e7774aP/R/fhHP3h++Nn+3vnP4bDX+dsvWLAU",
-	"PD/+3KgHvq7IwD2M3tc0mhHvZJCUTRQRuSIJn7FMK32qbLkYfbhu9lpZW1VUdpKmDQ9V5GWD/lPf+ywT",
-	"2UsRr0vnwnrsOY1miUkTk1rZNUEQiSnnNgMVDXzZI2iaKDLNxFKSNgX3BYRJTLYSJeOM0cuET43vpxMQ",
-	"KQi1ToQZ5XHKpP4BnvIqhQorVJb84JKuZI+cNsRnsHJHfzpmUUohOlFyUILTUo9FzZhkvruyUoAEoqZa",
-	"YwQhsOaipMZLuYQLlUQ8eHW1ZKEVtMplCNpstRncmm6YmokY6l8M94PC5EriM3ysKRcMDmRDEmxh7Ll0",
-	"Yc1BXJ0PJFWYmqRiRaA0B/+uZN2XfzT5i+UfPXcVVPMgfZlVKeqivc/6Ka0QrDS1FnpZxBVzjNylrRYc",
-	"3BQYgbnrlSC1PFcm4/rgY7UijUeCpyuMn16KXPk3JlxrITDskR6Afn3GrhJjKuecXtEE/Qygp7CM0xRs",
-	"6Ib6JW81yxVPesVrJRxa5pWL2fxfqrVs3rVyKZt3oaGSzbvq74QcLTIm0TEwF1f6NU3u+9fAjF5C4HEr",
-	"ny0zx4nIRnojS5W7jRz5QvMgZHs2FDGBElCp2AKQToh+0QmZZIz9zmqJzk8kJnsQcCdK0g6f9Y8Jzirs",
-	"kJwrkwGh36K/oMU21vjYDAj8eER5xFIT9cXoxhpPbY0P/8NEb8prMGuM6ZQdY08kQacN+fD+TbNjgeWH",
-	"vR18TRXNAT7epC/cAqBHkf5iwDq24nsAhM43L54edgIyYzxiJF/gd7723ktMyGeZZBUny7NJP3pOv2Hd",
-	"4+gw7j6Njr/pvpg8Y92j8dfx4fiQPaWH/aom8vUml9Nw+OkIPE5fv17jbDozctsWZjfmPWjCcvxiDR4N",
-	"XgVnn14Kl69jnJvWzUyJYlKZsw+vhsRrwWEpaq6GNf5PL3ax1kTZPZEC5fm68Ph18v5KSR2NeayV/Ikk",
-	"XuyZP5FImeN21WkpFdOEb/PZ1gTB5o1d0gTUj4lJLosiJuUkT2E/Sz7sa2ziIhNKRCJdm80CZ1NzEXMj",
-	"aSfzeQ50u0suhj3d78zjDfkYxatvntKUxJFJvNhpaV2uGJ8kUxN4gVFxzFxJKdCM4Ay4v2IYltnqlwta",
-	"oKDtSQ2Ql7S9AADW81zf61JImtJxIBQYkrYZOFGzTORTBPA6fXeGsR/Phx+S9iQTc2JiJWevXv90cXbx",
-	"v0bv3r/9/5+9ev3+PAwgZRGCdrW37R44MsUoN8+9gQlW4hAfTWpM04oYpS0k7QqrNGGwROL1PaYCNe43",
-	"nkmhTdoxwDzyRbw3+9sYDmoAxmuHry/oNNztVDdl7JhcOsdGHHt0R9NuSIU3+8zfkcs6oeIRdFATiw0M",
-	"1Q9HeVKktKZrdJeSTL6Wanot1539oucTkTUJWVI/nm3BfHHPShe83zSAUqC/QZCWYu/9rd8uhOQusz7D",
-	"uyvyaJcnrVwp89ydOCjefS2+W6GEDUSw9szvcvxuJb2/qmY+dEZadUAXBmBmr8wSY5OjSgs2nK+qIDtw",
-	"Yr7uWivHMhtSvPVrP7x/A6UCsrDxeIlPbuTEmzWQ6hCxJlN/NZFkDFUKSuyoaujHmkPRbxeYUQb5eONM",
-	"LCXLtFUEH6I8dmaAgeU0y0XOIXxNcslOjDaUWOROk9MHFZxuE+zYQTNoG7hPUCaogRvs7BDT1urygRbJ",
-	"CT/Qr/ND1M9+mPdXvx1PnvL/ebTVNPXEwJYgc/UsQlbS3ofRO3rLmUgr+iT6O9Gpoi3Z719fWFcoGTMJ",
-	"eDPgWSRUW2k2xQtqF6Zc6zgBoBcsFAEwHcDGsdo03BYitwkDLM0l81wayKT6yd9qU57hN0nb6Xqd27YP",
-	"H1wO7rG7b6z7/pKxRQkqF193Ap5iOFA23U2rfydoekcpoxkmzgJtLGdJysrlMokkVuvrbEuLq675A6fJ",
-	"le3znY7RVnt9XzUjvv6nr62ibDXfb4+GtprnaDj7XIXFJ8gB2G85Tf0Tq83YNsRRABIF6s8Ml+ZsyTKT",
-	"LwaAOWNn8ZIxjS7JckYVnMdEFb6AClcH63svUbjrQm2yr+9a11tvY+960NYYpLs+XrYDr/eOtXahecFJ",
-	"ARgTs0jLpOtYhPspu37daYNvW6r1PrwKGO6emLdBK6VSywPGNxnX10mm3y/9QzT7hUyW5SV6zxvIaZpI",
-	"xbK9XANVhb0GJ1xPdPCGERT7AaOuDqKyotu2uwl59uVMSM1sEJnaRFxMRQQKGgzquhKBLhnqaYyGLVCC",
-	"jp6TjPJYzEv+/glBeFLShZsutRY1EcjF0mTC9GKVmZh+5UZ/cAlrWG7DPy1P/L1ZtT09Cj4x7JwMsXPW",
-	"642pSVRK19KE55/K0ZLnT29jpGXCaAJ9K6G/vI6Pnj07fGEDYJdsFZDjI+hKALUZUlEe0ywmYyrZ86e9",
-	"8ub+ctr9F6aN/O3g4x9Pjz///T+uQVYbiKiZSgwWdwNCwrVREIqduWSrfYMd10rBt20vIP8+YbIIRrVB",
-	"64r92gfvFTMau6LwnUq11zBISCG4AW9v8nSajSvlw5d8i95nN27tjk5Ft2t/WHzfmCoaMa5Y1qVGOfTO",
-	"B6/lzJfuD7ao1vvTY2WRbBn1+ok3u7OK7R9tO2zeCYPqDnOWuFjaQo+GOo9ymcf2+uo9wTMsvd6FW615",
-	"aYL93G12hF4NV5q+nbQGv+w+teqereXA6P8ATouOI+AE9aIGLDkwibksPxzNJ9l0+ns8mf+ulr8dpZec",
-	"L6dHx2ohxqtP7OlxLq6OZ+J5/Pvi19+W7CiezJ/ln6Zbz6QeZ31RPpbaD6yv7ruRcngddu0KVjdmx8JN",
-	"1yrIaIh+86t90QNuqvTenDuvtai2RqOLXT8HpOiGYPQtxfSMkwDCVS53rchts6lvHxtFTV0Xtzm1Lt3L",
-	"FzzeQQhKh3cHmWTXA2td9xFKZc9N6zSm5I24YimFmJ/heI7QrxLFoLKoJreqHqBNp8kvD/vsPvLHZvxf",
-	"dNShpwPytKCwOyyNbJj3+8cR3gn/ZoBBuW+ThRL+icn+rMKMbN2ExoLjRdKs9p6aknOaktN3Z6Bzafsm",
-	"dAViGTiMcbK5ZFnjVCvFZxuJfgeKP8/nc5qBDATkmC1PfJANvgQDOSPKeCR2HTav4/4aluG8TZnttQO7",
-	"D5euTAof3Tz428H0ctLtwcN9ZZbb3HLG3fNEIgPeC4Ci9HiIPQCuj0GxK+duIJP9ke1squi9qxoxS5Or",
-	"bT6kvcGIfhXjfe3LmzofsHnZ7mrtD2L8HnrqtT5/DLb7ELD/XgCsUZ8/CG2anMk1y1Oc/XWZSL/lLGex",
-	"6V7mdiIkbSXgmPpj6OBdBboSJCs5fKVE2TF27j1vCafR8g4TZNrXIFyalZy6r6SAYmxUc0pHtkI77hw0",
-	"saAfxHh/ieDItjWhkZINA97qK6xJDo8VFDSTLwy1ecrG0/6L59tjXzcjna2uKzvaNUt6G3KqEQLzngVU",
-	"wRCaRVMDO8CMk1/FmLRDeFwfvbADQsu1UEJiS1RT9kmiRpGpqqqHtkSuFrmq+HqfP3t2/HwPHLCtppAb",
-	"dw9fsc4WyuWdwKTVeIKZyNodclx+V42uWOR+saatfEEOCdb/2qXzhvd541Y19JlFEnkiib4Rq9FM8ZmB",
-	"leJTgiiK5ujoiwGh5PioO06UQVFp921NhODkTcLzTyfk54THYimfYFVdYOoZnh69ePri+ddHL54FRIo5",
-	"I0qIVGIphf4yZ1Oqkiv0oLoedt5TRSu77tHh06+ffnP8/Ok3we2dwk1bvo1qNxyBN1CSde6VS+9bk2mK",
-	"u4gpTNIaIdZ5QULUjJq9OEHYV0kiyvWBN9hTTWS8vf5hq4Fgil+xqP4MHwPfbJUjVqq469WdlTrt+g1r",
-	"K7FrQV53bL4+2t76sLZTPzYUKl3ffMxEuo70bDdKfYvNTyt1ptymDg3AQEgZlYzM6YrQOIaXScf/4NU3",
-	"L0rQBwozum/XGIbFaaIWD4SsvhmAKbau5Camyj9gxSvXosLfUH2/TNaYRojOsKdVYyEubxAYb1ZN3aKV",
-	"B1b+opmNWcUtG/OtbYS8q0Ar9q017h71j553D4+6/cML/f/9br//r+5hGdRCgi1kd7SIIbeWbAz3ouY5",
-	"kthApTX45vnTft/tCTzRs8pvaTtapc8P+v1Bv/8v9KuvP2tbw/0ByXnyWw7gjIh8hyjZKltpsyv2THhj",
-	"gPkRraNvtpXjHW4sxysv3I5M3NvPszobR+5p/96CxFA7YWYoW47RGd8zl8CehzpH9T6rNRiWTjwWZz6u",
-	"WdxUdM2Pv0rBe+/p8kcmJZ0yn569XF//GO2cEoCR91Gvu3G7bkLpZTreg3Jvw/DxOfRDG0BvDYaY62Dc",
-	"rOZgFlyDqfHy7NV7v6mQlqW2y94kE/MTAtXrpgc/5ateywuzFgflsN+D/x18sx483SsdvU58bXvEbG+X",
-	"lxKXe7q86oF6xbKM6uF0FxlA5dUV7Ho54abjBfmO25tLeGkNrgBrQ2SpchAaz1KhvdUD/buV5u6JoLRD",
-	"PqfL41zjjsOc+JD8n//n/yJeV84T8M0hlKFxChuX3SLPpu6vqeDshISAKhGin5AWzTULMABtFOqbdiia",
-	"9adZDVQOdnPiBZDvZq4ovaf6dyphuDurrrgyFfyM6qIYoAz8F4JrQBmmfWSUMSqbck9/nq08BGaRee1S",
-	"tZEM2X/up971snaasP7tSVhzgEumys1zsG4Q37wOQSBmCW3ulfezXtL6qcbeGXoCps841pEUwLSapUO1",
-	"z9r6p+0h+0dC/VMTKjYmLii0DZjlkFCLVS162RzAceKq8HbL5bthrbMTpYc3K2NuZBMNK1Qms+tWG/un",
-	"Z/8ARTX/og6QiyQHaGq3mnaxOyk318luzYiocLUy9lw23Tk/W9+7NT+7/LE6Jks9JFADqRcTCCaXQYPE",
-	"kvfIT1AzMxNpjF7hMgp66/5Kxyupd63g1uBWoHTtRiq1e8k2RaGpaG5AQnCwhUXPLneNJKoTkNCD4xst",
-	"EzWLM7rkpd40IiN4gS1JuAVdL0S4iGSOCFgQgyUR9IJK1KzeJxcrrDj2jygyOhEFGoABq+diAK5ILQWm",
-	"NOGBkcm24gKR6ACuzgN5ylicZCxS5MP7M0Kx4ScWuHVMLSJyaYM10SNY7y+xVAwzHYzkAkmU6m/FBLpf",
-	"NPhOtzP1jc7QEnhmsSfaLjTLCpKpyqMqcODn52+bzuSMylGt5LOmB8F20PLCY5NsLKhCeVeuwew04XXV",
-	"TUKRXB9SaL9SxIZkzD04ZVOrjv3AgL5cAKB7rQ/cAjgTlPFlSBv6XVe4Xti5DZr0uhg4UJn7xaDZLZ/1",
-	"OogZO6DE1Em/hD5TkjJl4XV9ze0RM+YRM+YBMWM2HcVb8VRvUo93c12va9lq0Nf0E0Q/UVSJGUCUlEp1",
-	"Db/PPr5vb3a3vVoP79iveiea04TKZkuaTFi0ilK2VyLuwHSrzVBdmuQS4JnR9VHFZzaZiuXv3jhv99ou",
-	"kC024QcQBTe1zM94dJu1D5sK77cdhQ8Qq6u7500Php3OObzjFW0se9MGT01buJNSIiV2+M5WQH8YL7ws",
-	"wEVoXECwW/aPaexX0iUTHrE1bls1YysyZmBpWkt3dzgqKP3YpSm6vbGoOao6xWCMa9foVrgoLPZDs89d",
-	"O+Rs3Fn/3lJ3mO1dHt7gvZ8RWJzFI79byKbHK8lyt0Fpt+Rr3dBNozrHWn8NO4T1W/XKa8W2BRPbNiGz",
-	"FcPv3r45e/m/Rq9ef3f64c3FORFXpvfkOE9SBY3ROZMdTBSs+/qwtRk8lQF4CnkNbT9hduDg91tCzECk",
-	"mnRDatMQbYKibY5ufp6IjDB4WcmrtJwJyex3nXTVz4DF7NI3/uRHt3J+dj0t68/IGzeLfRNIcS+v385j",
-	"XQOogp76Xx9//fTwm6On/WBDVubT54eHz7953j/85unR18fffGPzjPBqvymXt9wzyn3wWf8uPlRtL+XN",
-	"r38nH3S9qLyJXf8zje2wN3etct99sfG7x8+fXSOfttTxp+5j8plCODDl9k3MCYKk9pSGg8qx3c4SA8JS",
-	"yco80TzSObE++IHjQizGoDJmUz/R/yXRTCQRu3+k6ErabDFr288NXF240LshQPp1BhWWil17AEjP55k+",
-	"CQLdeSf3Wb+ZUZZyui00319RFymf6fcWygya/qDEBXw7QK1rAKc7wVQRl9mv0IE6rvfysHniC6pm94yT",
-	"Vids7ETUaJO//+4lefH02de2XRGGlt4zPqVQawJHXHCLKloXNlGeZYyr0dr5fCcyElbb+JhEEAsOromt",
-	"6Ci9AyhfzFStV1jF0seZyDSfkiFEpoctQtOM0XhF2KdEKtncfDTLRLY2LGE6OjW0owoA9FBMSOhaWYVP",
-	"5FYW5J28GHB6TacpDAdBcyqtwiEnYbGJIp2YxlRaQcy55lXclQTpda31oyo57EsNlHbia4/tpx7bTz22",
-	"n9qx/ZRlIg3WIaj3ZtgE2goFCKJRIbCwlLhc6UelHytzPuPhr/GyucmW3+qKwXcWDzRZNU2FYkw2ZX38",
-	"tmcw2I7EEHuzBKlzBSND4N9edifIE8ZiuRYhNS/r0k/7LxrBzjXllad2roVJM+N0C7S+v3rMrg5sv8KD",
-	"DTy4Bu+CLArH42ZgJVVpIz42S/967K5+MvVVYsKB1uZnYpGalMxkalQa24wlkS5Mb9PugffW8+5vrzax",
-	"EpBrFNJvF4yfvTIZKYCsX2ojFMKemEC5/ndIlADXiFgA/DCN44xJ2Ywi39R0yWkreZZUgXy8gtfinNSC",
-	"g9dpiHRiJ/pScM4i1SOnfpTEBFMw0uwFU07K/Qs8ePdrR0MwEWLDPM9d4LOhrydcI+YIs5hQZXvlGGzp",
-	"hEdpHjMS6m8ncVjamF9a+KvnQ15kYpJgtWLBQKv1Wfr/jrvD4adnY/1/MdRrsY9/HAaH/X5z8l5xNI82",
-	"V1t5EzeR242bK2ciU4TrhfYPaun4RSJbtJqqlj763WePXzSP/LyZq6JiiilpoMDpwehbr1XOihtZGNTA",
-	"lG9sTxcG9EDrH5UED9n8I6DM6+XS9mTC3F3ub3eDTbRzd7gf7C25Fof2slEGqn/ae62q4l5X/GBvoXmc",
-	"mOe1muBXmTfQhrmqSXMiMvBnON+tydBJOAlRiwth6TH30zh0we97nWryrSVRRnHc2yK/z+LyukT3TNR9",
-	"wwm31wfcLd7mOINdtev0CbnwvGGSRXmWqJU7TSeEgY/Zepe1DiJNSj342EgbX0rMf46eBlqkG92gzJnW",
-	"HqZfyp21P1a2HgNoNa/T2u09PPr8kJgIxXHfBxO/2MwvE1PhXn1QzbLwjViyLNJyJGUK+7HGyVQfRspj",
-	"MlstZozLgBwDIEm/1LcVjFVwmEDMC3wn4PGh5l1aw4OX9cgHrPaGRjdWxJYlLFQubJGwh8HxN66/e7Ok",
-	"RYnwfUZ5Q2T6OiiqU/2qPTPl7TPj1dbSCW+8ImtKMJ5m6i+E2urKurDNVljsCGCd6S9HuyJ6WAfc+qIr",
-	"6C8PH9y/uKrwGFk3EdZPwX6NXKpHA9/njJjbDF4ngVii1v69Tr3Q4ZWvTGLc/Joljw3Ztq6OyR9p6UyW",
-	"DnWl8HcLiKx/Xq+V/LqpG5tNfSEwPM1S5In14k9ylWcs0NbJXEhFjvskpitJ6IzRePfUmNr+7QYkaJJ2",
-	"aiCCb7E9KhTL+Tt+4qR74G1yOQZXPKFt/F4dP3RzOzN/J24jD6fEOR86HafCFpvpDMp/ljNB5jRm3rlp",
-	"qxlLMgJbjNEiSKeCuxLVaciU2Ctvy8uu8oD9ZLYXl96SiLVhTdZFh3+eiVKBde2EEZrtaIpUXJv4lp5Y",
-	"SKdN7iAASi/eUy1sOn/WD96onBVO8H07ft91teqdd+Yt4gP+ItTWv9kYKpWzbqmDKJ2/6xpF9khiuD/A",
-	"HgI9F500PQ6LkYSkDfHgJ7IDLRNNl8Tdz3HFx3rFspWJEgLbZp7TlbSvWJZMEhZbqCK7oh2SQIZzicdX",
-	"McPrDXpqLfwK3bZttdi27z96fui0285/Doe9zt9+wXLW4Plxs2epTmXlCZ+XWcB4ZWa8fqoBVMdTbVTZ",
-	"okVtHuznT97BovPoubler8K9IsqdD5wqQtOUtK29DMdtTcFehTXs0NXGr/atDMIOAMyctiVDFDJmQo3l",
-	"kn4fqXixvU75y24D18AaIOT53sSm98iosVXArQ98QZOYJPxKJBEjCDp2WM+i31A2HMDOiMyAh9VLtFkm",
-	"yTJJUyIZI+3vX18QDzn/YO6ANC0JP9u3DYAZXBP3vDCeyEYvMPuESLPaIiBYFdsj55g8oBkiF7xrqlbn",
-	"TNGYKgr9dxtyQSog42sU7Lm4YmRJpYeEARXSJgurlMQxp9kli+GRuHN9TJBI5HxTMuYfuyWdlJKHxFIC",
-	"gNxlwmPS9kcdOG9bYHLiAlIv7w4IZGUFNrdmlixkUIIBloEPlTYC4DZW/lEG5Fcxlh2DGw6pIBUXXemN",
-	"rcFxFYHOZEuWoTMPUdWUrcHR560NWXcFgi9C/Y1NpJEfupueSNtP7cP7Nwakx5wYrEw3J4nTORTg7wT/",
-	"MaFJmmesufKfFnDnhijwz93eLLKRHs8mGiviXGCAw/htL+VJxtjvrJF7mB6FWuuRpB0+6x8TTDYIO8aV",
-	"gTXkjp4CLbAilqYs1nRtZkFO06W2WoERGheAJfgN5eab5K1lLGWIzV2e+Ke+9zb8RYtMTDMmGzIlIAG6",
-	"YTswj8N057PpfeD/oTGRgkxotmMaWiaWDR8AzmDf28at77gPtHHFO/t8qcrp9WcDM78mfi9n9OjZ82YK",
-	"M2ksTyQ5/8dp9+jZc9JOnRt2xj51ihYE3pHaolegTjH5+Mfzp806hUx+Nxnp20al71w7hGs0Nl7fwckQ",
-	"5VQwScIynFOWc178VbRECAoOITISOioLTwpa0mPOWCSyGDoh4zxmVJZaK7SpoUr7EMI/g9dwZt3aKaNX",
-	"8JMDj+rsgINgKeyajadIG3v4FIBVZp263SVNVEikEgtJ9L9hnMr1UdyzXZVZ4+ZODkHLre0twgMY7E3r",
-	"pWyo0LNM3OMrTntwdFU6zoVMqYu4Wu+IfUr/7T6+NK/YqzC0KmtdCgvLD3uYj7S27dC+grrsWfRltkcG",
-	"CPxmptRrSpRZC9EKQ//PwcFB4yavXbcqntOnSbYznpO+d6udVBJlDQqFAcdxdBQLJrfTrzYP9GPsSqQ5",
-	"LG+WW9zxRPoOHO97BXGDNnrjxAskeYeSAyRop3sb/l5nkDy0r7fELNdACNj9A7YhcRus80wvr7TZVkX+",
-	"FWhX+mMxiYTWv7mSaOR8L0wO9xNJSh//qtMjP4kiBStjE20yKkESNfDwA/0K9uv0mtqd7TYceVeN3VTU",
-	"vVMptl+ctqPdZR4xyvOuT0F1mOG3Oz6iWDZPOE1H84TnjarKj3gBPHjmZmJi8xLT+GO6MiVPdPVEKy+Q",
-	"ngdVlwB+HpBM5IBriH02sI+p+eC1WuFTzJcur1FloSvL0TDVJuKA3b4QiqYN2vWXvJENRkU9p6lhs29e",
-	"ZXzX+9DMfHcGQtiPS/v7fyuM+npACj5swj68/YO8ByCFW47FrcdDqM8Q8oIwvetcD8vSZanzxdb29eTs",
-	"FWmHCZcjjH8cPffybDoBWVDbhkomU85i440wJxwhxvz3nSdTTlWesc4JKXzUiZoZF02iBzFjNAYEIoNc",
-	"AgVnXb9pR7FSdJGYtteNn1kTZ6kM00c2NEUCibQzcnCK69r6Z8kVVWzIL9mKtN9/95J80z8+Csgiz5i9",
-	"qdMjF7OMaROaQgrpkA95l4T1mZmS2Moe9Ly7L5I5k4rOF+HAhZDdTJbUjhtczjGLkjlNyQeefLIyxn+X",
-	"W6dwQEKGY/17SCYCYzc2AqNVlJhmMRlTyZ4/JYxHAnKq2rA4C6xO6xAxGXICTzx/2tU8DcYCH7B5Bniy",
-	"tWzTl3p6HS5qPxvdRernP5E04UySX0XCcUT6rPFpykg4HPKQtNECTlL9As6W+vYOzP7DxXfdb2CpD3um",
-	"92zXLFT36jAc8qNeURCHZWIByRcLlkFcibTDd2/PL8LOkB/3SqusaDZlirBPNFLpSitWWPFZ3gs9kAHU",
-	"eGrSCUgyIZSvAhL+J9KSmjG9XOS3XJ/ItuuVC2fzwHfD6iE8xSHUDgEa8EP+rHS9dKTsLc/xlpJDx/l5",
-	"zP7YwUORq51Y21zESg6zV/bsZTiLBFwR+rGO21TEYbIFBhSgvWHUQFQJJ8f9vj2WegDQsGzJta4cXfbI",
-	"KTHVV0RkZE5TLRhYPORIREHphSJXMjG5FkvoWRb49Y8+PUGiE/WOJqpmgskh9NqC+ONqLd1bAFQWW2tW",
-	"E34iSfi0f0gqFYthb8g3s7WCVW3haW7LNwRP9mADSLsJJ8+sfulIFLZNq6d6G27E5Lew9GJKjXO3jf93",
-	"gAvDm7Hjf1jq6v8LNpquhVInCcuw7/ToY0Mvaiy988FuS5ESjHGRM0X87ZaWYVaISh8QH2a3GIH1p9nR",
-	"Noykc4KnsHjGAcKqLJcKIxCgeoCHntEMVtos6EypBWi91fYqWwo+3Dran0eNqzTX2i+wZeMYtLd3EVwP",
-	"ldlwpyHmkmX/3K27+NZe4oFDy0Uv63jl92JHlqSNWYuNbWtr7Q66xTh9dwYWfHl1JKR88NqjpYbnO0z6",
-	"Mxz0icAAKVc0AgXep5JW0Co76VzBYD3sqLmuXiEgVnjac7+BsP3qq7fezL76ypM7doZhZwCHfzkTCDuc",
-	"8yq8TI+c+lwOpDIf8vIakXao7xKZIdMB+RbWgGw/V50egWpYr2iTzk34C6qHhjxRWMip+ZumqfBTFyU8",
-	"ln8W6AQnPiYg41AsI53sLloummL7RJJJkuoPmGgbT1dkkdLI1aPpnY9ZlNKMxT0Slvl90V6IYCGvISYu",
-	"TP2U3oT3eaqHgHBKboqodVnd8Kuv3mYG1B3LlL/6agCayjlpLzIR51HRltkbAuZsNUkivNWsHoGbjklD",
-	"4SzeZ5k7TMIQzZRqHlj2NMJ7+qRaohzoT4RPD49JrdLefOCsqPnv/pOt8Deb9aH/KBftGigpXBkAUZBf",
-	"fQVbEdLFIjVTtyW0f/tVar2nbQEsOjb7vwGbAcqkoFw21IM2mpldgCdSm0D6lqKSNjTDqExBb5CzaYRl",
-	"fZgmgbDrXPCuwzrA/G8I0s8EF7l5Ck6FHgg+AnHdHvlJH/8FjdiAtJG4zl4FZcU1E7liRLH5IqWKdbT6",
-	"hE3rnCIDrkAtiyiPraIOv9nNRpZpyAwByJ3HEdR5zRbgH/DO0C2A6r5n2hhl8UALJRaelN5v5R+hJE4m",
-	"E5b56gNqTi9IMwhE2CMvBTc4IvYZqd8OLxTcvJ0m6FaF+iVYuhNH4/om9olF4EQjkBgN3k0pJ3nqdUqm",
-	"qMrizAfEBeGo0qtqo3CxjcIBw4AlBvVAuW8QOsmYnOEOmOXTfAZeDnV41CK9g2xqU+6ddFxax83gvi7U",
-	"4Muw40HDFwrFQFOHfnkGm0AimmWJTRYAd4C7GVkhfLqdCQuLmqCaMkkyOARmyFqJTIVUHQsjV5+MHonE",
-	"4LX+ssQq4TxVbgyhTySvMW88JG2qSMqoVOToKYFyJWODu2Ho1+N6YgCjuhlPihbXDncuIAAK6aKkoAUj",
-	"cAwSLKSGdsc0utS0ChhSYOYArI85/NgQAfEXpN3yALIsKyrCuw8XRsGDtdAHHQB9iEMOssk7wKfc41Bp",
-	"ZDPlXHppgMaM1lsQGEN2AlwEwF9XUHQP0grKgZf6X4mXSVDtFxEGlWpumeZTw5ddYXdAQqyF1zLfgFUE",
-	"Jic9l4qw33Ka+uzAwMC3Nc8HKlsmknXM8n4r4oRZtvzD+dufQA8xVRGH5MfkWy0tmmVCYCdKzZ54JKHH",
-	"bAQuKt5aHyuxfREpprpSZYzOsQOHSRmACAmmVAxw9TQzACLS90LbZcuq3PcCWF3QfbRmgTkHVi4UhGry",
-	"VKWHdGjkghFj+pCZvBwlbFCIxU52StBgSGjvH5BhC5Uhcy9qQ8NWWPBwG1pKKdIIZo2A5Q+J2qj6ff/6",
-	"otMjPxbWc/iVyVZ4evQNacSzCU/IktHLoDC0iciQyGnKzMOHR6QBrAkBIQwsliH7CvKTFZlg8ZkTooXz",
-	"8fHxC+Li9NJICY5eGPBRhBcm8/pfoclCFJOJZAp1GJOM2T3uFx1grcVU+DlCZd7xe1h8FRpHLVg2h4rC",
-	"jBm8aGSs+u1P+33Q/BNU51Ae66Uxc3mTSKXnkktGojyTIiMLOjVh7wEJwQGtD09I2oe93jP9OpsWfNjv",
-	"d3BIhZsaW8HoLy80DxC5BDhyTbsVh3YYELGgv+WO8l7zfG6OpYTYMGQwwVnP8pTpg0ghpiwmloQ9PAe7",
-	"aW1aoFgBn0CtKKgjjQaeMfUEswz1f7wopF4Mn/lATBLeBGXuwNmuMNAZilxFYs5wj2ikDYhQW0lhQHq9",
-	"Hma4F4HLgVO+8a6BcUiF1o8MY0e3j5mrVt9qkewQ5XMZqcDgoTp5SRFlS1MRigI4dkW/FpDmIjMFfw5P",
-	"tYY1rs8RmmrjIuEBpcOg6MEGal9m5YuP02Xy8cyOgPMck/xQ+HI6h38jb3NDhpZuZrH0u42DEmeSiqmH",
-	"CxLCkhC6WDCaGS6bcBQzXnsacBx5PsKE4ajRh7mgGZ0zExoomvcZ28uYEsz0mkswYRNCJ8RETrSZVIlx",
-	"A3cWAbZ4s3BoU8bReJRkTi9ZPZju4aw19sdDOVhOhoLTZivgNW0XCqylGayFh5Oolgnv9Bp1YLAjnPnI",
-	"7BKbk+FDqWiyhCTmLCAhKM7A48bSmuuvrRUry8j2NJbY0alkjNmwQtkUHnhISNRz81QQkUi7asrqQ8cF",
-	"eNNRFBh4zYCE4AHENDd0guLdMGPgk1HGwGFFU1CKTNTBDgx4AIu7eiLGYhgYNQz2F3L2JZFCGzcQaLBO",
-	"/24OCt+SawVCj6mA/Op4HQDdIUI5LxERlKI4tiEDLtECQ+vc2Tt5qlD1Ght3ndX/NR/CgZM0ucT236Vp",
-	"zXNlmH99SjaFD/Pr2okFVwCHNYxKr1On/MKy9j8opmXUU81/OBgRgXFGecYBJB0W1ibOrPx+M6iuWPJu",
-	"sWNu+GV9x84AWAhNId5SPFQZOG4WTBZOplsRXvWn4+RhjQBoAgueJjmPTI7/JZOGeUH9sn0lac9EGttk",
-	"71JdgGYv4DRBw8wuOniKLKgiI4tkwdKEA0vXJF3kUuKxIBSSMaDLBPDDiU80Lj4Ivq/SpAa4F+BNwPMC",
-	"J6ziLqhsteCsC9/rqixZ+OvllU3iWqG+hSLHMgNr87QtrhOYyHBjJpZ6DpCMBHAxeZp2BkWnbDClurBe",
-	"gXVXP0GcGFjJEmUE1t7B0xBUfAVat7GaMswdpTyZCq0CY+aLomMtcs1+4hrrOetVhld7e9DB3vuarwbw",
-	"L9DQtMUPMRxTEm78jchy9fbLJcRn9PdyqU2YJV1hJCZNIsYl85ys7zKxyBKmaLZa72o9sM8V2G+tqn+V",
-	"nL4786oWB61+77DXN753ThdJa9A67vV7x5hNOIOAfDnoNxOYdjBt6hb3oezQg3XOtOpsAB6h3sSUyVig",
-	"MnJaKiKTLsSmvzSA5n6wWKYtpOCTZJp7oS2ASAsNEvOHb9+cvRx9eP8m7BQWkg/nDAnCECQMXOQNFJdq",
-	"18EnWkHA8iE8tkYzwcFAX0WWJVemc7vvjzNOFa3hZlBsR5YsTbv4LTNrN6eag2sCgUS+8oYiSfv9d6/I",
-	"0TEEqxx5n8WtQet7pv4hDPaH1WygIH+HUj2I1IB15qYAe1wJVokMo6ouUgaaVBEoK6FEo5ZUa6f1vJ43",
-	"Apg6xq+l7z/q922IgSH8iG8+/2rq1or3b8pugSWByEV9GfSx0lMxeQ76Vf/VNcV33bO1BRzm9oP/Mree",
-	"xfiBpzjspkfc9A6+pa68Tz9y9GL7IxdC/Ej56r1NxIK5gGW2/VnQLEv5Na3BLx+DlrQN51s/Q++EenNM",
-	"BN4GLZogEICXCaboFKGRprZ1QEmLaw1aSJLw5TLXqNRw/dFaCNlUnVnoAoIDZmaBGZvEoF0U0U5w9ldc",
-	"x16421LYUb/fHCg/cVTvPYV1TfWIfOEDbsKxBRdwrlfORiDCAsY8NIGMMoxtWO/tZDQMv3e0NrWYniy0",
-	"ZwKOirOCN/qNvbWggueh1NC777CPP5l78HV4U5u6IpLQVg4AkqKtHegU7/GKtizGtspW3dOJwnT4Mlt6",
-	"b/apkhFlDtO3Il7dGq37n7CfRdIs8tIMyPyd8ZvSNBv4zqnB7fYSM8yRTKR3+m6RLR31D+9tdu/drB6Y",
-	"r+KcNz9SUVHwuePtz30nsnESx4zjEztw8JcW5Fo/cLjDbL4XnOHNO4znHTqoL4R4A+DgDyZX/vDTYH75",
-	"+LkkZ+zRAK/aFDPQPKbqbECnbuwkZuBKg5TBjhJrdNMfxBidXSum/EpTkcagdyWZVCfgVQEGSbNL0M7m",
-	"mvUmV/Z0l9ncm0SqU/1p/fLWHTIY+xFIn16j2JgSCainvlVCvDeq2otIHuywl9OTtV61Jq+3eslLj6vS",
-	"id4/vW/kt5zlprwahENSSSleSxvWsWMz1/ehmYM/fhXjURJ/PkD7GDGHS+ZE01oVtxz8IMb6vHwM1ih2",
-	"5+ZseuYOGuKgw4HKA9Huk0r8HW5CnawAW/hVjD11zOtaENYp9DwfzxNNOe9xZnejgxTvv2fF4wcxXscO",
-	"fhXjoFi0fx/J/HT7Ez8J9R203ngU5ffC3d4zsDEoBuEMWd9I0pcRQNaZk69YnCNlYUSrXc6xDgGQRBuW",
-	"HeAxBhUR4cFVBvhOkOtVZLSA21ZbejZpE+KB1pkXHvWPyB/DlvvqsIVe0s+FgWhUHWtWwwsQySHhBOC6",
-	"T4qeitXOv02d8cKAhE+PXlTNS5Ok41lpoU2tgdxq4+uEltIfLl6SeRLzZDpTpG0dXiYzuLIEJ+gcSCzv",
-	"1hTb6ZGfIa5R7yIl9zQ4g82W5qBwxxUDumRs4Q0VHMKlMbaLzB1ELFHGD9RkJjvnML4N0BXcYi3hsc46",
-	"OfPWP5Z3I2q8T3wL/WB2kjhHt/Z9+OipbfPTZOvaJKK2FtvG8LWZRZ1/Gzn0KCX2lRJaRyTUkJ2YlFCi",
-	"9hAW3u+VCF/RGtAKkyJFRB7gEV0vTKqxjTb6E4scE5u1aMLqRdyxs1sc5KVJxsWQEMuAgNKEox2KPd80",
-	"54Nrxn1EFUISdgKMQqLFapteWxZeizzaLFraULUguOk86RUj+KmFNltO33dCDNBz4OJcIiMQABOc2SgH",
-	"cFcrkOptxSDFr9ZXDCP3Da3FGpR8ZDln7t478zTaD+AHd2O9h3f2/Wb+W6D7UufEN5tL2kU0/sE58d1r",
-	"9n9dFlzim3gYCqJPfDqwXBMBHHeM2dhw/gHEx7sQH1/vWPuJLZ0DrUfecmYC6gsIf0JeCouJ9U+YZIQy",
-	"L41omjaFEcC/psfw+sr0Nt/PLfGOTtl58rveqZ3uxcozfXNToLMBLn43la2C+abfv6W0DWonwlRENO26",
-	"oqeAhHIlFZtD4jSIgbNXFvfSeVDJ2at1kVpIXKyO3MfVLX/wv/Fr/91W4vK/c5n99yVbdUqwQp3/aAIE",
-	"WDs7mL9DD7YpYQFhvWmPhJgU4i9WuG4i7nXrIs4Amuvju512/6UH/bc1A278COZ87rzNcFDfmocalgGq",
-	"OpCWAHUscwUFWmNIMCrdNBAoGSgNYzf8sE0DGLOJsBHgTd8GeMb9v32Xwf2CIazzhp9CVjLkmRcJPvLf",
-	"xvS4R5HkhJDeCj/DxF94X3nXPzfq7kVnsUZJ5CWZrJNDF9UeEUWWS1BCdWP8KskER95jM39N0QI6D0zj",
-	"Mkz0nNGFKWaxo9GqPmvMxXnl58LcGQV4X1mjAHp1sH/KSNBDHOFXJvm9UkjsnV7vx4YjXG3213iOLYxy",
-	"18Eorz3P5+hydDeaTlHu7HpX2iEak2En0PqVTPNpGYzN1k94efLaVm3WuM7MGN+5Id6T3nWXUqM6qe2y",
-	"wwO6tmv6KEHuWIKoZh7uNRXwpUkDMTUZOOU2mZ/XxiixVNTv5+DqdVzeqfGhoOsEY5q2GpK03b8OO0HR",
-	"/wExE2z0E4sZAZcDRA+kdJuWsQYMmxKlDSrQk6kq3m/wDqUtQgJQJ0kS1SOa55comySSMB5lK+uzyQBF",
-	"iscmCd9CT0BPzjSfotMGoYuQ76Bd0cRvXPC1aALd4JRBd1aV7PZmJV5KOqCufNzXt7NLs0e/I/LHoIUr",
-	"CcB7rcwAXJjfcHX1y6BWRuu8x1gAkYl5V82YO4tAECWsttZr/Ax5if1wE9MGemN75oXrsoydirUqjv2I",
-	"NzcPhp7qpvXu5+CaTNI0KbtvP1f1zDSwaRxZHNii/SoxVlj16ws63cai4Z7PQauhHHzbo94j9gn/RUXd",
-	"1c4vUu6Jz0HrjWnrt+1pd9/n4DH3zgvYf/muvcKZBxWem7rq3ED+YRvnHfXSgz+85j+fUVxaGO9q/udc",
-	"XFUlJ9RPQpmbwQrokfde9TIKkOILfJRLFpryOAh3YEOgSs8rA7KTKNJe01zIdvhP1AnCELgkbzsyAIQL",
-	"sL2qBKyVonlLgG7MToDjS0V0KXIVIpJcoshS5KnBta/oKjgrLkiO77Qi3WKfQCW1fqdWQkaCp6vQlsw2",
-	"ydgeecVMoxDqkr8rAvhpg9SFp25b6r5dIGZ7k4b+tCntoinl6Mtjq49JUNdPgnoYA12fqztnj8F695KH",
-	"F5BSUNJLdkGAtbjQBBcIvqqV2Lpy5XUvLIAxOmv0eDFPlCZ/PZuMYeOqmuepgeTvzZZem5Fsmdn1lbFH",
-	"GnU0+hAk9z1Td0dvzhzfz7dknrf5xrlq0kgADs8kYpRMd8Srd0XDoEuAOc/ZssGkl/mCZZLFiFWxGnJG",
-	"szTR6oS5VXBmwFwM3btnLxlbSDDy9X2NJr4z4ofc5pcJDoCP2sx3qDuAAwLgNVCtCZrG968voKvjmDmA",
-	"pTGNLgemEtXAOw25j+9kIJ2MMoJoSx7UEv5s0JYADNjhLZWhloa8grUEcEzwBduevgPYEGHJag4HrrGz",
-	"WRyvMhtvOSHhH0M0rYetARm2er3esPU5xALrCLbrhIQ8T9NwyKMUkEASFSAaSKE9+pqS0fJi0mapZBXF",
-	"06iZoR7v6RZ3R6G5YaF2mQe/y9XN1a7Jj5jTF9xMQ7tL/4jr09MT2XSdt2Sz42MXD8a1fRY/GyPnfgsA",
-	"95SIQeFZbOI7fynvxaMIv0GtwdEOrgsPK+07bINzI6/HN/t98r0lsofSUYywL2MJloT+w7hMDozg2b+a",
-	"qqriNIYrfHZietpVdI2TpsgFZH8aa4RIBaAlkHfr4Y3a8AMtlBmUk9Ll1PfIBXQY6BrcmqJwv43TNp4L",
-	"K3t9YWq+1GnyCN2axwWgWsg0p5nWLbKEpsnvDtHYjQYhYjr7u2fqjhec6T16Xv6U9tyjeHr0At3QC2Sc",
-	"tl+il/xA2b5gd8Dw37uk/VB/ZpRnaRiQMYJTCbLIs4UAJFEmDZioKVvyxGLNwKUScOqhNcpSm5lYEGDQ",
-	"xhKFYIDjTCxt1QFgkSMdjqgKSfuwb9tzIGTXkHsbEycyElcW6QhtS6gZCwxUIwwQv+la63BiWk/akQ95",
-	"m/o4/YiKDvz/3T9fvg4Meprp9h5phu6gb/V7zl6ZtFqqhjw80F9J+EFE01TbzKFpfoNoXyXUvSLKXg7F",
-	"I/jkxHSclSpJUzThPbcAaWPCDgrOslUKTy5pYZw6NEoPwm7IfXxSC1NL2tBLwHoMT5ukNQX3pIFmJ9aH",
-	"wWJAqJZDjuhzpYa96Hs0OwHm/kyLXGoXMsZCkyE3y+Sa8eAn9QgbzUfAOl5ZzDzXDQraPSYSkaU6rslS",
-	"cbKh5sRHVCxQFAd22WeI0oNZrC7XCfambTHZhtz2jKFzVoP0t/V/PlK5VDRTLmykB9QpsJWLoz3k6MPA",
-	"o6AkmVE5w1U0p8ZWzhhARkCENuepKnHDwECqDjkeVEw91CMxIHEKkMV+EnUStu4JLkbm2sheg7bOQ34D",
-	"r8a5HkJ1tBdalt1KIsc9ZRDAgNcoNXphA7vUjzGrR23lVrWVc2QmXkbXRnl8Y7XFu8MHZtUvtKy19bFR",
-	"t/GrW9YnpfrlGVCyDlUbIBIz0/EM8icB91AlcxYQYWyYdEUmSYroV+OVEdkiM9mq7/JsClln/vuhg5FQ",
-	"IC3W4e+URnSPFUINtRWiujggmGCia2s7TCv3/SuJsOPzujKPWtlngTdmM1kbh5Pm051Hc65vvttaD3/C",
-	"2zN2S+tfRnZ6TN2969RdUaFDV3lY+r2BhZVu2JKj+9I1LLLhtvohp9x0gVyINIlWpI0+H4ttPmNZoqrd",
-	"wmzXA9mxwTfKq8riidZH03yKQB1snyxY/xjffwbs/qT2MHmfpVVan/P5mNr5mNr5Z0ztxONb7VSyC6cs",
-	"A6+vQ3gr89ENXqzSjQd/VMqaP28ssKtBSazJZcIOObGeMPp5xjS6hC4nLqmhGc26wirvRbNYC6Pg3fOY",
-	"w/SnzmHan+i2qCd7ifAqAsBHKE6PZs00hkqGLJJp6glBzd22wJdTp6oPQIc300EeIDFlfzrGid537scu",
-	"nARZYXxbHOXRL/WY5PHvleTxEqIV9TZvxGSaQa3H9dn69bWlAyjOMBr8ugqZmubk2tgKkwNp2pzOaEza",
-	"Bfy/ixN1euQl5RHDlkYQReGC2E9DMCSasThP9UMuw6JH3vKIkUWeTfVjM2g2Cn5uU9+ir7CR+a3JeoVv",
-	"+gzulZ3tnyGv4R51vEeO/BgpuCGHA1oj1KPkuCC2m/G129BX1yahlRjbmEViziQJ7dhtTNLi/yHLoQhI",
-	"+3fCxZL8rV72P81oBNHoRMQnBicpwc5eyLSwu6RN6EJI2JrPWyy57JFzXE/M4HeIpPVV9hgnWLZFijp2",
-	"nY4ZjdOENwC/mC+wfxtGGRSLZrb3kXU+ss6HC7Ia+mtSD2+LhV5HNUSo62vkg+3MfyG8jOEQueLRLBNc",
-	"5NJibLcpuN2m2MDwVzHuNCLCJlwJAo0NbUvydiwieWB7JXfNz7153CnBx0JeirkpIKHl9D3yTqTpkIff",
-	"v74g7i3y4A/7T704oamEwlSe0GCbsDgkbefbMN99Isn5P067R8+e668PuUx+Z52AhNhuH4FiI9SOtRYL",
-	"eOGJ7dS9NvUHJ+GuD7kdXY+cGrjy0ipFlGOiFxkzs8As9ntqLTCCHVHOhRrydkN/Ckx0Om0CQW8XgkYq",
-	"ttAbZdon1/ZLiYZ+hZ0hn2SM/W5SzSpkgL13TKd31+1vLjB5ErbAOGdYbLusmSaiwZB7SMwIz8ywobbt",
-	"loPyUv+A0P4F8O8mLPcA89BMyzkAcQeUNSgmw7RvSEGT2DbIQNlCgxQt1YUPBe/QiWcs0+fY4b0XR0hy",
-	"upAz4Zp/cpIKqQamf7Tre6csNGIiXctHfEcw5MX4AGAeP5MxqlfEKDF6QdCYgFQw3BMCLnCX/KZ3XL/f",
-	"defQp+Xd2/P11HJgbw0HdqwwhSlTNez6iUhTscRkMv8YdIhpf2wOnx6ApRp9CXIDSRtf/8QelqlmDbCs",
-	"0LCu/EowKQtAaPdq7NiC0yzA/UnbHlsTOh1ySx5urpZOyI9Yt/gEpuSA99ywbGbIJBO/M37ip02uAArb",
-	"PwTF1punyhvblPeGwZrXMJ0HxSyyHML5MXfT6HDkRRz3ei0BvHG4szqiqjXgeZoGLeiEoV/3OWgheite",
-	"1W9/3j086vYPLw6PBv3+oN//VwuUSksdkIhkXqMPHoDFmz9LMw5aUFj4aZKN+oe/RsefXswPZ19nT6+e",
-	"8W9+O1o+Z331YtUKWpcJ1/cxu2NVsF4Q65tfYc+pni602GgN+kErE0v9D73yM3r07LkdppZCI3Ob+QUy",
-	"cgYtIwdbQcu4fTcsys4bahvBr01jdHLY8sIvPpfxMfb975L/iFRpLPA1gTgn+ZpUcnfxJup4Mr9rdVwT",
-	"ItTpJ6iTG3V6TmNmcM+tZr5WwQ6IVBmjc62H2cIMNeQzlrp6jkPyY/It9vvRauIP529/0l9NmCzy1A2s",
-	"LYL9zUQa22KOOZuLbGW7TWDRgseXjQqKvhpUSUrLCun8RGRxwmm2CkymVUnNcMn8uN7lSow55cmESfVE",
-	"EgSSLiHvYqYWQhZ4Wj/W9SdqyKGTPM4S+1147p+rRCbjlDXUcWA2PU2lMEtRmfSQpyK6tO2dZiy6lH5l",
-	"h5lkmwszNBmU+vLBnxZ+Xf9hMneL+g0JTbQNcgQui9amcNel3sTKYhzCUI5AYYGgLjnlK2IEZUCo3d8o",
-	"o3JGEh6lecziAOska/MjVJo4Qm/IX4osyxfKHk5UpcKnfdehw1wYRXhjGHg/wdrk89E8kXMIRAdD7q7i",
-	"4uhrEhR+bZfZa2Zio5wb3C5oSExLo7Ttj+HA45rbHDtfc+BCjeBqiAdBCttyBXtbgY27FCQSPMozaCRo",
-	"KB8VWEuVy5mQ5Y7QstoR23kL8di0E31My8d9YOySs1dSv5qRnCe/QaJhqUKt46ZiV6T04ZFB2oA1ybSN",
-	"VKvP0VT1Lkt4lCxoSuZ0sUj4dABtAHAPYUMwtxoqcEy3Lb9rDFgv5RkmUlNVLqEVqlbOlwnU0KCBgkqd",
-	"K4/Rk/f62vTI2Rz30hLGLFmAWcPA8TDkX31llKGvvhqgbj7NKFd2Ugic4lofQOcKa8BCwwosNi7Mo60s",
-	"vmjoo42Is9Lm2j5huFvoSyiaL8tAnyRjXGm9OOE5q/gQLGWf+ATvrAoEWdbGnBk8lLtZVBfZ6RHoQatv",
-	"nyVSiSyJaDrAtnh4+Gc0xje5XpemEA7R6YYcneuQS+XcHx6oa84lmp0V898hmgMoFabF2vYLMCB9BqCK",
-	"PjZ1SIXh3PhCKLyqQfPiztvDAis95CU4K2mQd+jKg2UJ7T9HGaNS8JCEiTlXYWCNVryEZ0gvE1Uou3Bl",
-	"sPLQHZo4No2QoP0bNOrzyg8vuVjKhub3GYuTjEVqyD+8P3NSrOI3euI8JSROpggB5uobF1TNAthBjOqi",
-	"IAeVYECAyggd8ku2wqoxJQytFwcM5t1kkCKlPUwisYgUVPrr6ZSDCq4ZxBj0gYZOEPeaQbzNSMLlDYjz",
-	"Nj7aSI82UjkX59kuc3E6zI8sTuiFPvIPZWAhX/CtDXDnuyKIh7O2ClG8NqP4lDcIllILKxlo+enKeDZX",
-	"k63pecCb2vStaX3gDfphm03tVxhWjNuWhd0pXoj72vaarLVb+diR+ktKkoYSLrqdHP0CVe/Xe8yb3lwX",
-	"5ipqve6VbYgxkK+huzNGMDGKBMULYColRSDQdxyg7rumyacw7bQy+7R+0wnhDSwoUQitURvaxGi38GG0",
-	"2iAUh700jSpuDAjENJCMx5213Rb81n9fZJVZMcIH6i1QrND6CrMTt524z3BOlnT1qC0+aot/2vIzOPms",
-	"aBNq3UTX5ei3oxoe/OG1+N3SZ6CRg9qEQ8szwYVLIT06FXyqJ8qKkBh5r29DbDrzRGB7GEPHG5tHUG5+",
-	"7KcFVvxy4GVrekwqupLlxudllg1DuT2WfU9QcRv5Z1laPoKpPAYTbxnpU1PMlk7H12FiayD/33JW+9IA",
-	"lAHgnD7sGPCQFWmjIzZRVlFsLnKttCr/Amh1zcgfDbQvrYr1lg7+7dhjO1SDukGB/XYdbcG0Lt+1Kt1a",
-	"rXJgW2QHxrKC0EPCIwaZeCauYWNPp+/OXGs8GkuMhdmwlg1CJPyKcSWy1XYoorc46r9A50yYyQ7gOzDh",
-	"wBrDAAeF4ZpfRcJrrvZHdvLF+nvkg5fHX4dNYFhzHzZhOk9U4qEDQseQB4zIaRYxqF6jZCGDeuTMw8Aw",
-	"qQgWBYO8+3CxFgGjR07RuVMelxmQRcckfl5I4OXJILonjTW34sxmBzkwDvh2AO5vzDjBALd9fSnbZEal",
-	"4X5jxrjtKDIw48e8EDvsARm2Doet0KbiehVSZgkdPKq1kaDxxozKRmXoHW7cHXIw84V1qNbl/T/Ze/8f",
-	"kUH+OsggBfnZ8+AxQ7iSsGYgRnPtFj3dWzsbYS8j7+DimS267GxBO9M8wmS+mQwR71GJyIt4GTzRiV2b",
-	"TnOHogKiGNUmqwrYjEjTfujExzGJWZTETPbIz4maxRld2oqXsMLgMddk5HJNQmiHplJmYaYLmOWGXJVy",
-	"E3VbO7o0CWcOQxuSRkz9Byad4PHpNXX7cXzrrwKlghN6kP45mzm0EdT2oD/Wmj76oB6BU/btjnPbcu4G",
-	"/n/88gGbTBiAeK5V2l+DnguZ7kFVUiG4fiECEoimRszFVMsF64xGM1RklzOWAdgKBg6gGrJdEjdhQMJC",
-	"WmIiM1hGazDrXtuJ3L0qW/1UA8d8rWdq1sxfIHB/mMVz3ccQFRXTqPMsYo9W+pemoKrCRLFHPPAPMhxs",
-	"3MbiQD+Q0nodZpAxmc/ZHRblvNcfsOgfDaDBm+N7PeI/X0YbhgKCZhAmrKy1ire5QwlB2sh4Fkz5FeqI",
-	"aSK8LJRMLIHjnWD68q4YTo1xRr3At5g5/KVikuDmPmqHj9rhA2pbmtagm57FcLsd3NEbaFsmWblLgcet",
-	"17W0HIHqnCeSzJmiMVWUtJczgb+yGBCYltC7CbE78N/LGcOifuxoZNIqOuVszxPjXqTcVOs1AJE8kV6A",
-	"pR6diajpuwRNkGFMcmAKKdbFgEwFk9bgcFzQX7lJhzvHVTrFRfoLhG3MhL7X67Q9etOwgrjCj0m7X656",
-	"CL4R3GazW2tDOlCD7LEf81gT4zGXHlInNNzzDpXCM+VWBsoC9WQ1WxrnyoCq9I8LJh5q1QzDHdhU1ZQJ",
-	"NtzZI+f4b0wya5YDW3PKvIo3zCMrgiyCM69zaiPKkCmYbtRMG9DrcIh3pyDevqfSDNmxhi8P8LmsmbpT",
-	"8KicPiqnD4fFgafw9sDwb6CU5pJO1/v93nI0gBcsIx8uXpKYrtBPF+r/D4kSJFQiROADCYh1FoXqab+P",
-	"dR4B+Z1lQjpwhK3dJj7AkPblfPDUd5mY76L6wc0X4v4MZ5xTA496RROtSYulfFTpviSVrl4RGcNO5eZw",
-	"WkrFvxsoFC7cpe5m1MMD9BdvzLexuineChDttVB0DUXAPbVgYmHaupMEe3th9gs2yhUT0MTMXTRj1Qfb",
-	"2DUQk/9AzzoQGaLUQTogtqTt9MhPRusCd6rVo1E5w0paf0dOioavRn+MBYI3tEO3VtnUWd34vjWBA2Oj",
-	"neNSXosneBBtTf13C32+JxayZ+8OyjfDkaJpErH/4d/1MWhh++LYYrF5za5bg1YSLzYjqjXgnx12j/sl",
-	"UDiTNNAaHO+MhVZetnVB49Lhe7Aknb9047+fZ6KE4PJEVomQZte1Ordmv7hsM0yDadeyXxQgRGlKNZMc",
-	"ONCRgHDhOE4w5FwYNgEXCs7QkOUC2SzgggLv/fevL8AzNWY2a85A37SLdBjNtMKCFkLgViYbBuGyXnMz",
-	"rEQRjh/1SC3UrBPtyY2cs20SJUTmMF5LzZ9PMBEv1DqSNRmNeeY+UfouFstSRVJGDcKnmAx5udO3NBNs",
-	"Yj9hj/wMtmgB1QJ5jXa65SbvevIgIxBDV68p1oJZO7cYGx/lkoUdgJCyQDLm/cZHaFO3EyWHvDQrlCIG",
-	"FYaWW2Lb73njNbtrxuwwZdLVkJs1g+xL/SZAW5L6lBRkAA3VE6lPKXhAtTyT2OO+6EUfEjXLRD6dVUaE",
-	"DS0rPdgdUJYRcMJlWuGin+jzDMcUtnsKsDtEMimhpPkVrBeU0SnSFhl6H/DvDsnAsVCjY701YshNSR3u",
-	"krCYvJx9UhYV58T8Zj6n9zrukTNl/L/oj5UBYZ8UZMWKbMit+6PuvCp5t5pgcd7lNSH65adjfcEy+3oy",
-	"+EFyxq6hBZhMskcvzF+0G+hjPtjO+WCqRhz76WkbfD9KXDIuDyRLJxvNw4hiOysX5YMHscDy7FUAUiYg",
-	"8GEZ2ApLUEiQD1qipnGcMamFVkMRIwBnIgAIvJ7MqVHfEqVH2GiXQXjuXI//Lv00ZtomFtjMv+wa4djv",
-	"uEjzmpT9EMf4FazUGM9xaZF8kCs4iE2nuDKJLaf4AGPHEI5ai/uLOySVWEiyFBmCDChQMwPIScSiHQse",
-	"CDqcNO07DFJ9goU8pr2GNT+4QBogY7YS+vQXYzdF9k24Av4Rvqtkn6dNFhpE/x9L/29Lav6J6vL3I0Wj",
-	"9HfFkncLTNl1za13IVgHabc2xQX78WDfaoQErqQ3kHNFVY53cMG7Bu3JpcNos6+59vfCff3+cOOqQROT",
-	"CeMWAhM7NFepNDlsApyrNkwIrhFuAAq5y9iGXeUdElrsIvzbxDcerIxYeUd/T3xJ9PZtpOZyI5y1tL0D",
-	"4bocNBKLJdeqPInogo6TNFGrZj3Q4snew5He1tjjMU73xZWOur257sHfV1TYs7I2OLeufZTBht1ojn14",
-	"/8YnDb2VIis3LGZxQCYMYeZd7joqvthiwTwDuaJamGaMzqWPJ270Yawof4n0033D+FTNjBv5PVtk3VcA",
-	"rR2StjZ1TBuIgLz/7iV58ey434EWbdhmICA5v+RiyQMCCVFa0TZ4XgVxB8Z17fqmwZgBW9xe8Hph2ZUz",
-	"kP3H3otGxm0ekrZ+MBIxg4jBLIE4RBLNOhsZiWn5UNcRGjxXCZ+mrJsDjKT9PmkvaAZdP0K7UaM8SzG8",
-	"2CTVi0dbVd+cL+Dn9BNuQmtw1O8HrXnC7d+HdUzv/ST8DdHD6yvjuhROf08WXU0pYP7HRNGsahB7p6n5",
-	"1Nd6DAYklDOq//X3wTDv94+jMZXs+VP4NxuEpF0cw5KSVB37Y4LUA/PoV46V2b47T6Td720cm+Zxoljc",
-	"BT69xiapwWTfGztHXrV/emzpg+tSYwuYRQEtJTggeGDfInRvYHqqufKrGBMuVBIxScZMLRnjJJrl/FJC",
-	"dM5B7QOnjRMZ0SzGqKztekReJ8CUl3RlnCRrhJDJU/f585VI4lJvfJ+RF40ONxZ4nRJspWHu9yBTQEIU",
-	"XZuw4AvaGi6p177R9XZZ085wXWN9T7388uuxdm9A5zbg0Qv0mMF6Jz3yLUXeakODba1X74rdujalfi8s",
-	"2wAH/TdV6RWQOc0upZ+lUCovCE072LbXLUHzaIOt4n3oiSSmBdKH9286PfKdyRvhFva6VOngGs0GfgJc",
-	"RDlGVMY5dHbCSgnMsoDsG22AYxkD1o2Vmj5hxoWWCJVuUEXDZcvHVY+8xM0wnN4xYF8kbOT1F0X/23ku",
-	"lekw7GRUexMbb4JdNyO4G05++4UTdpx23M2tYR9EaNi9xAKbarUMHLtHefKIpf5FYKlb8rFNrktd2u5F",
-	"KFkNuVvSkOUdyaj3puE/9b0SZQ+EibFPREa0lEh4DmlePrRWOTjUI+H3ry9CKBsuNdmDqycm9a3mr8FY",
-	"KdgS5vOBa2APJXEexnvhnUJxYm2EkhGhLQjs0GGdYFqGzKDDHUfx6/p5QGohtOHQNE9ybjBOq03iiJhr",
-	"JqZFmnOJYeJg5/ZFEGTUWVv31D8Ot9ME5I46cTSPeJ3Lx78pMNsjeC2v+1EkPJoYNyzAcfTq8xj0He/t",
-	"RVrH6r07IE7VRaxR/R6fqbY+NsqEzbVz3wGvW9AIUsNTCl6aHrkQiqbS1MnMpfWlxK4OjLQVy+YJp6nl",
-	"3th9WG8fi0m+gGq8mK4CtA/0krG40yN+AFi67p8wSJuXnGktHF5nk/Obg+j3WYIX/BlBHczo9VZuD4Ev",
-	"WNYt6dEKHgzIuNwWkJy9egyS3yFLgU0ziw9EVFp8gSFpJBExgeLVfQv9fC6RTQ8ACClR68Gwf55RZWzj",
-	"uAb9YWrsBIkThHzBCtrCeeBhIFueJEmbKpUl4xys8XJVEOpgTyQ5e4Xxea3lSU4XciaaGmTok31qp/AX",
-	"QGKxc9lOsfbOR3K8fXJkUZ4BTfzyRyuXLNMK7uCXj3rny4gqlRIUuyflTDG/aB4x85uq5fWVOnWCR20f",
-	"oPqMTROJrU5LXeOh2QJezAwzyWKWBc6gSjLiNTg3hM1MF+0l0/KYSkUkY3wNGeJY/wpEqGeyS7vS7ev7",
-	"SJ0PRJ2YbVanD+Ojbpc2r3NjEj34w38h9qIZS5Zdbelq/Jaz0jnSctJ7rtrRmOLho5BQlMzZCUJ6XjK2",
-	"QA//D+dvfyp88QSaE7R5juWNHqnHyTRRco1AfeuP/K/QlaaYzw69abzJP+bRfQE5GruTO+V47DcS0T6k",
-	"vrdPzKPkWqJGNj2wZdhd12Ngff65LSHmcVG17B4LiEhjLxVdT18r3dxWgXhgztDKxYTfJGOlOmpJKHCF",
-	"OKNL3tQlId7everMTOqdm9NfgWVsmOAO1rRdikfx/4WJf3DVV8EQXDGgLUePMqb2UwrWRUOwLGv/JiVt",
-	"SCblQo3Mr3GIbeaWiWQmMOBjETjEAawiw/B4ImWOl7lQRNMFjaCzLVQLpglqCLZHOeNRtoLOtFSRjElE",
-	"gbd97jCll7TDGZUjfHaEz4ZE0pV00K6CA2wDVk9D9q1M86n+KefJbzkjdC6Me6CyN3YO3rZAfEM/P1L0",
-	"kvGwU2/+0tjaBVPD3AI1gJa65nMGLx09HE9kqaX7mgDKJuZw/83UtyAEYO1/NGd+2b/ZQKjyh/Pccr/h",
-	"puq3AVB8a9CSx1F2rLqTTMy7asac8AICTuQipauRSSE+jeaMnJ+/bQUtPHytQWum1EIODg5SMU14rzQS",
-	"ABxQIhKppqQkjlpBS+92awAj7kopdkcZ2LQrD9NAfuM5WddhzFx/DFb9ibAEdpjN94KzP0vuwk4S9jSG",
-	"ZOk6slAzQrRY8hsY2XXFGXAiRx5eyecDw/1vhgRs6XNjjsOF3hXVxZbOiSMP0o4dXg6ta+1bEs5AVtYf",
-	"wmQ4hO/BfCcrTycZww42FDpDOs6hxXvGUOyTjHVBriZ8ekJoHJfUf8wzqIs5hP25Szl3/30h9mXAQckE",
-	"emTFf9VUsn1495fGgw2d2sK0piYJNVvnJlyYay28e8lW6/0Wp6nUTAeL5xvxOycJy4BhQZwholm20pzv",
-	"kq3QYIn9rore0zPqCRx4if0MF9ykECOzhHSoZsfFGUzhn2z1l/BSuNnsEqzQt8Ka/5u2afizuCi8nbo7",
-	"v4SWdEhxJIQHR/jZEZYxFkSGpYzmZxwB/hS68GCZSGWZSAODI9nwkdLb0GNReCOOj0hGeSzmZLyClH9O",
-	"tG2bRVQyMqaSHR/1CMBYUFuNWbgdBpYb6inaLCPIsiyYR3vrkLAJNhYrk2UmsMrN1BL7r3I5qVkynTmX",
-	"in9mUeEDn0zxWGL7aNs63W1oPWjFOqK/f1fDnlzpYaxu9/lz9GSs0fMu2SooehuaPTO4Sn+CXNE3Ahdn",
-	"29PuvkeT/d/eZEd6BP7sZAxpFwnS+0iWDWmpl2xVyUYt644Hf1yylQVowZKu9QIKq4h9zsinpTwLaX3e",
-	"XjI/tZ3FrIwzZneP+BE6SWiaMQoQzS5pBjr8oLz1YwXroNNuixnfjz1cjHY9U3y0dh+t3S+TfRnouBL7",
-	"uttovqGWxlB+Az87yISi1yn+LX9pk84uUsfTLIsDlFMwqMEMLhdIQf6s1T1L6bhRnmVlozzAt5pIn2Gp",
-	"ekaNLLWhmVgDk4QFuWWN9WH1RuO5eNQdH7nuvwnXRRDostY4XhU8575UyF/FeK9UaH1/NYHSS4HE6A3l",
-	"cYD9HdCbaDpNJBnJmMzTNcVHP+ih/AUciD+I8XbXoV7HRy/hF+YlrB/uW05X0h/YmpOETV8ikUMfrClN",
-	"uFQknNNPI/34aMGyUUxXoX706AVJk3miRuwTVi+HAQnfM5WtugBrEsJnoT3Ih4uXZJ7EPJnOVKdHXurX",
-	"Qz2DqRQExyN2B4nXecl+EOMv1T/2gxg/jGdMr8karea3nOUs1qfqUXt51F4eXWX/U9MDoYBYN0FgN0gt",
-	"v0H0dM5263ChH7Y6SDlj0dpx1cZHoMi0iygENoMGLpkYSDvTU7gZcfRHdpegxT+ubbijVz9orilV5vIT",
-	"STKRQnF4or6EBhZ/jbpFe9j0TXa9K8ftBiddMqUSPt1Q3ECjGTF3PYF4fQ5bPBFZVHJhmBf5ibqpiC4N",
-	"rGSFDswNIqs7O8xiyo43Wf0iFuPHpcFnCfFHaN5nrpsxAI4IYlH6D5oQoddhENDNGrr8NTf1tCt1l72v",
-	"7DfWtb0y1x/bXn4BFcT2Qbcre2r1Wzth4kueXKMjZqeBKOZ0pc+5e0hk7sw795hPLieE8hV20IW0AOtH",
-	"NO8bOfID1IFivAgTaJIdK2MAymDSNmlkcB1bHk6g2qHWmbOxM2Cx3l9+U8D9CP9hOu7tyHVMxkZAqMRS",
-	"c/3JFWlTCe1SkeuqGZt3HjvxPXbi+zfrxLeXg1bdsjSpKnWlJuXrVTuovIKbNK9H/k3mNGYBAawZFrim",
-	"CyJzQaV2aEDrQKGConZ8UjIG/XBJylRdr6t2njVGEkLHagOo2X1r2oF+j1P5C/hx/Qltd+jiFj6mgX6x",
-	"SqDfyfgOvLx47sFS6QJMJcWiFIvFVM1HvWJciUwLZcC6CCrV9eCKHnLLYzpef+o15BoJLkXKAkOoITIE",
-	"Cf3O21ZHsRWaQz7JVZ5p/qHIXEhFjvuAfEWoPoG7NCpPlCkcHfLQjAFrJMMAcTqxw2KpD/eJTRwNkI9h",
-	"QqlhNNWZDXmleTB0ve6R16aPI42hvUGpz/ccFWxpC1HLyz7kDuAJ2pIiN0T4bNdBz7BZ5LRzocdikmIt",
-	"3DZmfOFBGkBb7gIz2zXS069tapiNXmqftzxodWtxSlqD1lH/6Hn38KjbP744/GbQ7w/6/X+1glZpd1uD",
-	"hqbX+3athnk/jL++tPJr9Gjsdv7os3/MVv2rueDf7KDwAWetta0MjKNAJXN2axrvwR/w3215q6+5CaAi",
-	"b+ZiCRAIZdavhw3uV3A6liCpycR0VUgyDIbaJsCCNya4/n/sXU1r8zAM/iumlzeBvGm6y0p76j4YhW6U",
-	"Qo+l6Wi6BrK4xElgjP73YdmOpcbpdtjGDr0mWFIUW5aR/DyIw0xpRJdMPbRHCKXG72pk/cYo/zu9rF8O",
-	"joHx1aWz9VKl/NudrTTz/8neVlg2qq/11EpOuOaNrUlRd/MP2hANSXpaCra4f3qYrOfLm9n0dr1czOTi",
-	"qwqZkr0rmMl1VWTHXtCrN0UKoC3QNtu8UpFV+xswREb9/uDqOozCKByMhtEw6gVnTSF0NcwDGBKZax8K",
-	"vq0A32XMYpmEs6LKYwZfKJhTkx/KRbZq/sd5H8jvT7JdaJkV7TsHFzMp/hIYXCRBc2I7mJwJovaeizLZ",
-	"sue3k50zdHM3OwXCQSPN67S0IHh6LHr6iSmmGGfKDFgKvEoTlwgFf7xzwpJbAQrnuD367vSqMcV4EulL",
-	"/l9VGQnmcCut8PEntyHb2or1XmTO0bDv0gPhmCQo4l9ztm8O4VipHtsxWdBMA+pBlnHsHXjmGPrIa0gd",
-	"clptNzx8VqpgnmG3Q7wZmuTOcO9gcy2evdtgos+DiOWzyXwasBjlW7FmgWrmGLjzUG50S7WZvyoUujUp",
-	"1EsqGp7FI7bnrzJhFDyrVJKIbxEFurk1aLodjTcVqu1xdfwIAAD//w==",
+	"7P3rktu2ti+KvwpK/1VlKZNSqy924u5atXbHdjI704m93e1/1l6RtwiRkMQ0BSgA2LKS5W+nzvl+HnE/",
+	"ySmMAZDgRbe+2dNTNasy3SKJO8Z9/MZfrUjM5oIzrlXr9K/WlNGYSfjnCxpN2QvBtRSp+TtmKpLJXCeC",
+	"t05bIRddpYVkYUAEJ+yGySWRTM0FV+yUUE4oVwsmSaLIWEiSaEUimqZMEpoKzgjlsXnGzZcEWorJaEko",
+	"iUy/vVbQUtGUzajpmn2ks3nKWqct12sraOnl3PyitEz4pPXpU9B6dUUn9ZFeTRlRWgo+IYzrRC+JppOA",
+	"6CkjsYiyGeP6iSI3TKpEcJJw8kcmNFOrRjBoHQ9ajd1fxGw2F5rxaPnq4zyRTNUH8+uUcejazlgylaWa",
+	"iDHR00SRa7aEH//ImNJkkaQpGTGzfhOhNeOk/e6HF+T4+Ph5pzy8sZAzqlunrZhq1tXJjK0foX7H5ild",
+	"srhhY7XMWEgWONBE5Ztqdqtx5JQTRmWaMOmNXE/xZTpjxFuY7j/YkrSl7Z2MlhqmB//oBISOFOPadc7y",
+	"9thHFmWaxYSLRWVjeDZrnf7WMqNufWia9GsRUZxb08mIJKMapyMyGbEnirx/95rMqZ6WO6o3/J/mcjCu",
+	"r5Zz9gbaVI33RPFkPF5xTUiUJmbGs0xpouk1w3PJopSaRQ5tF13TR0ioIokmiVp9O6Cvxr3/z3e4lhdx",
+	"80LYpX6iyMXLhrGSNk2VMNeDkrkUo5TNnigS2q+GSRzijbanm8kbJp8okooJSRPOOmd4rcz4YXclmwup",
+	"Ez4p2ls1K8n+GPYPf4+OPz6fHU6/lSc3T/l3fxwtnrG+fr5smOynoDWnks6YtqTsR0m5nXhi5mt2txW0",
+	"OJ2Z7ybm6TCJW4HpKkukuRbmPPnDmVOtmTQf/++J1MPf+t3ntPvnh7+Onn36t03U4B9sWV/zQ6IFOXr6",
+	"lMxlwjUdpYycX764uCDRlEoamaGfEYqrFhsClkU6kyzujhOWwg9m8WaMclXcNDggikR4anrk50Qp89r/",
+	"+b//XxKe9PskKUY1vGbLoZtwaBYf1gY5QLE6lcu7dpH+TbJx67T1/zsomMoBPlUHlfWoLxFeIdrAa9yT",
+	"Mzw6k+SG8YBIpmXCFNKaRBMkKnUStcPMbj+T8c9UR9O1zMdwJ5JSZUZK44Cw3qRHwkHr20ErLHZKSBJ+",
+	"E9oNO/qOzCWLBI8T016xW2dkwei1eVlpmjL7+uGRY2PDWaJmZkRr9nXcxTGv21Cf7X0LbM+7B4OWuQUf",
+	"/jZorbgB3AwuBeK78vIl3kub7uDaTSl3hv0bgvoPtlzZubkB29978/YW957fJHrTnN0rO/Se8Jstev9J",
+	"jFZ2+7sY7dCfeXtzf2/khPLkz/XzFd5Ld9njSmfV/t9KcZPETDZxuHNuSB+Kf3P7HkpdzIqlTxTxx5nf",
+	"m9pUhu77HRZTJPMtFvMtnbDL5E9WH/6FZjNF5kySOZ2wfGx/ZEwui8GZZ0NlGvCHEbMxzVLdOj3s94PW",
+	"jH5MZkZkegp/JRz/OszHk3DNJkzmA7oS12yF7BRy9lEPoVdt3grdis4lu0lEpjaPFr4rDXdGP75mfKKn",
+	"rdMjO0T392HjopV2vWHLbrFdSbzNdl1JytV4Tc/avnCXM+91Yvp8r+iE/SDFrL4jPyRSafL+6gWJ6TIg",
+	"CY/STCU3K9d/bFpZN6ySUtG4AjCaK1Efy2vaOJQzQjWZCaWJkUViulSEjjWTJDSDCVeNVIs7jfOT+Ril",
+	"WJAGv6exlYXNX1ZWMv+k83maoLJwYGXSv/2uUHPYbrfe4lfY6UoZm8SCKcKFJsCjUc1yuihphwm/oWkS",
+	"D+3rYUDClXKbeWZf9y7iGShVlJNkZsTsgIRURtPkhg0jIWU2hzbzn6YsulbZrBAavIczNhsxaR4Z8cR/",
+	"4kSNjKtsbnphcQhqadWG0PWMCE2LZ98/KBkcjMbS9bWfrqdirWulSSuDxuyed/G6rm2iUJVgI18IPk6T",
+	"6LMdl8j2b2XdKJPSHBSlqWakHao0mwyNqMObT0qmyucEvjM/zDNpGIamsHcBCRXTRiUbpiK6Ln+Tk7L8",
+	"45gpnXDk6VzoIZvN9dJouZKEbsBhoclHU8onjEQiTZPYSe2USLEglAs99YwHTiWnulBsZsLcja/zeL2S",
+	"UsjHPFvnnGScfZyzyCwzM91/lQv7g5CjJI5RfHnMiwtEmKQ0ura6eSTmDAi7ysbjJEoY10P4MQzwJoSO",
+	"oNufOwH5+9XV20sCBjh8RNrhVOu5Koh/B82YvtxqPlCZmjMes9hcxhEzamXMUqahifyh+dowCZImM7Aq",
+	"Gb00msJL8NOQfYwYgzdzfmKJP4nFgqfCqLEoQc/pKEmNcJ0gYwOqAR8Bc8MFoTwmjpCQdlh8NbRk5ivl",
+	"Hz8Kzh77CBY6JokoJ1yQVPAJM+eBGIaAYoZTQxnYqx3Fd79KdiOua7/SKGLzr5fZ/yL0DyLj8WNu2C+C",
+	"qCya5kZo0g4NSx2bcXyly/yWLg39uBLiNZWTR78eIxEvCdI3RQ7Jz8n3pB3OcUxDLcQwNaP6Wtfesyn+",
+	"QJOUxY+9/M74WLjdFFoyg9ywOaOpUeyAUtWsmo5rWlHY6SL/Avv1LleDH2/H8t1KFJmV7dTtsNlA/XVu",
+	"xJUQP1O+tL+qx9yDd0bXA7EMboSkmg3tn7kgF9MkXVpxzlriSqIh8P1sXpfvrDMiAYP5cLTUTA3nTA5j",
+	"usSr+HH4uxjlv3XOiGKMhO+Ylsvu+VgzGd7nfnvt1k1Ll3DcjEhJFjTRjU5a34b5xRye95xmesq4Nmfk",
+	"cS+wdS4FBVENSMavuVjwgFjZz2y0FfhQXLeHykokNI4lU6jOoDSfG7FomooFaYdZeYLg8TYaf8wCI39O",
+	"E/DsJ9H0XonDr7/+2j33+l3hgzOLxIieUk38USrSDr9nVIL5gaazfx+0JOMTOmhZU8Y781f3MplwqjPJ",
+	"am/lhjbP//REEZVMeBHJoTobYwm+nFOaW/N+ZnFCr2Cojy+cPVFkZvonZq2cVgkUbc6kW2Vz5vLhDuH9",
+	"oXn/q2Q/n9wJgq7PI53cJBoCC+bSLIpO0LxNI43mpHU74D4/h5c/BS20z8VDiC6AdhLNZqrhtOYGdiol",
+	"XZq/k7jxtXynyp5ka4DwPXd1oz3a+zGypHkMyYztEPlUeA9+a4E3xr7p9RLYlfMHXluXIsJIjH5nkTZD",
+	"Ka9lbT9WTCDhNzYwyU6RZ2lKR2aJ0MFR+4LTGRsqTudqKvSajanHnAlCI83iHjnn5v5wopgm7Y9d9lEz",
+	"rpJRyrqMZzPD16diQeylW4qMxAIunmEVpeijctdBq9aWWWhcRyFzL18qIpoO3c+GJC6VZrNW0MoUxCZY",
+	"CeQaozHwZhupw1CXD9V9hDEEuJ3ltVm3S68T9PtUNskd9vwf29yepstQ8YlusbPV4wkjqDfUOKkJ4/on",
+	"MapPKBKzGeXNR88a2IdUb3uDVtzxpovlOi51s27s97Ihbh1qG9K4uCuHcx9j8SNRPv8ByeJEryVMq6zX",
+	"Fy8DEsKF7boLCy4iuLEhaY9odD2RIuMxWQh5jQYsigIiOJY6AaFG5ZDk4iVpU07EgjNpfuVW0yDXbOke",
+	"0gnG4Uo2SZRG8uv0GksICBICI10xBVYD822omBqGZ4RCWFUegGg/iQRXImXQEAYm4pcUJLRuws0DmCUx",
+	"eiyEPLonM2ok17BEWkLTSiIJm9EkPSMh5YIvZyJTVhAkko1BzdrYfGPL2K6NobBRKjdMJuMEBfTiFRsE",
+	"5/xrEmQkwVmn13h7q8ymEjpgJN0ycQ7Rsn/xMo+SwXtNiqZMT7szrRXn7Yki5tXCYchuGNdkSudzxlnc",
+	"OKs9u1vD7szFf3VjRfbbSIgF5WgUD3OB7reWSjOzKHGi5ildDiFq40OwgwDJnAe0fji8WGN4KwSFsjgm",
+	"VGs2m2syBjumuSMLqkjMeIKHZuMBxftQiKfsRu8UbbxSzkX2t0nMFZmOxKzhGIcqi3LzTIjTC0m7pALZ",
+	"HAsWQwy+WZ4OKK04/ZC0PVXXvC6kdUU6KpXozqZbEpAQjsIbHGj4RJEbmmZM5deHEzuJu1+hfM6toIVT",
+	"NucKZtP6sFkpQFvF0Noqyttx1D/u9XuHh8e9b5v2QWmqM9V8Bv9+dfWW4AtewKCh6Cy5wWOW93PUbwil",
+	"C1qaygnTaqtLd2XffUQtxw2vOI/5itTufm2Z15OfexHvCmL2RQhUb1Zd2nNOqHkBudcT5W5GYK4CJeMk",
+	"1UwS9KDC3WhTEqXCXMU0UfYyum9D+3GIWRe1PBzDLs1X0HZxh+E4bnOfGm5B6fzVNg0kjxVkGphW2UBj",
+	"hK+ISa4CMlqi2AICi2SEC4IxP3jwgPXDrGakW5LfbLu0KkS1Q/vP1+b3sANU3whsRgwLCOSqAI9INDxy",
+	"BK9dyBeFGAVvGAoKP9lj3dmKe1RDm7fR40vf1OSjjZ/78ayNexGzeSqWEEtYj3kuxWLh9mw1UbgR283w",
+	"U8O1+Z7qaHpuIweaJJLiSSX3Y6SYvIG1Uk64H5nGPJ7i0dk4Q9vkCjMwfEmmNCYjxjhx3ZIRGwvJzgzn",
+	"miZ8QjhbwKHARBKvq5EQKaO8RkLyCfhDaKIfLyDf65JFkqExNUbXGU3feisypqlitbAtTHGJGGytTRxT",
+	"0FKP/CoTzbqCp8szm1Mpmc6kFZ3Lqw38uxJrfdg/OlkfbB20FqaPNzxd4sZX1wCbbZr0y/xE1rceIpPM",
+	"TZhIGjEj/Sai4Rz8XSwggsVobtGUxZmR9ty34AlSdhcLDZS0fxQkzqwyWWLTrW+P+tP+rK+aZAHGbxIp",
+	"uBtvRS6bSxFnkfkrJG0M0nKr4KSvG5aKufk83F4HgdW7uwRVjA4ofT4SEJ+QHIwTJrekHOZVT1lXJKIS",
+	"qO+7V7/8eD58+ert6zf/6+dXv1wNL15aN6QhDuWlZtnhNhRmLtIkWg5tusJGmeAtvP7SvW0ayEZpEg0z",
+	"mZYlPwiaOz04AJdNz/7eiyD6vTYKG0mwwovk0hrtW+V59nuHvf4Wclm+B6Uhl49dMZBgxQ2pL1jjzUOd",
+	"7BeK0kox2PNoxsgLIeciFwLXZ1546RG//e/B4GO/3x0MPh7+MBh8/PaHD3/7t6bFfGmjBM8zPRXSaUF1",
+	"EmBfc1vXsPAJn6SsmykG2bnWJGGDEQOXAqi8QMQeuZyKBSeGx5W3qfE4HNB5cnBzeOCU9QMXp6gOPo7l",
+	"GoXwwA7iP4qu/x1aHuaz6vUarRfod1U7WGErJ6m0bKX2mk7Cq/GYRTq5Yd9bFlbbBhTrt7t3l/iuuTCO",
+	"mWzgkPieUx7WD/HCMvT7HmK+yAnXz05ajTlPtx0zdtogNBsBLAWe3SBS/y5GGyldbefqcidKeXlm2u2a",
+	"XHAmh+yjkbt3/76ycpvGF+DMK702LTCEqjSsXFOwytbDvigkxhn9OATjs7rt135ozG3byNQuu+Z9LAr5",
+	"eCiZNgstuBnJLVqr7KG3Mv4gg+alXzuUhoVq2usGbWqXfNCgZRNYGo4LBKmweAg63jAWM5rw7ZfoEiiw",
+	"ahUrNJyN6W1umftcKXGbz63/Ymj3ZjgVmbz7TvuDKs9wVY/BigWt7+p6wtDKL3hQppTeXq4lu25n7ptV",
+	"bGu8vgXHcFaUQiQBIvg/aDRjTh5pBQWzQrNLWT57etIgUUDLL2Enyu1XWi41dLxG0Gv/Rrt/9rvPP7h/",
+	"dD/81Q+eHX5yv3f+YzDodf72GybKBs+OPzXKga8qPHAHpfcVjabEOxkkZWNNRKZJwqdMGqFPlzUXKw/X",
+	"1V7Ha6uCylbctOGjCr9skH/qey+lkC9EvCpKDXFAZjSaJjZ0Thlh1zpBFCbTuJhpVPBVj6BqoslEioUi",
+	"bQrmC3CT2LgpSkaS0euET6ztpxMQJQr0mSnlccqU+QG+8jJUCy1Ulezgii5Vj5w3+GcwY9R0ncPYlA2U",
+	"YLQ0Y9FTpphvrqwkvgKrqea2ggusORm28VGm4EElOBGariZjtYJWOcHKqK0uD8PcG6anIoZsR0v9ABCj",
+	"kjQAnTVFpcGBbAiWLpS9PMDdUJA8qxOCKmwGarEikIiJf1eyeMo/2pjO8o+euQpyN/F+2VUp8Di8bv2A",
+	"Y3BW2iwysyzihuWEPA8qLii4TScFdddLOG15pkzGzcHHLHkaDwVPl+g/vRaZ9l9MuJFCYNhDMwDTvGQ3",
+	"iVWVM05vaIJ2BpBTmOQ0BR26IVvVW81yfqtZ8VpymuF55SRq/5dqDrX3rJxC7T1oyKD2nvo7oYZzyRQa",
+	"BmbixjTTZL5/BcToBTgeN9LZMnEcCzk0G1lCjGikyFeGBiHZc66IMUAPKM3mgAdGTENnZCwZ+5PVwtCf",
+	"KAz2IGBOVKQdPu0fE5xV2CEZ1zYCwrRiejBsG7MXXQQEdh5RHrHUen3Ru7HCUlujw3+33pvyGkwbfTpl",
+	"w9gTRdBoQ96/e91sWGDZYW8LW1NFcoDOm+SFewCSKsJfLEjURlwpAJr77vnJYScgU8YjRrI59vOt1y6x",
+	"Lp9FIitGlqfjfvSMfse6x9Fh3D2Jjr/rPh8/Zd2j0bfx4eiQndDDflUS+XadyWkw+HgEFqdvX60wNl1Y",
+	"vu0AQRrjHszFyunFChw0fArGPrMUebyONW46MzMlmiltzz40DfHkgsNS1EwNK+yfnu9ipYqyfSAF8vNV",
+	"7vHbxP2Vgjoa41gr8RNJPN8xfiJRKsPtqt+lVEwSvslmW2ME6zd2QRMQP8Y2uCyKmFLjLIX9LNmwb7GJ",
+	"cym0iES6MpoFzqahIvZF0k5mswzu7TaxGO50v7WfN8RjFE3fPaQpiSMbeLHV0uaxYnycTKzjBUbFMXIl",
+	"pXBnBGdA/TVDt8xGu1zQAgFtx9sAcUmbUxFgPS/Nu3kISVM4DrgCQ9K2Ayd6KkU2QZjL87cX6PvxbPgh",
+	"aY+lmBHrK7l4+eqXq4ur/zV8++7N///i5at3l2EAIYvgtKu1tr3jyCbo3D32BiZY8UN8sKExTStihbaQ",
+	"tCuk0rrBEoXPd5gKIJrceSaFNOnGAPPI5vHO5G+tO6gBPrYdvrqik3C7U90UsWNj6XIykpPH/Gi6DanQ",
+	"Zp/459dlFVPxLnRQY4sNBNV3R3lcpLSmK2SXEk++lWh6K9Od69GziagahyyJH083YI3l36rceb9uACVH",
+	"fwMjLfne+xv7LpjkNrO+wLcr/GibLx1fKdPcrSgovn0rulu5CWsuwcozv83xu5fw/qqY+bkj0qoDurLA",
+	"ZjtFllidHEVa0OF8UQXJQc7m66a1si+zIcTbNPv+3WtIFVCFjsdLdHItJV4vgVSHiHmqptdEkRFkKWix",
+	"pahhPmt2Rb+ZY0QZxOONpFgoJo1WBB1RHudqgAWvtstFLsF9TTLFzqw0lDh8axvTB4mp+Sa4sYNk0Lag",
+	"2CBMUAtz29nCp23E5QPDkhN+YJrzXdRPf5r1l38cj0/4/zzaqJp6bGCDk7l6FiEqaefD6B29xVSkFXkS",
+	"7Z1oVDGa7I+vrpwplIyYAnQxsCwSarQ0F+IFuQsTbmScAJA/5poAdBogoTlpGl4LkdqEAaYrIzj3zAWd",
+	"7ahTXmCfpJ3Lep371g8/Ox/cYXdfO/P9NWPzEqA8NncGlmI4UC7czYh/Z6h6RymjEgNn4W4spknKyuky",
+	"iSJO6utsCourrvlnDpMr6+dbHaON+vquYkZ8+65vLaJsVN/v7w5tVM9RcfapCovPkAKwPzKa+ifWqLFt",
+	"8KMAnBDkn1kqzdmCSRsvBgBco1zjJSMaXZPFlGo4j4kubAEVqg7a906scNuFWqdfP7Sst1rH3vagrVBI",
+	"t/28rAfero2VeqFt4KyAOIpZZHjSbTTC3YRdP++0wbat9GobXgWEfUes9aCVUmX4AePrlOvbBNPvFv4h",
+	"mu1CNsryGq3nDddpkijN5E6mgarAXoOxrwc6eMMIiv2AUVcHUVnRTdvdhHj+YiqUITZYEcF6XGxGBDIa",
+	"dOrmKQJdMjDTGA5aIAQdPSOS8ljMSvb+MUFYbNKFl66NFOXK+6TJmJnFKhMx0+Rae3AJ415twt0uT/yd",
+	"XbUdLQr+Zdg6GGLrqNc73yZRSV1LE559LHtLnp3cx0jLF6MJRLIEavMqPnr69PC5c4Bds2VAjo+gdg/k",
+	"ZihNeUxlTEZUsWcnvfLm/nbe/S8MG/nbwYe/To4//fu/3eJarblEzbfE1oBoQEi4NQpCsTPXbLmrs+NW",
+	"IfiuOBTE3ydMFc6oNkhdsZ/74DUxpXGeFL5VqvYKAgkhBHeg7U2WTrtxpXj4km3R63bt1m5pVMx37S+H",
+	"Kx9TTSPGNZNdaoVD73zwWsx86f1gg2i9+32sLJJLo1498WZzVrH9w02HzTthkN1hzxIXC5fo0ZDnUU7z",
+	"2JxfvSN4hruvD2FWa16aYDdzmxuhl8OVpm/GrdPftp9adc9WUmC0fwClRcMRUIJ6UgOmHNjAXJYdDmdj",
+	"OZn8GY9nf+rFH0fpNeeLydGxnovR8iM7Oc7EzfFUPIv/nP/+x4IdxePZ0+zjZOOZNOOsL8qHUtmb1dl9",
+	"dxIOb0Ou84TVtdGx8NKtEjIavN/8Zlf0gLsKvXenzis1qo3e6GLXL6EuQIMz+p58etZIAO6qPHatiG1z",
+	"oW8fGllNXRZ3MbV5uJfPeLyDEJQO7xY8ya0H5rruwpTKlpvWeUzJa3HDUgo+P0vx8ot+k2gGmUU1vlW1",
+	"AK07TX562Ke8k7/W44mjoQ4tHRCnBYndYWlkg6zfP47wTfg3A4TQXYv7lPBPbPRnFWZk4yY0JhzPk2ax",
+	"99ymnNOUnL+9AJnL6DdhniAmwWCMk80Uk41TrSSfrb30W9z4y2w2oxJ4ICDHbPjivWqwJVjIGVHGI3Hr",
+	"sH4dd5ewLOVtimyvHdhdqHRlUvjp+sHfD6ZXzt0+u7uvTHKbS53l7zxRSIB3AqAofR5ixZfbY1BsS7kb",
+	"rsnuyHYuVPTRRY2YpcnNJhvSzmBEv4vRrvrlXY0PWDRze7H2JzF6B7VcW58+BJttCFj3NQDSaM4fuDZt",
+	"zOSK5SnO/qpIpD8ylrHYVs3MdyIkbS3gmPpj6OBbBboSBCvl+EqJdmPsPHrcEk6j5R0miLSvQbg0Czl1",
+	"W0kBxdgo5pSObOXu5OegiQT9JEa7c4T82rbGNNKqYcAbbYU1zuGRguLOZHN72zxh46T//Nlm39fdrs5G",
+	"05Ub7YolvQ8+1QiB+cgMqiAIzaypgRxgxMnvYkTaIXxujl7YAaaVl+7Dy5bopuiTRA8jm1VVd22JTM8z",
+	"XbH1Pnv69PjZDjhgG1WhfNw9bGKVLpSpB4FJq9EEO5GVO5RT+W0lumKR+8WatrI5OSSY/+uWzhvep7Vb",
+	"1VCNHa/IE0XMi5iNZpPPLKwUnxBEUbRHxzwMCCXHR91Roi2KSrvvciIEJ68Tnn08I78mPBYL9QSz6gKb",
+	"z3By9Pzk+bNvj54/DYgSM0a0EKnCVArTM2cTqpMbtKDmtVO9r4oSqt2jw5NvT747fnbyXXB/p3Ddlm+6",
+	"tWuOwGtIybr00qV3zcm0yV3EJiYZiRDzvCAgakrtXpwh7KsiEeXmwFvsqaZrvDn/YaOCYJNfMan+Aj8D",
+	"22yVIlayuOvZnZU87foLKzOxa07e/Nh8e7S55G5tp35uSFS6vfooRbrq6rkqyOYVF59Wqoi8SRw6BQUh",
+	"ZVQxMqNLQuMYGlM5/YOm756UYA4URnTfrzIMi9N0WzwQsvpmAKbYqpSbmGr/gBVNrkSFv6P4fp2sUI0Q",
+	"nWFHrcZBXN7BMd4smuaLVh5YuUc7G7uKGzbme1eAf1uGVuxba9Q96h896x4edfuHV+a//W6//1/dwzKo",
+	"hQJdyO1o4UNuLdgI3kXJc6iwQk3r9LtnJ/1+vifwRc8Jv6XtaJW6P+33T/v9/0K7+uqzttHdH5CMJ39k",
+	"AM6IyHeIkq3l0qhdsafCWwXM92gdfbcpHe9wbTpeeeG2JOLefl7UyThST/f3BiSG2gmzQ9lwjC74jrEE",
+	"7jzUKarXrZFgWDr2SJzt3JC4iejaH39Xgvfe0cXPTCk6Yf599mJ9/WO0dUgAet6Hve7a7brLTS/f4x1u",
+	"7n0oPj6F/twK0BuLIZZXzm8WczAKrkHVeHHx8p1faMnwUle1cyzF7IxA9jqZMcoVoXzZa3lu1uKgHPZ7",
+	"8L+D71aDp3upo7fxr232mO1s8tLiekeTV91Rr5mU1AynO5cAlVcXsOvphOuOF8Q7bi4u4YU15AlYazxL",
+	"lYPQeJYK6a3u6N8uNXdHBKUt4jnzOM4V5jiMiQ/J//l//i/i1Rs+A9scQhlao7A12c0zOcn/mgjOzkgI",
+	"qBIh2glpUTa4AAMwSqF5aYukWX+aVUfl6XZGvADi3ewTbfbU/E4VDHdr0RVXpoKfUV0UC5SB/0JwDUjD",
+	"dJ8MJaOqKfb01+nSQ2AW0isEbZRkiP7Lf+rdLmqnCevfnYQVB7ikqtw9BusO/s3bXAjELKHNxQh/NUta",
+	"P9VYO8NMgMCHNo+kAKY1JB2yfVbmP2122e8v6j/1RcWS68UNbQNmOQTUYlaLWbYc4DjJs/C2i+W7Y65z",
+	"zkoP75bG3EgmGlaofM1um23sn57dHRTV+Is6QC5eOUBTu9ewi+2vcnOe7MaIiApVK2PPycnW8dnm3Y3x",
+	"2eXO6pgsdZdADaRejMGZXAYNEgveI79AzsxUpDFahcso6K3HSx2vhN61gnuDW4HUtTuJ1HkjmwSFpqS5",
+	"UxKCgS0sanblz0iiOwEJPTi+4SLR01jSBS/VphGS4AO2IOEGdL0Q4SKSGSJggQ+WRFALKtHTehVjzLDi",
+	"WD+iiOhEFGgABqyei1MwRRouMKEJDyxPdhkXiEQHcHUeyJNkcSJZpMn7dxeEYulRTHDr2FxEpNIWa6JH",
+	"MN9fYaoYRjpYzgWcKDV9xQSqXzTYTjcT9bXG0BJ4ZrEnRi+0ywqcqUqjKnDgl5dvms7klKphLeWzJgfB",
+	"dtDywmNZd0yoQn5XzsHsNOF11VVCkdweUmi3VMSGYMwdKGVTqY7dwIC+XACgR80P3AA4E5TxZUgbqpFX",
+	"qF7YuY876VUxyEFlHheDZrt41tsgZmyBElO/+iX0mRKXKTOv20tue8yYPWbMZ8SMWXcU78VSvU483s50",
+	"vapkq0VfM18Q80WRJWYBUVKq9C3sPrvYvr3Z3fdqfX7DftU60RwmVFZb0mTMomWUsp0CcU9ttVqJ4tI4",
+	"UwDPjKaPKj6zjVQs93vnuN1bm0A26ITvgRXcVTO/4NF95j6sS7zfdBTeg6+ubp63NRi2OufQxkvamPZm",
+	"FJ6atPAgqURabNHPRkB/GC80FuAiNC4g6C27+zR2S+lSCY/YCrOtnrIlGTHQNJ2muz0cFaR+bFMU3b1Y",
+	"5BxVjWIwxpVrdC9UFBb7c5PPbSvkrN1Z/91SdZjNVR5e47ufEFicxUO/Wsi6zyvBcvdx0+7J1rqmmkZ1",
+	"jrX6Gm4Iq7fqpVeKbQMmtitC5jKG3755ffHifw1fvvrh/P3rq0sibmztyVGWpBoKo3OmOhgoWLf1YWkz",
+	"+EoCeAp5BWU/YXZg4PdLQkyBpdpwQ+rCEF2AoiuObn8eC0kYNFayKi2mQjHXb85dzTegMefhG//kR7dy",
+	"frY9LavPyOt8FrsGkOJe3r6cx6oCUMV96n97/O3J4XdHJ/1gTVTmybPDw2ffPesffndy9O3xd9+5OCN8",
+	"2m+K5S3XjMo7fNp/iI6q5aW8+fUfpMO8FpU3sdt301gOe33Vqrzf52v7PX729BbxtKWKP3Ubk08UwlOb",
+	"bt9EnMBJ6k5peFo5tptJYkBYqliZJtpPOmfOBn+aUyEWo1MZo6mfmP8n0VQkEXt8pOhK2Gwxa1fPDUxd",
+	"uNDbIUD6eQYVkopVewBIz6eZ/hWEe+ed3Kf9ZkJZiul20HxfoyxSPtPvHJQZFP1Bjgv4doBa1wBOd4ah",
+	"Inlkv0YD6qhey8PFic+pnj4yTlr9YmMlokad/N0PL8jzk6ffunJF6Fp6x/iEQq4JHHHBHapondlEmZSM",
+	"6+HK+fwgJAmrZXxsIIgDBzeXragovQUoX8x0rVZYRdPHmag0m5ABeKYHLUJTyWi8JOxjorRqLj4qpZAr",
+	"3RK2olNDOaoAQA/FmIR5KavwidpIgryTFwNOr600he4gKE5lRDikJCy2XqQzW5jKCIgZN7SK5ylBZl1r",
+	"9ahKBvtSAaWt6Nq+/NS+/NS+/NSW5accEWnQDkG8t8MmUFYoQBCNygULS4HLlXpU5rMy5bMW/hotm9lo",
+	"+Y2mGGyz+KBJq2lKFGOqKerjjx2dwW4k9rI3c5A6VbA8BP7tRXcCP2EsVisRUrOyLH3Sf94Idm5uXnlq",
+	"l4aZNBPOfIFW11eP2c2Bq1d4sIYG1+BdkEThePIZOE5V2ogPzdy/7rurn0zzlFh3oNP5mZinNiQzmViR",
+	"xhVjSVTupndh90B763H395ebWHHINTLpN3PGL17aiBRA1i+VEQphT6yj3Pw7JFqAaUTMAX6YxrFkSjWj",
+	"yDcVXcqllUwmVSAfL+G1OCc15+BtCiKduYm+EJyzSPfIue8lsc4U9DR7zpSzcv0CD9791t4QDIRYM8/L",
+	"3PHZUNcTnhF7hFlMqHa1ciy2dMKjNIsZCU3fSRyWNua3Fv7q2ZDnUowTzFYsCGg1P8v857g7GHx8OjL/",
+	"iSFfi3346zA47Pebg/eKo3m0PtvKm7j13K7dXDUVUhNuFto/qKXjFwk5bzVlLX3wq88eP28e+WUzVUXB",
+	"FEPSQIAzgzGv3iqdFTeyUKiBKN9Zny4U6FMjf1QCPFTzj4Ayb5bL6JMJy9/K/85fcIF2+Rv5D+6VzLBD",
+	"99gKA9U/3btOVMmbK35wr9AsTuz3Rkzws8wb7oZ9aq7mWEiwZ+S2Wxuhk3ASohQXwtJj7Kc16ILd9zbZ",
+	"5BtToqzguLNG/pjJ5XWO7qmou7oT7q8OeL546/0MbtVuUyfkyrOGKRZlMtHL/DSdEQY2ZmddNjKIsiH1",
+	"YGMjbWyU2P87OgkMS7eyQZkyrTxMv5Ura3+obD060GpWp5Xbe3j06XNiIhTHfRdM/GIzv0xMhUe1QTXz",
+	"wtdiwWRk+EjKNNZjjZOJOYyUx2S6nE8ZVwE5BkCSfqluKyirYDABnxfYTsDiQ21bRsKDxnrkPWZ7Q6Eb",
+	"x2LLHBYyFzZw2MPg+Lu8vnszp0WO8KOkvMEzfRsU1YlpasdIeffNaLkxdcIbr5BNAcYTqb8i1NY8rQvL",
+	"bIXFjgDWmek52hbRwxngViddQX156HD35KrCYuTMRJg/Bfs1zEM9Gug+Z8S+ZvE6CfgSjfTvVeqFCq98",
+	"aQPjZrdMeWyIts3zmPyRls5k6VBXEn83gMj65/VWwa/rqrG50BcCwzMkRZ05K/4405lkgdFOZkJpctwn",
+	"MV0qQqeMxtuHxtT2bzsgQRu0UwMRfIPlUSFZzt/xs5y7B94ml31wxRdGx+/V8UPXlzPzd+I+4nBKlPNz",
+	"h+NUyGLzPYP0n8VUkBmNmXdu2nrKEklgi9FbBOFU8FaiOw2REjvFbXnRVR6wn5I7UekNgVhr1mSVd/jX",
+	"qSglWNdOGKFyS1WkYtrEVnpirnJpcgsGUGp4R7Gw6fw5O3ijcFYYwXet+P3Q2aoPXpm38A/4i1Bb/2Zl",
+	"qJTOuiEPonT+bqsUuSOJ7v4Aawj0cu+krXFYjCQkbfAHP1EdKJloqyRuf44rNtYbJpfWSwhkm3lGV9K+",
+	"YTIZJyx2UEVuRTskgQjnEo2vYobXC/TUSvgVsm3bSbFt33707DCXbjv/MRj0On/7DdNZg2fHzZal+i0r",
+	"T/iyTAJGSzvj1VMNIDueGqXKJS0a9WA3e/IWGp13n5vz9SrUK6I8t4FTTWiakrbTl+G4rUjYq5CGLara",
+	"+Nm+lUG4AYCa03bXEJmMnVBjuqRfRyqeb85T/rLLwDWQBnB5vrO+6R0ialwWcOs9n9MkJgm/EUnECIKO",
+	"Hdaj6NekDQewM0Ja8LB6ijaTiiySNCWKMdL+8dUV8ZDzD2Y5kKa7wk93LQNgB9dEPa+sJbLRCsw+ItKs",
+	"0QgIZsX2yCUGDxiCyAXv2qzVGdM0pppC/d2GWJAKyPgKAXsmbhhZUOUhYUCGtI3CKgVxzKi8ZjF8Endu",
+	"jwkSiYyvC8b8a7ugk1LwkFgoAJC7TnhM2v6og9zaFtiYuIDU07sDAlFZgYutmSZzFZRggFXgQ6UNAbiN",
+	"lX9UAfldjFTH4oZDKEjFRFdqsXV6XEWgs9GSZejMQxQ1Vev06NPGgqzbAsEXrv7GItJID/OXnihXT+39",
+	"u9cWpMeeGMxMtyeJ0xkk4G8F/zGmSZpJ1pz5Twu4c3sp8M/tWhZyaMaz7o4Vfi5QwGH8rpbyWDL2J2uk",
+	"HrZGoZF6FGmHT/vHBIMNwo41ZWAOeX6fAsOwIpamLDb32s6CnKcLo7UCIbQmAHfh16Sbr+O3jrCUITa3",
+	"+eIf5t37sBfNpZhIphoiJSAAumE7MI7DVudz4X1g/6ExUYKMqdwyDE2KRUMHQBlcu23c+k7eQRtXvLNL",
+	"T1VKb7oN7Pya6L2a0qOnz5pvmA1jeaLI5d/Pu0dPn5F2mpthp+xjpyhB4B2pDXIFyhTjD389O2mWKVTy",
+	"p41I3zQq8+bKIdyisPHqCk72Uk4EUyQswznJjPPir6IkQlBQCCFJmN+y8Ky4S2bMkkVCxlAJGecxpapU",
+	"WqFN7a10HyH8M1gNp86snTJ6Az/l4FGdLXAQ3A27ZeEp0sYaPgVglV2nbndBEx0SpcVcEfNvGKfO6yju",
+	"WK7KrnFzJYegla/tPcIDWOxNZ6VsyNBzRNyjK7n0kN+r0nEueEqdxdVqR+yS+u/28YVtYqfE0CqvzUNY",
+	"WHbYw3iklWWHdmXUZcuiz7O9a4DAb3ZKvaZAmZUQrTD0/zg9OGjc5JXrVsVz+jiWW+M5mXc36kklVtYg",
+	"UFhwnPwexYKpzffXqAfmM3Yj0gyWV2YOdzxRvgHH66+43CCN3jnwAq98jpIDV9BN9z7svblC8rltvSVi",
+	"uQJCwO0fkA2F2+CMZ2Z5lYu2KuKvQLoyncUkEkb+5lqhkvOjsDHcTxQpdf5Np0d+EUUIlmRjozJqQRJ9",
+	"6uEH+hnst6k1tT3ZbTjyeTZ2U1L3VqnYfnLalnqX/cQKz9t+Bdlhlt5u+YlmcpZwmg5nCc8aRZWf8QFY",
+	"8OzLxPrmFYbxx3RpU57o8okRXiA8D7IuAfw8IFJkgGuIdTawjqnt8Fal8CnGS5fXqLLQleVomGrT5YDd",
+	"vhKapg3S9Ze8kQ1KRT2mqWGz755l/ND70Ex8twZC2I1K+/t/L4T6dkAKPmzCLrT9vXoEIIV79sWtxkOo",
+	"zxDigjC869IMy93LUuWLjeXrycVL0g4Trobo/zh65sXZdAIyp64MlUomnMXWGmFPOEKM+e1dJhNOdSZZ",
+	"54wUNupET62JJjGDmDIaAwKRRS6BhLOuX7SjWCk6T2zZ68ZuVvhZKsP0kQ1tkkCi3IxyOMVVZf1lckM1",
+	"G/BrtiTtdz+8IN/1j48CMs8kcy91euRqKplRoSmEkA74gHdJWJ+ZTYmt7EHPe/sqmTGl6WwenuYu5Hwm",
+	"C+rGDSbnmEXJjKbkPU8+Oh7jt5WvU3hKQoZj/feQjAX6bpwHxogoMZUxGVHFnp0QxiMBMVVtWJw5Zqd1",
+	"iBgPOIEvnp10DU2DsUAHLs4AT7bhbeZRz6zDVe1nK7so8/1HkiacKfK7SDiOyJw1PkkZCQcDHpI2asBJ",
+	"ahrgbGFe78Ds31/90P0OlvqwZ2vPdu1CdW8OwwE/6hUJcZgmFpBsPmcS/EqkHb59c3kVdgb8uFdaZU3l",
+	"hGnCPtJIp0sjWGHGZ3kvzEBOIcfTXJ2AJGNC+TIg4X/gXdJTZpaL/JGZE9nOa+XC2TzwzbBmCCc4hNoh",
+	"QAV+wJ+WnpeOlHvlGb5SMujkdh67P27wkOTqJta2DzGTw+6VO3sSZ5GAKcJ81sk3FXGYXIIBBWhvGDVc",
+	"qoST437fHUszAChYtuBGVo6ue+Sc2OwrIiSZ0dQwBhYPOF6ioNSgyLRKbKzFAmqWBX7+o3+fINCJekcT",
+	"RTPB1ABqbYH/cbny3jsAVBY7bdZc/ESR8KR/SCoZi2FvwNeTtYJUbaBp+ZavcZ7sQAbw7iacPHXyZX5F",
+	"YduMeGq24U5EfgNJL6bUOHdX+H8LuDB8GSv+h6Wq/r9hoemaK3WcMIl1p4cfGmpRY+qdD3Zb8pSgj4tc",
+	"aOJvt3IEs3KpzAHxYXaLETh7mhttw0g6Z3gKi29yQFgtM6XRAwGiB1joGZWw0nZBp1rPQeqtllfZkPCR",
+	"r6P7edi4SjMj/QJZtoZB93oXwfVQmA23GmKmmPzHdtXFN9YSD3K0XLSyjpZ+LXYkSUaZddjYLrfW7WC+",
+	"GOdvL0CDL6+OgpAPXvu0VPB8i0l/goM+Fugg5ZpGIMD7t6QVtMpGujxhsO52NFTXrBBcVvjaM78Bs/3m",
+	"mzfezL75xuM7boZh5xQO/2IqEHY441V4mR4596kccGU+4OU1Iu3QvCWkvaan5HtYA7L5XHV6BLJhvaRN",
+	"OrPuL8geGvBEYyKnoW/mToUfu8jhMf2zQCc48zEBGYdkGZXz7qLkok22TxQZJ6npwHrbeLok85RGeT6a",
+	"2fmYRSmVLO6RsEzvi/JCBBN57WXiwuZPmU14l6VmCAinlE8RpS4nG37zzRtpQd0xTfmbb05BUrkk7bkU",
+	"cRYVZZm9IWDMVhMnwlft6hF46Zg0JM7ie464wyTspZlQQwPLlkZop0+qKcqB6SI8OTwmtUx728FFkfPf",
+	"/Qdb4m8u6sP8UU7atVBSuDIAoqC++Qa2IqTzeWqn7lJo//a7MnJP2wFYdFz0fwM2A6RJQbpsaAZtJTO3",
+	"AE+UUYHMK0UmbWiHUZmC2aBcpxGO9GGYBMKuc8G7OdYBxn+Dk34quMjsV3AqzEDwE/Dr9sgv5vjPacRO",
+	"SRsv18XLoCy4SpFpRjSbzVOqWceIT1i0LhdkwBRoeBHlsRPU4Te32Ugy7TVDAPLc4gjivCEL8A9oM8wX",
+	"QHffMaOMsvjUMCUWnpXad/yPUBIn4zGTvviAktNz0gwCEfbIC8Etjoj7RpnWoUHBbes0QbMq5C/B0p3l",
+	"d9y8xD6yCIxoBAKjwbqp1DhLvUrJFEVZnPkpyZ1wVJtVdV642HnhgGDAEoN4oPM+CB1Lpqa4A3b5DJ2B",
+	"xiEPjzqkd+BNbcq9k45Lm1MzeK8LOfgq7HjQ8IVAcWpuh2lcwiaQiEqZuGABMAfkLyMphK7bUjhY1ATF",
+	"lHEi4RDYIRshMhVKdxyMXH0yZiQKndemZ4VZwlmq8zGE/iV5hXHjIWlTTVJGlSZHJwTSlawOng/DNI/r",
+	"iQ6M6mY8KUpc57hzAQFQyNxLClIwAsfghYXQ0O6IRtfmrgKGFKg5AOtjDz8WRED8BeW2PIAoy4qI8Pb9",
+	"lRXwYC3MQQdAH5IjB7ngHaBT+eeQaeQi5fLw0gCVGSO3IDCG6gS4CIC/riHpHrgVpAMvzL8SL5KgWi8i",
+	"DCrZ3CrNJpYu54ndAQkxF97wfAtWEdiY9Expwv7IaOqTAwsD3zY0H27ZIlGsY5f3exEnzJHlny7f/AJy",
+	"iM2KOCQ/J98bbtHMEwI3UWr3xLsSZsyW4aLgbeSxEtkXkWa6q7RkdIYVOGzIAHhIMKTiFFfPEAO4ROZd",
+	"KLvsSFXeXwCrC7KPkSww5sDxheKi2jhV5SEdWr5g2Zg5ZDYuRwvnFGJxzjsVSDAkdO+fkkELhSH7LkpD",
+	"g1ZY0HDnWkop3hGMGgHNHwK1UfT78dVVp0d+LrTn8BsbrXBy9B1pxLMJz8iC0eugULSJkHjJacrsx4dH",
+	"pAGsCQEhLCyWvfYV5CfHMkHjsyfEMOfj4+PnJPfTK8slOFphwEYRXtnI6/8KbRSiGI8V0yjD2GDM7nG/",
+	"qADrNKbCzhFq28afYdErFI6aMzmDjELJLF40ElbT+km/D5J/guIc8mOzNHYurxOlzVwyxUiUSSUkmdOJ",
+	"dXufkhAM0ObwhKR92Os9Nc25sODDfr+DQyrM1FgKxvQ8NzRAZArgyM3drRi0w4CIOf0jy2/eK57N7LFU",
+	"4BuGCCY46zJLmTmIFHzKYuyusIfn4DatTQsUK6ATKBUFdaTRwFOmnmCUofk/zwtpFsMnPuCThJYgzR0o",
+	"2w06OkOR6UjMGO4RjYwCERotKQxIr9fDCPfCcXmaC9/41qk1SIXOjgxjR7OPnasR32qe7BD5cxmpwOKh",
+	"5vySIsqWuUXICuDYFfVagJsLaRP+cjzVGta4OUeoqo2KgAfkDqdFDTYQ+6TjLz5Ol43HszsCxnMM8kPm",
+	"y+kM/o20LR8ylHSzi2XatgZKnEkqJh4uSAhLQuh8zqi0VDbhyGa88jRgOPJshAnDUaMNc04lnTHrGiiK",
+	"91ndy6oSzNaaSzBgE1wnxHpOjJpU8XEDdRYBlnhzcGgTxlF5VGRGr1ndme7hrDXWx0M+WA6GgtPmMuDN",
+	"3S4EWHdnMBceTqJeJLzTa5SBQY/I1UfmltieDB9KxVxLCGKWAQlBcAYaN1JOXX/ltFhVRranscKKTiVl",
+	"zLkVyqrwqYeERD0zTwURibSrqqw5dFyANR1ZgYXXDEgIFkAMc0MjKL4NMwY6GUkGBiuaglBkvQ5uYEAD",
+	"WNw1E7Eaw6kVw2B/IWZfESWMcgOOBmf072Yg8C24ESDMmArIr45XATA/RMjnFSKCUmTHzmXAFWpgqJ3n",
+	"+k6WahS9RtZc5+R/Q4dw4CRNrrH8d2las0xb4l+fkgvhw/i6duLAFcBgDaMy69QpN1iW/k+LaVnx1NAf",
+	"DkpEYI1RnnIAQYeFtokzK7dvB9UVC94tdiwfflnecTMAEkJT8LcUH1UGjpsFk4WTma8Ir9rTcfKwRgA0",
+	"gQlP44xHNsb/milLvCB/2TVJ2lORxi7Yu5QXYMgLGE1QMXOLDpYiB6rIyDyZszThQNLNlS5iKfFYEArB",
+	"GFBlAujh2L80uX8QbF+lSZ3iXoA1Ac8LnLCKuaCy1YKzLvTX1TKZ++vlpU3iWqG8hSzHEQOn87QdrhOo",
+	"yPCiFAszBwhGAriYLE07p0WlbFClurBegTNXP0GcGFjJ0s0InL6DpyGo2AqMbOMkZZg7cnkyEUYExsgX",
+	"TUeG5dr9xDU2czarDE17e9DB2vuGrgbwL5DQjMYPPhybEm7tjUhyzfarBfhnTH+ZMirMgi7RE5MmEeOK",
+	"eUbWt1LMZcI0lcvVptYD912B/daq2lfJ+dsLL2vxtNXvHfb61vbO6TxpnbaOe/3eMUYTTsEhX3b6TQWG",
+	"HUyaqsW9Lxv0YJ2lEZ0twCPkm9g0GQdURs5LSWQqd7GZnk6huB8sli0LKfg4mWSeawsg0kKLxPz++9cX",
+	"L4bv370OO4WG5MM5Q4AwOAmD3PMGgku16uATIyBg+hAeWyuZ4GCgriKTyY2t3O7b46xRxUi4EpLtyIKl",
+	"aRf7srPO51QzcI3BkciX3lAUab/74SU5OgZnVX69L+LWaetHpv8uLPaHk2wgIX+LVD3w1IB2lk8B9rji",
+	"rBISvaq5pwwkqcJRVkKJRimpVk7rWT1uBDB1rF3LvH/U7zsXA0P4EV99/t3mrRXtr4tugSUBz0V9Gcyx",
+	"MlOxcQ6mqRc0mrLuC8G1XF0by75/AC+7dz8Frf+ED41wdbWcs+6buU1LWt/Kf9qPzDfuE2jMpgF2L+KN",
+	"TdhXL2Kc6gkuYNMn+UIffE/zREPzydHzzZ9cCfEz5ct3LiQMVhV0xM3fgoxbivRpnf72IWgpV/q+9StU",
+	"caiX6UQIcJDnCUISeDFpmk4QpGniihiU5MnWaQuJA/Rcpl+VbLK/WnOhmvJEC6lEcEDvLNBrkxjknMLv",
+	"Cm6HihHbc7y7u37U7ze77M9y+uN9hRlW9diAwhrdhKgLxujMrJzzhYQFoHpoXSplQN2wXmXKyjp+FWuj",
+	"9DEzWSgUBbQdZwUt+iXGDcuE7yHp0XvvsI8/2XewOXypTfN0ltDlMACmo8ti6BTteOljDu1by2X3fKwx",
+	"ML9MIN/ZfarEZtnD9L2Il/dGdfwuXLd4NYsIOQt3/2CUrzTNBgp4bhHEvRAReyQT5Z2+r5JAHvUPH22d",
+	"3+Xru+c1ltfg6q//pCJA4nfHm7/7QchREseM4xdbcLUXDoLcfHC4xWx+FJzhy1uM5y26D66EeA3Q7Z+N",
+	"1/7lByn99uFTife6Qwo2zwnGB3qMJtfQc2FwK9YLTxo4L9b7WKE5/CRGaIpcMu3nAYs0Bqk4kUqfgc0L",
+	"mAaV1yA7zww7Sm7cPSuT/teJ0uema9N46wGJrusEgttXiJ02gQWy3b9SkvBo93un6/rZrl05jN1IvSvi",
+	"v6uPvDDK6o01J8mcIPJHxjKbhg+sO6mEnq+8pc4A6DIcdrm9B3/9LkbDJP50gHYUxKYuqZ1Na1W8cvCT",
+	"GJnz8iFYIXZf2lviqcVosAEJGwRSiIo4q8RpwEsoMRegHL+LkScse9UtwjqtuMxGs8Tc4Xc4s4eREIv2",
+	"H1ks/EmMVhGm38UoKBZtL608vrRysvmLX4T+AYrF7MWbR6Gz7xjoohTdxpbA3En6KWPWrDI7vGRxhncc",
+	"fbDtclZACBA6wyQOO0DtLI4nAtprCYhkEJ1YxGCBo0FkXLswY/BgO/NzeNQ/In8NWnmvgxba9T8VhgQr",
+	"/jnzCzSA2CMJJwAwf1ZUAa3Wqm6q5RgGJDw5el41Q9iwMk+bD10wGGQDWOs8FEF/f/WCzJKYJ5OpJm1n",
+	"orWx7JUlOEMjUuK4iLmxnR75FTxx9bpnakfDRLDeInFaGJCLAV0zNveGCi6M0hjbRawZYuxoa7lsMqfk",
+	"7gxsDfBA8sVawGedVRzvjX8sH4bpeV18DxWMtuJ9R/fWP3R67gpTNdlEXNhb2wgQ1kDiYuE6e4746Bxx",
+	"z6925VdGbibUEgAxLiGs7cC2vN8r3vGirKZja0V4lTrAy7KarVX9gm20gBfxWS7i14akFD77znY+xBc2",
+	"kB3dqUzCVU4TjlYCrJdoaDA8swZPqhHOsxOgBx/tCa5gvGMmNa+9i0CnDRk/gtuqrV4ijx+W6yJNzXtn",
+	"xIKkB7mPWEgCzmPBmfMQAp13rLFekg/CY2s1+TDqpaEsX4Pig8TvIn/3wWzjrgPscDsmcPhg/TdzggIZ",
+	"m+ZuJ7u5pF1Esux5Qs4THl7b+XqZQYmC47EsyE/i30hHvxGGdUt/pwvKOYAoly5Euaw2wP7CFrmhtUfe",
+	"cGbDYuYQxADRZSwmznpkQ4rKVD2iadrkggM7rBnDKxxCsKPR6C2dsMvkT7NTW72L+aPm5aZwhYaiD9uJ",
+	"sRXkRtP+hgRVyIAKUxHRtJunLgYkVEul2QzSH4AhXbx06LW5pZ1cvFwVbwHhx9WR++jY5Q7/G3v777YW",
+	"1/+dKfnf12zZKYGDdf6tCdZj5exg/jkGuAvsDAjrTXokxNAuf7HCVRPJm1sVNwLQ1z5K43n3v8yg/7Zi",
+	"wI2dYOT21tsMB/WN/ahhGSA3C+8SYAfKPC3IyC4JxpY0DQQSf0rD2A4FcN0ARmwsXPTEur4BZHX3vh8y",
+	"RKcgCKu8JueQWwDZIkWYntqz3kdXxx6ROebs0BwKP2LNPwK+QmN+btRnikqFjTzRC1pbxRGvqjVniqi5",
+	"oIQSyfhNIgVHKugyCWwSFJp2bCFEDByf0rlNjnOjMeoPa4zte+nH1j3YXfR6WSEUe3n1e9/lP91lemnT",
+	"eioQCd498n5suEzVMqaNN8oBxHdzgPiVN+sSTdP5i7YGXn6LvCftEFX9sBMYmVOl2aQMM+kyw7wMoEgi",
+	"dmRdCr2wY3ybD/GRZNGH5KTVSW3mpx6Ev1vTPVf9l+GqupmveYVbfA7bcK2b1M9yKeJPK/37mI7v18zJ",
+	"cyLz2H5ra0MTG8YDuIxz0s7/ddgJiho7iEvjIgcwYRywj4AdQ9qMLcttCw5Qoo26C1oM1UX7FlNWuURP",
+	"AM5TJNE9YvhgicaQRBHGI7l0tj0JSH08tolODt4H6h6n2QSNewgPhxQQtb4mypcHLhSF9huMd2j2rBKA",
+	"nYmal/YDyFYfdrUBblNQ1686/yFo4UoCuGlLWhAh+xuurmkM8hGNRnKMSWZSzLp6yvKzCBeihIfZeoXd",
+	"kBdYczyxpfbXlsCf55XssRq8UZSw5vv6Au0KisJiefNPwS3JtS0E+dj20OqZaWAYOLI4cMAo1ct4n0zj",
+	"1RWdbPoG3vkUtBrwOjZ96n3ivvAbKhJjt25I5198Clqvbd3VTV/n7+3Z5MPF8n75JuDC6Av5/OtqqN2B",
+	"E2PR/i1l9YO/vFJvn5Bxu6IN1cj2mbip8nDIloekZosM0yPvPKwKZGVFD3yYKRbaZGhw0GH5t0qFQwup",
+	"lmjSXlFKTk+lyCZGfDhD0Jk8kcaNDOA/AyymrQBZqyjVFaC5uxPg+FIRXYtMh4gbmmiyEFlqq5hUpCac",
+	"FRckwzadcOGQrgA3w7RpxKGh4OkydAAJTdy+R14yWxaK5gk2FVHgpIH/w1f3zf+RrNC0SWs5aQpZuvfA",
+	"wS+PwO+J9RcSyvh5zCfmhD84oQ5WmyE9nJqUguJS0pUCxICA4utAeqqSmsMz0V7V3AKQqbNCtxGzRBtC",
+	"ZGYjGRZMrFkoG4jPo1k6VuZaOLL6mQTUPbV4GGrxOS7/j0w/3M3PjSW72SDt9y6TItNNUhoAwtpwqpJh",
+	"BSu25LAZIF+BsYWzRYPBRWVzJhWLEa1pOeCMyjQxIpZ9VXBm4cwsBcq/vWZsrsAEY95rNMDkJpYBd/Gq",
+	"ggPkMYtVgTsHSFgA3wZ4BSB9/fjqCuoaj1gOMTii0fWpxWKwAIcD7iMcWlBDK6Ah3qAHNog/W7xBgMPP",
+	"EQfLYIMDXkEbBEBC6GE2ywDBtQPoSGHJphGekpSNNRGZtovjYZPgK2ck/GuAho9B65QMWr1eb9D6FCLE",
+	"SATbdUZCnqVpOOBRClhYiQ4QD6uQqH3p0Uq+MWmzVLGKMG5F79CM93yDMaqQZhGqpMwN3mb67qLo+GeM",
+	"EQ7uJrU+pPUqr1TXE3Kyypa13iy1jX3p1halX63i97iJ5zvy5qCw+zbRnb1taa96fGlZVEdbGJY83NIf",
+	"sCTdnWxS3+3W5Tt33T+XtGTFjjKub0n8+DwGrQPLAnfPWK0KW41uLZ+w2fqyFannrMnDBdHkVkMjSgOA",
+	"GMTxe9jfzk1FC7EKObbKs4V65Aqq/XQthlwBXdPGaVu7kpMCfLZue+o02evuzR4GsGlkklFppByZ0DT5",
+	"M68ukI8G4do6uxvP6mYxnOkj2sX+9XTcPaPcM8ovyUZnjftfojflQLtqoQ/Aet7l6Uih6WaYyTQMyAgh",
+	"KwWZZ3IuAF+cKQsxblNDPQZdU/qpguo1UDBtYVRvTHWyGKSJRojgkRQLl08FFUrwUg+pDkn7sO+KdiGQ",
+	"54B7GxMnKhI3Dv8Q9W3Iyw0sgDMMEPvMC+5xYgtSu5EPeJv61XuwVgpworf/ePEqsJiqCOLII8NackB8",
+	"087FSxumT/WAhweml4QfRDRNRzS6Dm1JPMQALWHxFnEh5eARhKQe2zr0SidpimYNz1RC2hjshiy8rKnD",
+	"lwtaKOw5RrUHbDvgPmq5A68nbagw5Oy5501yAwXjsS3YQpxdh8VQt0INOGLSlsr4o2XY7gSYQKaG+VO3",
+	"kDGm0A24Xaa8RB92aUbYqFJDBYSlQ9LNa0RCEehEId5kJy+9WJxsyKbzcZYLbOVTt+xTRMzDqPg8ThD2",
+	"pu2QWgfcVZKjM1Yr9ONyrP36JUpTqXP3ohlQp6i4UBztAUe7Dh4FrciUqimuoj01LifQwjRDnQh7nqq8",
+	"Pwws0PqA40HFAGIzEgsdqwFv9BdRv8LOZMPF0D4bumfhGZTCuoOl59IMoTraK8PL7iX06JFiXmDAK8Qr",
+	"s7CBW+q9b3MvN32lctMlkjUvGnKtZHBnAcp7wweONw06It/60Chl+Xl7q0PL/cQzACiBfDRgztJWZIUo",
+	"aMBl1smMBURYvS5dknGSIibmaGmFByFtzPnbTE4gYtNvHyosCg18axUCXWlEj5j72JA1JqqLAywSJroy",
+	"a01jhfPdcyShYsXKBLZaan2BQuri0RuHk2aTrUdzaV5+2Cw2f8Kb4+5L61/GNtwH4P/rBOCLCkXIs7tL",
+	"vzcQ09ILGyLtX+SlHZ1btn7dKLf1suciTaIlaaNFzlWBmTKZ6GpdVVcfSnWck5byqgB9ZmT0NJsgQBTb",
+	"JZbdv1CPH8e++6X/PNHbpVVaHbm9tw3uA7T3Adp3odd4karV5bah2eViOavQVssUfY2NsfTiwV8VEItP",
+	"a5OYaxBGK+IAsaphbCaMVrgRja6hMl0ehtNcgaRCtB9F2loJ3+O9s4//28f/3Uv83+7Xf4PItpNYU0We",
+	"+QCgKNG0+baj4KWKQLR6MF1zrVaw+dXv93ugCHeTyz5DUNfuFAUn+thxU9vQNCTK8RdB2/b2y739ch8g",
+	"dXuBEvxr9XLFxMaLQhbb7RnM7SXIA0g7syrSqty/mjTpwDCtT1m5cv1TGpN2UTwq92x2euQF5RHD0pzg",
+	"9+OCuK7BfRdNWZyl5qM8OqlH3vCIkXkmJ+azKRTNB8+MzdwzT9jQ/tZkW4A+fVL70s32nyEm6J9F7t3z",
+	"hj1v+IJ8W3jrCfVoSlxc+7tR2PuQ4VeGkpZI7IhFYsYUCd3YnT/foQIj8aMImP/vhIsF+Vsd5GUiaQSR",
+	"HImIzyxmYYK1cpF8Yr12F5aJkPU1L41YcNUjl7iemBGUI6bXV9kj4WB3KFJewOdBYkbjNOEN0Ge2B/Yv",
+	"Q7KDYtHs9u6J+J6I74l4TgmaROb7Iua3EZexKMgtojq35gQQmoEOPLXk0VQKLjLlqpG0KZhnJ1ic/Hcx",
+	"6jQi1idcCwJFy6mMpskNI+1YROoA4hnHTHbtz71Z3CnB20N0mX0pIKHjOT3yVqTpgIc/vroieSvq4C/3",
+	"T7M4oc3xxIC80GJqsTgk7dzyZPt9osjl38+7R0+fmd4HXCV/sk5AwjHohghkH6HGYCR7qKySMFUptlsN",
+	"4MNJ5M8H3I2uR85tYZfSKkWUY7gmGTG7wCz2q9TOMfojopwLPeDthppiGK543lQupl2wPKXZ3GwUloup",
+	"75cWDbXIOwM+loz9aQNGK9cAKzfCUVZFJe+ZwBBo2AJrOmOxq1ssbQzCgHuVIrB8BFMBVE6ztRaRc5sf",
+	"sAhSUZhgXdWbAKNJbRFnKHcDiKeQJotpJBBIqrDopIXah6J2Rr4QftGcvHrClElzjvPKOMURUpzO1VTk",
+	"hf05SYXSp9hnUUlaO8DkROXl3LGNYMCL8UEpHuxGMsNJnQ/cLAgqWBDQiXtCwFWSh7CaHTft5xXVzGl5",
+	"++Zy9W05cK+Gp26sMIUJ07UqP2ORpmKBIaH+MegQIW2lCzh8ZgDu1phHEOFL2tj8E3dYJoY0wLJCCehy",
+	"k6BmFwUr8qaxyh5OsyiDRNru2Fpn/4C765HP1d0T8jNmZD+BKeUguPmwXFTVWIo/GT/zg5+XUKrDPwTF",
+	"1tuvyhvbFL2KTr1XMJ3PipXnKERuZd5OtsSRF5EHtyue5I0jP6tDqlunPEvToAU1w0xzn4IWYrrjU9P6",
+	"s+7hUbd/eHV4dNrvn/b7/9UC8dbdDgjis82YgwfFbOyfpRkHLUiZ/jiWw/7h79Hxx+ezw+m38uTmKf/u",
+	"j6PFM9bXz5etoHWdcPMecztWhfAHtr6+CXdOzXShGFnrtB+0pFiYf5iVn9Kjp8/cMA0XGtrX7C8QzXba",
+	"snywFbSsUX7Nomy9oVf2hqwMRs75sKOFX3dE8j5aY68k3CKKGemDtUqscNjmPLhJOcgf3kUxSGYPrRgY",
+	"kgBYKAlqB1awn9GY2bosTkdYKeoHRGnJ6MxIhC7RSw/4lKV5ftgh+Tn5Hms0GoH1p8s3v5heE6aKvBcL",
+	"do9wt1ORxi45bMZmQi5dXS5MgvI4hBWG0X6FwlFpWSE9iAgZJ5zKZWCjFEsCT54chOtdzuyaUZ6MmdJP",
+	"FMFCFyU8foxyRFgYT/9A7JRED7hkNLazxMpgnknsJlHJKGUNeWGYnUNTJexSVCY94KmIrl1JzimLrpWf",
+	"KWYn2ebCDk0FparO8KcrD2P+sPH3RT6YMpKeQ+fBZTFyHe66MptYWYxDGMoRiE7g/CfnfEksyw4Idfsb",
+	"SaqmJOFRmsUsDjADvDY/QpX18vQG/IWQMptrdzhRqAtP+nktM/tgGOGLYeD9BGuTzYazRM0gYCEY8Pwp",
+	"Lo55pkD1MBqie2YnNsy4xYtkcQilor1Rwi65A49r7uJTfRmGCz2EpyEeBCVccTqsRwra9kKQSPAok1CG",
+	"2t58FKXdrVxMhWLljbSFc7ziFtaCisemnZhjWj7up1ZDunipTNOMZDz5A4J0SxmvnXwqbkVKHQ8tmhGs",
+	"iTTaWi3fz9yqtzLhUTKnKZnR+Tzhk1MoU4R7CBuCGRKQ0WcrpPr19UCPKs8wUeZWZQpK+hs1YZFATh6q",
+	"Sihe5ul2ZvJeBcAeuZjhXrqLMU3moGAxMIEM+DffWLHsm29OUUuYSMq1mxSCU+WlmaCyllOloaAWwigU",
+	"itpGEl+UPjTqzEVpc11tV9wttGrYaiF4cZVwap6R0BOesYo1w93sM//C5/oNFjwwaqUdPKTPOuQs1emR",
+	"n8QIX58mSguZRDQ9xVLGePinNMaW8krpNrEWUVEHHB0OEP2XG2I8WPOMK1SAK4aIvM4JQBBiSLkrDwUD",
+	"MmcA8EFim9dYqPCNDUIiZw2cHnfeHRZY6QEvgRcqi25Glx70Vej+OZSMKsFDEib2XIWBU5/xEZ4hs0xU",
+	"I+/ClcFM5vzQxLEtGQkle6G4spfOfM3FonbVoZZ0nEgW6QF//+4i52IVC9aT3GZD4mSCgI95vvSc6mkA",
+	"O4g+d2TkIBKcErhlhA74NVtiFqoW9q4XBwzm3aQa4037PEH4ItKAYWKmU3a05MWqRiAPNFSqetTo+03q",
+	"Gi5vQHK7515b22trX2rM1tNt5pJLUz+zOKFm+T+bqocUytd7wMWRpzJ9Pr2vEApWRuOf8wYWVyr2qQLD",
+	"yfO0wPXZqSsqIfGm0sorCiJ5g/68ZTl3SzQtxu3STB8UkynvbXOO58qt3Gd47hMMVqaE0s2EwU+99359",
+	"xJyD9XmmOVaAV/u8DR4g8i2J6VKhfxl9fJCCBOpjUrhpfWMK6gMrSsQLWwJVuq9NS2eENxDDRCN8UW1o",
+	"YyvxQ8eoyYKjFCuxW/XEKlWIG6MYjzsrazD55Zq/yKzVYoSfqeJQsUKrM1bP8u3EfYZzsqDLvQS9l6C/",
+	"VAn6nyidFe4gK4rMOyPebXnL/YjLB38Vf2yqPtRIy12IrKPeYGCnkFqQCj4xE2WF65S8M68hJqr9IiCI",
+	"XYcV+Vy8iddDJZC1YjUFG2jTZ0rTZRHA0sA8YCj3xzweCaJ0LSUv8+09dNaeCH+lTme8uwUxTfxbfBdy",
+	"uqIQ0BvOaj2dgoAENNyHuwRqtiRtNNgn2gnPzen7JfLzRVCNFSPfq8979XlVfv49XcH70Za3yHPPBwXa",
+	"9W0kKHRDbY384WwKCr255OJlYPVecJYlPGIQxWo9cc5bev72Ii9nTGOF3lvniHVus4TfMK6FXG6GwHuD",
+	"o/4K6q7DTLYAfYMJB85UATCE6GD8XST8fp1De8L2r2EXVJ8dguQ2BAtDAnYhWLYyViWW4JTQEUTzI3ao",
+	"Q6qr5zw6qLoeufAQj2wYj8M8Im/fX63EO+qRczQClsdlB+SQqokfUxV4MWaItE1jQzc5c5F1OfQS9B2A",
+	"wwajtTA4xDVfitSaUmXp8Igx7iqendrxY0yVG/YpGbQOB63QBdR7GZd2CXOocqfBQmGwKVWNAuJb3LgH",
+	"pKW2h1W1Lsr7f7bz/u9xoPbk+P5xoApC4E6mR5bhScKaQZHts3v0zWysAYlVH70rhLenqEe4Ae/TUCsb",
+	"v2rjvLxPFaIg42PwnSRubTrNtRyLwgUoSjrxyMU120KNZz5qVcyiJGaqR35N9DSWdOEy6MIKq8GIsWEe",
+	"MRZCCVudMld8oii+0BBxVgSaYT4kZsUvbNhoXlkDQr9sPhmGjuHx6TXVRcwp6NcCnIUT+iyVBtfzCisy",
+	"uIO+z6Lf2yr3MFn/vHUE75vj3sFjhT0fsPGYAaD2SkXmFcj+kDkTVHkmFv8pmFECkQgRy+MRyqAgjEZT",
+	"FO4XUyYBWgtdXZDn3S4xvjAgYcG3MTECtMUVqK2v3EQeXryvdtVAu1+Zmdo18xcIjFN28fKKsYhQjmkZ",
+	"mYzY3oayF9pXCe26UCDdZQv8KwVXDA9UcbU+kyB/G7Ikmcpm7AHTDd+ZDhzWU0MpgfW+8R7xvy/XIIDU",
+	"qGbwP0QvcMqIfUMLQdpIAudM+yggiGAlvFgyKRZAe88wMWNb7MBGH71Z4HvMifhSEahwc/cS815i3nv3",
+	"7a2HWswOxfR+MMDvIIHaNIwuBWq7Wv40HA0yIJ8oMmOaxlRT0l5MBf7KYkD+W0C9TURqwn8vpgwhXLAK",
+	"pQ2O6pTj2M+sGZpymxHdADv1RHkuwbo/MaK2VqZhmzgmdWqT1VZ5LW2WqJFqcVxENAEH/sj0Ja7SOS7S",
+	"V+BotBP60azTZn9jwwriCu/TEfYi82a6BzY0PHD23Kx0QgLihEcI7WdNJNA++pxysqXjDygoX+h8ZSAJ",
+	"3EzWEMhRpi2YV/+4YCehEVfRQXcGSq1NCm94s0cu8d8YtNrMkTbGqHr5zRiXWrgFBWcdI6iPMwWp0g3o",
+	"dhYeo1Fab8BvxSE+nNB8/xZtO+ScNHx5ZSDK0np+CvYC+15g3wvsjuTcX7GeOwjqmaKT1fbhNxzNE3Mm",
+	"yfurFySmS7Tnhua/IdGChFqECLijALPV4TCe9PuYSxeQP5kUKgfl2ViX6z0MaVcaDF/9IMVsG3EYXr4S",
+	"j2fWwDk1UMuXNDHahViovZi7F3ObqEU9Ez+GM5PZa+JoBv7dQCvgwUPKs1ZkPkAPx9qoOSev46tQQqYW",
+	"xlHD0cm/mjMxTxlRyYSTBCvDYgzbYppEU8hp18q9RSWrftjG6tcYTAyy54GQiBgL4cWxmNGEd3rkFyuJ",
+	"gtnd6RYosCKCg78jZzZErZCpY4HwRe0wXys5yW0i2N4KV5fVoC9xKW9FnTy4VJqmYsHiIUxviNMrdJye",
+	"mKueezsovwxHiqZJxP6H/9aHoMU4YBM5XFS3SYhumsTz9eimDVikh93jfgmg1QbctE6Pt8YlLS/bqoCL",
+	"0uHbh9p93QWsf52KEpraE1UlB1Te1iawMYYtj17FYLZ2LYZNA1qjoRl2kqc5AFhAuMhpXzDgXFiCBQ8K",
+	"GtUQqwYxaWCqBH/Tj6+uwII5Yi4K18LQtYugNkM+w+JWhkA3bUwbQle+4nZYiSYcO/UufWiIOGr7a2l4",
+	"24Y7CZkjvw844zeJFBzj/CCwNzRyo1PorfKcd1HqF0EaqCYpoxb3W4wHPCyTMTvBJkIY9sivYCkoYNMg",
+	"TtpNF7x1tsMBN5MHboXI+mZNMfPXWSGKsfFhpljYAThHB+pm27e2ZJeUkmg14KVZIT+zCG1UF+uXqLw/",
+	"b7x2d+2Yc3y3dDngds0gmtu0BMiHypyS4hpIhfaRxVSApdxwVgCcp3rAwwPzZ8JDoqdSZJNpZURYmN3B",
+	"mVqumoNWWlYr8nhJXPQzc57hmMJ2TwACjyimFEBpvIT1gqRpTdpCom0I/+4QCWaf2j02WyMG3CZQ4y4J",
+	"h9TP2UftEOrO7G+2O7PXcY9caOsnQLu9Cgj7qCHKXsgBd8apummxZHtsgqh7m9XY+ZcfVPkFSw+3kwY+",
+	"S+TnLeQRGw+6t5HtbWQPXNV+H9W5dVSnrl3T3STGNZY5La4ZVweKpeO1KnNEsQRp7peGDzGd/uJlAPwu",
+	"INCxClw+PYhGSJEdeaFxLJky7LMhZR3gtBECC5onM2oFyUSbETbqquBQvjTjf0grmp229V43U1K3Rjj2",
+	"f5mU/FvSmM9xoV7Cno3wRpW2y4e+hCvRdJ8qk9hwnw4w7gIcqCvrEuBZUVrMFVkIiTA7GkTvAGKcMTHS",
+	"gRuDXKtsoTNb0yfBZElbiMypZFzgbSQjthTmHhZjtzAzTcg6/mV6qJC9kyatFSJn9uA3X58k8U+ETLMb",
+	"UbAqWVcseLdA33cqxW1IRw65uzJQDWsoAl+1xRMqQUrkUlOd4Rtc8K7FgMyD2oxS3ow5cZX3/ni4tlU3",
+	"n41nyxcCw7MMfasU624CxK0WuQpu4SCDG/KQ3ji3yluEpblF2HvkHl2Z+WzwFdq7hDsicaNVeC1dKZdR",
+	"XElltiAheUwricWCG0WLRHROR0ma6GWzlO5qADzC5dpUFm5/o/Y+7pWQBfkpue0V3JV9ulO70rG9qgyq",
+	"xfNfq7a/f/fav6RmK4V0AZCoMbA4IGOGRYry/CBUS7BAl/0GouCNgCEZnSm/Go3VVhBTxV2H14xP9NQ6",
+	"Pt6xuey+hMIsIWkbldgWEQvIux9ekOdPj/sdKDWMRaoCkvFrLhY8IBBgadQgizdakJnAOlvy+r8wZqhM",
+	"4x54NV3dytmCT8deQ0Pr6AlJ23wYiZiBj2uagOcsiaadtSTNFgyry00NttaET1LWzQBw2/VP2nMqoWZc",
+	"6DZqmMkUXfNNkk7xaatqTfaFnhn9iJvQOj3q94PWLOHu78N6RZjdpJ471p6pr0xebXvyZzLvmpsCZqKY",
+	"aCrv1XDiHcXmK1MrtB2QUE2p+de/nw6yfv84GlHFnp3Av9lpSNrFGS5JndWJ77nF18QtXuZE1dWPfKLc",
+	"4dnEO2gWJ5rFXeAYKzTGWpGVR2MsSDV3D/wvdbgq6L8ApBZQGo0DmhbW30QzGAbe2ye/ixHhQicRU2TE",
+	"9IIxTqJpxq8VeLbzklFA8+NERVTGGNHgqneSVwmwhwVdWmPaCnZoc4F8TnEjkrhHXiAXwfCCgqUUpcPX",
+	"pvOeEywJZ9/34MuAVxXVRzG9FwqFL6hXED2vUbiiQHhDiQUYoydyf/nZt9uXdM43YG8t3LOKrzQ2Hy9w",
+	"QRvutTDXSrJvCc5DEX7rrijXwHUlJdHOV+WjAZlRea38WKNSCldoqCUI7kXVL8MtLM6Z19ETRWxR0ffv",
+	"Xnd65Acb/cVd0ZRSNtlhn2DLgR9QG1GO3shRBrVSMRsNY6Ugho5qalPFMEu4VEYV46YMb6rUVzXN2orG",
+	"lqPoHnmBm2F5Ts4KfOa0lusYmmmbm2VKkym9YR63bK9jKE1Fe+wIHoan3H9ymhunG7chZZ++DPbl9hKT",
+	"GKsZiXDs9pxtz9n2lXjKHNFeG0JRQi5VYH4U9ui0hm5Ja1APxC3foTffqDiFzahsH7KRMmMhieFXCc8g",
+	"bNQH3Cy7M3sk/PHVVQhwFaUC2vD0zIbS1qxpGGcA+pXtPrB1+DES1q8QVNgOkbE5vamkWBmtCivNOROl",
+	"4WZTqF7NURDI69JBqDKUkzMEhGTcosFXC0ATMTPk1DDX3GCJgcid+2eGEKHr9P9z/zjcTzG7B6oo1zzi",
+	"VQY5/6XAbo/g95uxsmdOe+b0Bald5znl8Kkd+hh2tvGtYjreG+BZ7SIqu2nHJ++tD43caX2m9A9Adec0",
+	"gqSXlIINrUeuhKapsrmIM+UsXXGe9UvamslZwmnq+Ai8LM32sZhkc8i9jukyQJ3JLBmLOz3iB08gvJzI",
+	"NCaFuowLaTQTaM6lHTUHoDxmwnXwzwhrZEdvtnJz+MicyW5Jt9DwYUBG5ZLf5OLl3h3+LxFgAsfHHgO4",
+	"zqVjIDCcAy+rGANowq5p3T69kpMDgEdM9OoCJr9OqbaWi7gGw2UzqgWJE4RfQ+SGwrTj1a1w1FGRNtVa",
+	"JqMMbCXlzEuUS58ocvESY1uM5Ks4naupaCr0Zu7YuZvCV4CK5uaymXa4N/eE4WsmDCzKJNzO3/5qZYpJ",
+	"o36c/vbBnMEyulkl4dCdjnLkqQ8bgxWXmvBizJM6nQDL6y5ljiSbJEozCcVjlaZpigIIFA3Dh9KSNRkz",
+	"GeTqbiKdFfiaLZUlMRDowpZkwYyMQpUmijG+giDgWL8GcmBmspkWbLO+ezrxL08nMHq1flOtV6VdOkad",
+	"OxOLg7/8BrG640gxeVPY5FYiSflfGtnB+65M0gJC8RpQCAtMZuwMwc+vGZujT+qnyze/FN4jAkW22jzD",
+	"tHqP6MTJJNFqhZDxxh/511DnsZjPFtUevcnv6cg+0upWhIdyvIBrr/MuRGdnK65HU2rhVnJy4IBIunmt",
+	"rNU5Pg5Eg8cFbkf+WUBEGnvpPmb6RiXiLufPKwUCxRGt61oxVkISUYQCfYolXfCmal/x5sq0F3ZSb/M5",
+	"fQ3Ea80Et7C6uKXYk7K9SLRCJAI3VxWYKE+Hd9AwkWR6N0FplScR04F3L/vXhjB5LvTQ/hqHWMx6kShm",
+	"nWo+LlCO/oPZyxjkkiiV4WMuNDE3lEaaxfh1lCYoNUGCETQRyeVcYyOSKaxm5KppY7ICaYdTqob47RC/",
+	"DYmiS5XD8QsOEEqIZAJ5BSrNJuanjCd/ZIzQmbBmpMreuDl42wK+QfP9UNNrxsNOvZxiY7FEDDXNF6gB",
+	"aD4vcW2r7aAl7IlCRymNmvO00fm4jkzdjw/yHtF6EIcnmjEfgsduICDuwHlu5b/hpprWoMxQ67SljiN5",
+	"rLtjKWZdPWU5G4ULnKh5SpdDmxxxHs0Yubx80wpaePhap62p1nN1enCQiknCe6WRAPiPFpEhyy2RxFEr",
+	"aJndbp3CiLtKie0Rf9btCu7bdghAh4/CzlZWD7bP947ePVe9RVDRFrP5UXD2zxKBtBWvP48hDaSON9hc",
+	"X0Qs+B1MIHVlAhC1hx6K2acDy4fuVr3BUYq1kUpXZld0F6JlzArYu0bacY6iR+uazIYAVuDa9Y8wuBZB",
+	"/TB+0nH2sWRYE5JC/fmchhlBQzIUQIhkXeDwCZ+cERrHJZUIo4XqDBfBAB+S4z5+fbNdWUFQUgv3TGFv",
+	"NXro0NRduMiXxg0sxXBpyE3Fvmr63134ATeaSfeaLVdblc5TZcgfwsc0Ip2PEyaBdIJnLKJSLg0NvmZL",
+	"VOJiv3a79/WUeqwPGnHdcMFtcgSSbQivbDYrXcAU/sGWX4UNKZ/NNu418yqs+b7c2N6AtJUByTszD2c1",
+	"Mtwf7z4J4cMhdjvEDPjiumMWvP0ZR4A/hblrvUwuVJlcBBZxu6GTUmtoTypsRcdHRFIeixkZLSGtipNU",
+	"LJiMqGJkRBU7PuoRgJSiLpG/MAqdOrpspuiiFiF+vCBj7Y1D6oCFHUEyyEIKzGm2GBZ+U3m0vUwm09zg",
+	"5Z9ZFILBYlZ8ZoRW2F6HD7EJww9tDDn5eXxD0I708fPYRPLuL9HOtEL2vWbLoKigbvfMoi1+7VHwrwWu",
+	"7Kav8/f2XGZvULlP3oeUAThFzu1Iu0hC2YXHrQm4v2bLSpx9WZ4++OuaLR1YGibwrmaViF7h02g+KUVL",
+	"Kecb8RKmqKsa7LitNYr0iO9TVoSmklEoq5GHvkHNTOT8vk9pFbTrfbGFx7FWFKNdTZ73tog9Pd3bItYT",
+	"UgttWyKkDxsJY+9tYxhMA2U9kELT24BOlHtap8eINKeujtgCMj2YO8BIUU6HhcwAJ4+XEg2iTMqyySTA",
+	"Vq1v2hJ3M6NG4t5QKLiBXMOC3LMU/3llaWtX2svTe3l6T/8fmf5jCZGyJD1aFtTvscTq38VopyQP8341",
+	"INsLqUZ/I+VxgHXK0OpsK6YlkkimsnRFqulPZihfgaH5JzHabGI267i3Ju+tySusyfVrds9Bh6aDjZGF",
+	"WEYxEhnUuJ3QhCtNwhn9ODSfD+dMDmO6DM2nR89JmswSPWQfEb8jDEj4jmm57ALEWAjdQsG991cvyCyJ",
+	"eTKZ6k6PvDDNQ86YzVAHAzXW24tXWVN/EqMv1Y76kxh9HguqWZMVkt4fGctYbE7VXqLbS3Rfg0T3tZhU",
+	"/6e5mYQCou4YgWchaeYOkQcztl3NOPOxk8vKEdBOy64WNQXhrl34zRhVgiO9TizkrpozHrO4GZv9Z/aQ",
+	"hSZ+XllM06x+0IxloO3jJ4pIkQI8SqL3JeG+vnx5d+zNS27nKwf/DndOMa0TPlmTQEajKbFvPYGomwwO",
+	"21jIqGTqsg35KQipiK4tAHflRtoXhKwbxexiqo43WdMQi7FzZVHbQvwRSoTb53YMgC6GqN3/H3tX09u4",
+	"DUT/ysCXtQHZUbJFGziXpq0RBNgWwX5cCi8sdkPHQi3SECkvjCD/veDMkKJsOXaApC4KnRZrhZ8ihzOc",
+	"p/figpxej3TMkX21RUu81QZ88jP1lgq7vo194rr8vJP57zg04vONC4b18cKY66DyP1Xyrt453xfuzOkL",
+	"wFuaQMUFVvwtaefx+Act27MQG7fjQiFdht0XLnTjjXsFQm0Qx03gHn/zzfXNgiFABqC6v0SozDDurT7g",
+	"HpXGi9JLfE4S73P8ooxCzux2PkS58paL9bsqtgn/fRH0l5mg0yiMH2n/GHeVgDBEtuKa3EBfGLiZfGb7",
+	"bxeyGHTK410CuFMeP5Hy+ItSCvaVz7VtR5fEy4cPpXiOHmqC39niH7lTh04SKMS9TAAZ6GQSxMN0GRKy",
+	"/YzpfdHJRFoXKmmkNMg7t5R219f1KuwrqVcYw1EIS3T/LjxtTzh8omI3NJT/QeYhHtDhFAS9wg7g3qUk",
+	"DjrGvL/aVsxr5CVoB2IcOURqcUGfIHquyG2k/Voqq0vnqCDvVLLFL4PJk6ny1m4AdlHq6mGx33B808ro",
+	"pUzYZGRkmsxM2Az63m/zzABTNa9sVTpLZqHQxsL7FJk5QbgVeMXQ+R/SNIBK2MPMQIkCUeiWCQumKuM+",
+	"0Lf5WULc6qQoH8xaaTQzwesKtao2HirPJm97ZFPlC7NAixKFNCOYsG69uEeZrrh+KCjoMJ4AoTntUxUI",
+	"KOE6WHQSXwk63WzwyeYX2vWF4f5erIUQpLSQxqD0VNWKK0Gu21U7mqo9uZ/Yyp2UVaFeJb1x7yK9+HF4",
+	"fjFM338+vxyn6ThN/+y5fRW93d64J5b5N/mzXpnAdXA0j0E87tNkmBozvye2wFfbZZm6LFOHw3871MAR",
+	"TjDa+B2Z/oSvcWxeyFeLAs4e8d9DiPyJYvABnRJKf0cSoOYh5LqN1/R4Od0QNIE5q4PlJQEJ2HCDVq3Q",
+	"/UifmFqMyA360WllqJnBPoj+K543/w5K/2gznfi56jD7ne3tMJvHYfab0dBbovZxAxNif7uX3mmmSwXf",
+	"V1mu96uc14cFBi65NfBx8sfN9ezuyy8fbn+dffn4wZmBqnRu6iMRcs+qcvnUS3prUeZIoIYfBIRHZON5",
+	"vpHPa3x2dn7x0ygdpaPz8WV6mfaSZ7vSEICEPlKCufhjVer7CrnWriBzgQmUlcoAR2igtaXByG2yr+F9",
+	"PD8HbvxyOR/V+u31M7zReQY40ZAuiGrA/5uW0k09loU2Vt7DX5utMzyqKT6yWyvE4CtX69zWJL1cNvr1",
+	"QFd8+tino+Ja8FEu26ogyYp5q6hNXQFpU+yW/m2b4qLJt2jyBzWkvHhDJ2LHwRnEQ94lct1tmE9Ff7eA",
+	"HkAzSL5quErmXbjvCBcTcaNcds9iiVYayorDUsezg7+1FP1dr9GJUU2kitfYrms10PfK1ZH+GwtYezXL",
+	"uLu1GlJ7hxvt9dFiDeD67jaBLPL8MtZVDWsMp3NlBX8s4tcvmcL2loiVu1k1/paNYaEL57oavazIXY2/",
+	"1EwYLJ8E9LSfTeL/f/r69E8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

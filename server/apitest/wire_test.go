@@ -131,6 +131,7 @@ func (r reply) problem(t testing.TB) problemBody {
 	if p.Status != r.Status {
 		t.Errorf("problem status member %d, HTTP status %d", p.Status, r.Status)
 	}
+	checkAnswerHeaders(t, fmt.Sprintf("problem %d %s", r.Status, p.Error), r.Header)
 	return p
 }
 

@@ -38,6 +38,10 @@ func (p *Pipeline) accessLog(next http.Handler) http.Handler {
 		st.Source, st.sourceText = resolveSource(r, p.opts.TrustedProxies)
 		rq.id[0] = st.ID
 		w.Header()["X-Request-Id"] = rq.id[:] // the canonical key: Set would canonicalize it again
+		// Every API answer is for its caller alone and is never to be sniffed as another type
+		// (openapi.yaml declares both on every response).
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if clean(r.URL.Path) {
 			next.ServeHTTP(sw, r)
 		} else {
