@@ -171,3 +171,44 @@ func procStatusBytes(t *testing.T, field string) int64 {
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
+
+// TestImportReadsExportsAtTheBounds: what an export writes is within the import's bounds: an
+// organization whose observations fill several members of 4 MiB, one of them the longest an
+// agent can send as PostgreSQL writes it back (a 1 MiB body of zeros in an array, with a space
+// after each comma), is exported and imported whole into another deployment.
+func TestImportReadsExportsAtTheBounds(t *testing.T) {
+	t.Parallel()
+	src := servertest.Start(t)
+	src.StartJobs(t)
+	token := src.Token(t, servertest.AllScopes()...)
+	o, ins := orgWithInstallation(t, src, token, "At the bounds")
+	ctx := context.Background()
+	if _, err := src.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, received_at, kind, data)
+		SELECT $1, $2, 'b' || (g / 100), now(), now(), 'host.facts', jsonb_build_object('n', g, 'pad', repeat('p', 200)) FROM generate_series(1, 40000) g
+		UNION ALL SELECT $1, $2, 'long', now(), now(), 'long', jsonb_build_object('a', (SELECT jsonb_agg(0) FROM generate_series(1, 524000)))`,
+		o.ID, ins); err != nil {
+		t.Fatal(err)
+	}
+	archive := download(t, src, token, exportOrg(t, src, token, o.ID))
+	parts, longest := 0, 0
+	for _, m := range readArchive(t, archive) {
+		if strings.HasPrefix(m.Name, "observations/") {
+			parts++
+			for line := range bytes.Lines(m.Data) {
+				longest = max(longest, len(line))
+			}
+		}
+	}
+	if parts < 3 || longest < 1_500_000 {
+		t.Fatalf("%d members of observations, the longest row %d bytes: want several, and one of 1.5 MB", parts, longest)
+	}
+	dst := servertest.Start(t)
+	dstToken := dst.Token(t, servertest.AllScopes()...)
+	d := createOrg(t, dst, dstToken, newSlug(), "Arrived")
+	if rep := send(t, dst, importReq(dstToken, d.ID, archive)); rep.Status != http.StatusCreated {
+		t.Fatalf("import: %d %s", rep.Status, rep.Body)
+	}
+	if n := countRows(t, dst, `SELECT count(*) FROM observations WHERE organization_id = $1`, d.ID); n != 40001 {
+		t.Errorf("%d observations imported, want 40001", n)
+	}
+}
