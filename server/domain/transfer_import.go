@@ -99,6 +99,7 @@ type importer struct {
 	counts        map[string]int64
 	kindIndex     int            // the kind being read; members come in ArchiveKinds order
 	members       int            // members read
+	memberBytes   int64          // their sizes
 	previous      ManifestMember // the member read last
 	formatErr     error          // the first malformed member; reported after the manifest's version and checksums
 }
@@ -128,7 +129,7 @@ func (im *importer) read(body io.Reader) error {
 		case manifest != nil:
 			return corrupt("a member after the manifest")
 		case hdr.Name == ManifestName:
-			if manifest, missing, err = im.readManifest(tr, hdr.Size, im.members); err != nil {
+			if manifest, missing, err = im.readManifest(tr, hdr); err != nil {
 				return err
 			}
 		default:
@@ -208,6 +209,10 @@ func (im *importer) member(hdr *tar.Header, tr io.Reader) error {
 	}
 	if hdr.Size > maxMemberBytes {
 		return corrupt("%s: %d bytes, more than a member holds (%d)", hdr.Name, hdr.Size, maxMemberBytes)
+	}
+	// Members' sizes as tar gives them: more than the stream's bytes for a sparse file.
+	if im.memberBytes += hdr.Size; im.memberBytes > maxArchiveBytes {
+		return corrupt("members of more than %d bytes", int64(maxArchiveBytes))
 	}
 	h := sha256.New()
 	r := &countingReader{r: io.TeeReader(tr, h)}

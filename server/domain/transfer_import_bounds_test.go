@@ -51,7 +51,7 @@ func TestImportArchiveBounds(t *testing.T) {
 		{"the most members", archive(t, tiny(domain.MaxArchiveMembers, unknown), 0), "no manifest"},
 		{"a member past the most", archive(t, tiny(domain.MaxArchiveMembers+1, unknown), 0), "more than 16400 members"},
 		{"a manifest of the most bytes", archive(t, append(tiny(2, unknown), manifest(domain.ManifestHeadBytes+2*domain.ManifestMemberBytes)), 0), "manifest: unexpected end of JSON input"},
-		{"a manifest past the most bytes", archive(t, append(tiny(2, unknown), manifest(domain.ManifestHeadBytes+2*domain.ManifestMemberBytes+1)), 0), "a manifest of 66561 bytes after 2 members"},
+		{"a manifest past the most bytes", archive(t, append(tiny(2, unknown), manifest(domain.ManifestHeadBytes+2*domain.ManifestMemberBytes+1)), 0), "a manifest of 66561 bytes after 2 members (a file of at most 66560)"},
 		{"the most after the tar's end", archive(t, nil, domain.MaxTrailingBytes), "no manifest"},
 		{"past the most after the tar's end", archive(t, nil, domain.MaxTrailingBytes+1), "after the tar's end"},
 		{"a short part before another of its kind", archive(t, []entry{{name: "organization/000001.jsonl", data: orgRow},

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -108,14 +109,15 @@ func (rr *rowReader) next(v any) (bool, error) {
 	return false, nil
 }
 
-// readManifest reads the manifest, of size bytes, after members members: at most
-// manifestHeadBytes and manifestMemberBytes a member, read into one buffer of its size. Only
-// the listed members the archive held are kept (listedMembers).
-func (im *importer) readManifest(r io.Reader, size int64, members int) (*Manifest, string, error) {
-	if most := manifestHeadBytes + manifestMemberBytes*int64(members); size > most {
-		return nil, "", corrupt("a manifest of %d bytes after %d members (at most %d)", size, members, most)
+// readManifest reads the manifest: at most manifestHeadBytes and manifestMemberBytes for each
+// member before it, read into one buffer of its size. Only the listed members the archive held
+// are kept (listedMembers).
+func (im *importer) readManifest(r io.Reader, hdr *tar.Header) (*Manifest, string, error) {
+	most := manifestHeadBytes + manifestMemberBytes*int64(im.members)
+	if hdr.Typeflag != tar.TypeReg || hdr.Size < 0 || hdr.Size > most {
+		return nil, "", corrupt("a manifest of %d bytes after %d members (a file of at most %d)", hdr.Size, im.members, most)
 	}
-	raw := make([]byte, size)
+	raw := make([]byte, hdr.Size)
 	if _, err := io.ReadFull(r, raw); err != nil {
 		return nil, "", readFailure("manifest", err)
 	}
