@@ -40,7 +40,25 @@ func newDiscovery(freshness time.Duration) *discovery {
 	if freshness <= 0 {
 		freshness = DefaultProviderCacheFreshness
 	}
-	return &discovery{freshness: freshness, client: &http.Client{Timeout: 10 * time.Second}, entries: map[string]discovered{}}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: boundedResponses{http.DefaultTransport}}
+	return &discovery{freshness: freshness, client: client, entries: map[string]discovered{}}
+}
+
+// maxIssuerResponseBytes bounds each answer of an issuer the server reads (discovery, keys,
+// tokens), decompressed: an owner names the issuer, which can be anyone's. oauth2 reads a token
+// response to this bound itself; go-oidc reads the others whole.
+const maxIssuerResponseBytes = 1 << 20
+
+// boundedResponses is a transport whose answers' bodies end in an error past
+// maxIssuerResponseBytes (after net/http's own gzip decoding, which it asks for by default).
+type boundedResponses struct{ next http.RoundTripper }
+
+func (b boundedResponses) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(r)
+	if err == nil {
+		resp.Body = http.MaxBytesReader(nil, resp.Body, maxIssuerResponseBytes)
+	}
+	return resp, err
 }
 
 func (d *discovery) clientContext(ctx context.Context) context.Context {

@@ -19,9 +19,6 @@ import (
 	"renga.dev/renga/server/db"
 )
 
-// maxManifestBytes bounds the one member read whole.
-const maxManifestBytes = 64 << 20
-
 var memberName = regexp.MustCompile(`^([a-z_]+)/([0-9]{6})\.jsonl$`)
 
 // ImportArchive reads an archive from body into the empty organization orgID, in tx: the
@@ -100,8 +97,11 @@ type importer struct {
 	installations map[string]bool
 	seen          map[string]ManifestMember
 	counts        map[string]int64
-	kindIndex     int   // the kind being read; members come in ArchiveKinds order
-	formatErr     error // the first malformed member; reported after the manifest's version and checksums
+	kindIndex     int            // the kind being read; members come in ArchiveKinds order
+	members       int            // members read
+	memberBytes   int64          // their sizes
+	previous      ManifestMember // the member read last
+	formatErr     error          // the first malformed member; reported after the manifest's version and checksums
 }
 
 func corrupt(format string, args ...any) error {
@@ -113,40 +113,36 @@ func (im *importer) read(body io.Reader) error {
 	if err != nil {
 		return corrupt("not gzip-compressed")
 	}
-	tr := tar.NewReader(gz)
+	in := &boundedArchive{r: gz, left: maxArchiveBytes}
+	tr := tar.NewReader(in)
 	var manifest *Manifest
+	var missing string
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return corrupt("tar: %v", err)
+			return readFailure("tar", err)
 		}
-		if manifest != nil {
+		switch {
+		case manifest != nil:
 			return corrupt("a member after the manifest")
-		}
-		if hdr.Name == ManifestName {
-			raw, err := io.ReadAll(io.LimitReader(tr, maxManifestBytes+1))
-			if err != nil {
-				return corrupt("manifest: %v", err)
+		case hdr.Name == ManifestName:
+			if manifest, missing, err = im.readManifest(tr, hdr); err != nil {
+				return err
 			}
-			if len(raw) > maxManifestBytes {
-				return corrupt("manifest too large")
+		default:
+			if err := im.member(hdr, tr); err != nil {
+				return err
 			}
-			manifest = &Manifest{}
-			if err := json.Unmarshal(raw, manifest); err != nil {
-				return corrupt("manifest: %v", err)
-			}
-			continue
-		}
-		if err := im.member(hdr, tr); err != nil {
-			return err
 		}
 	}
-	// The rest of the stream, so that gzip checks its CRC and length.
-	if _, err := io.Copy(io.Discard, gz); err != nil {
-		return corrupt("gzip: %v", err)
+	// The rest of the stream, so that gzip checks its CRC and length: a tar writer's padding.
+	if n, err := io.Copy(io.Discard, io.LimitReader(in, maxTrailingBytes+1)); err != nil {
+		return readFailure("gzip", err)
+	} else if n > maxTrailingBytes {
+		return corrupt("more than %d bytes after the tar's end", maxTrailingBytes)
 	}
 	if manifest == nil {
 		return corrupt("no manifest")
@@ -154,19 +150,20 @@ func (im *importer) read(body io.Reader) error {
 	if manifest.FormatVersion < 1 || manifest.FormatVersion > ArchiveFormatVersion {
 		return fmt.Errorf("%w: %d", ErrArchiveVersion, manifest.FormatVersion)
 	}
+	if missing != "" {
+		return fmt.Errorf("%w: %s", ErrArchiveMemberMissing, missing)
+	}
 	return im.verify(manifest)
 }
 
-// verify holds what was read to the manifest: every listed member present with its SHA-256
-// and rows, nothing unlisted, and the counts per kind. A missing or altered member is named
-// as such before the malformed rows it may have caused.
+// verify holds what was read to the manifest, whose members are those listed that the archive
+// held (a listed member it did not hold is missing: readManifest): each member's SHA-256, rows
+// and size, nothing unlisted, and the counts per kind. An altered member is named as such
+// before the malformed rows it may have caused.
 func (im *importer) verify(m *Manifest) error {
 	listed := map[string]bool{}
 	for _, want := range m.Members {
 		listed[want.Name] = true
-		if _, ok := im.seen[want.Name]; !ok {
-			return fmt.Errorf("%w: %s", ErrArchiveMemberMissing, want.Name)
-		}
 	}
 	for _, want := range m.Members {
 		if got := im.seen[want.Name]; got.SHA256 != want.SHA256 {
@@ -177,8 +174,9 @@ func (im *importer) verify(m *Manifest) error {
 		return im.formatErr
 	}
 	for _, want := range m.Members {
-		if got := im.seen[want.Name]; got.Rows != want.Rows || got.Kind != want.Kind {
-			return corrupt("%s: %d rows of %s, the manifest says %d of %s", want.Name, got.Rows, got.Kind, want.Rows, want.Kind)
+		if got := im.seen[want.Name]; got.Rows != want.Rows || got.Kind != want.Kind || got.Bytes != want.Bytes {
+			return corrupt("%s: %d rows of %s in %d bytes, the manifest says %d of %s in %d", want.Name, got.Rows, got.Kind,
+				got.Bytes, want.Rows, want.Kind, want.Bytes)
 		}
 	}
 	for name := range im.seen {
@@ -203,8 +201,19 @@ func (im *importer) verify(m *Manifest) error {
 }
 
 // member reads one member, hashing it; a malformed one is noted (and the rest of the archive
-// still read, so that an archive of another format version says so).
+// still read, so that an archive of another format version says so). A member past the
+// archive's bounds is refused at once.
 func (im *importer) member(hdr *tar.Header, tr io.Reader) error {
+	if im.members++; im.members > maxArchiveMembers {
+		return corrupt("more than %d members", maxArchiveMembers)
+	}
+	if hdr.Size > maxMemberBytes {
+		return corrupt("%s: %d bytes, more than a member holds (%d)", hdr.Name, hdr.Size, maxMemberBytes)
+	}
+	// Members' sizes as tar gives them: more than the stream's bytes for a sparse file.
+	if im.memberBytes += hdr.Size; im.memberBytes > maxArchiveBytes {
+		return corrupt("members of more than %d bytes", int64(maxArchiveBytes))
+	}
 	h := sha256.New()
 	r := &countingReader{r: io.TeeReader(tr, h)}
 	m := ManifestMember{Name: hdr.Name}
@@ -223,12 +232,13 @@ func (im *importer) member(hdr *tar.Header, tr io.Reader) error {
 		im.formatErr = corrupt("unexpected member %q", hdr.Name)
 	case idx < im.kindIndex:
 		im.formatErr = corrupt("member %q out of order", hdr.Name)
+	case im.previous.Kind == kinds[idx] && im.previous.Bytes < memberPartBytes:
+		// The exporter starts a kind's next part only once a part holds memberPartBytes.
+		im.formatErr = corrupt("member %q after a part of %d bytes", hdr.Name, im.previous.Bytes)
 	default:
 		im.kindIndex = idx
 		m.Kind = kinds[idx]
-		dec := json.NewDecoder(r)
-		dec.UseNumber()
-		rows, err := im.load(m.Kind, dec)
+		rows, err := im.load(m.Kind, newRowReader(r))
 		var bad *badRowError
 		switch {
 		case errors.As(err, &bad):
@@ -240,11 +250,12 @@ func (im *importer) member(hdr *tar.Header, tr io.Reader) error {
 		im.counts[m.Kind] += rows
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		return corrupt("%s: %v", hdr.Name, err)
+		return readFailure(hdr.Name, err)
 	}
 	m.SHA256 = hex.EncodeToString(h.Sum(nil))
 	m.Bytes = r.n
 	im.seen[hdr.Name] = m
+	im.previous = m
 	return nil
 }
 

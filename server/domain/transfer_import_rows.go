@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"time"
 
@@ -29,24 +28,20 @@ func (e *badRowError) Error() string { return e.err.Error() }
 
 func bad(format string, args ...any) error { return &badRowError{fmt.Errorf(format, args...)} }
 
-// rowsOf decodes every JSON document of a member into T and hands each to fn.
-func rowsOf[T any](dec *json.Decoder, fn func(T) error) (int64, error) {
+// rowsOf decodes every row of a member into T and hands each to fn.
+func rowsOf[T any](rows *rowReader, fn func(T) error) (int64, error) {
 	var n int64
-	for dec.More() {
+	for {
 		var v T
-		if err := dec.Decode(&v); err != nil {
-			return n, bad("row %d: %v", n+1, err)
+		ok, err := rows.next(&v)
+		if !ok {
+			return n, err
 		}
 		if err := fn(v); err != nil {
 			return n, err
 		}
 		n++
 	}
-	// dec.More is false at the end or at a stray delimiter: only the end is allowed.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return n, bad("after row %d: not one JSON document per line", n)
-	}
-	return n, nil
 }
 
 type documentRow struct {
@@ -121,29 +116,29 @@ type jobRow struct {
 var installationIDPattern = regexp.MustCompile(`^ins_[0-9a-z]{26}$`)
 
 // load writes one member's rows of kind at the destination.
-func (im *importer) load(kind string, dec *json.Decoder) (int64, error) {
+func (im *importer) load(kind string, rows *rowReader) (int64, error) {
 	switch kind {
 	case "organization":
 		// The destination keeps its own ID, slug and display name.
-		return rowsOf(dec, func(ManifestOrg) error { return nil })
+		return rowsOf(rows, func(ManifestOrg) error { return nil })
 	case "settings":
-		return rowsOf(dec, im.settings)
+		return rowsOf(rows, im.settings)
 	case "policy":
-		return rowsOf(dec, im.policy)
+		return rowsOf(rows, im.policy)
 	case "identity_providers":
-		return rowsOf(dec, im.provider)
+		return rowsOf(rows, im.provider)
 	case "users":
-		return rowsOf(dec, im.user)
+		return rowsOf(rows, im.user)
 	case "memberships":
-		return rowsOf(dec, im.membership)
+		return rowsOf(rows, im.membership)
 	case "installations":
-		return rowsOf(dec, im.installation)
+		return rowsOf(rows, im.installation)
 	case "observation_batches":
-		return copyRows(im, dec, "observation_batches", []string{"installation_id", "batch_id", "organization_id", "received_at"}, im.batch)
+		return copyRows(im, rows, "observation_batches", []string{"installation_id", "batch_id", "organization_id", "received_at"}, im.batch)
 	case "observations":
-		return copyRows(im, dec, "observations", []string{"organization_id", "installation_id", "batch_id", "observed_at", "received_at", "kind", "data"}, im.observation)
+		return copyRows(im, rows, "observations", []string{"organization_id", "installation_id", "batch_id", "observed_at", "received_at", "kind", "data"}, im.observation)
 	case "jobs":
-		return copyRows(im, dec, "jobs", []string{"id", "organization_id", "installation_id", "command", "state", "created_at", "delivered_at", "completed_at", "result"}, im.job)
+		return copyRows(im, rows, "jobs", []string{"id", "organization_id", "installation_id", "command", "state", "created_at", "delivered_at", "completed_at", "result"}, im.job)
 	}
 	return 0, bad("unknown kind %q", kind)
 }
@@ -185,8 +180,9 @@ func (im *importer) provider(r providerRow) error {
 
 func (im *importer) user(r userRow) error {
 	email := NormalizeEmail(r.Email)
-	if CheckEmail(email) != nil || r.ID == "" || r.DisplayName == "" {
-		return bad("user %q: needs an ID, a plain email address and a display name", r.ID)
+	// The ID is kept for the memberships (im.users): an export's are db.NewID's.
+	if CheckEmail(email) != nil || r.ID == "" || len(r.ID) > maxSourceIDBytes || r.DisplayName == "" {
+		return bad("user %.64q: needs an ID, a plain email address and a display name", r.ID)
 	}
 	// Matched by email: a user this deployment knows is the same person.
 	var id string
@@ -261,8 +257,8 @@ func (im *importer) job(r jobRow) ([]any, error) {
 }
 
 // copyRows streams a member's rows into table with COPY.
-func copyRows[T any](im *importer, dec *json.Decoder, table string, columns []string, values func(T) ([]any, error)) (int64, error) {
-	src := &jsonRows[T]{dec: dec, values: values}
+func copyRows[T any](im *importer, rows *rowReader, table string, columns []string, values func(T) ([]any, error)) (int64, error) {
+	src := &jsonRows[T]{rows: rows, values: values}
 	n, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, columns, src)
 	if src.err != nil { // the archive's fault, not the database's
 		return n, src.err
@@ -270,12 +266,11 @@ func copyRows[T any](im *importer, dec *json.Decoder, table string, columns []st
 	return n, err
 }
 
-// jsonRows is a COPY source over a member's JSON documents.
+// jsonRows is a COPY source over a member's rows.
 type jsonRows[T any] struct {
-	dec    *json.Decoder
+	rows   *rowReader
 	values func(T) ([]any, error)
 	row    []any
-	n      int64
 	err    error
 }
 
@@ -283,19 +278,13 @@ func (s *jsonRows[T]) Next() bool {
 	if s.err != nil {
 		return false
 	}
-	if !s.dec.More() {
-		if _, err := s.dec.Token(); !errors.Is(err, io.EOF) {
-			s.err = bad("after row %d: not one JSON document per line", s.n)
-		}
-		return false
-	}
 	var v T
-	if err := s.dec.Decode(&v); err != nil {
-		s.err = bad("row %d: %v", s.n+1, err)
+	ok, err := s.rows.next(&v)
+	if !ok {
+		s.err = err
 		return false
 	}
 	s.row, s.err = s.values(v)
-	s.n++
 	return s.err == nil
 }
 
