@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"renga.dev/renga/gen/api"
 	"renga.dev/renga/server"
 	"renga.dev/renga/server/db"
 	"renga.dev/renga/server/domain"
@@ -51,6 +52,9 @@ func newCmdOperatorTokenCreate(f *Factory, runF func(*operatorTokenCreateOptions
 			if opts.ExpiresIn < 0 {
 				return usageError("--expires-in must not be negative")
 			}
+			if err := readableTokenName(opts.Name); err != nil {
+				return err
+			}
 			for _, s := range allowFrom {
 				p, err := server.ParsePrefix(strings.TrimSpace(s))
 				if err != nil {
@@ -71,6 +75,20 @@ func newCmdOperatorTokenCreate(f *Factory, runF func(*operatorTokenCreateOptions
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("scope")
 	return cmd
+}
+
+// readableTokenName refuses a name that openapi.yaml's OperatorToken.name does not describe: its
+// pattern for names people read (no control, direction-changing or invisible character), as the
+// API refuses such names where it takes them.
+func readableTokenName(name string) error {
+	spec, err := api.GetSpec()
+	if err != nil {
+		return err
+	}
+	if spec.Components.Schemas["OperatorToken"].Value.Properties["name"].Value.VisitJSON(name) != nil {
+		return usageError("--name %q holds a control, direction-changing or invisible character", name)
+	}
+	return nil
 }
 
 func operatorTokenCreateRun(ctx context.Context, opts *operatorTokenCreateOptions) error {

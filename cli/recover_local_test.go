@@ -191,7 +191,7 @@ func TestIdentityProviderRecoverLocal(t *testing.T) {
 	if _, body := signIn(first); strings.Contains(body, "signed in as") {
 		t.Errorf("the revoked first code signed in: %s", body)
 	}
-	if _, body := signIn(out.Code); !strings.Contains(body, "signed in as <strong>alice@ops.example</strong> with local recovery") {
+	if _, body := signIn(out.Code); !strings.Contains(body, "signed in as <strong><bdi>alice@ops.example</bdi></strong> with <bdi>local recovery</bdi>") {
 		t.Errorf("the code did not sign alice in: %s", body)
 	}
 	if _, body := signIn(out.Code); strings.Contains(body, "signed in as") {

@@ -14,7 +14,7 @@ var acceptPage []byte
 
 // acceptScriptHash is the SHA-256 of the page's one inline script, for its Content-Security-Policy
 // (TestAcceptPage checks it against the page).
-const acceptScriptHash = "SFm80qlHQag4W8THpwABHW0CMRKrPp82Lcb+D2jIrQc="
+const acceptScriptHash = "T3MyrTxPPptTF4CHoIzKciDsbwATSekCE5WPm//SDyQ="
 
 func serveAcceptPage(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()

@@ -47,7 +47,7 @@ const (
 //go:embed signin.html
 var signInHTML string
 
-var signInPage = template.Must(template.New("signin").Parse(signInHTML))
+var signInPage = template.Must(template.New("signin").Funcs(pageFuncs).Parse(signInHTML))
 
 // signInCSP allows no script at all; the one form posts to this origin.
 const signInCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

@@ -57,7 +57,7 @@ const (
 //go:embed support.html
 var supportHTML string
 
-var supportPage = template.Must(template.New("support").Funcs(template.FuncMap{
+var supportPage = template.Must(template.New("support").Funcs(pageFuncs).Funcs(template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
 	"timep": func(t *time.Time) string {
 		if t == nil {

@@ -710,7 +710,7 @@ type Installation struct {
 // Example: ins_01jc3x9m1h7r4v5n8q2w6e0t9y
 type InstallationId = string
 
-// InstallationRegister defines model for InstallationRegister.
+// InstallationRegister Example: {"hostname":"web-1","installation_id":"ins_01jc3x9m1h7r4v5n8q2w6e0t9y","os":"linux","public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}
 type InstallationRegister struct {
 	Hostname string `json:"hostname"`
 
@@ -947,7 +947,9 @@ type OperatorToken struct {
 	// Id Example: tok_01jc3x9m1h7r4v5n8q2w6e0t9y
 	Id string `json:"id"`
 
-	// Name Example: terraform-prod
+	// Name What the token is for; minted by `renga operator-token create`, which refuses a name this pattern (the one for names people read) does not match.
+	//
+	// Example: terraform-prod
 	Name   string  `json:"name"`
 	Scopes []Scope `json:"scopes"`
 }

@@ -53,7 +53,7 @@ func recoveryOrigin(env *servertest.Env) http.Header {
 	return http.Header{"Origin": {u.Scheme + "://" + u.Host}}
 }
 
-var regexpWho = regexp.MustCompile(`signed in as <strong>([^<]*)</strong>(?: \([^)]*\))? with ([^,]*), until`)
+var regexpWho = regexp.MustCompile(`signed in as <strong><bdi>([^<]*)</bdi></strong>(?: \(<bdi>[^<]*</bdi>\))? with <bdi>([^<]*)</bdi>, until`)
 
 // recoverForm opens the recovery page and returns its CSRF token.
 func (b *browser) recoverForm(t testing.TB) string {

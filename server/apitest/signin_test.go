@@ -458,7 +458,7 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	}
 	env.Track(session.Value)
 	who := b.get(t, "/signin")
-	if who.Status != http.StatusOK || !strings.Contains(who.Body, "signed in as <strong>alice@example.com</strong> (Alice Support) with Provider corp") {
+	if who.Status != http.StatusOK || !strings.Contains(who.Body, "signed in as <strong><bdi>alice@example.com</bdi></strong> (<bdi>Alice Support</bdi>) with <bdi>Provider corp</bdi>") {
 		t.Fatalf("signed-in page: %d %s", who.Status, who.Body)
 	}
 	var stored int
@@ -769,7 +769,7 @@ func TestSignInInProduction(t *testing.T) {
 	r.Header.Set("X-Forwarded-Proto", "https")
 	r.AddCookie(&http.Cookie{Name: session.Name, Value: session.Value})
 	page := (&browser{env: env, c: c}).do(t, r)
-	if !strings.Contains(page.Body, "alice@example.com") || !strings.Contains(page.Body, "with Corp") {
+	if !strings.Contains(page.Body, "alice@example.com") || !strings.Contains(page.Body, "with <bdi>Corp</bdi>") {
 		t.Errorf("signed-in page in production: %d %s", page.Status, page.Body)
 	}
 }

@@ -120,3 +120,116 @@ func TestSupportConsoleInABrowser(t *testing.T) {
 		t.Errorf("the refused reload was recorded as a read: %+v", acts)
 	}
 }
+
+// TestSupportConsoleReadsInOrderInABrowser: text that would turn a console line around (a
+// right-to-left override in an organization's name stored before names refused it, in an
+// agent's hostname, in an observation's data, which is kept as sent) leaves every line reading
+// in order in a real Chromium: each character of the line, as laid out, stands right of the one
+// before it, and the override shows as its escape.
+func TestSupportConsoleReadsInOrderInABrowser(t *testing.T) {
+	t.Parallel()
+	path := chromium(t)
+	env := servertest.Start(t, servertest.WithOwnPublicURL())
+	op := startOP(t, env)
+	signInProvider(t, env, op, "corp")
+	s := newAgentSetup(t, env)
+	ctx := context.Background()
+	if _, err := env.Pool.Exec(ctx, `UPDATE organizations SET display_name = $1 WHERE id = $2`, "Acme\u202eZ", s.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Pool.Exec(ctx, `UPDATE installations SET hostname = $1 WHERE id = $2`, "web\u202e1gnp.exe", s.Agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	obs := map[string]any{"observed_at": time.Now().UTC().Format(time.RFC3339), "kind": "host.facts",
+		"data": map[string]any{"note": "abc\u202edef", "then": "ghi"}}
+	s.Agent.submit(t, jsonBody(map[string]any{"batch_id": "rtl", "observations": []any{obs}})).accepted(t)
+	grantSupport(t, env, s.Owner, time.Now().Add(time.Hour), "alice@example.com")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("headless", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser: no deadline (see above)
+		t.Fatalf("start %s: %v", path, err)
+	}
+	bctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(env.Config.PublicURL+"/signin"),
+		chromedp.Click(chromedp.CSS(`a[href="/signin?provider=corp"]`), chromedp.NodeVisible),
+		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice", chromedp.NodeVisible),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(chromedp.CSS(`#who`)),
+	); err != nil {
+		t.Fatalf("sign in in the browser: %v", err)
+	}
+	cookies, err := chromedp.Call(bctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cookies.Cookies {
+		env.Track(c.Value)
+	}
+
+	for _, line := range []struct{ page, sel, text string }{
+		{"/support", "#granted li", `Acme\u202EZ (s-`},
+		{"/support/organizations/" + s.OrgID, "#agents .hostname", `web\u202E1gnp.exe`},
+		{"/support/organizations/" + s.OrgID + "/agents/" + s.Agent.ID, "#observations pre", `"abc\u202Edef"`},
+	} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(env.Config.PublicURL+line.page), chromedp.WaitVisible(chromedp.CSS(line.sel))); err != nil {
+			t.Fatalf("open %s: %v", line.page, err)
+		}
+		laid, err := chromedp.Run(bctx, chromedp.Evaluate[[]laidChar](layoutScript(line.sel)))
+		if err != nil {
+			t.Fatalf("%s %s: %v", line.page, line.sel, err)
+		}
+		var read strings.Builder
+		for i, c := range laid {
+			read.WriteString(c.C)
+			if i == 0 {
+				continue
+			}
+			// On the same line (their boxes overlap vertically) a character stands right of the
+			// one before it; a wrapped line goes on below.
+			prev := laid[i-1]
+			sameLine := c.Top < prev.Bottom && prev.Top < c.Bottom
+			if sameLine && c.X <= prev.X || !sameLine && c.Top < prev.Bottom {
+				t.Errorf("%s %s: %q is not after %q, which comes before it: the line is turned around (%+v)", line.page, line.sel, c.C, prev.C, laid)
+				break
+			}
+		}
+		if !strings.Contains(read.String(), strings.ReplaceAll(line.text, " ", "")) {
+			t.Errorf("%s %s reads %q, want it to show %q", line.page, line.sel, read.String(), line.text)
+		}
+	}
+}
+
+// laidChar is a character of a page as the browser laid it out: where its box starts.
+type laidChar struct {
+	C      string  `json:"c"`
+	X      float64 `json:"x"`
+	Top    float64 `json:"top"`
+	Bottom float64 `json:"bottom"`
+}
+
+// layoutScript lists the visible characters of the first element sel selects, in the page's
+// order, each with the box the browser drew it in (spaces, which have no ink, left out).
+func layoutScript(sel string) string {
+	return `(() => {
+  const el = document.querySelector(` + string(jsonBody(sel)) + `), out = [];
+  const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = w.nextNode(); n; n = w.nextNode()) {
+    for (let i = 0; i < n.data.length; i++) {
+      if (/\s/.test(n.data[i])) continue;
+      const r = document.createRange();
+      r.setStart(n, i);
+      r.setEnd(n, i + 1);
+      const b = r.getBoundingClientRect();
+      out.push({c: n.data[i], x: b.left, top: b.top, bottom: b.bottom});
+    }
+  }
+  return out;
+})()`
+}
