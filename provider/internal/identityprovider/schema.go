@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"renga.dev/renga/gen/client"
+	"renga.dev/renga/provider/internal/textrule"
 )
 
 // The API's patterns (openapi.yaml: ProviderSlug, ProviderScopes, EmailDomain; IDs).
@@ -87,17 +88,17 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				MarkdownDescription: "The OpenID issuer URL: `https`, or `http` to a loopback address. Immutable: changing it replaces the provider. The issuer is contacted only when a test starts.",
 				Required:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 2048)},
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 2048), textrule.Visible()},
 			},
 			"display_name": schema.StringAttribute{
 				MarkdownDescription: "The name the sign-in page shows, 1 to 100 characters.",
 				Required:            true,
-				Validators:          []validator.String{stringvalidator.UTF8LengthBetween(1, 100)},
+				Validators:          []validator.String{stringvalidator.UTF8LengthBetween(1, 100), textrule.Visible()},
 			},
 			"client_id": schema.StringAttribute{
 				MarkdownDescription: "The OAuth client ID registered at the provider, 1 to 255 characters.",
 				Required:            true,
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 255)},
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 255), textrule.Visible()},
 			},
 			"client_secret_wo": schema.StringAttribute{
 				MarkdownDescription: "The OAuth client secret, 1 to 1024 characters. **Write-only**: never in Terraform's state or plan, never returned by the API. " +

@@ -19,6 +19,7 @@ import (
 
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/apiclient"
+	"renga.dev/renga/provider/internal/textrule"
 )
 
 var (
@@ -29,9 +30,8 @@ var (
 
 // The API's own patterns (openapi.yaml: Slug, DisplayName, OrganizationId).
 var (
-	SlugPattern        = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
-	displayNamePattern = regexp.MustCompile(`^[^\x00-\x1F\x7F]+$`)
-	IDPattern          = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
+	SlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
+	IDPattern   = regexp.MustCompile(`^org_[0-9a-z]{26}$`)
 )
 
 // Resource is renga_organization.
@@ -89,11 +89,11 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				Validators:          SlugValidators(),
 			},
 			"display_name": schema.StringAttribute{
-				MarkdownDescription: "Human-readable name, 1 to 200 characters, no control characters. Changed in place.",
+				MarkdownDescription: "Human-readable name, 1 to 200 characters, no control, invisible or direction-changing characters. Changed in place.",
 				Required:            true,
 				Validators: []validator.String{
 					stringvalidator.UTF8LengthBetween(1, 200),
-					stringvalidator.RegexMatches(displayNamePattern, "must not contain control characters"),
+					textrule.Visible(),
 				},
 			},
 			"state": schema.StringAttribute{

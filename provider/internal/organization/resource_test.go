@@ -85,6 +85,11 @@ func TestAccOrganization(t *testing.T) {
 		CheckDestroy:             checkDestroyed(env),
 		Steps: []resource.TestStep{
 			{
+				// Refused while planning, as the server would refuse it (openapi.yaml's rule for names).
+				Config:      env.Config(orgConfig(slug, "Acme\u202eCorporation")),
+				ExpectError: acctest.ErrorText("must not contain control, invisible or direction-changing characters"),
+			},
+			{
 				Config: env.Config(orgConfig(slug, "Acme Corporation")),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(address, tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^org_[0-9a-z]{26}$`))),

@@ -22,6 +22,7 @@ import (
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
+	"renga.dev/renga/provider/internal/textrule"
 )
 
 var (
@@ -99,6 +100,7 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				Validators: []validator.String{
 					stringvalidator.LengthBetween(3, 254),
 					stringvalidator.RegexMatches(emailPattern, "must be an email address in lowercase (the server compares and stores addresses in lowercase)"),
+					textrule.Visible(),
 				},
 			},
 			"state": schema.StringAttribute{

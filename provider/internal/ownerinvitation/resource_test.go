@@ -87,6 +87,10 @@ func TestAccOwnerInvitation(t *testing.T) {
 				ExpectError: regexp.MustCompile(`must be an email address in lowercase`),
 			},
 			{
+				Config:      env.Config(config(slug, "olivia\u200b@example.com")),
+				ExpectError: acctest.ErrorText("must not contain control, invisible or direction-changing characters"),
+			},
+			{
 				Config: env.Config(config(slug, "olivia@example.com")),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(address, tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^inv_`))),

@@ -26,6 +26,7 @@ import (
 	"renga.dev/renga/gen/client"
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/identityprovider"
+	"renga.dev/renga/provider/internal/textrule"
 )
 
 var (
@@ -111,7 +112,7 @@ func (r *Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				Validators: []validator.Set{
 					setvalidator.SizeAtMost(100),
 					setvalidator.ValueStringsAre(stringvalidator.LengthBetween(3, 254),
-						stringvalidator.RegexMatches(emailPattern, "must be a lowercase email address")),
+						stringvalidator.RegexMatches(emailPattern, "must be a lowercase email address"), textrule.Visible()),
 				},
 			},
 			"allowed_email_domain": schema.StringAttribute{
