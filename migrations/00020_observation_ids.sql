@@ -3,22 +3,25 @@
 -- told an owner how much the others sent. Its key is 128 bits, stored as a uuid (compared byte
 -- by byte: in the bits' order), shown as the API shows every other ID (domain.ObservationID):
 --   - an observation stored from now on: 48 bits of the milliseconds it was received, the
---     microsecond within that millisecond (10 bits), then 6 and 62 random bits drawn for its
---     batch, plus its place in the batch: the same shape as db.NewID's (obs_ and 26 characters,
---     the first ten the time), sorting by the time received, a batch's observations in the order
---     sent; nothing in it depends on any other batch;
+--     microsecond within that millisecond (10 bits), its batch's place among its organization's
+--     batches stored by the same statement (6 bits: a group carries at most 64), then 62 random
+--     bits drawn for its batch plus its place in the batch: the same shape as db.NewID's (obs_
+--     and 26 characters, the first ten the time), sorting by the time received, an
+--     organization's batches and a batch's observations in the order sent; nothing in it
+--     depends on another organization's batches;
 --   - an observation stored before: the number it had (its top 64 bits zero), so it keeps
 --     answering as obs_<n> and sorts before every newer one, in the order it had.
 ALTER TABLE observations ALTER COLUMN id DROP IDENTITY;
 ALTER TABLE observations ALTER COLUMN id TYPE uuid USING lpad(to_hex(id), 32, '0')::uuid;
 
--- observation_id(t, r6, r, k): the key of the k-th observation (from 0) of a batch received at t,
--- whose random bits are r6 (0 to 63) and r (0 to 2^62 - 1, so that r + k stays a bigint).
+-- observation_id(t, seq, r, k): the key of the k-th observation of a batch received at t, its
+-- organization's seq-th (0 to 63) in the statement, whose random bits are r (0 to 2^62 - 1, so
+-- that r + k stays a bigint).
 -- +goose StatementBegin
-CREATE FUNCTION observation_id(t timestamptz, r6 integer, r bigint, k bigint) RETURNS uuid
+CREATE FUNCTION observation_id(t timestamptz, seq integer, r bigint, k bigint) RETURNS uuid
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT (lpad(to_hex((floor(extract(epoch FROM t) * 1000)::bigint << 16)
-            | ((floor(extract(microseconds FROM t))::bigint % 1000) << 6) | r6), 16, '0')
+            | ((floor(extract(microseconds FROM t))::bigint % 1000) << 6) | seq), 16, '0')
         || lpad(to_hex(r + k), 16, '0'))::uuid
 $$;
 -- +goose StatementEnd
@@ -31,7 +34,7 @@ $$;
 CREATE FUNCTION observation_id() RETURNS uuid
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    k    uuid := observation_id(clock_timestamp(), floor(random() * 64)::integer,
+    k    uuid := observation_id(clock_timestamp(), 0,
         (floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint, 0);
     last uuid := nullif(current_setting('renga.last_observation_id', true), '')::uuid;
     h    text;

@@ -125,7 +125,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 			ON CONFLICT DO NOTHING RETURNING `+observationRandom+`),
 		stored AS (
 			INSERT INTO observations (id, organization_id, installation_id, batch_id, observed_at, kind, data)
-			SELECT observation_id(now(), b.r6, b.r, e.k), $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
+			SELECT observation_id(now(), 0, b.r, e.k), $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
 			FROM batch b, jsonb_array_elements($4::jsonb -> 'observations') WITH ORDINALITY AS e(o, k)),
 		counted AS (
 			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
@@ -149,12 +149,13 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 	return r.outcome()
 }
 
-// observationRandom draws a batch's random bits for its observations' IDs (r6, r: see
-// observation_id in migration 00020), once per batch: each observation's ID is its batch's time
-// received (now(), the received_at it gets), these bits and its place in the batch, so a batch's
-// IDs sort in the order sent and say nothing of any other batch (its organization's or another's).
-const observationRandom = `floor(random() * 64)::integer AS r6,
-	(floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint AS r`
+// observationRandom draws a batch's random bits for its observations' IDs (r: see
+// observation_id in migration 00020), once per batch. An observation's ID is its batch's time
+// received (now(), the received_at it gets), the batch's place among its organization's batches
+// in the statement (0 alone), these bits and the observation's place in the batch: an
+// organization's batches and a batch's observations sort in the order sent, and an ID says
+// nothing of another organization's batches.
+const observationRandom = `(floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint AS r`
 
 // intakeAnswer is what an intake statement answers for one batch.
 type intakeAnswer struct {
