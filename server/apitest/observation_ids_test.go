@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +143,64 @@ func TestObservationIDsFromBeforeStillAnswer(t *testing.T) {
 		"v1:job_01jc3x9m1h7r4v5n8q2w6e0t9y", "v1:obs_81jc3x9m1h7r4v5n8q2w6e0t9y", "obs_7"} {
 		send(t, env, req{Method: http.MethodGet, Path: agentsPath + "/" + s.Agent.ID + "/observations?page_token=" + token(bad), Token: s.Owner}).
 			expectProblem(t, http.StatusBadRequest, "invalid_page_token")
+	}
+}
+
+// TestImportedObservationsKeepTheirOrder: an archive carries no observation IDs; an import gives
+// its observations new ones of db.NewID's shape, in the archive's order over all its
+// observation members, so the destination lists them in the source's order. Fails when an
+// import's IDs are drawn per row (order by chance) or restart with each member.
+func TestImportedObservationsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	env := servertest.Start(t)
+	token := env.Token(t, servertest.AllScopes()...)
+	ctx := context.Background()
+	o, ins := orgWithInstallation(t, env, token, "Order")
+	const rows = 25000 // past one member of about 4 MiB
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
+		SELECT $1, $2, 'b' || (g / 100), now(), 'noise', jsonb_build_object('n', g, 'pad', md5(g::text) || md5((g + 1)::text) || md5((g + 2)::text))
+		FROM generate_series(1, $3) g`, o.ID, ins, rows); err != nil {
+		t.Fatal(err)
+	}
+	x := startExport(t, env, token, o.ID)
+	if tr, run, err := domain.StartExport(ctx, env.Pool, x.ID); err != nil || !run {
+		t.Fatalf("start: %v %v", run, err)
+	} else if err := domain.RunExport(ctx, env.Pool, tr, domain.ArchiveSource{PublicURL: env.Config.PublicURL}); err != nil {
+		t.Fatal(err)
+	}
+	archive := download(t, env, token, waitTransfer(t, env, token, x.ID))
+	members := 0
+	for _, m := range readArchive(t, archive) {
+		if strings.HasPrefix(m.Name, "observations/") {
+			members++
+		}
+	}
+	if members < 2 {
+		t.Fatalf("%d observation members, want several", members)
+	}
+	dst := servertest.Start(t)
+	dstToken := dst.Token(t, servertest.AllScopes()...)
+	d := createOrg(t, dst, dstToken, newSlug(), "Order")
+	if r := send(t, dst, importReq(dstToken, d.ID, archive)); r.Status != http.StatusCreated {
+		t.Fatalf("import: %d %s", r.Status, r.Body)
+	}
+	list, err := dst.Pool.Query(ctx, `SELECT id, (data->>'n')::int FROM observations WHERE organization_id = $1 ORDER BY id`, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for list.Next() {
+		var id domain.ObservationID
+		var got int
+		if err := list.Scan(&id, &got); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if got != n || !observationIDShape.MatchString(id.String()) {
+			t.Fatalf("imported observation %d in ID order: %d, ID %s", n, got, id)
+		}
+	}
+	if err := list.Err(); err != nil || n != rows {
+		t.Fatalf("%d observations imported, want %d (%v)", n, rows, err)
 	}
 }

@@ -267,7 +267,7 @@ func acceptBatches(ctx context.Context, q Pool, group []*intakeCall) ([]intakeAn
 			SELECT inst, batch_id, org FROM within ORDER BY inst, batch_id
 			ON CONFLICT DO NOTHING RETURNING installation_id, batch_id),
 		fresh AS (
-			SELECT w.n, w.org, w.inst, w.batch_id, w.body, w.bytes, `+observationRandom+`,
+			SELECT w.n, w.org, w.inst, w.batch_id, w.body, w.bytes, `+observationRandom+` AS r,
 				(row_number() OVER (PARTITION BY w.org ORDER BY w.n) - 1)::integer AS seq FROM within w
 			JOIN batch b ON b.installation_id = w.inst AND b.batch_id = w.batch_id),
 		stored AS (

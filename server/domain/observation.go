@@ -122,7 +122,7 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 				AND current.ok AND EXISTS (SELECT 1 FROM ins)),
 		batch AS (
 			INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT $2, $3, $1 FROM within
-			ON CONFLICT DO NOTHING RETURNING `+observationRandom+`),
+			ON CONFLICT DO NOTHING RETURNING `+observationRandom+` AS r),
 		stored AS (
 			INSERT INTO observations (id, organization_id, installation_id, batch_id, observed_at, kind, data)
 			SELECT observation_id(now(), 0, b.r, e.k), $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
@@ -150,12 +150,12 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 }
 
 // observationRandom draws a batch's random bits for its observations' IDs (r: see
-// observation_id in migration 00020), once per batch. An observation's ID is its batch's time
+// observation_id in migration 00020), once per batch (an import's, once per import). An observation's ID is its batch's time
 // received (now(), the received_at it gets), the batch's place among its organization's batches
 // in the statement (0 alone), these bits and the observation's place in the batch: an
 // organization's batches and a batch's observations sort in the order sent, and an ID says
 // nothing of another organization's batches.
-const observationRandom = `(floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint AS r`
+const observationRandom = `(floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint`
 
 // intakeAnswer is what an intake statement answers for one batch.
 type intakeAnswer struct {

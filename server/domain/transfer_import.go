@@ -102,6 +102,8 @@ type importer struct {
 	counts        map[string]int64
 	kindIndex     int   // the kind being read; members come in ArchiveKinds order
 	formatErr     error // the first malformed member; reported after the manifest's version and checksums
+
+	obsBase *ObservationID // the import's first observation's ID (observationIDs)
 }
 
 func corrupt(format string, args ...any) error {
