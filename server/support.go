@@ -263,7 +263,7 @@ func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Reques
 	var from *domain.ObservationID
 	if before != "" {
 		last, ok := domain.ParseObservationID(before)
-		if !ok { // past int64
+		if !ok { // an obs_<n> past int64, or 26 characters of no ID
 			return errBadPage
 		}
 		from = &last
