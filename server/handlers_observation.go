@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,14 +25,9 @@ import (
 // ListObservations pages through an installation's observations.
 func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsRequestObject) (api.ListObservationsResponseObject, error) {
 	st := pipeline.From(ctx)
-	var before int64
-	if req.Params.PageToken != nil {
-		b, err := base64.RawURLEncoding.DecodeString(*req.Params.PageToken)
-		n, perr := strconv.ParseInt(strings.TrimPrefix(string(b), "v1:obs_"), 10, 64)
-		if err != nil || perr != nil || !strings.HasPrefix(string(b), "v1:obs_") || n <= 0 {
-			return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidPageToken, "page_token is not one this list returned; start again without it.")
-		}
-		before = n
+	before, err := observationPageToken(req.Params.PageToken)
+	if err != nil {
+		return nil, err
 	}
 	size := pageSize(req.Params.PageSize)
 	obs, err := domain.ListObservations(ctx, s.q(ctx), st.Actor.OrganizationID, req.InstallationId, before, size+1)
@@ -41,11 +35,7 @@ func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsR
 		return nil, err
 	}
 	out := api.ObservationList{Items: []api.Observation{}}
-	if len(obs) > size {
-		obs = obs[:size]
-		tok := base64.RawURLEncoding.EncodeToString([]byte("v1:" + domain.FormatObservationID(obs[len(obs)-1].ID)))
-		out.NextPageToken = &tok
-	}
+	obs, out.NextPageToken = page(obs, size, func(o domain.Observation) string { return o.ID.String() })
 	for _, o := range obs {
 		// UseNumber: numbers go back with the digits they were stored with.
 		var data map[string]any
@@ -54,10 +44,27 @@ func (s *Server) ListObservations(ctx context.Context, req api.ListObservationsR
 		if err := dec.Decode(&data); err != nil {
 			return nil, err
 		}
-		out.Items = append(out.Items, api.Observation{Id: domain.FormatObservationID(o.ID), InstallationId: o.InstallationID,
+		out.Items = append(out.Items, api.Observation{Id: o.ID.String(), InstallationId: o.InstallationID,
 			BatchId: o.BatchID, ObservedAt: o.ObservedAt.UTC(), ReceivedAt: o.ReceivedAt.UTC(), Kind: o.Kind, Data: data})
 	}
 	return api.ListObservations200JSONResponse{Body: out}, nil
+}
+
+// observationPageToken reads the list's page token (nil: the first page): as every list's, "v1:"
+// and the last ID of the page before, base64url-encoded, the ID of either form an observation
+// has (domain.ParseObservationID): a token a list gave before migration 00020 holds an
+// obs_<n>, and pages on from it.
+func observationPageToken(tok *string) (*domain.ObservationID, error) {
+	if tok == nil {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(*tok)
+	last, ok := strings.CutPrefix(string(b), "v1:")
+	id, valid := domain.ParseObservationID(last)
+	if err != nil || !ok || !valid {
+		return nil, problem.New(http.StatusBadRequest, api.ErrorCodeInvalidPageToken, "page_token is not one this list returned; start again without it.")
+	}
+	return &id, nil
 }
 
 // SubmitObservations accepts a batch once per (installation, batch_id), within the

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -261,25 +260,27 @@ func (s *Server) readObservations(ctx context.Context, tx pgx.Tx, r *http.Reques
 	if !ok {
 		return errBadPage
 	}
-	var beforeID int64
+	var from *domain.ObservationID
 	if before != "" {
-		var err error
-		if beforeID, err = strconv.ParseInt(before, 10, 64); err != nil { // past int64
+		last, ok := domain.ParseObservationID(before)
+		if !ok { // an obs_<n> past int64, or 26 characters of no ID
 			return errBadPage
 		}
+		from = &last
 	}
-	obs, err := domain.ListObservations(ctx, tx, o.ID, id, beforeID, supportObservationsShown+1)
+	obs, err := domain.ListObservations(ctx, tx, o.ID, id, from, supportObservationsShown+1)
 	if errors.Is(err, domain.ErrNotFound) {
 		return errNoSuchInstallation
 	}
 	v.Observations, v.Next = onePage(obs, supportObservationsShown, func(last domain.Observation) string {
-		return supportPath + "/organizations/" + o.ID + "/agents/" + url.PathEscape(id) + "?before=" + strconv.FormatInt(last.ID, 10)
+		return supportPath + "/organizations/" + o.ID + "/agents/" + url.PathEscape(id) + "?before=" + last.ID.String()
 	})
 	v.Section, v.Installation = "observations", id
 	return err
 }
 
-var supportObservationCursor = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+// supportObservationCursor is an observation's ID, of either form (domain.ObservationID).
+var supportObservationCursor = regexp.MustCompile(`^obs_([1-9][0-9]{0,18}|[0-9a-z]{26})$`)
 
 func (s *Server) readJobs(ctx context.Context, tx pgx.Tx, r *http.Request, o domain.GrantedOrganization, v *supportView) error {
 	before, ok := cursor(r, "before", supportJobID)

@@ -20,10 +20,10 @@ within AS (
     AND current.ok AND EXISTS (SELECT 1 FROM ins)),
 batch AS (
   INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT 'ins_' || :inst, 'b-' || :seq, 'org_1' FROM within
-  ON CONFLICT DO NOTHING RETURNING 1),
+  ON CONFLICT DO NOTHING RETURNING (floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint AS r),
 stored AS (
-  INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
-  SELECT 'org_1', 'ins_' || :inst, 'b-' || :seq, now(), 'host.facts', :payload::jsonb FROM batch),
+  INSERT INTO observations (id, organization_id, installation_id, batch_id, observed_at, kind, data)
+  SELECT observation_id(now(), 0, b.r, 1), 'org_1', 'ins_' || :inst, 'b-' || :seq, now(), 'host.facts', :payload::jsonb FROM batch b),
 counted AS (
   INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
   SELECT 'org_1', (now() AT TIME ZONE 'UTC')::date, :client_id::smallint, 1, 1100 FROM batch

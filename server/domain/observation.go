@@ -14,7 +14,7 @@ import (
 
 // Observation is one stored observation.
 type Observation struct {
-	ID             int64           `db:"id"`
+	ID             ObservationID   `db:"id"`
 	InstallationID string          `db:"installation_id"`
 	BatchID        string          `db:"batch_id"`
 	ObservedAt     time.Time       `db:"observed_at"`
@@ -122,11 +122,11 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 				AND current.ok AND EXISTS (SELECT 1 FROM ins)),
 		batch AS (
 			INSERT INTO observation_batches (installation_id, batch_id, organization_id) SELECT $2, $3, $1 FROM within
-			ON CONFLICT DO NOTHING RETURNING 1),
+			ON CONFLICT DO NOTHING RETURNING `+observationRandom+` AS r),
 		stored AS (
-			INSERT INTO observations (organization_id, installation_id, batch_id, observed_at, kind, data)
-			SELECT $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
-			FROM batch, jsonb_array_elements($4::jsonb -> 'observations') o),
+			INSERT INTO observations (id, organization_id, installation_id, batch_id, observed_at, kind, data)
+			SELECT observation_id(now(), 0, b.r, e.k), $1, $2, $3, (o->>'observed_at')::timestamptz, o->>'kind', o->'data'
+			FROM batch b, jsonb_array_elements($4::jsonb -> 'observations') WITH ORDINALITY AS e(o, k)),
 		counted AS (
 			INSERT INTO usage_counters AS c (organization_id, day, shard, intake_requests, intake_bytes)
 			SELECT $1, (now() AT TIME ZONE 'UTC')::date, `+intakeShard+`, 1, $5 FROM batch
@@ -148,6 +148,14 @@ func acceptBatch(ctx context.Context, q db.DBTX, b IntakeBatch, threshold int64)
 	}
 	return r.outcome()
 }
+
+// observationRandom draws a batch's random bits for its observations' IDs (r: see
+// observation_id in migration 00020), once per batch (an import's, once per import). An observation's ID is its batch's time
+// received (now(), the received_at it gets), the batch's place among its organization's batches
+// in the statement (0 alone), these bits and the observation's place in the batch: an
+// organization's batches and a batch's observations sort in the order sent, and an ID says
+// nothing of another organization's batches.
+const observationRandom = `(floor(random() * 2147483648)::bigint << 31) | floor(random() * 2147483648)::bigint`
 
 // intakeAnswer is what an intake statement answers for one batch.
 type intakeAnswer struct {
@@ -202,22 +210,24 @@ func BatchSeen(ctx context.Context, q db.DBTX, installationID, batchID string) (
 	return seen, err
 }
 
-// ListObservations pages through an installation's observations, newest first.
-func ListObservations(ctx context.Context, q db.DBTX, orgID, installationID string, before int64, limit int) ([]Observation, error) {
+// ListObservations pages through an installation's observations, newest first (by ID: the
+// time received, a batch's in the order sent), from the one before before (nil: the newest).
+func ListObservations(ctx context.Context, q db.DBTX, orgID, installationID string, before *ObservationID, limit int) ([]Observation, error) {
 	inst, err := getInstallation(ctx, q, installationID)
 	if err != nil || inst.OrganizationID != orgID {
 		return nil, db.ErrNotFound
 	}
+	var from any // NULL: from the newest
+	if before != nil {
+		from = [16]byte(*before)
+	}
 	rows, err := q.Query(ctx, `SELECT id, installation_id, batch_id, observed_at, received_at, kind, data FROM observations
-		WHERE installation_id = $1 AND ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $3`, installationID, before, limit)
+		WHERE installation_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`, installationID, from, limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[Observation])
 }
-
-// FormatObservationID is an observation's ID as the API shows it.
-func FormatObservationID(id int64) string { return "obs_" + strconv.FormatInt(id, 10) }
 
 // PurgeOldObservations deletes observations older than each organization's effective
 // observation_retention_days, and batch IDs older than the deduplication window, in batches.

@@ -102,6 +102,8 @@ type importer struct {
 	memberBytes   int64          // their sizes
 	previous      ManifestMember // the member read last
 	formatErr     error          // the first malformed member; reported after the manifest's version and checksums
+
+	obsBase *ObservationID // the import's first observation's ID (observationIDs)
 }
 
 func corrupt(format string, args ...any) error {

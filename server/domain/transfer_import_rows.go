@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,7 +137,12 @@ func (im *importer) load(kind string, rows *rowReader) (int64, error) {
 	case "observation_batches":
 		return copyRows(im, rows, "observation_batches", []string{"installation_id", "batch_id", "organization_id", "received_at"}, im.batch)
 	case "observations":
-		return copyRows(im, rows, "observations", []string{"organization_id", "installation_id", "batch_id", "observed_at", "received_at", "kind", "data"}, im.observation)
+		next, err := im.observationIDs()
+		if err != nil {
+			return 0, err
+		}
+		return copyRows(im, rows, "observations", []string{"id", "organization_id", "installation_id", "batch_id", "observed_at", "received_at", "kind", "data"},
+			func(r observationRow) ([]any, error) { return im.observation(r, next()) })
 	case "jobs":
 		return copyRows(im, rows, "jobs", []string{"id", "organization_id", "installation_id", "command", "state", "created_at", "delivered_at", "completed_at", "result"}, im.job)
 	}
@@ -229,11 +235,32 @@ func (im *importer) batch(r batchRow) ([]any, error) {
 	return []any{r.InstallationID, r.BatchID, im.orgID, r.ReceivedAt}, nil
 }
 
-func (im *importer) observation(r observationRow) ([]any, error) {
+func (im *importer) observation(r observationRow, id ObservationID) ([]any, error) {
 	if !im.installations[r.InstallationID] || len(r.Data) == 0 {
 		return nil, bad("observation of unknown installation %q, or without data", r.InstallationID)
 	}
-	return []any{im.orgID, r.InstallationID, r.BatchID, r.ObservedAt, r.ReceivedAt, r.Kind, string(r.Data)}, nil
+	return []any{[16]byte(id), im.orgID, r.InstallationID, r.BatchID, r.ObservedAt, r.ReceivedAt, r.Kind, string(r.Data)}, nil
+}
+
+// observationIDs gives the observations of the member being read their IDs: an archive carries
+// none, and an import's observations are one batch received when the import began, whose random
+// bits the database draws once (observation_id in migration 00020): the k-th observation of the
+// archive is the first's plus k, so they keep the archive's order.
+func (im *importer) observationIDs() (func() ObservationID, error) {
+	if im.obsBase == nil {
+		var base ObservationID
+		if err := im.tx.QueryRow(im.ctx, `SELECT observation_id(now(), 0, `+observationRandom+`, 0)`).Scan(&base); err != nil {
+			return nil, err
+		}
+		im.obsBase = &base
+	}
+	id, k := *im.obsBase, uint64(im.counts["observations"])
+	first := binary.BigEndian.Uint64(id[8:])
+	return func() ObservationID {
+		binary.BigEndian.PutUint64(id[8:], first+k)
+		k++
+		return id
+	}, nil
 }
 
 func (im *importer) job(r jobRow) ([]any, error) {
