@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"renga.dev/renga/api/textrule"
 )
 
 // apiResponse is what every generated *Response offers.
@@ -97,8 +99,16 @@ func writeJSON(f *Factory, v any) error {
 	return f.printJSON(b)
 }
 
-// printTable writes rows under headers: aligned on a terminal, tab-separated otherwise.
+// printTable writes rows under headers: aligned on a terminal, tab-separated otherwise. Each
+// cell shows the characters openapi.yaml refuses in names as their escapes (\u202E): stored or
+// imported text may hold them, and a control character, tab or newline in a cell would act on
+// the terminal or break the row.
 func (f *Factory) printTable(headers []string, rows [][]string) error {
+	for _, r := range rows {
+		for i, cell := range r {
+			r[i] = textrule.Escaped(cell)
+		}
+	}
 	if f.output == "tsv" {
 		for _, r := range rows {
 			if _, err := fmt.Fprintln(f.Stdout, strings.Join(r, "\t")); err != nil {
