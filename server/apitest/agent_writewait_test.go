@@ -56,8 +56,8 @@ func TestAgentWritesWaitForStateChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = tx.Rollback(ctx) }) // before the server closes: a waiting request ends
 			if err := c.change(tx); err != nil {
-				_ = tx.Rollback(ctx)
 				t.Fatal(err)
 			}
 			done := make(chan reply, 1)
@@ -69,7 +69,7 @@ func TestAgentWritesWaitForStateChanges(t *testing.T) {
 				done <- rep
 			}()
 			waitFor(t, 20*time.Second, what+" to wait for the "+c.name, func() bool {
-				return lockWaits(t, env, "SELECT state, moving_transfer_id IS NOT NULL FROM organizations%") == 1
+				return lockWaits(t, env, "SELECT state, % FROM organizations WHERE id = $1 FOR %") == 1
 			})
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
