@@ -98,19 +98,6 @@ func endFreeze(ctx context.Context, q db.DBTX, t Transfer) error {
 	return err
 }
 
-// AgentWritesOpen is nil when the organization takes its agents' writes, else ErrMoved,
-// ErrSuspended or ErrMoving. It holds nothing: a single read's check (a job listing); writes
-// check under the organization's row lock.
-func AgentWritesOpen(ctx context.Context, q db.DBTX, orgID string) error {
-	var state string
-	var moving bool
-	err := q.QueryRow(ctx, `SELECT state, moving_transfer_id IS NOT NULL FROM organizations WHERE id = $1`, orgID).Scan(&state, &moving)
-	if err != nil {
-		return db.Translate(err)
-	}
-	return agentWritable(state, moving)
-}
-
 // agentWritable is OrganizationWritable for an agent's request, with the move's freeze.
 func agentWritable(state string, moving bool) error {
 	if err := OrganizationWritable(state); err != nil {
