@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -340,7 +341,7 @@ func TestDuplicateKey(t *testing.T) {
 }
 
 // TestReadAll: the body as sent whatever Content-Length announced (exactly, too little, or
-// nothing: chunked), a short one refused as unreadable, and one over MaxBodyBytes as too large,
+// nothing: chunked) and however the reader hands over its last bytes, a short one refused as unreadable, and one over MaxBodyBytes as too large,
 // announced or not.
 func TestReadAll(t *testing.T) {
 	big := strings.Repeat("x", MaxBodyBytes+1)
@@ -349,17 +350,25 @@ func TestReadAll(t *testing.T) {
 		body      string
 		announced int64
 		status    int // 0: read
+		reader    func(string) io.Reader
 	}{
-		{"exact", `{"a":1}`, 7, 0},
-		{"longer than announced", `{"a":12345}`, 3, 0},
-		{"chunked", `{"a":1}`, -1, 0},
-		{"shorter than announced", `{"a":1}`, 20, http.StatusBadRequest},
-		{"over the limit, announced", big, int64(len(big)), http.StatusRequestEntityTooLarge},
-		{"over the limit, chunked", big, -1, http.StatusRequestEntityTooLarge},
-		{"at the limit", big[1:], int64(len(big) - 1), 0},
+		// Readers may return their last bytes together with io.EOF, or nothing and no error
+		// before more: the bytes past the announced length are read either way.
+		{"longer, the rest with io.EOF", `{"a":12345}`, 3, 0, func(s string) io.Reader { return iotest.DataErrReader(strings.NewReader(s)) }},
+		{"longer, after a read of nothing", `{"a":12345}`, 3, 0, func(s string) io.Reader { return &pausingReader{rest: s, pauseAt: 3} }},
+		{"exact", `{"a":1}`, 7, 0, nil},
+		{"longer than announced", `{"a":12345}`, 3, 0, nil},
+		{"chunked", `{"a":1}`, -1, 0, nil},
+		{"shorter than announced", `{"a":1}`, 20, http.StatusBadRequest, nil},
+		{"over the limit, announced", big, int64(len(big)), http.StatusRequestEntityTooLarge, nil},
+		{"over the limit, chunked", big, -1, http.StatusRequestEntityTooLarge, nil},
+		{"at the limit", big[1:], int64(len(big) - 1), 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(strings.NewReader(tc.body)))
+			if tc.reader == nil {
+				tc.reader = func(s string) io.Reader { return strings.NewReader(s) }
+			}
+			r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(tc.reader(tc.body)))
 			r.ContentLength = tc.announced
 			got, pe := readAll(r)
 			switch {
@@ -372,4 +381,30 @@ func TestReadAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pausingReader reads rest, answering one read with nothing and no error once pauseAt bytes
+// have been read (as io.Reader allows).
+type pausingReader struct {
+	rest    string
+	read    int
+	pauseAt int
+	paused  bool
+}
+
+func (p *pausingReader) Read(b []byte) (int, error) {
+	if p.rest == "" {
+		return 0, io.EOF
+	}
+	if p.read == p.pauseAt && !p.paused {
+		p.paused = true
+		return 0, nil
+	}
+	n := min(len(b), len(p.rest))
+	if p.read < p.pauseAt {
+		n = min(n, p.pauseAt-p.read)
+	}
+	n = copy(b, p.rest[:n])
+	p.rest, p.read = p.rest[n:], p.read+n
+	return n, nil
 }
