@@ -21,6 +21,7 @@ func main() {
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "run the provider for a debugger (prints TF_REATTACH_PROVIDERS)")
 	flag.Parse()
+	provider.QuietSDKLogs()
 	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
 		Address: Address,
 		Debug:   debug,

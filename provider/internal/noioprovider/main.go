@@ -21,9 +21,11 @@ import (
 	"renga.dev/renga/provider/internal/apiclient"
 	"renga.dev/renga/provider/internal/organization"
 	"renga.dev/renga/provider/internal/organizationpolicy"
+	rengaprovider "renga.dev/renga/provider/internal/provider"
 )
 
 func main() {
+	rengaprovider.QuietSDKLogs() // as the provider's binary does
 	// Never dialled: Read below makes no call.
 	c, err := apiclient.New(apiclient.Config{URL: "http://127.0.0.1:1"})
 	if err != nil {
