@@ -31,6 +31,37 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// signedInBrowser starts a headless Chromium (path) and signs alice in through the test OpenID
+// Provider's login form on env's /signin. The first call starts the browser and must not carry a
+// deadline (it would stop the browser); the context it returns bounds every step after it, so a
+// browser that hangs fails the test. The browser stops when t ends.
+func signedInBrowser(t *testing.T, env *servertest.Env, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("headless", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(env.Config.PublicURL+"/signin"),
+		chromedp.Click(chromedp.CSS(`a[href="/signin?provider=corp"]`), chromedp.NodeVisible),
+		// The provider's login form.
+		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice", chromedp.NodeVisible),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`), chromedp.NodeVisible),
+		// Back on the deployment, signed in.
+		chromedp.WaitVisible(chromedp.CSS(`#who`)),
+	); err != nil {
+		t.Fatalf("sign in in the browser: %v", err)
+	}
+	return ctx
+}
+
 // TestSupportConsoleInABrowser: in a real headless Chromium, a support person signs in through
 // the test OpenID Provider's login form, opens an organization whose owner granted access and
 // sees its agents; the owner revokes the grant; the reload is refused and shows nothing.
@@ -44,19 +75,7 @@ func TestSupportConsoleInABrowser(t *testing.T) {
 	hostname := "host-" + s.Agent.ID[4:10]
 	g := grantSupport(t, env, s.Owner, time.Now().Add(time.Hour), "alice@example.com")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.Flag("headless", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	// The first call starts the browser and must not carry a deadline (it would stop the
-	// browser); each step after it is bounded, so a browser that hangs fails the test.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
+	ctx := signedInBrowser(t, env, path)
 	text := func(sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
@@ -64,18 +83,6 @@ func TestSupportConsoleInABrowser(t *testing.T) {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
 		return v
-	}
-
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(env.Config.PublicURL+"/signin"),
-		chromedp.Click(chromedp.CSS(`a[href="/signin?provider=corp"]`), chromedp.NodeVisible),
-		// The provider's login form.
-		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice", chromedp.NodeVisible),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`), chromedp.NodeVisible),
-		// Back on the deployment, signed in.
-		chromedp.WaitVisible(chromedp.CSS(`#who`)),
-	); err != nil {
-		t.Fatalf("sign in in the browser: %v", err)
 	}
 	who := text("#who")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#console`), chromedp.NodeVisible),
@@ -145,26 +152,7 @@ func TestSupportConsoleReadsInOrderInABrowser(t *testing.T) {
 	s.Agent.submit(t, jsonBody(map[string]any{"batch_id": "rtl", "observations": []any{obs}})).accepted(t)
 	grantSupport(t, env, s.Owner, time.Now().Add(time.Hour), "alice@example.com")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.Flag("headless", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser: no deadline (see above)
-		t.Fatalf("start %s: %v", path, err)
-	}
-	bctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
-	if err := chromedp.Do(bctx,
-		chromedp.Navigate(env.Config.PublicURL+"/signin"),
-		chromedp.Click(chromedp.CSS(`a[href="/signin?provider=corp"]`), chromedp.NodeVisible),
-		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice", chromedp.NodeVisible),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`), chromedp.NodeVisible),
-		chromedp.WaitVisible(chromedp.CSS(`#who`)),
-	); err != nil {
-		t.Fatalf("sign in in the browser: %v", err)
-	}
+	bctx := signedInBrowser(t, env, path)
 	cookies, err := chromedp.Call(bctx, network.GetCookies, network.GetCookiesParams{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,20 +1,36 @@
 // Package textrule is openapi.yaml's rule for names people read (display names, emails,
-// issuers, client IDs): no control, invisible or direction-changing character. The provider
-// checks it while planning, so that a configuration the server would refuse fails at plan time.
+// issuers, client IDs) as a plan-time validator: no control, invisible or direction-changing
+// character. The characters are api/textrule's, held to the spec's pattern by its own test, so a
+// configuration the server would refuse fails while planning.
 package textrule
 
 import (
-	"regexp"
+	"context"
+	"fmt"
+	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+
+	"renga.dev/renga/api/textrule"
 )
 
-// visible is openapi.yaml's pattern (DisplayName and every name people read) in Go's syntax:
-// \x{...} where the spec writes \u.... TestSameAsTheSpec holds the two to the same set.
-var visible = regexp.MustCompile(`^[^\x00-\x1F\x7F-\x9F\x{00AD}\x{034F}\x{061C}\x{115F}\x{1160}\x{180E}\x{200B}-\x{200F}\x{2028}-\x{202E}\x{2060}-\x{206F}\x{3164}\x{FEFF}\x{FFA0}\x{FFF9}-\x{FFFB}]+$`)
-
 // Visible is the validator of a name people read.
-func Visible() validator.String {
-	return stringvalidator.RegexMatches(visible, "must not contain control, invisible or direction-changing characters")
+func Visible() validator.String { return visible{} }
+
+type visible struct{}
+
+const rule = "must not contain control, invisible or direction-changing characters"
+
+func (visible) Description(context.Context) string         { return rule }
+func (visible) MarkdownDescription(context.Context) string { return rule }
+
+func (visible) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	v := req.ConfigValue.ValueString()
+	if i := strings.IndexFunc(v, textrule.Hidden); i >= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Attribute Value",
+			fmt.Sprintf("Attribute %s %s; %q holds %s.", req.Path, rule, textrule.Escaped(v), textrule.Escaped(string([]rune(v[i:])[0]))))
+	}
 }
