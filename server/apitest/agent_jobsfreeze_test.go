@@ -20,12 +20,7 @@ func TestAgentJobTrafficDuringAFreeze(t *testing.T) {
 	env := servertest.Start(t) // no job workers: the export for the move stays pending
 	token := env.Token(t, servertest.AllScopes()...)
 	s := newAgentSetup(t, env)
-	delivered := createJob(t, env, s.Owner, s.Agent.ID, "uptime")
-	if r := s.Agent.do(t, http.MethodGet, agentJobsURL, nil); r.Status != http.StatusOK {
-		t.Fatalf("jobs: %d %s", r.Status, r.Body)
-	}
-	queued := createJob(t, env, s.Owner, s.Agent.ID, "uptime")
-	result := jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up"})
+	delivered, queued, result := deliveredAndQueuedJobs(t, env, s)
 
 	x, rep := startMoveExport(t, env, token, s.OrgID)
 	if rep.Status != http.StatusAccepted {
@@ -70,4 +65,16 @@ func TestAgentJobTrafficDuringAFreeze(t *testing.T) {
 	if r := send(t, env, registerReq(s.Key, fresh)); r.Status != http.StatusCreated {
 		t.Errorf("registration after the freeze: %d %s", r.Status, r.Body)
 	}
+}
+
+// deliveredAndQueuedJobs gives s's agent two jobs, the first delivered (listed once) and the
+// second still queued, and the body of a result for the delivered one.
+func deliveredAndQueuedJobs(t *testing.T, env *servertest.Env, s agentSetup) (delivered, queued jobJSON, result []byte) {
+	t.Helper()
+	delivered = createJob(t, env, s.Owner, s.Agent.ID, "uptime")
+	if r := s.Agent.do(t, http.MethodGet, agentJobsURL, nil); r.Status != http.StatusOK {
+		t.Fatalf("jobs: %d %s", r.Status, r.Body)
+	}
+	queued = createJob(t, env, s.Owner, s.Agent.ID, "uptime")
+	return delivered, queued, jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up"})
 }

@@ -24,12 +24,7 @@ func TestAgentWritesWaitForStateChanges(t *testing.T) {
 	env := servertest.Start(t)
 	ctx := context.Background()
 	s := newAgentSetup(t, env)
-	delivered := createJob(t, env, s.Owner, s.Agent.ID, "uptime")
-	if r := s.Agent.do(t, http.MethodGet, agentJobsURL, nil); r.Status != http.StatusOK {
-		t.Fatalf("jobs: %d %s", r.Status, r.Body)
-	}
-	queued := createJob(t, env, s.Owner, s.Agent.ID, "uptime")
-	result := jsonBody(map[string]any{"status": "succeeded", "exit_code": 0, "output": "up"})
+	delivered, queued, result := deliveredAndQueuedJobs(t, env, s)
 
 	changes := []struct {
 		name, status string
